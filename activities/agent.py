@@ -1,0 +1,78 @@
+"""What every Agent does around its remote call: record the attempt, call, record the outcome.
+
+The Agent itself writes Processing/LockedBy/CompleteBy when an attempt starts and
+Processed when it succeeds, so the happy path needs no separate mirror writes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.remote import RemoteCaller
+from state_store.mirror import record_transitions
+from task_models.versions import Phase, version_of
+from task_models import StepCall, StepResult, StepState, StepTransition, TaskState
+
+INVALID_INPUT = "InvalidInput"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Agent:
+    """Base of the Agents: one per remote service, built by the worker with its dependencies."""
+
+    def __init__(self, remote: RemoteCaller, sessions: async_sessionmaker[AsyncSession], identity: str) -> None:
+        self._remote = remote
+        self._sessions = sessions
+        self._identity = identity
+
+    async def perform(self, call: StepCall, path: str, body: BaseModel) -> StepResult:
+        info = activity.info()
+        timeout = info.start_to_close_timeout or timedelta(seconds=30)
+        complete_by = info.started_time.astimezone(UTC) + timeout
+        running, done = (
+            (StepState.COMPENSATING, StepState.COMPENSATED) if call.compensation else (StepState.PROCESSING, StepState.PROCESSED)
+        )
+        await self._record(
+            call,
+            Phase.AGENT_STARTED,
+            info.attempt,
+            state=running,
+            locked_by=self._identity,
+            complete_by=complete_by,
+            task_state=TaskState.COMPENSATING if call.compensation else TaskState.PROCESSING,
+        )
+        data = await self._remote.post(path, body.model_dump(mode="json"), call.idempotency_key, complete_by)
+        await self._record(call, Phase.AGENT_DONE, info.attempt, state=done, task_state=call.stamp.task_state_on_done)
+        return StepResult(data=data)
+
+    async def _record(self, call: StepCall, phase: Phase, attempt: int, **fields: Any) -> None:
+        transition = StepTransition(
+            task_id=call.task_id,
+            step=call.step,
+            version=version_of(call.stamp.seq, attempt, phase),
+            at=datetime.now(UTC),
+            attempt=attempt,
+            failure_count=call.stamp.failure_count,
+            **fields,
+        )
+        async with self._sessions() as session:
+            await record_transitions(session, [transition])
+
+
+def parse_payload(model: type[M], call: StepCall, **extra: Any) -> M:
+    """Build the service request from the task payload; bad data is a permanent fault."""
+    try:
+        return model.model_validate({**call.payload, **extra})
+    except ValidationError as err:
+        raise ApplicationError(
+            f"step {call.step} of task {call.task_id}: invalid data for {model.__name__}: {err}",
+            type=INVALID_INPUT,
+            non_retryable=True,
+        ) from err

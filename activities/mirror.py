@@ -1,0 +1,39 @@
+"""The Scheduler's own writes to the state store, run as local activities.
+
+``mirror.accept`` also hands the workflow the step policies in force on this
+worker (settings), so they are recorded once in history and replay identically.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio import activity
+
+from settings import Settings
+from state_store.mirror import accept_task, record_transitions
+from task_models import TaskAccepted, TaskPlan, TransitionBatch
+
+
+class MirrorActivities:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+        self._sessions = sessions
+        self._settings = settings
+
+    @activity.defn(name="mirror.accept")
+    async def accept(self, accepted: TaskAccepted) -> TaskPlan:
+        steps = [
+            plan.model_copy(update={"policy": self._settings.steps[plan.name]}) if plan.name in self._settings.steps else plan
+            for plan in accepted.steps
+        ]
+        async with self._sessions() as session:
+            await accept_task(session, accepted.model_copy(update={"steps": steps}))
+        return TaskPlan(
+            steps=steps,
+            compensation_policy=self._settings.compensation,
+            supervisor_workflow_id=self._settings.supervisor.workflow_id,
+        )
+
+    @activity.defn(name="mirror.record")
+    async def record(self, batch: TransitionBatch) -> int:
+        async with self._sessions() as session:
+            return await record_transitions(session, batch.transitions)

@@ -1,0 +1,99 @@
+"""The one place an Agent's request leaves the process: an HTTP call to a remote service.
+
+It never sends after the attempt's complete-by, heartbeats while it waits, and
+classifies what went wrong: transient faults are retryable (Temporal's retry
+policy takes them), permanent ones raise a non-retryable ApplicationError whose
+type says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+# Error types, as seen in Temporal's history and the state store's error_type column.
+TRANSIENT = "RemoteTransient"
+REJECTED = "RemoteRejected"
+VOIDED = "StepVoided"
+GARBAGE = "RemoteGarbage"
+DEADLINE = "CompleteByPassed"
+
+# Below this much time left there is no point in sending: the answer would come too late.
+_MIN_TIME_LEFT_S = 0.05
+
+
+class RemoteCaller:
+    """Posts to the remote services with an Idempotency-Key, inside the attempt's deadline."""
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str) -> None:
+        self._client = client
+        self._base_url = base_url.rstrip("/")
+
+    async def post(self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime) -> dict[str, Any]:
+        time_left = (complete_by - datetime.now(UTC)).total_seconds()
+        if time_left < _MIN_TIME_LEFT_S:
+            # The Scheduler already counts this attempt as failed; a request now could
+            # race the next attempt. Stop without calling.
+            raise ApplicationError(f"complete-by {complete_by.isoformat()} has passed; not calling {path}", type=DEADLINE)
+        request = self._client.post(
+            f"{self._base_url}{path}",
+            json=body,
+            headers={"Idempotency-Key": idempotency_key},
+            timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
+        )
+        try:
+            response = await _heartbeating(request, interval_s=max(min(time_left / 3, 5.0), 0.2))
+        except httpx.TimeoutException as err:
+            raise ApplicationError(f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT) from err
+        except httpx.TransportError as err:
+            raise ApplicationError(f"{path} unreachable: {type(err).__name__}: {err}", type=TRANSIENT) from err
+        return _classify(path, response)
+
+
+def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
+    status = response.status_code
+    try:
+        content: Any = response.json() if "json" in response.headers.get("content-type", "") else None
+    except json.JSONDecodeError:
+        content = None
+    if status >= 500 or status in (408, 425, 429):
+        message = content.get("message") if isinstance(content, dict) else None
+        raise ApplicationError(f"{path} answered {status}: {message or response.reason_phrase}", type=TRANSIENT)
+    if not isinstance(content, dict):
+        # A service that answers with HTML or broken JSON is misbehaving, not saying no;
+        # retrying may well succeed.
+        raise ApplicationError(
+            f"{path} answered {status} with {response.headers.get('content-type', 'no content type')!r}, not a JSON object",
+            type=GARBAGE,
+        )
+    if status >= 400:
+        code = content.get("error", "rejected")
+        message = content.get("message") or code
+        raise ApplicationError(
+            f"{path} rejected the request ({status} {code}): {message}",
+            {"status": status, "error": code},
+            type=VOIDED if code == "voided" else REJECTED,
+            non_retryable=True,
+        )
+    return content
+
+
+async def _heartbeating(request: Any, interval_s: float) -> httpx.Response:
+    """Await the request, heartbeating so a dead agent is noticed before complete-by and
+    a cancellation from the Scheduler reaches us."""
+    call = asyncio.ensure_future(request)
+    try:
+        while True:
+            done, _ = await asyncio.wait({call}, timeout=interval_s)
+            if done:
+                return call.result()
+            if activity.in_activity():
+                activity.heartbeat()
+    finally:
+        call.cancel()

@@ -1,0 +1,1 @@
+"""The ``sas`` command line and the process plumbing its entry points share."""

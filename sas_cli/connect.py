@@ -1,0 +1,46 @@
+"""The one place a Temporal client is built: address, namespace, TLS/mTLS, API key and
+the pydantic data converter, all from settings."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from temporalio.client import Client, TLSConfig
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from settings import TemporalSettings
+
+
+def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
+    tls = settings.tls
+    if not tls.enabled:
+        # Temporal Cloud with an API key needs TLS even without client certificates.
+        return settings.api_key is not None
+
+    def read(path: str | None) -> bytes | None:
+        return Path(path).expanduser().read_bytes() if path else None
+
+    return TLSConfig(
+        server_root_ca_cert=read(tls.server_root_ca_path),
+        client_cert=read(tls.client_cert_path),
+        client_private_key=read(tls.client_key_path),
+        domain=tls.server_name,
+    )
+
+
+def worker_identity(settings: TemporalSettings, role: str) -> str:
+    """Who is running an attempt (the pattern's LockedBy): role, pid and host."""
+    return settings.identity or f"{role}-{os.getpid()}@{socket.gethostname()}"
+
+
+async def connect(settings: TemporalSettings, role: str = "client") -> Client:
+    return await Client.connect(
+        settings.address,
+        namespace=settings.namespace,
+        data_converter=pydantic_data_converter,
+        tls=tls_config(settings),
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        identity=worker_identity(settings, role),
+    )

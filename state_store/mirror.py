@@ -1,0 +1,119 @@
+"""Writes that mirror the Scheduler's state into the state store.
+
+These are the only places a step's recorded state changes (the Supervisor only
+raises FailureCount and moves CompleteBy, in ``state_store.decisions``). Every write
+is idempotent and ordered by version (see ``task_models.versions``).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from sqlalchemy import case, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from state_store.tables import Step, Task
+from task_models import StepState, StepTransition, TaskAccepted, TaskState
+
+SHARD_BUCKETS = 4096
+
+
+def shard_of(task_id: str) -> int:
+    """Stable bucket of a task id; a Supervisor shard owns a contiguous range of buckets."""
+    return zlib.crc32(task_id.encode()) % SHARD_BUCKETS
+
+
+async def accept_task(session: AsyncSession, accepted: TaskAccepted) -> bool:
+    """Write the task and all its step rows (Pending) in one transaction.
+
+    Returns False, changing nothing, when the task was already accepted (a replayed
+    or retried write)."""
+    async with session.begin():
+        if await session.get(Task, accepted.task_id) is not None:
+            return False
+        shard = shard_of(accepted.task_id)
+        session.add(
+            Task(
+                task_id=accepted.task_id,
+                task_type=accepted.task_type,
+                workflow_type=accepted.workflow_type,
+                task_queue=accepted.task_queue,
+                state=TaskState.PENDING,
+                current_step=None,
+                payload=accepted.payload,
+                shard=shard,
+                version=0,
+                created_at=accepted.accepted_at,
+                updated_at=accepted.accepted_at,
+            )
+        )
+        for plan in accepted.steps:
+            session.add(
+                Step(
+                    task_id=accepted.task_id,
+                    name=plan.name,
+                    position=plan.position,
+                    agent=plan.agent,
+                    compensation=plan.compensation,
+                    state=StepState.PENDING,
+                    failure_count=0,
+                    attempt=0,
+                    permanent=False,
+                    idempotency_key=plan.idempotency_key,
+                    complete_by_s=plan.policy.complete_by_s,
+                    version=0,
+                    updated_at=accepted.accepted_at,
+                )
+            )
+    return True
+
+
+async def record_transitions(session: AsyncSession, transitions: list[StepTransition]) -> int:
+    """Apply transitions in one transaction; returns how many step rows changed.
+
+    A transition older than (or equal to) what a row already holds is skipped, so
+    retries and replays leave the same row and late writes never win.
+    """
+    changed = 0
+    async with session.begin():
+        for t in transitions:
+            changed += await _apply(session, t)
+    return changed
+
+
+async def _apply(session: AsyncSession, t: StepTransition) -> int:
+    values: dict[str, object] = {
+        "state": t.state,
+        "version": t.version,
+        "updated_at": t.at,
+        "locked_by": t.locked_by,
+        "complete_by": t.complete_by,
+    }
+    if t.attempt is not None:
+        values["attempt"] = t.attempt
+    if t.failure_count is not None:
+        # The Supervisor may have counted further than the Scheduler knows yet.
+        values["failure_count"] = case(
+            (Step.failure_count < t.failure_count, t.failure_count), else_=Step.failure_count
+        )
+    if t.last_error is not None or t.state in (StepState.PROCESSED, StepState.COMPENSATED):
+        values["last_error"] = t.last_error
+        values["error_type"] = t.error_type
+    if t.permanent is not None:
+        values["permanent"] = t.permanent
+    result = await session.execute(
+        update(Step)
+        .where(Step.task_id == t.task_id, Step.name == t.step, Step.version < t.version)
+        .values(**values)
+    )
+    if t.task_state is not None:
+        await session.execute(
+            update(Task)
+            .where(Task.task_id == t.task_id, Task.version < t.version)
+            .values(state=t.task_state, current_step=t.step, version=t.version, updated_at=t.at)
+        )
+    return result.rowcount or 0
+
+
+async def task_exists(session: AsyncSession, task_id: str) -> bool:
+    return (await session.execute(select(Task.task_id).where(Task.task_id == task_id))).first() is not None

@@ -1,0 +1,132 @@
+"""The state store's tables: the pattern's task and step records, the Supervisor's decisions, alerts.
+
+Timestamps are timezone-aware UTC in Python on both backends (see ``UTCDateTime``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on both backends.
+
+    SQLite has no time zone type, so values are stored as naive UTC there; the
+    fixed ISO format keeps ``<`` comparisons in the Supervisor's query correct.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the state store; use an aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+
+
+class Task(Base):
+    """One task (an order): written with its steps in one transaction when the Scheduler accepts it."""
+
+    __tablename__ = "tasks"
+
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    task_type: Mapped[str] = mapped_column(String(64))
+    workflow_type: Mapped[str] = mapped_column(String(128))
+    task_queue: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(32))
+    current_step: Mapped[str | None] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]]
+    shard: Mapped[int] = mapped_column(Integer, doc="Stable hash bucket of task_id, for sharded Supervisors.")
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_tasks_state_updated", "state", "updated_at"),)
+
+
+class Step(Base):
+    """The pattern's per-step record: ProcessState, LockedBy, CompleteBy, FailureCount."""
+
+    __tablename__ = "steps"
+
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    agent: Mapped[str] = mapped_column(String(128))
+    compensation: Mapped[str | None] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(32))
+    locked_by: Mapped[str | None] = mapped_column(String(200), doc="Identity of the agent process running the attempt.")
+    complete_by: Mapped[datetime | None] = mapped_column(doc="When the current attempt's start-to-close runs out.")
+    failure_count: Mapped[int] = mapped_column(Integer, default=0)
+    attempt: Mapped[int] = mapped_column(Integer, default=0, doc="Temporal's attempt number of the current run.")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    error_type: Mapped[str | None] = mapped_column(String(200))
+    permanent: Mapped[bool] = mapped_column(Boolean, default=False)
+    idempotency_key: Mapped[str] = mapped_column(String(300))
+    complete_by_s: Mapped[float] = mapped_column(doc="The step's complete-by, to extend CompleteBy by.")
+    version: Mapped[int] = mapped_column(BigInteger, default=0, doc="Orders writes: an older one never wins.")
+    updated_at: Mapped[datetime]
+
+    # The Supervisor's scan: WHERE state = ? AND complete_by < ? ORDER BY complete_by LIMIT n.
+    __table_args__ = (Index("ix_steps_state_complete_by", "state", "complete_by"),)
+
+
+class Decision(Base):
+    """One Supervisor (or operator) decision. The unique key makes every action happen once."""
+
+    __tablename__ = "decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    step: Mapped[str] = mapped_column(String(64))
+    failure_count: Mapped[int] = mapped_column(Integer, doc="FailureCount after this decision.")
+    kind: Mapped[str] = mapped_column(String(32), doc="retry | compensate | park")
+    observed_state: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text)
+    decided_by: Mapped[str] = mapped_column(String(200))
+    decided_at: Mapped[datetime]
+    signal_sent_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        Index("ux_decisions_task_step_count", "task_id", "step", "failure_count", unique=True),
+        Index("ix_decisions_unsent", "signal_sent_at"),
+    )
+
+
+class Alert(Base):
+    """An operator alert: one row per incident, however many sweeps see it."""
+
+    __tablename__ = "alerts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    incident_key: Mapped[str] = mapped_column(String(400), unique=True)
+    severity: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[str | None] = mapped_column(String(128))
+    step: Mapped[str | None] = mapped_column(String(64))
+    failure_count: Mapped[int] = mapped_column(Integer, default=0)
+    message: Mapped[str] = mapped_column(Text)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    suggested_action: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_alerts_status", "status", "created_at"),)

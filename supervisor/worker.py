@@ -1,0 +1,59 @@
+"""The Supervisor's worker process: polls the Supervisor queue and makes sure the
+Supervisor workflow is running."""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.worker import Worker
+
+from sas_cli.connect import connect, worker_identity
+from sas_cli.runtime import configure_logging, serve_until_signalled
+from settings import Settings, get_settings
+from supervisor.activities import SupervisorActivities
+from supervisor.models import SupervisorInput
+from supervisor.workflow import SupervisorWorkflow
+
+log = logging.getLogger("sas.supervisor")
+
+
+def build_worker(client: Client, settings: Settings, sessions, identity: str) -> Worker:  # type: ignore[no-untyped-def]
+    acts = SupervisorActivities(sessions, client, settings, identity)
+    return Worker(
+        client,
+        task_queue=settings.temporal.supervisor_task_queue,
+        workflows=[SupervisorWorkflow],
+        activities=[acts.scan, acts.apply],
+        identity=identity,
+    )
+
+
+async def ensure_supervisor_running(client: Client, settings: Settings) -> None:
+    """Start the one Supervisor workflow, or attach to the one already running."""
+    await client.start_workflow(
+        SupervisorWorkflow.run,
+        SupervisorInput(),
+        id=settings.supervisor.workflow_id,
+        task_queue=settings.temporal.supervisor_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+async def run_supervisor() -> None:
+    import state_store
+
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    await state_store.upgrade_async(settings.database.url)
+    engine = state_store.create_engine(settings.database)
+    try:
+        client = await connect(settings.temporal, "supervisor")
+        identity = worker_identity(settings.temporal, "supervisor")
+        worker = build_worker(client, settings, state_store.session_factory(engine), identity)
+        await ensure_supervisor_running(client, settings)
+        log.info("supervisor %s polling %s", identity, settings.temporal.supervisor_task_queue)
+        await serve_until_signalled(worker)
+    finally:
+        await engine.dispose()

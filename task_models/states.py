@@ -1,0 +1,48 @@
+"""The states of a step and of a task, as kept in the state store.
+
+Step:  Pending -> Processing -> Processed
+                      |-> Failed (the Agent gave up; waits for a decision) -> Processing (retry)
+       any attempted step -> Compensating -> Compensated
+                                   |-> CompensationFailed (waits for a decision) -> Compensating
+       never attempted when the task is undone -> Skipped
+       parked by the Supervisor or an operator -> Error (waits for an operator)
+
+Task:  Pending -> Processing -> Processed
+       Processing -> Failed (a step waits for a decision) -> Processing | Compensating
+       Compensating -> Compensated
+       any -> Error (parked: an operator must act)
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class StepState(StrEnum):
+    PENDING = "Pending"
+    PROCESSING = "Processing"
+    PROCESSED = "Processed"
+    FAILED = "Failed"
+    COMPENSATING = "Compensating"
+    COMPENSATED = "Compensated"
+    COMPENSATION_FAILED = "CompensationFailed"
+    SKIPPED = "Skipped"
+    ERROR = "Error"
+
+
+class TaskState(StrEnum):
+    PENDING = "Pending"
+    PROCESSING = "Processing"
+    FAILED = "Failed"
+    COMPENSATING = "Compensating"
+    PROCESSED = "Processed"
+    COMPENSATED = "Compensated"
+    ERROR = "Error"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (TaskState.PROCESSED, TaskState.COMPENSATED)
+
+
+# States in which an agent may be working on the step right now.
+ACTIVE_STEP_STATES = (StepState.PROCESSING, StepState.COMPENSATING)

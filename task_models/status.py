@@ -1,0 +1,49 @@
+"""What the Scheduler answers to its ``status`` query and returns when it ends, and operator requests."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from task_models.states import StepState, TaskState
+
+
+class StepStatus(BaseModel):
+    name: str
+    position: int
+    state: StepState = StepState.PENDING
+    failure_count: int = 0
+    runs: int = Field(default=0, description="How many times the Scheduler has started this step.")
+    last_error: str | None = None
+    error_type: str | None = None
+    permanent: bool = False
+
+
+class TaskStatus(BaseModel):
+    task_id: str
+    task_type: str
+    state: TaskState
+    current_step: str | None = None
+    steps: list[StepStatus]
+    needs_operator: bool = False
+    events: list[str] = Field(default_factory=list, description="Decisions and operator actions, oldest first.")
+
+
+class TaskResult(BaseModel):
+    task_id: str
+    state: TaskState
+    steps: list[StepStatus]
+
+
+class OperatorRequest(BaseModel):
+    """Payload of the ``retry`` and ``compensate`` signals. Every field is optional, so
+    ``temporal workflow signal --name retry`` with no input works too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str | None = Field(default=None, description="Step to retry; the one waiting for a decision if unset.")
+    failure_count: int | None = Field(
+        default=None, ge=0, description="Set by the Supervisor: the FailureCount its decision was made at."
+    )
+    decision_id: str | None = None
+    by: str = Field(default="operator", max_length=200)
+    reason: str = Field(default="", max_length=2000)

@@ -1,0 +1,117 @@
+"""What the Scheduler tells its Agents, and what either writes to the state store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from task_models.states import StepState, TaskState
+
+
+class StepPolicyValues(BaseModel):
+    """How one step runs: its complete-by and the Agent's quick retries (Temporal's retry policy)."""
+
+    complete_by_s: float = Field(default=10.0, gt=0, description="Start-to-close timeout of one attempt.")
+    heartbeat_s: float | None = Field(
+        default=None, gt=0, description="Heartbeat timeout: a dead Agent is noticed after this. Default: complete_by/3."
+    )
+    max_attempts: int = Field(default=3, ge=1, description="Quick retries by the Agent before the step is Failed.")
+    initial_interval_s: float = Field(default=0.5, gt=0)
+    backoff: float = Field(default=2.0, ge=1.0)
+    max_interval_s: float = Field(default=5.0, gt=0)
+
+    @property
+    def complete_by(self) -> timedelta:
+        return timedelta(seconds=self.complete_by_s)
+
+    @property
+    def heartbeat(self) -> timedelta:
+        return timedelta(seconds=self.heartbeat_s or max(self.complete_by_s / 3, 1.0))
+
+
+class StepPlan(BaseModel):
+    """One declared step, with the policy in force when the task was accepted."""
+
+    name: str
+    position: int
+    agent: str = Field(description="Activity name of the forward action.")
+    compensation: str | None = Field(default=None, description="Activity name of the undo, if any.")
+    idempotency_key: str
+    policy: StepPolicyValues = StepPolicyValues()
+
+
+class TaskAccepted(BaseModel):
+    """Written in one transaction when the Scheduler accepts a task: the task row and its step rows."""
+
+    task_id: str
+    task_type: str
+    workflow_type: str
+    task_queue: str
+    payload: dict[str, Any]
+    steps: list[StepPlan]
+    accepted_at: datetime
+
+
+class TaskPlan(BaseModel):
+    """The accepted task's steps with the policies of the worker that accepted it (recorded in history)."""
+
+    steps: list[StepPlan]
+    compensation_policy: StepPolicyValues
+    supervisor_workflow_id: str | None = Field(default=None, description="Woken when a step fails.")
+
+
+class MirrorStamp(BaseModel):
+    """Lets an Agent write its own Processing/Processed rows in order (see task_models.versions)."""
+
+    seq: int = Field(ge=0, description="The Scheduler's transition counter for this task.")
+    failure_count: int = Field(default=0, ge=0)
+    task_state_on_done: TaskState | None = Field(
+        default=None, description="Task state to record with the step's success (the last step completes the task)."
+    )
+
+
+class StepCall(BaseModel):
+    """The message from the Scheduler to an Agent: what to do, under which key."""
+
+    task_id: str
+    task_type: str
+    step: str
+    position: int
+    idempotency_key: str = Field(description="Stable across every retry of this step, Temporal's or the Supervisor's.")
+    target_key: str | None = Field(default=None, description="For an undo: the forward step's idempotency key.")
+    compensation: bool = False
+    payload: dict[str, Any]
+    stamp: MirrorStamp
+
+
+class StepResult(BaseModel):
+    """What an Agent returns: the remote service's answer."""
+
+    data: dict[str, Any] = {}
+    replayed: bool = Field(default=False, description="The service answered from its idempotency store.")
+
+
+class StepTransition(BaseModel):
+    """One write to a step row (and its task row), ordered by ``version``."""
+
+    task_id: str
+    step: str
+    version: int
+    state: StepState
+    at: datetime
+    locked_by: str | None = None
+    complete_by: datetime | None = None
+    attempt: int | None = None
+    failure_count: int | None = None
+    last_error: str | None = None
+    error_type: str | None = None
+    permanent: bool | None = None
+    task_state: TaskState | None = None
+
+
+class TransitionBatch(BaseModel):
+    """Transitions the Scheduler records together, in one transaction."""
+
+    transitions: list[StepTransition]

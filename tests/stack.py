@@ -1,0 +1,132 @@
+"""One test's running system: a task worker and a Supervisor worker on fresh queues,
+over a fresh state store, against the session's Temporal server and remote services."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.worker import Worker
+
+import state_store
+from activities import build_activities
+from settings import Settings, ServicesSettings, SupervisorSettings, TemporalSettings, DatabaseSettings
+from state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
+from supervisor.worker import build_worker, ensure_supervisor_running
+from task_models import OrderInput, StepPolicyValues
+from tests.helpers import fresh_id
+from workflows import ALL_WORKFLOWS
+
+FAST_STEP = StepPolicyValues(complete_by_s=2.0, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
+FAST_UNDO = StepPolicyValues(complete_by_s=2.0, max_attempts=3, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
+
+
+def test_settings(temporal_address: str, services_url: str, db_url: str, **overrides: Any) -> Settings:
+    suffix = uuid.uuid4().hex[:10]
+    values: dict[str, Any] = dict(
+        temporal=TemporalSettings(
+            address=temporal_address, task_queue=f"tasks-{suffix}", supervisor_task_queue=f"sup-{suffix}"
+        ),
+        database=DatabaseSettings(url=db_url),
+        services=ServicesSettings(url=services_url),
+        supervisor=SupervisorSettings(
+            interval_s=0.5, failure_threshold=3, overdue_grace_s=0.5, workflow_id=f"supervisor-{suffix}"
+        ),
+        default_step=FAST_STEP,
+        compensation=FAST_UNDO,
+    )
+    values.update(overrides)
+    return Settings(**values)
+
+
+def order(**changes: Any) -> OrderInput:
+    base = dict(customer_id="cust-1", sku="SKU-1", quantity=2, amount_cents=1999, address="1 Test Street")
+    base.update(changes)
+    return OrderInput(**base)
+
+
+@dataclass
+class Stack:
+    client: Client
+    settings: Settings
+    sessions: async_sessionmaker[AsyncSession]
+    services_url: str
+
+    async def submit(self, task_id: str | None = None, payload: Any = None, workflow: str = "OrderWorkflow") -> WorkflowHandle[Any, Any]:
+        return await self.client.start_workflow(
+            workflow,
+            payload if payload is not None else order(),
+            id=task_id or fresh_id("order"),
+            task_queue=self.settings.temporal.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+
+    async def record(self, task_id: str) -> TaskRecord | None:
+        async with self.sessions() as session:
+            return await get_task(session, task_id)
+
+    async def step_states(self, task_id: str) -> dict[str, str]:
+        record = await self.record(task_id)
+        return {} if record is None else {s.name: s.state for s in record.steps}
+
+    async def task_state(self, task_id: str) -> str | None:
+        record = await self.record(task_id)
+        return None if record is None else record.task.state
+
+    async def decisions(self, task_id: str) -> list[Any]:
+        async with self.sessions() as session:
+            return await decisions_for(session, task_id)
+
+    async def alerts(self, task_id: str) -> list[Any]:
+        async with self.sessions() as session:
+            return await alerts_for(session, task_id)
+
+    async def ledger(self, order_id: str) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient() as http:
+            response = await http.get(f"{self.services_url}/ledger", params={"order_id": order_id})
+            response.raise_for_status()
+            return response.json()["entries"]
+
+    async def add_fault(self, **rule: Any) -> str:
+        async with httpx.AsyncClient() as http:
+            response = await http.post(f"{self.services_url}/admin/faults", json=rule)
+            response.raise_for_status()
+            return response.json()["id"]
+
+
+@asynccontextmanager
+async def start_stack(
+    client: Client, temporal_address: str, services_url: str, db_url: str, supervisor: bool = True, **overrides: Any
+) -> AsyncIterator[Stack]:
+    settings = test_settings(temporal_address, services_url, db_url, **overrides)
+    await state_store.upgrade_async(db_url)
+    engine = state_store.create_engine(settings.database)
+    sessions = state_store.session_factory(engine)
+    try:
+        async with httpx.AsyncClient() as http:
+            task_worker = Worker(
+                client,
+                task_queue=settings.temporal.task_queue,
+                workflows=ALL_WORKFLOWS,
+                activities=build_activities(settings, http, sessions, "test-worker"),
+                identity="test-worker",
+            )
+            async with task_worker:
+                if not supervisor:
+                    yield Stack(client, settings, sessions, services_url)
+                    return
+                async with build_worker(client, settings, sessions, "test-supervisor"):
+                    await ensure_supervisor_running(client, settings)
+                    try:
+                        yield Stack(client, settings, sessions, services_url)
+                    finally:
+                        await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")
+    finally:
+        await engine.dispose()

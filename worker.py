@@ -1,0 +1,53 @@
+"""The Scheduler + Agents worker: ``python worker.py`` (or ``sas worker``).
+
+It migrates the state store, connects to Temporal and polls the task queue for
+the task workflows and their Agents until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sas_cli.runtime import configure_logging, run_entry, serve_until_signalled
+
+
+async def run_worker() -> None:
+    import httpx
+    from temporalio.worker import Worker
+
+    import state_store
+    from activities import build_activities
+    from sas_cli.connect import connect, worker_identity
+    from settings import get_settings
+    from workflows import ALL_WORKFLOWS
+
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    await state_store.upgrade_async(settings.database.url)
+    engine = state_store.create_engine(settings.database)
+    client = await connect(settings.temporal, "worker")
+    identity = worker_identity(settings.temporal, "worker")
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    try:
+        async with httpx.AsyncClient(limits=limits) as http:
+            worker = Worker(
+                client,
+                task_queue=settings.temporal.task_queue,
+                workflows=ALL_WORKFLOWS,
+                activities=build_activities(settings, http, state_store.session_factory(engine), identity),
+                identity=identity,
+            )
+            logging.getLogger("sas.worker").info(
+                "worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address
+            )
+            await serve_until_signalled(worker)
+    finally:
+        await engine.dispose()
+
+
+def main() -> None:
+    run_entry(run_worker)
+
+
+if __name__ == "__main__":
+    main()

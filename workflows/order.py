@@ -1,0 +1,23 @@
+"""OrderWorkflow: reserve -> charge -> ship, undone in reverse if it cannot complete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from task_models import TaskResult
+    from workflows.definitions import ORDER
+    from workflows.scheduler import TaskScheduler
+
+
+@workflow.defn(name="OrderWorkflow")
+class OrderWorkflow(TaskScheduler):
+    definition = ORDER
+
+    @workflow.run
+    async def run(self, order: Any) -> TaskResult:
+        # ``Any``, not OrderInput: input that fails validation must fail the workflow
+        # with a clear, non-retryable error instead of a workflow task retried forever.
+        return await self.execute(order)

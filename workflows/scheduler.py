@@ -1,0 +1,424 @@
+"""The Scheduler: runs a task's declared steps through their Agents, in order, and
+undoes the attempted ones in reverse when the task cannot complete.
+
+Every change of a step's state happens in this class, in ``_set``; each is
+mirrored to the state store - by the Agent itself when an attempt starts and
+succeeds, and through the ``mirror.record`` local activity otherwise.
+
+When a step fails after its Agent's quick retries, the Scheduler records it as
+Failed and waits for a decision (``retry``, ``compensate`` or ``park``) from the
+Supervisor or an operator; it never gives up on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from task_models import (
+        MirrorStamp,
+        OperatorRequest,
+        StepCall,
+        StepPlan,
+        StepPolicyValues,
+        StepResult,
+        StepState,
+        StepStatus,
+        StepTransition,
+        TaskAccepted,
+        TaskPlan,
+        TaskResult,
+        TaskState,
+        TaskStatus,
+        TransitionBatch,
+        validate_task_id,
+    )
+    from task_models.versions import version_of
+    from workflows.definitions import TaskDefinition
+
+INVALID_INPUT = "InvalidInput"
+# Mirror writes wait out a database outage rather than fail the task.
+_MIRROR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+_MIRROR_TIMEOUT = timedelta(seconds=15)
+_MAX_EVENTS = 200
+
+
+class TaskScheduler:
+    """Base of every task workflow. Subclasses set ``definition`` and a ``@workflow.run``
+    that calls :meth:`execute`."""
+
+    definition: ClassVar[TaskDefinition]
+
+    def __init__(self) -> None:
+        self._status: TaskStatus | None = None
+        self._plan: TaskPlan | None = None
+        self._seq = 0
+        self._requests: list[tuple[str, OperatorRequest]] = []
+        self._compensate: OperatorRequest | None = None
+        self._inflight: workflow.ActivityHandle[StepResult] | None = None
+
+    # ------------------------------------------------------------------ run
+
+    async def execute(self, raw_input: Any) -> TaskResult:
+        task_input = self._validate(raw_input)
+        info = workflow.info()
+        declared = [
+            StepPlan(
+                name=d.name,
+                position=i,
+                agent=d.agent,
+                compensation=d.compensation,
+                idempotency_key=f"{info.workflow_id}:{d.name}",
+                policy=d.policy,
+            )
+            for i, d in enumerate(self.definition.steps)
+        ]
+        self._plan = await workflow.execute_local_activity(
+            "mirror.accept",
+            TaskAccepted(
+                task_id=info.workflow_id,
+                task_type=self.definition.task_type,
+                workflow_type=info.workflow_type,
+                task_queue=info.task_queue,
+                payload=task_input,
+                steps=declared,
+                accepted_at=workflow.now(),
+            ),
+            result_type=TaskPlan,
+            start_to_close_timeout=_MIRROR_TIMEOUT,
+            retry_policy=_MIRROR_RETRY,
+        )
+        self._status = TaskStatus(
+            task_id=info.workflow_id,
+            task_type=self.definition.task_type,
+            state=TaskState.PENDING,
+            steps=[StepStatus(name=p.name, position=p.position) for p in self._plan.steps],
+        )
+        self._payload = task_input
+        try:
+            for plan in self._plan.steps:
+                if self._compensate is not None:
+                    break
+                await self._run_forward(plan)
+        except asyncio.CancelledError:
+            # Cancelling the workflow (UI, CLI) means: undo what was done, then stop.
+            self._event("workflow cancellation requested: compensating")
+            self._compensate = self._compensate or OperatorRequest(by="temporal", reason="workflow cancelled")
+        if self._compensate is None:
+            return self._result()
+        await self._run_compensations()
+        return self._result()
+
+    def _validate(self, raw_input: Any) -> dict[str, Any]:
+        try:
+            validate_task_id(workflow.info().workflow_id)
+            if not isinstance(raw_input, dict):
+                raise ValueError(f"input must be a JSON object, got {type(raw_input).__name__}")
+            model = self.definition.input_model.model_validate(raw_input)
+        except (ValueError, ValidationError) as err:
+            raise ApplicationError(
+                f"invalid {self.definition.task_type} input: {err}", type=INVALID_INPUT, non_retryable=True
+            ) from None
+        return model.model_dump(mode="json")
+
+    # ----------------------------------------------------------- forward
+
+    async def _run_forward(self, plan: StepPlan) -> None:
+        step = self._step(plan.name)
+        last = plan.position == len(self._steps_plan) - 1
+        while self._compensate is None:
+            self._seq += 1
+            step.runs += 1
+            self._set(step, StepState.PROCESSING, TaskState.PROCESSING)
+            call = self._call(plan, compensation=False, task_state_on_done=TaskState.PROCESSED if last else None)
+            self._inflight = workflow.start_activity(
+                plan.agent,
+                call,
+                result_type=StepResult,
+                start_to_close_timeout=plan.policy.complete_by,
+                heartbeat_timeout=plan.policy.heartbeat,
+                retry_policy=_retry_policy(plan.policy),
+                cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            )
+            try:
+                await self._inflight
+                self._set(step, StepState.PROCESSED, TaskState.PROCESSED if last else TaskState.PROCESSING)
+                return
+            except ActivityError as err:
+                if isinstance(err.cause, CancelledError):
+                    if self._compensate is not None:
+                        return  # undone below, with the others: the attempt may have had its effect
+                    raise asyncio.CancelledError() from err  # the workflow itself is being cancelled
+                await self._record_failure(step, StepState.FAILED, err)
+            finally:
+                self._inflight = None
+            if await self._await_decision(step, compensating=False) == "compensate":
+                return
+
+    # ------------------------------------------------------ compensation
+
+    async def _run_compensations(self) -> None:
+        assert self._status is not None
+        self._status.state = TaskState.COMPENSATING
+        self._seq += 1
+        skipped = []
+        for step in self._status.steps:
+            if step.runs == 0:
+                self._set(step, StepState.SKIPPED)
+                skipped.append(self._transition(step, task_state=TaskState.COMPENSATING))
+        await self._mirror(skipped or [self._transition(self._status.steps[0], task_state=TaskState.COMPENSATING)])
+        for plan in reversed(self._steps_plan):
+            step = self._step(plan.name)
+            if step.runs > 0:
+                await self._undo(plan, step)
+        self._status.state = TaskState.COMPENSATED
+        self._seq += 1
+        await self._mirror([self._transition(self._status.steps[-1], task_state=TaskState.COMPENSATED)])
+
+    async def _undo(self, plan: StepPlan, step: StepStatus) -> None:
+        assert self._plan is not None
+        if plan.compensation is None:
+            self._set(step, StepState.COMPENSATED)
+            return
+        policy = self._plan.compensation_policy
+        while True:
+            self._seq += 1
+            self._set(step, StepState.COMPENSATING, TaskState.COMPENSATING)
+            undo = asyncio.ensure_future(
+                workflow.execute_activity(
+                    plan.compensation,
+                    self._call(plan, compensation=True),
+                    result_type=StepResult,
+                    start_to_close_timeout=policy.complete_by,
+                    heartbeat_timeout=policy.heartbeat,
+                    retry_policy=_retry_policy(policy),
+                )
+            )
+            try:
+                await _shielded(undo)
+                self._set(step, StepState.COMPENSATED)
+                return
+            except ActivityError as err:
+                await self._record_failure(step, StepState.COMPENSATION_FAILED, err)
+            await self._await_decision(step, compensating=True)
+
+    # --------------------------------------------------------- decisions
+
+    async def _record_failure(self, step: StepStatus, state: StepState, err: ActivityError) -> None:
+        assert self._status is not None
+        message, error_type, permanent = _describe(err)
+        step.last_error, step.error_type, step.permanent = message, error_type, permanent
+        self._seq += 1
+        task_state = TaskState.FAILED if state == StepState.FAILED else TaskState.COMPENSATING
+        self._set(step, state, task_state)
+        self._event(f"{step.name}: {state} ({error_type}): {message}")
+        # CompleteBy of a Failed step: when the Supervisor should look at it - now.
+        await self._mirror([self._transition(step, task_state=task_state, complete_by=workflow.now())])
+        await self._wake_supervisor()
+
+    async def _await_decision(self, step: StepStatus, *, compensating: bool) -> str:
+        """Wait for the Supervisor or an operator. Returns "retry" or "compensate"."""
+        assert self._status is not None
+        while True:
+            await workflow.wait_condition(lambda: bool(self._requests) or (self._compensate is not None and not compensating))
+            if not self._requests:
+                return "compensate"
+            kind, request = self._requests.pop(0)
+            if request.failure_count is not None:
+                step.failure_count = max(step.failure_count, request.failure_count)
+            if kind == "park":
+                self._seq += 1
+                self._status.needs_operator = True
+                self._set(step, StepState.ERROR, TaskState.ERROR)
+                self._event(f"{step.name}: parked as Error by {request.by}: {request.reason}")
+                await self._mirror([self._transition(step, task_state=TaskState.ERROR, complete_by=None)])
+                continue
+            self._status.needs_operator = False
+            self._event(f"{step.name}: {kind} by {request.by}" + (f": {request.reason}" if request.reason else ""))
+            if kind == "compensate" and not compensating:
+                return "compensate"
+            return "retry"
+
+    # ----------------------------------------------------------- signals
+
+    @workflow.signal(name="retry")
+    def retry(self, request: OperatorRequest) -> None:
+        """Re-run the step that waits for a decision (or retry its compensation)."""
+        step = self._waiting_step()
+        if step is None:
+            self._note_count(request)
+            self._event(f"retry from {request.by} ignored: no step is waiting for a decision")
+            return
+        if request.step is not None and request.step != step.name:
+            self._event(f"retry from {request.by} ignored: step {request.step!r} is not the one waiting ({step.name})")
+            return
+        if request.failure_count is not None and request.failure_count <= step.failure_count:
+            self._event(f"retry from {request.by} ignored: decision at FailureCount {request.failure_count} already applied")
+            return
+        self._requests.append(("retry", request))
+
+    @workflow.signal(name="compensate")
+    def compensate(self, request: OperatorRequest) -> None:
+        """Undo every attempted step, in reverse order."""
+        if self._status is not None and self._status.state in (TaskState.PROCESSED, TaskState.COMPENSATED):
+            self._event(f"compensate from {request.by} ignored: task is already {self._status.state}")
+            return
+        self._note_count(request)
+        if self._compensate is None:
+            self._compensate = request
+            if self._inflight is not None:
+                self._inflight.cancel()
+            self._requests.clear()
+        elif (waiting := self._waiting_step()) is not None and waiting.state != StepState.FAILED:
+            self._requests.append(("compensate", request))  # retry the undo that failed or was parked
+        else:
+            self._event(f"compensate from {request.by} ignored: already compensating")
+
+    @workflow.signal(name="park")
+    def park(self, request: OperatorRequest) -> None:
+        """Park the waiting step as Error until an operator acts (sent by the Supervisor)."""
+        if self._waiting_step() is None:
+            self._event(f"park from {request.by} ignored: no step is waiting for a decision")
+            return
+        self._requests.append(("park", request))
+
+    @workflow.query(name="status")
+    def status(self) -> TaskStatus:
+        if self._status is None:
+            info = workflow.info()
+            return TaskStatus(task_id=info.workflow_id, task_type=self.definition.task_type, state=TaskState.PENDING, steps=[])
+        return self._status
+
+    # ------------------------------------------------------------ helpers
+
+    @property
+    def _steps_plan(self) -> list[StepPlan]:
+        assert self._plan is not None
+        return self._plan.steps
+
+    def _step(self, name: str) -> StepStatus:
+        assert self._status is not None
+        return next(s for s in self._status.steps if s.name == name)
+
+    def _waiting_step(self) -> StepStatus | None:
+        if self._status is None:
+            return None
+        waiting = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
+        return next((s for s in self._status.steps if s.state in waiting), None)
+
+    def _note_count(self, request: OperatorRequest) -> None:
+        if request.failure_count is None or self._status is None:
+            return
+        target = request.step and next((s for s in self._status.steps if s.name == request.step), None)
+        if target:
+            target.failure_count = max(target.failure_count, request.failure_count)
+
+    def _set(self, step: StepStatus, state: StepState, task_state: TaskState | None = None) -> None:
+        """The one place a step's state changes in the Scheduler."""
+        assert self._status is not None
+        step.state = state
+        if task_state is not None:
+            self._status.state = task_state
+            self._status.current_step = step.name
+
+    def _call(self, plan: StepPlan, *, compensation: bool, task_state_on_done: TaskState | None = None) -> StepCall:
+        assert self._status is not None
+        step = self._step(plan.name)
+        return StepCall(
+            task_id=self._status.task_id,
+            task_type=self._status.task_type,
+            step=plan.name,
+            position=plan.position,
+            idempotency_key=f"{plan.idempotency_key}:undo" if compensation else plan.idempotency_key,
+            target_key=plan.idempotency_key if compensation else None,
+            compensation=compensation,
+            payload=self._payload,
+            stamp=MirrorStamp(seq=self._seq, failure_count=step.failure_count, task_state_on_done=task_state_on_done),
+        )
+
+    def _transition(self, step: StepStatus, *, task_state: TaskState | None = None, complete_by: Any = None) -> StepTransition:
+        return StepTransition(
+            task_id=workflow.info().workflow_id,
+            step=step.name,
+            version=version_of(self._seq),
+            state=step.state,
+            at=workflow.now(),
+            complete_by=complete_by,
+            failure_count=step.failure_count,
+            last_error=step.last_error,
+            error_type=step.error_type,
+            permanent=step.permanent,
+            task_state=task_state,
+        )
+
+    async def _mirror(self, transitions: list[StepTransition]) -> None:
+        await workflow.execute_local_activity(
+            "mirror.record",
+            TransitionBatch(transitions=transitions),
+            start_to_close_timeout=_MIRROR_TIMEOUT,
+            retry_policy=_MIRROR_RETRY,
+        )
+
+    async def _wake_supervisor(self) -> None:
+        """Tell the Supervisor now rather than at its next tick; harmless if it is not running."""
+        if self._plan is None or not self._plan.supervisor_workflow_id:
+            return
+        try:
+            await workflow.get_external_workflow_handle(self._plan.supervisor_workflow_id).signal("wake")
+        except Exception as err:  # noqa: BLE001 - waking is an optimisation only
+            workflow.logger.debug("could not wake the Supervisor: %s", err)
+
+    def _event(self, text: str) -> None:
+        if self._status is None:
+            return
+        self._status.events.append(f"{workflow.now().isoformat(timespec='seconds')} {text}")
+        del self._status.events[:-_MAX_EVENTS]
+
+    def _result(self) -> TaskResult:
+        assert self._status is not None
+        return TaskResult(task_id=self._status.task_id, state=self._status.state, steps=self._status.steps)
+
+
+async def _shielded(task: asyncio.Future[Any]) -> Any:
+    """Await ``task`` through any number of cancellations: once undoing has begun,
+    cancelling the workflow must not leave it half done."""
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            workflow.logger.warning("cancellation ignored while compensating")
+
+
+def _retry_policy(policy: StepPolicyValues) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=policy.initial_interval_s),
+        backoff_coefficient=policy.backoff,
+        maximum_interval=timedelta(seconds=policy.max_interval_s),
+        maximum_attempts=policy.max_attempts,
+    )
+
+
+def _describe(err: ActivityError) -> tuple[str, str, bool]:
+    """Message, type and permanence of an Agent's failure, for the record and the Supervisor."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return cause.message, cause.type or "ApplicationError", cause.non_retryable
+    if isinstance(cause, TimeoutError):
+        kind = cause.type.name if cause.type is not None else "UNKNOWN"
+        return f"no answer within the step's {kind.lower().replace('_', '-')} timeout", f"Timeout:{kind}", False
+    if isinstance(cause, CancelledError):
+        return "the attempt was cancelled", "Cancelled", False
+    return str(cause or err), type(cause or err).__name__, False
+
+
