@@ -48,7 +48,7 @@ class RemoteCaller:
             timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
         )
         try:
-            response = await _heartbeating(request, interval_s=max(min(time_left / 3, 5.0), 0.2))
+            response = await _heartbeating(request, interval_s=_heartbeat_interval(time_left))
         except httpx.TimeoutException as err:
             raise ApplicationError(f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT) from err
         except httpx.TransportError as err:
@@ -82,6 +82,13 @@ def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
             non_retryable=True,
         )
     return content
+
+
+def _heartbeat_interval(time_left: float) -> float:
+    """Beat three times per heartbeat timeout, so one late beat never looks like a dead agent."""
+    timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
+    base = timeout.total_seconds() / 3 if timeout else time_left / 3
+    return max(min(base, 5.0), 0.1)
 
 
 async def _heartbeating(request: Any, interval_s: float) -> httpx.Response:

@@ -109,18 +109,19 @@ class SupervisorActivities:
         sent = 0
         async with self._sessions() as session:
             pending = await unsent_decisions(session, 500)
-            for d in pending:
-                request = OperatorRequest(
-                    step=d.step, failure_count=d.failure_count, decision_id=str(d.id), by="supervisor", reason=d.reason[:2000]
-                )
-                try:
-                    await self._client.get_workflow_handle(d.task_id).signal(d.kind, request)
-                    sent += 1
-                except RPCError as err:
-                    if err.status != RPCStatusCode.NOT_FOUND:
-                        raise  # Temporal unreachable: retried with the activity, outbox intact
-                    # The workflow has ended; nobody is left to act on this decision.
-                    log.warning("decision for a closed workflow dropped", extra={"fields": {"task_id": d.task_id, "decision": d.kind}})
+        for d in pending:
+            request = OperatorRequest(
+                step=d.step, failure_count=d.failure_count, decision_id=str(d.id), by="supervisor", reason=d.reason[:2000]
+            )
+            try:
+                await self._client.get_workflow_handle(d.task_id).signal(d.kind, request)
+                sent += 1
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise  # Temporal unreachable: retried with the activity, outbox intact
+                # The workflow has ended; nobody is left to act on this decision.
+                log.warning("decision for a closed workflow dropped", extra={"fields": {"task_id": d.task_id, "decision": d.kind}})
+            async with self._sessions() as session:
                 await mark_sent(session, d.id, datetime.now(UTC))
         return sent
 

@@ -22,8 +22,8 @@ if str(ROOT) not in sys.path:
 from remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
 from tests.postgres import PG_ADMIN_URL, postgres_available  # noqa: E402
 from tests.stack import Stack, start_stack  # noqa: E402
+from task_models.search_attributes import dev_server_flags  # noqa: E402
 
-SEARCH_ATTRIBUTES = ["SasTaskState=Keyword", "SasCurrentStep=Keyword", "SasFailureCount=Int", "SasNeedsOperator=Bool"]
 
 
 def temporal_binary() -> str:
@@ -35,13 +35,10 @@ def temporal_binary() -> str:
 
 @pytest_asyncio.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    args: list[str] = []
-    for attr in SEARCH_ATTRIBUTES:
-        args += ["--search-attribute", attr]
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
-        dev_server_extra_args=args,
+        dev_server_extra_args=dev_server_flags(),
         ui=False,
         port=free_port(),
     )

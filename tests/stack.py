@@ -20,11 +20,11 @@ from activities import build_activities
 from settings import Settings, ServicesSettings, SupervisorSettings, TemporalSettings, DatabaseSettings
 from state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
 from supervisor.worker import build_worker, ensure_supervisor_running
-from task_models import OrderInput, StepPolicyValues
+from task_models import OrderInput, StepPolicyValues, TaskResult
 from tests.helpers import fresh_id
 from workflows import ALL_WORKFLOWS
 
-FAST_STEP = StepPolicyValues(complete_by_s=2.0, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
+FAST_STEP = StepPolicyValues(complete_by_s=2.0, heartbeat_s=1.5, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
 FAST_UNDO = StepPolicyValues(complete_by_s=2.0, max_attempts=3, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
 
 
@@ -37,7 +37,7 @@ def test_settings(temporal_address: str, services_url: str, db_url: str, **overr
         database=DatabaseSettings(url=db_url),
         services=ServicesSettings(url=services_url),
         supervisor=SupervisorSettings(
-            interval_s=0.5, failure_threshold=3, overdue_grace_s=0.5, workflow_id=f"supervisor-{suffix}"
+            interval_s=0.5, failure_threshold=3, overdue_grace_s=1.5, workflow_id=f"supervisor-{suffix}"
         ),
         default_step=FAST_STEP,
         compensation=FAST_UNDO,
@@ -66,6 +66,7 @@ class Stack:
             id=task_id or fresh_id("order"),
             task_queue=self.settings.temporal.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            result_type=TaskResult,
         )
 
     async def record(self, task_id: str) -> TaskRecord | None:

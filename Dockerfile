@@ -1,0 +1,36 @@
+# The sas application image: worker, supervisor, remote services and the `sas`
+# CLI (migrations, setup, operator commands). docker-compose.yml picks the
+# process per service with `command:`; the default is the Scheduler + Agents
+# worker.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+
+# An unprivileged user owns nothing but its scratch dirs: the code stays read-only.
+RUN groupadd --system --gid 10001 sas \
+    && useradd --system --uid 10001 --gid sas --home-dir /app --no-create-home \
+       --shell /usr/sbin/nologin sas
+
+WORKDIR /app
+
+# Dependencies first, so editing the code does not reinstall them: install the
+# project's dependency list (read from pyproject.toml) before copying the code.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+       > /tmp/requirements.txt \
+    && pip install --no-cache-dir -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# /app/.sas: local state (`sas demo`); /data: the remote-services ledger, a
+# named volume in docker-compose.yml that starts with this ownership.
+COPY . .
+RUN pip install --no-cache-dir --no-deps . \
+    && mkdir -p /app/.sas /data \
+    && chown sas:sas /app/.sas /data
+
+USER sas
+
+CMD ["python", "worker.py"]

@@ -1,0 +1,241 @@
+"""Start the services in a child process and stop them again.
+
+On Linux the child is asked to receive SIGKILL when its parent dies
+(``PR_SET_PDEATHSIG``), so a crashed test run or demo never leaves a server behind.
+That signal follows the *thread* that started the child: start it from a thread that
+lives as long as the service should (the main thread, typically).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from remote_services.client import probe_health
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+_PR_SET_PDEATHSIG = 1
+
+
+class ServiceStartError(RuntimeError):
+    """The service process exited or never became healthy."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the OS picks it).
+
+    Args:
+        host: Interface to probe.
+
+    Returns:
+        The port number.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: str, lines: int = 40) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as err:
+        return f"(log unreadable: {err})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ServiceProcess:
+    """A running service process.
+
+    Attributes:
+        host: Interface it listens on.
+        port: Its port.
+        ledger_path: Its ledger file.
+        log_path: Where its stdout and stderr go.
+        enable_faults: Whether the admin API is on.
+    """
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        host: str,
+        port: int,
+        ledger_path: str,
+        log_path: str,
+        enable_faults: bool,
+        owns_log: bool,
+    ) -> None:
+        self._process = process
+        self.host = host
+        self.port = port
+        self.ledger_path = ledger_path
+        self.log_path = log_path
+        self.enable_faults = enable_faults
+        self._owns_log = owns_log
+
+    @property
+    def url(self) -> str:
+        """Root URL, such as ``http://127.0.0.1:8081``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """Process id."""
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status, or None while it runs."""
+        return self._process.poll()
+
+    @property
+    def running(self) -> bool:
+        """Whether the process is still alive."""
+        return self._process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of its log."""
+        return _tail(self.log_path, lines)
+
+    def stop(self, timeout_s: float = 5.0) -> int:
+        """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``.
+
+        Returns:
+            The exit status (negative for a signal).
+        """
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return self.kill()
+        return self._finish()
+
+    def kill(self) -> int:
+        """SIGKILL at once (a crash, as far as clients can tell).
+
+        Returns:
+            The exit status.
+        """
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+        self._process.wait()
+        return self._finish()
+
+    def _finish(self) -> int:
+        returncode = self._process.wait()
+        if self._owns_log:
+            with contextlib.suppress(OSError):
+                os.unlink(self.log_path)
+        return returncode
+
+    def __enter__(self) -> ServiceProcess:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else f"exited {self.returncode}"
+        return f"ServiceProcess(url={self.url!r}, pid={self.pid}, {state})"
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when the parent goes; None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    # Resolve prctl before fork: loading a library in the child of a threaded parent can deadlock.
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The parent may have died between fork and prctl; then no signal will come.
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return preexec
+
+
+def start_service_process(
+    port: int,
+    ledger_path: str,
+    enable_faults: bool = True,
+    log_path: str | None = None,
+    host: str = "127.0.0.1",
+    *,
+    startup_timeout_s: float = 20.0,
+    fault_seed: int | None = None,
+) -> ServiceProcess:
+    """Spawn ``python -m remote_services`` and wait until it is healthy.
+
+    Args:
+        port: TCP port (see :func:`free_port`).
+        ledger_path: SQLite ledger file; created if missing.
+        enable_faults: Serve the fault-injection admin API.
+        log_path: File for the child's output (appended); a temporary file, deleted on
+            stop, if None.
+        host: Interface to listen on.
+        startup_timeout_s: How long to wait for ``/healthz``.
+        fault_seed: Seed for fault probabilities.
+
+    Returns:
+        The running process.
+
+    Raises:
+        ServiceStartError: If it exits or is not healthy in time; the message holds the
+            tail of its log.
+    """
+    owns_log = log_path is None
+    if log_path is None:
+        fd, log_path = tempfile.mkstemp(prefix=f"remote-services-{port}-", suffix=".log")
+        os.close(fd)
+    command = [sys.executable, "-m", "remote_services", "--host", host, "--port", str(port), "--ledger", ledger_path]
+    if enable_faults:
+        command.append("--enable-faults")
+    if fault_seed is not None:
+        command += ["--fault-seed", str(fault_seed)]
+    env = dict(os.environ)
+    # The caller decides, not an inherited environment variable.
+    env["SAS_SERVICES_ENABLE_FAULTS"] = "1" if enable_faults else "0"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - only prctl, see above
+        )
+    service = ServiceProcess(process, host, port, ledger_path, log_path, enable_faults, owns_log)
+    deadline = time.monotonic() + startup_timeout_s
+    while True:
+        if process.poll() is not None:
+            tail = service.log_tail()
+            service.kill()
+            raise ServiceStartError(f"remote services exited with status {process.returncode} on start:\n{tail}")
+        if probe_health(service.url, timeout_s=1.0):
+            return service
+        if time.monotonic() >= deadline:
+            tail = service.log_tail()
+            service.kill()
+            raise ServiceStartError(
+                f"remote services on {service.url} not healthy after {startup_timeout_s:.0f}s:\n{tail}"
+            )
+        time.sleep(0.05)

@@ -1,0 +1,111 @@
+"""Request bodies of the business endpoints and the catalogue of those endpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Service = Literal["inventory", "payment", "shipping"]
+Action = Literal["reserve", "release", "charge", "refund", "ship", "cancel"]
+
+# Bounded so one request cannot bloat the ledger; generous for real ids.
+Text = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+# A compensation may name an empty key (its step never got one): nothing to undo, not an error.
+TargetKey = Annotated[str, StringConstraints(max_length=200)]
+
+
+class RequestBody(BaseModel):
+    """What every business request carries: the order it belongs to."""
+
+    # strict: "5" is not a quantity. Unknown fields are ignored (and left out of the
+    # idempotency fingerprint), so clients may send extra context.
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    order_id: Text
+
+
+class ReserveBody(RequestBody):
+    """``POST /inventory/reserve``."""
+
+    sku: Text
+    quantity: int = Field(gt=0, le=1_000_000)
+
+
+class ReleaseBody(RequestBody):
+    """``POST /inventory/release``."""
+
+    reserve_key: TargetKey
+
+
+class ChargeBody(RequestBody):
+    """``POST /payment/charge``."""
+
+    amount_cents: int = Field(gt=0, le=10**12)
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{3}$")]
+    card: Text
+
+
+class RefundBody(RequestBody):
+    """``POST /payment/refund``."""
+
+    charge_key: TargetKey
+
+
+class ShipBody(RequestBody):
+    """``POST /shipping/ship``."""
+
+    address: Text
+
+
+class CancelBody(RequestBody):
+    """``POST /shipping/cancel``."""
+
+    ship_key: TargetKey
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One business endpoint.
+
+    Attributes:
+        service: The service it belongs to.
+        action: What it does.
+        model: Its request body.
+        undoes: For a compensation, the forward action it undoes; None for a forward action.
+        target_field: For a compensation, the body field naming the forward key it undoes.
+    """
+
+    service: Service
+    action: Action
+    model: type[RequestBody]
+    undoes: Action | None = None
+    target_field: str | None = None
+
+    @property
+    def name(self) -> str:
+        """``service.action``, as fault rules name it."""
+        return f"{self.service}.{self.action}"
+
+    @property
+    def path(self) -> str:
+        """The URL path."""
+        return f"/{self.service}/{self.action}"
+
+    def target_key(self, body: BaseModel) -> str | None:
+        """The forward key a compensation body undoes; None for a forward action."""
+        return None if self.target_field is None else str(getattr(body, self.target_field))
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("inventory", "reserve", ReserveBody),
+    Endpoint("inventory", "release", ReleaseBody, undoes="reserve", target_field="reserve_key"),
+    Endpoint("payment", "charge", ChargeBody),
+    Endpoint("payment", "refund", RefundBody, undoes="charge", target_field="charge_key"),
+    Endpoint("shipping", "ship", ShipBody),
+    Endpoint("shipping", "cancel", CancelBody, undoes="ship", target_field="ship_key"),
+)
+
+ENDPOINT_NAMES: frozenset[str] = frozenset(e.name for e in ENDPOINTS)
+SERVICES: frozenset[str] = frozenset(e.service for e in ENDPOINTS)

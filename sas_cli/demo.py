@@ -1,0 +1,173 @@
+"""``sas up`` and ``sas demo``: the whole pattern on this machine, with one command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sas_cli.demo_plan import DEMO_ENV, base_order, check_ledger, demo_cases
+from sas_cli.local_stack import LocalStack, LocalStackConfig
+from sas_cli.output import CliError, console, styled, table
+
+SETTLED = ("Processed", "Compensated", "Error")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(up)
+    app.command()(demo)
+
+
+def _stack_options(state_dir: Path, temporal_port: int, ui_port: int, services_port: int, **kw: Any) -> LocalStackConfig:
+    return LocalStackConfig(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
+                            services_port=services_port, **kw)
+
+
+def up(
+    workers: int = typer.Option(1, min=1, max=32, help="Worker processes (Scheduler + Agents)."),
+    supervisors: int = typer.Option(1, min=1, max=8, help="Supervisor worker processes (one Supervisor acts)."),
+    state_dir: Path = typer.Option(Path(".sas"), help="Where the Temporal file, state store, ledger and logs go."),
+    temporal_port: int = typer.Option(7233), ui_port: int = typer.Option(8233), services_port: int = typer.Option(8081),
+    enable_faults: bool = typer.Option(False, "--enable-faults", help="Turn on the services' fault-injection API."),
+) -> None:
+    """Start the stack on this machine (no demo orders) until Ctrl-C."""
+    cfg = _stack_options(state_dir, temporal_port, ui_port, services_port, workers=workers,
+                         supervisors=supervisors, enable_faults=enable_faults)
+    stack = _start(cfg)
+    try:
+        _print_stack(stack)
+        console.print("Export these to use `sas` against it from another shell:")
+        for key, value in cfg.env().items():
+            console.print(f"  export {key}={value}")
+        console.print("Ctrl-C stops everything.")
+        _hold(stack)
+    finally:
+        stack.stop()
+
+
+def demo(
+    orders: int = typer.Option(20, min=1, max=1000, help="How many demo orders."),
+    exit_after: bool = typer.Option(False, "--exit", help="Stop after the summary instead of waiting for Ctrl-C."),
+    timeout: float = typer.Option(300, help="Give up waiting for the orders after this many seconds."),
+    state_dir: Path = typer.Option(Path(".sas"), help="Where the Temporal file, state store, ledger and logs go."),
+    temporal_port: int = typer.Option(7233), ui_port: int = typer.Option(8233), services_port: int = typer.Option(8081),
+) -> int:
+    """Start everything, run demo orders with injected faults, and show where each ended."""
+    cfg = _stack_options(state_dir, temporal_port, ui_port, services_port, enable_faults=True, extra_env=dict(DEMO_ENV))
+    stack = _start(cfg)
+    try:
+        os.environ.update(cfg.env())
+        from settings import get_settings
+
+        get_settings.cache_clear()
+        results = asyncio.run(_run_orders(cfg, orders, timeout))
+        ok = _summary(results)
+        console.print(f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]   logs: {cfg.state_dir / 'logs'}")
+        if not exit_after:
+            console.print("The stack stays up; Ctrl-C stops everything.")
+            _hold(stack)
+        return 0 if ok else 1
+    finally:
+        stack.stop()
+
+
+def _start(cfg: LocalStackConfig) -> LocalStack:
+    stack = LocalStack(cfg)
+    with console.status("starting") as status:
+        try:
+            stack.start(lambda name: status.update(f"starting {name}"))
+        except RuntimeError as err:
+            raise CliError(str(err)) from None
+    return stack
+
+
+def _print_stack(stack: LocalStack) -> None:
+    cfg = stack.config
+    console.print(table("sas is up", ["process", "pid", "log"], [[c.name, c.process.pid, c.log_path] for c in stack.children()]))
+    console.print(f"Temporal {cfg.temporal_address}  UI http://localhost:{cfg.ui_port}  services {cfg.services_url}")
+
+
+def _hold(stack: LocalStack) -> None:
+    try:
+        while True:
+            dead = [c for c in stack.group.dead() if c.name != "migrate"]
+            if dead:
+                raise CliError(f"{dead[0].name} stopped unexpectedly; its log:\n{dead[0].log_tail()}")
+            time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping")
+
+
+async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list[dict[str, Any]]:
+    import httpx
+
+    from sas_cli import tasks
+    from sas_cli.connect import connect
+    from settings import get_settings
+    from state_store import create_engine, session_factory
+    from state_store.queries import get_task
+
+    settings = get_settings()
+    client = await connect(settings.temporal)
+    run = time.strftime("%H%M%S")
+    plan = [(f"demo-{run}-{i:03d}-{case.name}", case) for i, case in enumerate(demo_cases(count))]
+    async with httpx.AsyncClient(base_url=cfg.services_url, timeout=10) as http:
+        for index, (task_id, case) in enumerate(plan):
+            for fault in case.faults:
+                (await http.post("/admin/faults", json={**fault, "match_order_id": task_id})).raise_for_status()
+            payload = tasks.build_input("order", None, {**base_order(index), **case.changes})
+            await tasks.submit(client, settings, "order", task_id, payload)
+
+        engine = create_engine(settings.database)
+        sessions = session_factory(engine)
+        states: dict[str, str] = {}
+        deadline = time.monotonic() + timeout
+        columns = (TextColumn("orders"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task("orders", total=len(plan), detail="")
+            while time.monotonic() < deadline:
+                async with sessions() as session:
+                    for task_id, _ in plan:
+                        record = await get_task(session, task_id)
+                        states[task_id] = record.task.state if record else "Pending"
+                settled = sum(s in SETTLED for s in states.values())
+                counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
+                progress.update(bar, completed=settled, detail="  ".join(f"{k}:{v}" for k, v in counts.items()))
+                if settled == len(plan):
+                    break
+                await asyncio.sleep(0.5)
+        await engine.dispose()
+        results = []
+        for task_id, case in plan:
+            entries = (await http.get("/ledger", params={"order_id": task_id})).json()["entries"]
+            state = states.get(task_id, "Pending")
+            problems = check_ledger(state, entries)
+            if state != case.expected:
+                problems.insert(0, f"expected {case.expected}")
+            results.append({"task_id": task_id, "case": case.name, "state": state, "expected": case.expected,
+                            "problems": problems, "what": case.what})
+    return results
+
+
+def _summary(results: list[dict[str, Any]]) -> bool:
+    groups = {"Processed": "completed", "Compensated": "compensated", "Error": "waiting for an operator"}
+    rows = []
+    for state, label in groups.items():
+        ids = [r["task_id"] for r in results if r["state"] == state]
+        rows.append([styled(state), label, len(ids), "\n".join(ids)])
+    other = [r for r in results if r["state"] not in groups]
+    if other:
+        rows.append(["other", "not settled", len(other), "\n".join(f"{r['task_id']} ({r['state']})" for r in other)])
+    console.print(table("demo summary", ["state", "meaning", "orders", "order ids"], rows))
+    wrong = [r for r in results if r["problems"]]
+    if wrong:
+        console.print(table("orders that did not end where their faults put them", ["order", "state", "problem"],
+                            [[r["task_id"], r["state"], "; ".join(r["problems"])] for r in wrong]))
+        return False
+    console.print(f"[green]all {len(results)} orders ended where their faults put them; ledger and state store agree[/green]")
+    return True

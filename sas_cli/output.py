@@ -1,0 +1,83 @@
+"""How the CLI talks to people: rich tables, ``--json``, human times, and errors that say what to do."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class CliError(Exception):
+    """A failure the user can fix: printed as 'sas: <message>' plus a hint, exit code 1 (or given)."""
+
+    def __init__(self, message: str, hint: str | None = None, code: int = 1) -> None:
+        super().__init__(message)
+        self.message, self.hint, self.code = message, hint, code
+
+
+def print_json(data: Any) -> None:
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
+    sys.stdout.write(json.dumps(data, indent=2, default=_default) + "\n")
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> Table:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        t.add_row(*["" if v is None else str(v) for v in row])
+    return t
+
+
+def ago(when: datetime | None, now: datetime | None = None) -> str:
+    """'3m ago', 'in 12s': how a person reads a timestamp."""
+    if when is None:
+        return "-"
+    now = now or datetime.now(UTC)
+    seconds = (now - when).total_seconds()
+    text = duration(abs(seconds))
+    return f"{text} ago" if seconds >= 0 else f"in {text}"
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+    return f"{seconds // 86400}d{(seconds % 86400) // 3600:02d}h"
+
+
+STATE_STYLE = {
+    "Processed": "green",
+    "Compensated": "yellow",
+    "Error": "bold red",
+    "Failed": "red",
+    "CompensationFailed": "bold red",
+    "Processing": "cyan",
+    "Compensating": "magenta",
+}
+
+
+def styled(state: str) -> str:
+    style = STATE_STYLE.get(state)
+    return f"[{style}]{state}[/{style}]" if style else state

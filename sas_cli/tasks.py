@@ -1,0 +1,103 @@
+"""``sas submit | status | list | retry | compensate``: tasks through the Temporal client and the state store."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from sas_cli.output import CliError
+from settings import Settings
+from task_models import OperatorRequest, TaskStatus, validate_task_id
+from workflows.definitions import ORDER, PREORDER, TaskDefinition
+
+TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
+    "order": (ORDER, "OrderWorkflow"),
+    "preorder": (PREORDER, "PreorderWorkflow"),
+}
+
+
+def build_input(task_type: str, file: Path | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """The task input from a JSON file (or '-' for stdin) overlaid with flags, validated."""
+    if task_type not in TASK_TYPES:
+        raise CliError(f"unknown task type {task_type!r}", f"use one of: {', '.join(TASK_TYPES)}")
+    data: dict[str, Any] = {}
+    if file is not None:
+        import sys
+
+        text = sys.stdin.read() if str(file) == "-" else _read(file)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise CliError(f"{file}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        if not isinstance(data, dict):
+            raise CliError(f"{file}: expected a JSON object, got {type(data).__name__}")
+    data.update({k: v for k, v in flags.items() if v is not None})
+    model = TASK_TYPES[task_type][0].input_model
+    try:
+        return model.model_validate(data).model_dump(mode="json")
+    except ValidationError as err:
+        problems = "\n".join(f"  {'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in err.errors())
+        raise CliError(f"invalid {task_type}:\n{problems}", "fix the fields above; `sas submit --help` lists them") from None
+
+
+def _read(file: Path) -> str:
+    try:
+        return file.read_text()
+    except OSError as err:
+        raise CliError(f"cannot read {file}: {err.strerror}") from None
+
+
+def new_task_id(task_type: str) -> str:
+    return f"{task_type}-{uuid.uuid4().hex[:12]}"
+
+
+def check_task_id(task_id: str) -> str:
+    try:
+        return validate_task_id(task_id)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
+async def submit(client: Client, settings: Settings, task_type: str, task_id: str, payload: dict[str, Any],
+                 start_delay: Any = None) -> bool:
+    """Start the task's workflow (id = task id). False if it was submitted before: it runs once."""
+    try:
+        await client.start_workflow(
+            TASK_TYPES[task_type][1],
+            payload,
+            id=task_id,
+            task_queue=settings.temporal.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            start_delay=start_delay,
+        )
+        return True
+    except WorkflowAlreadyStartedError:
+        return False
+
+
+async def query_status(client: Client, task_id: str) -> TaskStatus | None:
+    """The Scheduler's own answer, or None if Temporal has no such workflow."""
+    try:
+        return await client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def signal(client: Client, task_id: str, name: str, request: OperatorRequest) -> None:
+    try:
+        await client.get_workflow_handle(task_id).signal(name, request)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"no running task {task_id!r}", "check the id with `sas list`; finished tasks take no signals") from None
+        raise

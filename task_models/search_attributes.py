@@ -1,0 +1,21 @@
+"""Custom search attributes the Scheduler keeps up to date, so an operator can filter
+workflows in the Temporal UI ("SasNeedsOperator = true", "SasFailureCount >= 3").
+
+They are not encrypted: never put customer data in them."""
+
+from __future__ import annotations
+
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    "SasTaskState": "Keyword",
+    "SasCurrentStep": "Keyword",
+    "SasFailureCount": "Int",
+    "SasNeedsOperator": "Bool",
+}
+
+
+def dev_server_flags() -> list[str]:
+    """``--search-attribute NAME=TYPE`` flags for ``temporal server start-dev``."""
+    flags: list[str] = []
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        flags += ["--search-attribute", f"{name}={kind}"]
+    return flags
