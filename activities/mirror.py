@@ -11,7 +11,7 @@ from temporalio import activity
 
 from settings import Settings
 from state_store.mirror import accept_task, record_transitions
-from task_models import TaskAccepted, TaskPlan, TransitionBatch
+from task_models import StepPlan, StepPolicyValues, TaskAccepted, TaskPlan, TransitionBatch
 
 
 class MirrorActivities:
@@ -21,10 +21,7 @@ class MirrorActivities:
 
     @activity.defn(name="mirror.accept")
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
-        steps = [
-            plan.model_copy(update={"policy": self._settings.steps[plan.name]}) if plan.name in self._settings.steps else plan
-            for plan in accepted.steps
-        ]
+        steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
         async with self._sessions() as session:
             await accept_task(session, accepted.model_copy(update={"steps": steps}))
         return TaskPlan(
@@ -32,6 +29,11 @@ class MirrorActivities:
             compensation_policy=self._settings.compensation,
             supervisor_workflow_id=self._settings.supervisor.workflow_id,
         )
+
+    def _policy(self, plan: StepPlan) -> StepPolicyValues:
+        """Where a step's policy comes from: SAS_STEPS__<NAME>__*, else the step's
+        declaration, else SAS_DEFAULT_STEP__*."""
+        return self._settings.steps.get(plan.name) or plan.policy or self._settings.default_step
 
     @activity.defn(name="mirror.record")
     async def record(self, batch: TransitionBatch) -> int:

@@ -60,7 +60,7 @@ async def accept_task(session: AsyncSession, accepted: TaskAccepted) -> bool:
                     attempt=0,
                     permanent=False,
                     idempotency_key=plan.idempotency_key,
-                    complete_by_s=plan.policy.complete_by_s,
+                    complete_by_s=plan.resolved_policy.complete_by_s,
                     version=0,
                     updated_at=accepted.accepted_at,
                 )

@@ -39,7 +39,15 @@ class StepPlan(BaseModel):
     agent: str = Field(description="Activity name of the forward action.")
     compensation: str | None = Field(default=None, description="Activity name of the undo, if any.")
     idempotency_key: str
-    policy: StepPolicyValues = StepPolicyValues()
+    policy: StepPolicyValues | None = Field(
+        default=None, description="Declared policy; None until accepted means: the worker's default step policy."
+    )
+
+    @property
+    def resolved_policy(self) -> StepPolicyValues:
+        if self.policy is None:
+            raise ValueError(f"step {self.name} has no policy yet: plans get one when the task is accepted")
+        return self.policy
 
 
 class TaskAccepted(BaseModel):

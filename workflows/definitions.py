@@ -8,7 +8,7 @@ activity's start-to-close timeout; workers may override it per step name with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -20,7 +20,8 @@ class StepDefinition:
     name: str
     agent: str
     compensation: str | None = None
-    policy: StepPolicyValues = field(default_factory=StepPolicyValues)
+    # None: the worker's SAS_DEFAULT_STEP__* settings. SAS_STEPS__<NAME>__* overrides either.
+    policy: StepPolicyValues | None = None
 
 
 @dataclass(frozen=True)

@@ -144,9 +144,9 @@ class TaskScheduler:
                 plan.agent,
                 call,
                 result_type=StepResult,
-                start_to_close_timeout=plan.policy.complete_by,
-                heartbeat_timeout=plan.policy.heartbeat,
-                retry_policy=_retry_policy(plan.policy),
+                start_to_close_timeout=plan.resolved_policy.complete_by,
+                heartbeat_timeout=plan.resolved_policy.heartbeat,
+                retry_policy=_retry_policy(plan.resolved_policy),
                 cancellation_type=ActivityCancellationType.TRY_CANCEL,
             )
             try:
