@@ -95,6 +95,13 @@ async def stack(client: Client, temporal_address: str, services: ServiceProcess,
 
 
 @pytest_asyncio.fixture
+async def stack_no_supervisor(client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str) -> AsyncIterator[Stack]:
+    """Worker only: failed steps wait for an operator's decision."""
+    async with start_stack(client, temporal_address, services.url, sqlite_url, supervisor=False) as running:
+        yield running
+
+
+@pytest_asyncio.fixture
 async def stack_any_db(client: Client, temporal_address: str, services: ServiceProcess, db_url: str) -> AsyncIterator[Stack]:
     """The same, once on SQLite and once on PostgreSQL."""
     async with start_stack(client, temporal_address, services.url, db_url) as running:
