@@ -10,6 +10,8 @@ needs arrive recorded in its history (see ``activities/mirror.py``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 from typing import Literal
 
@@ -87,17 +89,143 @@ class ServicesSettings(BaseModel):
         return value.rstrip("/")
 
 
+class LadderRungs(BaseModel):
+    """Part of an escalation ladder; unset fields are inherited (step -> task type -> default)."""
+
+    retries: int | None = Field(default=None, ge=0, description="R: Supervisor-driven retries after the step Failed.")
+    retry_delay_s: float | None = Field(default=None, ge=0, description="Wait before the first of those retries.")
+    retry_backoff: float | None = Field(default=None, ge=1.0, description="Each further retry waits this much longer.")
+    retry_max_delay_s: float | None = Field(default=None, ge=0, description="Longest wait between retries.")
+    cooldown_s: float | None = Field(default=None, ge=0, description="C: wait before each cool-down try (hours in production).")
+    cooldown_tries: int | None = Field(default=None, ge=0, description="K: tries after a cool-down, once the retries are spent.")
+    outcome: Literal["compensate", "park"] | None = Field(
+        default=None, description="When every rung is spent: undo the task, or park it as Error for an operator."
+    )
+
+
+class TaskLadder(LadderRungs):
+    """A task type's ladder, with optional per-step overrides: SAS_SUPERVISOR__LADDERS__ORDER__STEPS__SHIP__RETRIES=5."""
+
+    steps: dict[str, LadderRungs] = Field(default_factory=dict)
+
+
+class WebhookSettings(BaseModel):
+    url: str | None = Field(default=None, description="POST every new or escalated alert here as JSON; off if unset.")
+    secret: SecretStr | None = Field(default=None, description="HMAC-SHA256 key: X-Sas-Signature: sha256=<hex of the body>.")
+    timeout_s: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=8, ge=1, description="Deliveries tried per alert before it is given up (logged).")
+    retry_delay_s: float = Field(default=2.0, gt=0, description="First wait between deliveries; doubles each time.")
+
+
 class SupervisorSettings(BaseModel):
-    interval_s: float = Field(default=5.0, gt=0, description="Time between sweeps.")
+    interval_s: float = Field(default=5.0, gt=0, description="Time between sweeps while there is work.")
+    max_interval_s: float = Field(
+        default=60.0, gt=0, description="Idle sweeps back off towards this; a failure (wake signal) or work resets it."
+    )
+    idle_backoff: float = Field(default=2.0, ge=1.0, description="Factor the interval grows by after an empty sweep.")
     failure_threshold: int = Field(
-        default=3, ge=1, description="FailureCount at which the Supervisor stops retrying and compensates."
+        default=3, ge=1, description="FailureCount at which the default ladder acts (retries = threshold - 1)."
+    )
+    retries: int | None = Field(default=None, ge=0, description="Default ladder R; failure_threshold - 1 if unset.")
+    retry_delay_s: float = Field(default=1.0, ge=0, description="Default ladder: wait before the first Supervisor retry.")
+    retry_backoff: float = Field(default=2.0, ge=1.0)
+    retry_max_delay_s: float = Field(default=300.0, ge=0)
+    cooldown_s: float = Field(default=3600.0, ge=0, description="Default ladder C: cool-down before each further try.")
+    cooldown_tries: int = Field(default=0, ge=0, description="Default ladder K: tries after a cool-down.")
+    outcome: Literal["compensate", "park"] = Field(default="compensate", description="Default ladder's last rung.")
+    ladders: dict[str, TaskLadder] = Field(
+        default_factory=dict, description="Per task type (and step) ladders: SAS_SUPERVISOR__LADDERS__ORDER__COOLDOWN_S=30."
     )
     overdue_grace_s: float = Field(
         default=3.0, ge=0, description="How long past CompleteBy a Processing step may be before it counts."
     )
     batch_size: int = Field(default=100, ge=1, description="Most due steps handled per sweep.")
     sweeps_per_run: int = Field(default=200, ge=1, description="Sweeps before continue-as-new.")
-    workflow_id: str = Field(default="sas-supervisor", description="Fixed id: Temporal runs one at a time.")
+    workflow_id: str = Field(default="sas-supervisor", description="Fixed id: Temporal runs one at a time (per shard).")
+    shards: int = Field(default=1, ge=1, le=4096, description="S: Supervisor workflows, each owning a hash range of task ids.")
+    orphan_after_s: float = Field(
+        default=30.0, ge=0, description="A non-terminal task untouched this long is checked against Temporal (detection d)."
+    )
+    orphan_batch: int = Field(default=50, ge=1, description="Most tasks checked against Temporal per sweep.")
+    queue_check_s: float = Field(default=15.0, ge=0, description="How often task queues are asked for pollers (detection c).")
+    queue_idle_after_s: float = Field(
+        default=10.0, ge=0, description="A Pending/Processing step this old on a queue with no poller raises an alert."
+    )
+    webhook: WebhookSettings = WebhookSettings()
+
+    def shard_workflow_id(self, shard: int) -> str:
+        """One Supervisor workflow id per shard; the plain id when there is one shard."""
+        return self.workflow_id if self.shards == 1 else f"{self.workflow_id}-{shard}"
+
+    def shard_for_bucket(self, bucket: int, buckets: int = 4096) -> int:
+        """The shard owning a task's hash bucket (``state_store.mirror.shard_of``): contiguous ranges."""
+        return bucket * self.shards // buckets
+
+    def bucket_range(self, shard: int, buckets: int = 4096) -> tuple[int, int]:
+        """[lo, hi) of the hash buckets shard ``shard`` scans."""
+        lo = -(-shard * buckets // self.shards)
+        hi = -(-(shard + 1) * buckets // self.shards)
+        return lo, hi
+
+    def ladder_for(self, task_type: str, step: str) -> LadderRungs:
+        """The resolved ladder of one step: per-step override, else task type, else the defaults above."""
+        resolved = LadderRungs(
+            retries=self.failure_threshold - 1 if self.retries is None else self.retries,
+            retry_delay_s=self.retry_delay_s,
+            retry_backoff=self.retry_backoff,
+            retry_max_delay_s=self.retry_max_delay_s,
+            cooldown_s=self.cooldown_s,
+            cooldown_tries=self.cooldown_tries,
+            outcome=self.outcome,
+        )
+        task = self.ladders.get(task_type)
+        for layer in (task, task.steps.get(step) if task else None):
+            if layer is not None:
+                resolved = resolved.model_copy(update=layer.model_dump(exclude_none=True, exclude={"steps"}))
+        return resolved
+
+
+class EncryptionSettings(BaseModel):
+    """Payload encryption (AES-256-GCM) of what sas writes into Temporal's history; see docs/security.md.
+
+    ``SAS_ENCRYPTION__KEYS='{"k2": "<base64>", "k1": "<base64>"}'`` and ``SAS_ENCRYPTION__CURRENT_KEY_ID=k2``.
+    """
+
+    keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Key id -> base64 of a 32-byte key. Keep retired keys here while histories use them.",
+    )
+    current_key_id: str | None = Field(
+        default=None, description="Key that encrypts new payloads; unset = write plaintext (known keys still decrypt)."
+    )
+
+    @field_validator("keys")
+    @classmethod
+    def _aes256_keys(cls, keys: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for key_id, secret in keys.items():
+            # The id travels in clear in every payload's metadata: keep it short and boring.
+            if not (0 < len(key_id) <= 64 and key_id.isascii() and all(c.isalnum() or c in "._-" for c in key_id)):
+                raise ValueError(f"key id {key_id!r}: use 1-64 letters, digits, '.', '_' or '-'")
+            try:
+                raw = base64.b64decode(secret.get_secret_value(), validate=True)
+            except (binascii.Error, ValueError):
+                # Never echo the value: a near-miss of a key is still most of a key.
+                raise ValueError(f"key {key_id!r} is not valid base64") from None
+            if len(raw) != 32:
+                raise ValueError(f"key {key_id!r} decodes to {len(raw)} bytes; AES-256 needs exactly 32")
+        return keys
+
+    @model_validator(mode="after")
+    def _current_key_is_known(self) -> EncryptionSettings:
+        if self.current_key_id is not None and self.current_key_id not in self.keys:
+            known = ", ".join(sorted(self.keys)) or "none configured"
+            raise ValueError(f"current_key_id {self.current_key_id!r} is not one of the keys ({known})")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any key is configured: the codec is installed (it may still only decrypt)."""
+        return bool(self.keys)
 
 
 class Settings(BaseSettings):
@@ -109,6 +237,7 @@ class Settings(BaseSettings):
     database: DatabaseSettings = DatabaseSettings()
     services: ServicesSettings = ServicesSettings()
     supervisor: SupervisorSettings = SupervisorSettings()
+    encryption: EncryptionSettings = EncryptionSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,
         description="Per-step overrides, keyed by step name: SAS_STEPS__CHARGE__COMPLETE_BY_S=20.",

@@ -18,6 +18,7 @@ async def run_worker() -> None:
     import state_store
     from activities import build_activities
     from sas_cli.connect import connect, worker_identity
+    from sas_cli.setup_cluster import missing_search_attributes
     from settings import get_settings
     from workflows import ALL_WORKFLOWS
 
@@ -27,6 +28,11 @@ async def run_worker() -> None:
     engine = state_store.create_engine(settings.database)
     client = await connect(settings.temporal, "worker")
     identity = worker_identity(settings.temporal, "worker")
+    log = logging.getLogger("sas.worker")
+    missing = await missing_search_attributes(client)
+    if missing:
+        # Upserting an unregistered attribute would fail every workflow task; run without them.
+        log.warning("search attributes %s are not registered: run `sas setup`; tasks will not be filterable in the UI", missing)
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     try:
         async with httpx.AsyncClient(limits=limits) as http:
@@ -34,10 +40,12 @@ async def run_worker() -> None:
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
-                activities=build_activities(settings, http, state_store.session_factory(engine), identity),
+                activities=build_activities(
+                    settings, http, state_store.session_factory(engine), identity, search_attributes=not missing
+                ),
                 identity=identity,
             )
-            logging.getLogger("sas.worker").info(
+            log.info(
                 "worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address
             )
             await serve_until_signalled(worker)

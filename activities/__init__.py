@@ -17,14 +17,18 @@ __all__ = ["MirrorActivities", "build_activities"]
 
 
 def build_activities(
-    settings: Settings, http: httpx.AsyncClient, sessions: async_sessionmaker[AsyncSession], identity: str
+    settings: Settings,
+    http: httpx.AsyncClient,
+    sessions: async_sessionmaker[AsyncSession],
+    identity: str,
+    search_attributes: bool = True,
 ) -> list[Callable[..., Any]]:
     """Every activity the task worker registers, with its dependencies injected."""
     remote = RemoteCaller(http, settings.services.url)
     inventory = InventoryAgent(remote, sessions, identity)
     payment = PaymentAgent(remote, sessions, identity)
     shipping = ShippingAgent(remote, sessions, identity)
-    mirror = MirrorActivities(sessions, settings)
+    mirror = MirrorActivities(sessions, settings, search_attributes)
     return [
         inventory.reserve,
         inventory.release,

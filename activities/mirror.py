@@ -15,9 +15,12 @@ from task_models import StepPlan, StepPolicyValues, TaskAccepted, TaskPlan, Tran
 
 
 class MirrorActivities:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], settings: Settings, search_attributes: bool = True
+    ) -> None:
         self._sessions = sessions
         self._settings = settings
+        self._search_attributes = search_attributes
 
     @activity.defn(name="mirror.accept")
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
@@ -28,6 +31,7 @@ class MirrorActivities:
             steps=steps,
             compensation_policy=self._settings.compensation,
             supervisor_workflow_id=self._settings.supervisor.workflow_id,
+            search_attributes=self._search_attributes,
         )
 
     def _policy(self, plan: StepPlan) -> StepPolicyValues:

@@ -15,6 +15,14 @@ _TYPES = {
 }
 
 
+async def missing_search_attributes(client: Client) -> list[str]:
+    """sas's search attributes the namespace does not have (a worker upserts none until `sas setup`)."""
+    existing = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=client.namespace)
+    )
+    return sorted(name for name in SEARCH_ATTRIBUTES if name not in existing.custom_attributes)
+
+
 async def register_search_attributes(client: Client) -> list[str]:
     """Add the attributes the namespace lacks; returns their names (idempotent)."""
     existing = await client.operator_service.list_search_attributes(

@@ -17,12 +17,13 @@ from task_models.steps import (
     TaskPlan,
     TransitionBatch,
 )
-from task_models.status import OperatorRequest, StepStatus, TaskResult, TaskStatus
+from task_models.status import OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
 from task_models.ids import TASK_ID_PATTERN, validate_task_id
 
 __all__ = [
     "ACTIVE_STEP_STATES",
     "MirrorStamp",
+    "OperatorAnswer",
     "OperatorRequest",
     "OrderInput",
     "PreorderInput",

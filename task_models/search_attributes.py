@@ -19,3 +19,12 @@ def dev_server_flags() -> list[str]:
     for name, kind in SEARCH_ATTRIBUTES.items():
         flags += ["--search-attribute", f"{name}={kind}"]
     return flags
+
+
+# Typed keys, used by the Scheduler to upsert and by clients to build queries.
+from temporalio.common import SearchAttributeKey  # noqa: E402
+
+TASK_STATE = SearchAttributeKey.for_keyword("SasTaskState")
+CURRENT_STEP = SearchAttributeKey.for_keyword("SasCurrentStep")
+FAILURE_COUNT = SearchAttributeKey.for_int("SasFailureCount")
+NEEDS_OPERATOR = SearchAttributeKey.for_bool("SasNeedsOperator")

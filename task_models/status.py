@@ -47,3 +47,11 @@ class OperatorRequest(BaseModel):
     decision_id: str | None = None
     by: str = Field(default="operator", max_length=200)
     reason: str = Field(default="", max_length=2000)
+
+
+class OperatorAnswer(BaseModel):
+    """What the ``request_retry`` / ``request_compensate`` updates answer once accepted."""
+
+    accepted: bool = True
+    message: str
+    task_state: TaskState

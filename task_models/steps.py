@@ -68,6 +68,9 @@ class TaskPlan(BaseModel):
     steps: list[StepPlan]
     compensation_policy: StepPolicyValues
     supervisor_workflow_id: str | None = Field(default=None, description="Woken when a step fails.")
+    search_attributes: bool = Field(
+        default=False, description="Whether the namespace has sas's search attributes (sas setup) to upsert."
+    )
 
 
 class MirrorStamp(BaseModel):

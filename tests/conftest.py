@@ -26,6 +26,9 @@ from task_models.search_attributes import dev_server_flags  # noqa: E402
 
 
 
+UI_PORT = free_port()
+
+
 def temporal_binary() -> str:
     path = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     if not Path(path).exists():
@@ -39,7 +42,8 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
         dev_server_extra_args=dev_server_flags(),
-        ui=False,
+        ui=True,
+        ui_port=UI_PORT,
         port=free_port(),
     )
     try:
@@ -51,6 +55,12 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest.fixture(scope="session")
 def temporal_address(temporal_env: WorkflowEnvironment) -> str:
     return temporal_env.client.service_client.config.target_host
+
+
+@pytest.fixture(scope="session")
+def ui_url(temporal_env: WorkflowEnvironment) -> str:
+    """The Temporal Web UI of the session's dev server (its HTTP API is what the UI's filter calls)."""
+    return f"http://127.0.0.1:{UI_PORT}"
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
 
     from task_models import (
         MirrorStamp,
+        OperatorAnswer,
         OperatorRequest,
         StepCall,
         StepPlan,
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         TransitionBatch,
         validate_task_id,
     )
+    from task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
     from task_models.versions import version_of
     from workflows.definitions import TaskDefinition
 
@@ -65,6 +67,7 @@ class TaskScheduler:
         self._requests: list[tuple[str, OperatorRequest]] = []
         self._compensate: OperatorRequest | None = None
         self._inflight: workflow.ActivityHandle[StepResult] | None = None
+        self._published: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ run
 
@@ -168,7 +171,7 @@ class TaskScheduler:
 
     async def _run_compensations(self) -> None:
         assert self._status is not None
-        self._status.state = TaskState.COMPENSATING
+        self._set_task_state(TaskState.COMPENSATING)
         self._seq += 1
         skipped = []
         for step in self._status.steps:
@@ -180,7 +183,7 @@ class TaskScheduler:
             step = self._step(plan.name)
             if step.runs > 0:
                 await self._undo(plan, step)
-        self._status.state = TaskState.COMPENSATED
+        self._set_task_state(TaskState.COMPENSATED)
         self._seq += 1
         await self._mirror([self._transition(self._status.steps[-1], task_state=TaskState.COMPENSATED)])
 
@@ -235,61 +238,129 @@ class TaskScheduler:
             kind, request = self._requests.pop(0)
             if request.failure_count is not None:
                 step.failure_count = max(step.failure_count, request.failure_count)
+                self._publish()
             if kind == "park":
                 self._seq += 1
-                self._status.needs_operator = True
+                self._status.needs_operator = True  # published by _set below
                 self._set(step, StepState.ERROR, TaskState.ERROR)
                 self._event(f"{step.name}: parked as Error by {request.by}: {request.reason}")
                 await self._mirror([self._transition(step, task_state=TaskState.ERROR, complete_by=None)])
                 continue
             self._status.needs_operator = False
+            self._publish()
             self._event(f"{step.name}: {kind} by {request.by}" + (f": {request.reason}" if request.reason else ""))
             if kind == "compensate" and not compensating:
                 return "compensate"
             return "retry"
 
-    # ----------------------------------------------------------- signals
+    # ------------------------------------------------- signals and updates
+    #
+    # The signals keep the Temporal UI and `temporal workflow signal` working; a signal
+    # that does not apply changes nothing and is recorded in `events`. The updates do
+    # the same, but reject what does not apply in their validator, so the caller gets
+    # an immediate answer saying why.
 
     @workflow.signal(name="retry")
-    def retry(self, request: OperatorRequest) -> None:
-        """Re-run the step that waits for a decision (or retry its compensation)."""
-        step = self._waiting_step()
-        if step is None:
-            self._note_count(request)
-            self._event(f"retry from {request.by} ignored: no step is waiting for a decision")
-            return
-        if request.step is not None and request.step != step.name:
-            self._event(f"retry from {request.by} ignored: step {request.step!r} is not the one waiting ({step.name})")
-            return
-        if request.failure_count is not None and request.failure_count <= step.failure_count:
-            self._event(f"retry from {request.by} ignored: decision at FailureCount {request.failure_count} already applied")
+    def retry(self, request: OperatorRequest | None = None) -> None:
+        """Re-run the step that waits for a decision (or retry its failed undo)."""
+        request = request or OperatorRequest()
+        self._note_count(request)
+        problem = self._retry_problem(request)
+        if problem:
+            self._event(f"retry from {request.by} ignored: {problem}")
             return
         self._requests.append(("retry", request))
 
     @workflow.signal(name="compensate")
-    def compensate(self, request: OperatorRequest) -> None:
+    def compensate(self, request: OperatorRequest | None = None) -> None:
         """Undo every attempted step, in reverse order."""
-        if self._status is not None and self._status.state in (TaskState.PROCESSED, TaskState.COMPENSATED):
-            self._event(f"compensate from {request.by} ignored: task is already {self._status.state}")
-            return
+        request = request or OperatorRequest()
         self._note_count(request)
+        problem = self._compensate_problem(request)
+        if problem:
+            self._event(f"compensate from {request.by} ignored: {problem}")
+            return
+        self._start_compensation(request)
+
+    @workflow.signal(name="park")
+    def park(self, request: OperatorRequest | None = None) -> None:
+        """Park the waiting step as Error until an operator acts (sent by the Supervisor)."""
+        request = request or OperatorRequest()
+        if self._waiting_step() is None:
+            self._event(f"park from {request.by} ignored: no step is waiting for a decision")
+            return
+        self._requests.append(("park", request))
+
+    @workflow.update(name="request_retry")
+    def request_retry(self, request: OperatorRequest) -> OperatorAnswer:
+        """``retry`` with an answer: accepted, or rejected with the reason."""
+        step = self._waiting_step()
+        self._note_count(request)
+        self._requests.append(("retry", request))
+        assert self._status is not None and step is not None
+        what = "undo of" if step.state != StepState.FAILED and self._compensate is not None else "step"
+        return OperatorAnswer(message=f"retrying {what} {step.name}", task_state=self._status.state)
+
+    @request_retry.validator
+    def _validate_retry(self, request: OperatorRequest) -> None:
+        problem = self._retry_problem(request)
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.update(name="request_compensate")
+    def request_compensate(self, request: OperatorRequest) -> OperatorAnswer:
+        """``compensate`` with an answer: accepted, or rejected with the reason."""
+        self._note_count(request)
+        self._start_compensation(request)
+        assert self._status is not None
+        return OperatorAnswer(message="compensating: attempted steps are undone in reverse order", task_state=self._status.state)
+
+    @request_compensate.validator
+    def _validate_compensate(self, request: OperatorRequest) -> None:
+        problem = self._compensate_problem(request)
+        if problem:
+            raise ValueError(problem)
+
+    def _retry_problem(self, request: OperatorRequest) -> str | None:
+        """Why a retry request does not apply now, or None if it does."""
+        if self._status is None:
+            return "the task has not been accepted yet"
+        if self._status.state.terminal:
+            return f"the task is already {self._status.state}"
+        names = [s.name for s in self._status.steps]
+        if request.step is not None and request.step not in names:
+            return f"unknown step {request.step!r}; the steps are {', '.join(names)}"
+        waiting = self._waiting_step()
+        if waiting is None:
+            if request.step is not None:
+                return f"step {request.step} is {self._step(request.step).state}, not waiting for a decision"
+            return f"no step is waiting for a decision (the task is {self._status.state})"
+        if request.step is not None and request.step != waiting.name:
+            return f"step {request.step} is {self._step(request.step).state}; the step waiting for a decision is {waiting.name}"
+        if request.failure_count is not None and request.failure_count <= waiting.failure_count:
+            return f"the decision at FailureCount {request.failure_count} was already applied"
+        return None
+
+    def _compensate_problem(self, request: OperatorRequest) -> str | None:
+        if self._status is None:
+            return None if self._compensate is None else "the task is already compensating"
+        if self._status.state.terminal:
+            return f"the task is already {self._status.state}"
+        if self._compensate is not None:
+            waiting = self._waiting_step()
+            if waiting is None or waiting.state == StepState.FAILED:
+                return "the task is compensating"
+        return None
+
+    def _start_compensation(self, request: OperatorRequest) -> None:
+        self._event(f"compensate requested by {request.by}" + (f": {request.reason}" if request.reason else ""))
         if self._compensate is None:
             self._compensate = request
             if self._inflight is not None:
                 self._inflight.cancel()
             self._requests.clear()
-        elif (waiting := self._waiting_step()) is not None and waiting.state != StepState.FAILED:
-            self._requests.append(("compensate", request))  # retry the undo that failed or was parked
         else:
-            self._event(f"compensate from {request.by} ignored: already compensating")
-
-    @workflow.signal(name="park")
-    def park(self, request: OperatorRequest) -> None:
-        """Park the waiting step as Error until an operator acts (sent by the Supervisor)."""
-        if self._waiting_step() is None:
-            self._event(f"park from {request.by} ignored: no step is waiting for a decision")
-            return
-        self._requests.append(("park", request))
+            self._requests.append(("compensate", request))  # retry the undo that failed or was parked
 
     @workflow.query(name="status")
     def status(self) -> TaskStatus:
@@ -329,6 +400,28 @@ class TaskScheduler:
         if task_state is not None:
             self._status.state = task_state
             self._status.current_step = step.name
+        self._publish()
+
+    def _set_task_state(self, task_state: TaskState) -> None:
+        assert self._status is not None
+        self._status.state = task_state
+        self._publish()
+
+    def _publish(self) -> None:
+        """Keep the search attributes an operator filters on in step with the task
+        (only what changed, to keep the history small)."""
+        if self._status is None or self._plan is None or not self._plan.search_attributes:
+            return
+        wanted = {
+            TASK_STATE: str(self._status.state),
+            CURRENT_STEP: self._status.current_step or "",
+            FAILURE_COUNT: max((s.failure_count for s in self._status.steps), default=0),
+            NEEDS_OPERATOR: self._status.needs_operator,
+        }
+        changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
+        if changed:
+            workflow.upsert_search_attributes(changed)
+            self._published.update({key.name: value for key, value in wanted.items()})
 
     def _call(self, plan: StepPlan, *, compensation: bool, task_state_on_done: TaskState | None = None) -> StepCall:
         assert self._status is not None
