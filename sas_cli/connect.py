@@ -1,5 +1,5 @@
 """The one place a Temporal client is built: address, namespace, TLS/mTLS, API key and
-the pydantic data converter, all from settings."""
+the data converter (pydantic JSON, encrypted when keys are set), all from settings."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import socket
 from pathlib import Path
 
 from temporalio.client import Client, TLSConfig
-from temporalio.contrib.pydantic import pydantic_data_converter
 
-from settings import TemporalSettings
+from payload_codec import data_converter
+from settings import EncryptionSettings, TemporalSettings
 
 
 def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
@@ -35,11 +35,15 @@ def worker_identity(settings: TemporalSettings, role: str) -> str:
     return settings.identity or f"{role}-{os.getpid()}@{socket.gethostname()}"
 
 
-async def connect(settings: TemporalSettings, role: str = "client") -> Client:
+async def connect(
+    settings: TemporalSettings, role: str = "client", encryption: EncryptionSettings | None = None
+) -> Client:
+    """A client (and, through it, workers) for ``role``; pass ``encryption`` wherever payloads are
+    written or read, or order data goes to the history in clear and encrypted history is unreadable."""
     return await Client.connect(
         settings.address,
         namespace=settings.namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(encryption),
         tls=tls_config(settings),
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         identity=worker_identity(settings, role),

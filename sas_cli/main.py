@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 
 import click
 import typer
+from temporalio.service import RPCError
 
-from sas_cli.output import CliError, ago, console, err_console, print_json, styled, table
+from sas_cli.output import CliError, ago, console, duration, err_console, print_json, styled, table
 
 T = TypeVar("T")
 
@@ -150,6 +151,8 @@ def submit(
     currency: str | None = typer.Option(None),
     card: str | None = typer.Option(None),
     address: str | None = typer.Option(None),
+    at: str | None = typer.Option(None, "--at", help="Start at this time (ISO 8601), not now."),
+    after: str | None = typer.Option(None, "--in", help="Start after this long: 90s, 15m, 2h, 1d."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the task to finish and print its result."),
     as_json: bool = JSON,
 ) -> None:
@@ -162,11 +165,14 @@ def submit(
         flags["address"] = address
     payload = tasks.build_input(task_type, file, flags)
     task_id = tasks.check_task_id(task_id) if task_id else tasks.new_task_id(task_type)
+    delay = tasks.parse_when(at, after)
 
     async def go() -> dict[str, Any]:
         client = await _client()
-        created = await tasks.submit(client, _settings(), task_type, task_id, payload)
+        created = await tasks.submit(client, _settings(), task_type, task_id, payload, start_delay=delay)
         out: dict[str, Any] = {"task_id": task_id, "submitted": created}
+        if delay is not None:
+            out["starts_in_s"] = round(delay.total_seconds(), 1)
         if wait:
             from task_models import TaskResult
 
@@ -178,7 +184,8 @@ def submit(
         print_json(out)
         return
     if out["submitted"]:
-        console.print(f"submitted {task_type} [bold]{task_id}[/bold]; follow it with `sas status {task_id}`")
+        when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
+        console.print(f"submitted {task_type} [bold]{task_id}[/bold]{when}; follow it with `sas status {task_id}`")
     else:
         console.print(f"{task_id} was already submitted: it runs once. See `sas status {task_id}`.")
     if wait:
@@ -186,41 +193,58 @@ def submit(
 
 
 @app.command()
-def status(task_id: str = typer.Argument(..., help="Task id."), as_json: bool = JSON) -> None:
+def status(
+    task_id: str = typer.Argument(..., help="Task id."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing changes until the task ends (Ctrl-C stops)."),
+    as_json: bool = JSON,
+) -> None:
     """Show a task's steps, states and failure counts (asks the Scheduler, else the state store)."""
     from sas_cli import tasks
-    from state_store.queries import get_task
 
     tasks.check_task_id(task_id)
-
-    async def go() -> dict[str, Any] | None:
-        live = await tasks.query_status(await _client(), task_id)
-        if live is not None and live.steps:
-            return {"source": "scheduler", **live.model_dump(mode="json")}
-        record = await _with_session(lambda s: get_task(s, task_id))
-        if record is None:
-            return None
-        return {
-            "source": "state store",
-            "task_id": task_id,
-            "task_type": record.task.task_type,
-            "state": record.task.state,
-            "current_step": record.task.current_step,
-            "steps": [
-                {"name": s.name, "position": s.position, "state": s.state, "failure_count": s.failure_count,
-                 "runs": None, "last_error": s.last_error, "error_type": s.error_type}
-                for s in record.steps
-            ],
-            "events": [],
-        }
-
-    data = _run(go)
+    if follow:
+        _run(lambda: _follow(task_id, as_json))
+        return
+    data = _run(lambda: _fetch_status(task_id))
     if data is None:
         raise CliError(f"no task {task_id!r}", "check the id with `sas list`")
     if as_json:
         print_json(data)
         return
-    console.print(f"[bold]{task_id}[/bold] ({data['task_type']}): {styled(data['state'])}"
+    _print_status(data)
+
+
+async def _fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | None:
+    from sas_cli import tasks
+    from state_store.queries import get_task
+
+    try:
+        live = await tasks.query_status(client or await _client(), task_id)
+    except RPCError:
+        live = None  # no worker to answer, or not started yet: the state store still knows
+    if live is not None and live.steps:
+        return {"source": "scheduler", **live.model_dump(mode="json")}
+    record = await _with_session(lambda s: get_task(s, task_id))
+    if record is None:
+        return None
+    return {
+        "source": "state store",
+        "task_id": task_id,
+        "task_type": record.task.task_type,
+        "state": record.task.state,
+        "current_step": record.task.current_step,
+        "needs_operator": record.task.state == "Error",
+        "steps": [
+            {"name": s.name, "position": s.position, "state": s.state, "failure_count": s.failure_count,
+             "runs": None, "last_error": s.last_error, "error_type": s.error_type}
+            for s in record.steps
+        ],
+        "events": [],
+    }
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    console.print(f"[bold]{data['task_id']}[/bold] ({data['task_type']}): {styled(data['state'])}"
                   + (f", at step {data['current_step']}" if data.get("current_step") else "")
                   + (" - [bold red]needs an operator[/bold red]" if data.get("needs_operator") else ""))
     console.print(table(None, ["#", "step", "state", "FailureCount", "runs", "last error"], [
@@ -229,6 +253,38 @@ def status(task_id: str = typer.Argument(..., help="Task id."), as_json: bool = 
     ]))
     for event in data.get("events", [])[-10:]:
         console.print(f"  {event}")
+
+
+async def _follow(task_id: str, as_json: bool) -> None:
+    """Print each change of the task's state, steps and events until it ends."""
+    import json as _json
+
+    client = await _client()
+    seen_events = 0
+    last: tuple[Any, ...] | None = None
+    while True:
+        data = await _fetch_status(task_id, client)
+        if data is None:
+            if last is None:
+                console.print(f"{task_id}: not started yet (or unknown); waiting")
+                last = ()
+        else:
+            shape = (data["state"], tuple((s["name"], s["state"], s["failure_count"]) for s in data["steps"]))
+            events = data.get("events", [])
+            if shape != last:
+                if as_json:
+                    print(_json.dumps({"task_id": task_id, "state": data["state"], "steps": data["steps"]}, default=str), flush=True)
+                else:
+                    steps = "  ".join(f"{s['name']}={styled(s['state'])}" for s in data["steps"])
+                    console.print(f"{task_id}: {styled(data['state'])}  {steps}")
+                last = shape
+            for event in events[seen_events:]:
+                if not as_json:
+                    console.print(f"  {event}")
+            seen_events = len(events)
+            if data["state"] in ("Processed", "Compensated"):
+                return
+        await asyncio.sleep(1)
 
 
 @app.command("list")
@@ -273,8 +329,8 @@ def retry(
     from sas_cli import tasks
 
     tasks.check_task_id(task_id)
-    _run(lambda: _signal(task_id, "retry", _operator_request(step, by, reason)))
-    console.print(f"asked {task_id} to retry{f' step {step}' if step else ''}; watch it with `sas status {task_id}`")
+    answer = _run(lambda: _update(task_id, "request_retry", _operator_request(step, by, reason)))
+    console.print(f"{task_id}: {answer.message}; follow it with `sas status {task_id} --follow`")
 
 
 @app.command()
@@ -287,14 +343,14 @@ def compensate(
     from sas_cli import tasks
 
     tasks.check_task_id(task_id)
-    _run(lambda: _signal(task_id, "compensate", _operator_request(None, by, reason)))
-    console.print(f"asked {task_id} to compensate; watch it with `sas status {task_id}`")
+    answer = _run(lambda: _update(task_id, "request_compensate", _operator_request(None, by, reason)))
+    console.print(f"{task_id}: {answer.message}; follow it with `sas status {task_id} --follow`")
 
 
-async def _signal(task_id: str, name: str, request: Any) -> None:
+async def _update(task_id: str, name: str, request: Any) -> Any:
     from sas_cli import tasks
 
-    await tasks.signal(await _client(), task_id, name, request)
+    return await tasks.update(await _client(), task_id, name, request)
 
 
 # ------------------------------------------------------------------- alerts
@@ -352,8 +408,10 @@ def alerts_resolve(alert_id: int) -> None:
 # --------------------------------------------------------------- whole stack
 
 from sas_cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
+from sas_cli.schedules import schedule_app  # noqa: E402
 
 _demo.register(app)
+app.add_typer(schedule_app, name="schedule")
 
 
 def main() -> None:

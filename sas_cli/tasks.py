@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from sas_cli.output import CliError
 from settings import Settings
-from task_models import OperatorRequest, TaskStatus, validate_task_id
+from task_models import OperatorAnswer, OperatorRequest, TaskStatus, validate_task_id
 from workflows.definitions import ORDER, PREORDER, TaskDefinition
 
 TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
@@ -87,7 +89,9 @@ async def submit(client: Client, settings: Settings, task_type: str, task_id: st
 async def query_status(client: Client, task_id: str) -> TaskStatus | None:
     """The Scheduler's own answer, or None if Temporal has no such workflow."""
     try:
-        return await client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
+        return await client.get_workflow_handle(task_id).query(
+            "status", result_type=TaskStatus, rpc_timeout=timedelta(seconds=5)
+        )
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return None
@@ -101,3 +105,43 @@ async def signal(client: Client, task_id: str, name: str, request: OperatorReque
         if err.status == RPCStatusCode.NOT_FOUND:
             raise CliError(f"no running task {task_id!r}", "check the id with `sas list`; finished tasks take no signals") from None
         raise
+
+
+async def update(client: Client, task_id: str, name: str, request: OperatorRequest) -> OperatorAnswer:
+    """Send an operator update; a rejection comes back as a CliError saying why."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    try:
+        return await client.get_workflow_handle(task_id).execute_update(name, request, result_type=OperatorAnswer)
+    except WorkflowUpdateFailedError as err:
+        reason = getattr(err.cause, "message", None) or str(err.cause)
+        raise CliError(f"{task_id}: rejected: {reason}", f"see `sas status {task_id}`") from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            if "completed" in err.message.lower():
+                raise CliError(f"{task_id} has already finished", f"see `sas status {task_id}`") from None
+            raise CliError(f"no task {task_id!r}", "check the id with `sas list`") from None
+        raise
+
+
+def parse_when(at: str | None, after: str | None) -> timedelta | None:
+    """Start delay from --at (ISO 8601 time) or --in (e.g. 90s, 15m, 2h, 1d)."""
+    if at and after:
+        raise CliError("give --at or --in, not both")
+    if after:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", after)
+        if not match:
+            raise CliError(f"--in {after!r}: use a number and a unit, e.g. 90s, 15m, 2h, 1d")
+        return timedelta(seconds=float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]])
+    if at:
+        try:
+            when = datetime.fromisoformat(at)
+        except ValueError:
+            raise CliError(f"--at {at!r} is not an ISO 8601 time", "e.g. 2026-12-01T09:00:00+00:00") from None
+        if when.tzinfo is None:
+            when = when.astimezone()  # a local time, as a person means it
+        delay = when - datetime.now(UTC)
+        if delay.total_seconds() <= 0:
+            raise CliError(f"--at {at} is in the past")
+        return delay
+    return None

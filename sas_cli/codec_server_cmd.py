@@ -1,0 +1,61 @@
+"""``sas codec-server``: decrypt payloads for the Temporal UI and CLI, with sas's keys."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import typer
+
+from sas_cli.output import CliError, console
+
+if TYPE_CHECKING:
+    from settings import Settings
+
+DEFAULT_UI_ORIGINS = ["http://localhost:8233", "http://127.0.0.1:8233"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("codec-server")(codec_server)
+
+
+def codec_server(
+    port: int = typer.Option(8234, help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind. Anyone who reaches it can decrypt: keep it private."),
+    ui_origin: list[str] = typer.Option(
+        DEFAULT_UI_ORIGINS, "--ui-origin", help="Temporal UI origin allowed to call it (repeat for several)."
+    ),
+) -> None:
+    """Serve /encode and /decode so the Temporal UI shows decrypted payloads (see docs/security.md)."""
+    import uvicorn
+
+    from payload_codec import EncryptionCodec, KeyRing
+    from payload_codec.server import build_codec_app
+    from sas_cli.runtime import configure_logging
+
+    settings = _settings()
+    if not settings.encryption.enabled:
+        raise CliError(
+            "payload encryption is not configured: there is nothing to decode",
+            "set SAS_ENCRYPTION__KEYS and SAS_ENCRYPTION__CURRENT_KEY_ID (docs/security.md)",
+            code=2,
+        )
+    configure_logging(settings.log_level)
+    codec = EncryptionCodec(KeyRing.from_settings(settings.encryption))
+    endpoint = f"http://{host}:{port}"
+    console.print(f"codec server on {endpoint} ({codec.ring!r}), for {', '.join(ui_origin)}")
+    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {endpoint}")
+    console.print(f"  temporal CLI: --codec-endpoint {endpoint}")
+    # log_config=None: uvicorn's loggers go through sas's JSON root handler.
+    uvicorn.run(build_codec_app(codec, ui_origin), host=host, port=port, log_config=None)
+
+
+def _settings() -> Settings:
+    from pydantic import ValidationError
+
+    from sas_cli.runtime import _settings_errors
+    from settings import get_settings
+
+    try:
+        return get_settings()
+    except ValidationError as err:
+        raise CliError(f"invalid settings:\n{_settings_errors(err)}", "fix the SAS_* environment variables or .env", code=2) from None

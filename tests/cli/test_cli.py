@@ -1,0 +1,153 @@
+"""The ``sas`` command as a person uses it: a real process against the test stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from task_models import TaskState
+from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack
+
+ORDER_FLAGS = ["--customer", "c-cli", "--sku", "BOOK-7", "--quantity", "2", "--amount-cents", "2500", "--address", "7 CLI Way"]
+
+
+async def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "SAS_TEMPORAL__ADDRESS": stack.settings.temporal.address,
+        "SAS_TEMPORAL__TASK_QUEUE": stack.settings.temporal.task_queue,
+        "SAS_DATABASE__URL": stack.settings.database.url,
+        "COLUMNS": "200",
+    }
+    argv = [sys.executable, "-m", "sas_cli.main", *args]
+    return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=120)
+
+
+def as_json(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def test_submit_status_list(stack: Stack) -> None:
+    task_id = fresh_id("cli-order")
+    submitted = as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--wait", "--json"))
+    assert submitted["submitted"] is True and submitted["result"]["state"] == "Processed"
+
+    status = as_json(await sas(stack, "status", task_id, "--json"))
+    assert status["state"] == "Processed" and [s["state"] for s in status["steps"]] == ["Processed"] * 3
+
+    listed = as_json(await sas(stack, "list", "--state", "processed", "--json"))
+    assert task_id in [t["task_id"] for t in listed]
+
+    again = as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--json"))
+    assert again["submitted"] is False  # runs once
+    table = await sas(stack, "status", task_id)
+    assert table.returncode == 0 and "Processed" in table.stdout and "reserve" in table.stdout
+
+
+async def test_bad_input_is_refused_with_the_field_named_and_nothing_started(stack: Stack, tmp_path) -> None:
+    task_id = fresh_id("cli-bad")
+    done = await sas(stack, "submit", *ORDER_FLAGS[:-2], "--quantity", "0", "--id", task_id)
+    assert done.returncode == 1
+    assert "quantity" in done.stderr and "greater than 0" in done.stderr and "address" in done.stderr
+    assert "Traceback" not in done.stderr
+    bad_file = tmp_path / "order.json"
+    bad_file.write_text('{"sku": ')
+    done = await sas(stack, "submit", str(bad_file), "--id", task_id)
+    assert done.returncode == 1 and "not valid JSON" in done.stderr
+    done = await sas(stack, "submit", *ORDER_FLAGS, "--id", "bad id with spaces")
+    assert done.returncode == 1 and "invalid task id" in done.stderr
+    done = await sas(stack, "list", "--state", "exploded")
+    assert done.returncode == 1 and "unknown state" in done.stderr
+    assert await stack.record(task_id) is None
+
+
+async def test_retry_rejected_with_the_reason(stack: Stack) -> None:
+    task_id = fresh_id("cli-rej")
+    as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--wait", "--json"))
+    done = await sas(stack, "retry", task_id, "--reason", "just because")
+    assert done.returncode == 1 and "already finished" in done.stderr
+    done = await sas(stack, "retry", fresh_id("nobody"))
+    assert done.returncode == 1 and "no task" in done.stderr
+
+
+async def test_settings_errors_are_clear(stack: Stack) -> None:
+    env_bad = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "sas_cli.main", "list"], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "SAS_DATABASE__URL": "mysql://nope", "SAS_TEMPORAL__ADDRESS": "no-port"},
+    )
+    assert env_bad.returncode == 2
+    assert "SAS_DATABASE__URL" in env_bad.stderr and "SAS_TEMPORAL__ADDRESS" in env_bad.stderr
+    assert "Traceback" not in env_bad.stderr
+
+
+async def test_delayed_task_does_not_start_early(stack: Stack) -> None:
+    task_id = fresh_id("cli-later")
+    before = datetime.now(UTC)
+    out = as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--in", "4s", "--json"))
+    assert out["starts_in_s"] == 4.0
+    description = await stack.client.get_workflow_handle(task_id).describe()
+    assert description.execution_time is not None and (description.execution_time - before).total_seconds() >= 3.9
+    assert await stack.record(task_id) is None  # not accepted yet
+
+    record = await wait_until(lambda: stack.record(task_id), lambda r: r is not None and r.task.state == "Processed",
+                              timeout=60, what="the delayed order to run")
+    assert (record.task.created_at - before).total_seconds() >= 3.9
+    done = await sas(stack, "submit", *ORDER_FLAGS, "--at", "2001-01-01T00:00:00+00:00")
+    assert done.returncode == 1 and "in the past" in done.stderr
+
+
+async def test_schedule_fires_and_each_run_is_its_own_task(stack: Stack) -> None:
+    schedule_id = fresh_id("sched")
+    created = await sas(stack, "schedule", "create", schedule_id, "--every", "2s", *ORDER_FLAGS)
+    assert created.returncode == 0, created.stderr
+    try:
+        async def runs() -> list[str]:
+            found = []
+            async for wf in stack.client.list_workflows(f"TemporalScheduledById = '{schedule_id}'"):
+                found.append(wf.id)
+            return found
+
+        ids = await wait_until(runs, lambda found: len(found) >= 2, timeout=60, what="two scheduled runs")
+        for run_id in ids[:2]:
+            result = await stack.client.get_workflow_handle(run_id).result()
+            assert result["state"] == TaskState.PROCESSED
+            keys = {e["idempotency_key"] for e in await stack.ledger(run_id)}
+            assert keys == {f"{run_id}:reserve", f"{run_id}:charge", f"{run_id}:ship"}
+        listed = as_json(await sas(stack, "schedule", "list", "--json"))
+        assert schedule_id in [s["id"] for s in listed]
+        assert (await sas(stack, "schedule", "pause", schedule_id)).returncode == 0
+        paused = next(s for s in as_json(await sas(stack, "schedule", "list", "--json")) if s["id"] == schedule_id)
+        assert paused["paused"] is True
+    finally:
+        assert (await sas(stack, "schedule", "delete", schedule_id)).returncode == 0
+    missing = await sas(stack, "schedule", "delete", schedule_id)
+    assert missing.returncode == 1 and "no schedule" in missing.stderr
+
+
+async def test_alerts_command_lists_and_closes(stack: Stack) -> None:
+    task_id = fresh_id("cli-alert")
+    await stack.submit(task_id, payload=None)
+    # Card declined: a permanent fault the Supervisor alerts on.
+    declined = fresh_id("cli-declined")
+    handle = await stack.client.start_workflow(
+        "OrderWorkflow",
+        {"customer_id": "c", "sku": "S-1", "quantity": 1, "amount_cents": 100, "address": "x", "card": "4000000000000002"},
+        id=declined, task_queue=stack.settings.temporal.task_queue,
+    )
+    await handle.result()
+    alerts = await wait_until(lambda: stack.alerts(declined), lambda a: len(a) == 1, what="the alert")
+    listed = as_json(await sas(stack, "alerts", "--json"))
+    mine = [a for a in listed if a["task_id"] == declined]
+    assert len(mine) == 1 and mine[0]["kind"] == "permanent_failure" and mine[0]["suggested_action"]
+    assert (await sas(stack, "alerts", "ack", str(alerts[0].id))).returncode == 0
+    assert (await sas(stack, "alerts", "resolve", str(alerts[0].id))).returncode == 0
+    closed = [a for a in as_json(await sas(stack, "alerts", "--status", "resolved", "--json")) if a["task_id"] == declined]
+    assert closed[0]["status"] == "resolved"
+    assert (await sas(stack, "alerts", "ack", "999999")).returncode == 1
