@@ -41,7 +41,12 @@ async def run_worker() -> None:
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
                 activities=build_activities(
-                    settings, http, state_store.session_factory(engine), identity, search_attributes=not missing
+                    settings,
+                    http,
+                    state_store.session_factory(engine),
+                    identity,
+                    search_attributes=not missing,
+                    callback_secret=_secret(settings),
                 ),
                 identity=identity,
             )
@@ -51,6 +56,11 @@ async def run_worker() -> None:
             await serve_until_signalled(worker)
     finally:
         await engine.dispose()
+
+
+def _secret(settings) -> bytes | None:  # type: ignore[no-untyped-def]
+    secret = settings.callbacks.secret
+    return secret.get_secret_value().encode() if secret else None
 
 
 def main() -> None:

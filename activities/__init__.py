@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from activities.callbacks import CallbackActivities
 from activities.mirror import MirrorActivities
 from activities.remote import RemoteCaller
 from activities.services import InventoryAgent, PaymentAgent, ShippingAgent
@@ -22,6 +23,7 @@ def build_activities(
     sessions: async_sessionmaker[AsyncSession],
     identity: str,
     search_attributes: bool = True,
+    callback_secret: bytes | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity the task worker registers, with its dependencies injected."""
     remote = RemoteCaller(http, settings.services.url)
@@ -29,6 +31,7 @@ def build_activities(
     payment = PaymentAgent(remote, sessions, identity)
     shipping = ShippingAgent(remote, sessions, identity)
     mirror = MirrorActivities(sessions, settings, search_attributes)
+    callbacks = CallbackActivities(http, callback_secret)
     return [
         inventory.reserve,
         inventory.release,
@@ -38,4 +41,5 @@ def build_activities(
         shipping.cancel,
         mirror.accept,
         mirror.record,
+        callbacks.post,
     ]

@@ -17,10 +17,11 @@ from task_models.steps import (
     TaskPlan,
     TransitionBatch,
 )
-from task_models.status import OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
+from task_models.status import CallbackEvent, OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
 from task_models.ids import TASK_ID_PATTERN, validate_task_id
 
 __all__ = [
+    "CallbackEvent",
     "ACTIVE_STEP_STATES",
     "MirrorStamp",
     "OperatorAnswer",

@@ -32,3 +32,4 @@ class PreorderInput(_Input):
     amount_cents: int = Field(gt=0, le=100_000_000)
     currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
     card: str = Field(default="4242424242424242", pattern=r"^[0-9]{12,19}$")
+    callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from task_models.states import StepState, TaskState
@@ -55,3 +57,17 @@ class OperatorAnswer(BaseModel):
     accepted: bool = True
     message: str
     task_state: TaskState
+
+
+class CallbackEvent(BaseModel):
+    """A status event posted to the submitter's callback URL."""
+
+    event_id: str = Field(description="Stable across retries: task id, Scheduler transition and kind.")
+    kind: str = Field(description="received | step_completed | failed | completed | compensated | needs_operator")
+    task_id: str
+    task_type: str
+    state: TaskState
+    step: str | None = None
+    detail: str | None = None
+    at: datetime
+    url: str

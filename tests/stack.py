@@ -24,6 +24,7 @@ from task_models import OrderInput, StepPolicyValues, TaskResult
 from tests.helpers import fresh_id
 from workflows import ALL_WORKFLOWS
 
+CALLBACK_SECRET = b"test-callback-secret"
 FAST_STEP = StepPolicyValues(complete_by_s=2.0, heartbeat_s=1.5, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
 FAST_UNDO = StepPolicyValues(complete_by_s=2.0, max_attempts=3, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
 
@@ -116,7 +117,7 @@ async def start_stack(
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
-                activities=build_activities(settings, http, sessions, "test-worker"),
+                activities=build_activities(settings, http, sessions, "test-worker", callback_secret=CALLBACK_SECRET),
                 identity="test-worker",
             )
             async with task_worker:

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from task_models import (
+        CallbackEvent,
         MirrorStamp,
         OperatorAnswer,
         OperatorRequest,
@@ -52,6 +53,10 @@ INVALID_INPUT = "InvalidInput"
 _MIRROR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 _MIRROR_TIMEOUT = timedelta(seconds=15)
 _MAX_EVENTS = 200
+# A submitter's endpoint may be down for a while; keep trying for about half an hour.
+_CALLBACK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=120), maximum_attempts=20
+)
 
 
 class TaskScheduler:
@@ -68,6 +73,7 @@ class TaskScheduler:
         self._compensate: OperatorRequest | None = None
         self._inflight: workflow.ActivityHandle[StepResult] | None = None
         self._published: dict[str, Any] = {}
+        self._callbacks: list[workflow.ActivityHandle[None]] = []
 
     # ------------------------------------------------------------------ run
 
@@ -107,6 +113,7 @@ class TaskScheduler:
             steps=[StepStatus(name=p.name, position=p.position) for p in self._plan.steps],
         )
         self._payload = task_input
+        self._notify("received")
         try:
             for plan in self._plan.steps:
                 if self._compensate is not None:
@@ -117,8 +124,11 @@ class TaskScheduler:
             self._event("workflow cancellation requested: compensating")
             self._compensate = self._compensate or OperatorRequest(by="temporal", reason="workflow cancelled")
         if self._compensate is None:
-            return self._result()
-        await self._run_compensations()
+            self._notify("completed")
+        else:
+            await self._run_compensations()
+            self._notify("compensated")
+        await self._callbacks_delivered()
         return self._result()
 
     def _validate(self, raw_input: Any) -> dict[str, Any]:
@@ -155,6 +165,7 @@ class TaskScheduler:
             try:
                 await self._inflight
                 self._set(step, StepState.PROCESSED, TaskState.PROCESSED if last else TaskState.PROCESSING)
+                self._notify("step_completed", step.name)
                 return
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
@@ -224,6 +235,7 @@ class TaskScheduler:
         task_state = TaskState.FAILED if state == StepState.FAILED else TaskState.COMPENSATING
         self._set(step, state, task_state)
         self._event(f"{step.name}: {state} ({error_type}): {message}")
+        self._notify("failed", step.name, f"{error_type}: {message}")
         # CompleteBy of a Failed step: when the Supervisor should look at it - now.
         await self._mirror([self._transition(step, task_state=task_state, complete_by=workflow.now())])
         await self._wake_supervisor()
@@ -244,6 +256,7 @@ class TaskScheduler:
                 self._status.needs_operator = True  # published by _set below
                 self._set(step, StepState.ERROR, TaskState.ERROR)
                 self._event(f"{step.name}: parked as Error by {request.by}: {request.reason}")
+                self._notify("needs_operator", step.name, request.reason)
                 await self._mirror([self._transition(step, task_state=TaskState.ERROR, complete_by=None)])
                 continue
             self._status.needs_operator = False
@@ -469,6 +482,38 @@ class TaskScheduler:
             await workflow.get_external_workflow_handle(self._plan.supervisor_workflow_id).signal("wake")
         except Exception as err:  # noqa: BLE001 - waking is an optimisation only
             workflow.logger.debug("could not wake the Supervisor: %s", err)
+
+    def _notify(self, kind: str, step: str | None = None, detail: str | None = None) -> None:
+        """Post a status event to the submitter's callback URL, if the task has one.
+        Not awaited: a slow receiver must not hold the task up."""
+        url = self._payload.get("callback_url") if self._status is not None else None
+        if not url:
+            return
+        assert self._status is not None
+        event = CallbackEvent(
+            event_id=f"{self._status.task_id}:{self._seq}:{kind}" + (f":{step}" if step else ""),
+            kind=kind,
+            task_id=self._status.task_id,
+            task_type=self._status.task_type,
+            state=self._status.state,
+            step=step,
+            detail=detail,
+            at=workflow.now(),
+            url=url,
+        )
+        self._callbacks.append(
+            workflow.start_activity(
+                "callback.post", event, start_to_close_timeout=timedelta(seconds=15), retry_policy=_CALLBACK_RETRY
+            )
+        )
+
+    async def _callbacks_delivered(self) -> None:
+        """Wait for the posts still under way; one that gave up does not fail the task."""
+        for handle in self._callbacks:
+            try:
+                await handle
+            except ActivityError as err:
+                self._event(f"callback not delivered: {err.cause or err}")
 
     def _event(self, text: str) -> None:
         if self._status is None:
