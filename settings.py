@@ -13,9 +13,10 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-from typing import Literal
+import zlib
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from task_models.steps import StepPolicyValues as StepPolicy
@@ -146,16 +147,25 @@ class SupervisorSettings(BaseModel):
     orphan_after_s: float = Field(
         default=30.0, ge=0, description="A non-terminal task untouched this long is checked against Temporal (detection d)."
     )
-    orphan_batch: int = Field(default=50, ge=1, description="Most tasks checked against Temporal per sweep.")
+    orphan_batch: int = Field(default=50, ge=1, description="Most tasks checked against Temporal per check.")
+    orphan_check_s: float = Field(default=15.0, ge=0, description="How often tasks are checked against Temporal (d).")
     queue_check_s: float = Field(default=15.0, ge=0, description="How often task queues are asked for pollers (detection c).")
     queue_idle_after_s: float = Field(
         default=10.0, ge=0, description="A Pending/Processing step this old on a queue with no poller raises an alert."
+    )
+    poller_stale_s: float = Field(
+        default=120.0, gt=0, description="A poller Temporal last saw longer ago than this is gone (workers long-poll ~60s)."
     )
     webhook: WebhookSettings = WebhookSettings()
 
     def shard_workflow_id(self, shard: int) -> str:
         """One Supervisor workflow id per shard; the plain id when there is one shard."""
         return self.workflow_id if self.shards == 1 else f"{self.workflow_id}-{shard}"
+
+    def workflow_id_for_task(self, task_id: str) -> str:
+        """The Supervisor workflow that owns ``task_id`` (the one its Scheduler wakes)."""
+        bucket = zlib.crc32(task_id.encode()) % 4096  # = state_store.mirror.shard_of
+        return self.shard_workflow_id(self.shard_for_bucket(bucket))
 
     def shard_for_bucket(self, bucket: int, buckets: int = 4096) -> int:
         """The shard owning a task's hash bucket (``state_store.mirror.shard_of``): contiguous ranges."""
@@ -199,6 +209,15 @@ class EncryptionSettings(BaseModel):
         default=None, description="Key that encrypts new payloads; unset = write plaintext (known keys still decrypt)."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _hide_keys_first(cls, data: Any) -> Any:
+        # pydantic prints a rejected field's input in its error; wrapping the raw strings in
+        # SecretStr before any check runs means a bad key is shown as '**********'.
+        if isinstance(data, dict) and isinstance(data.get("keys"), dict):
+            data = {**data, "keys": {k: SecretStr(v) if isinstance(v, str) else v for k, v in data["keys"].items()}}
+        return data
+
     @field_validator("keys")
     @classmethod
     def _aes256_keys(cls, keys: dict[str, SecretStr]) -> dict[str, SecretStr]:
@@ -215,12 +234,15 @@ class EncryptionSettings(BaseModel):
                 raise ValueError(f"key {key_id!r} decodes to {len(raw)} bytes; AES-256 needs exactly 32")
         return keys
 
-    @model_validator(mode="after")
-    def _current_key_is_known(self) -> EncryptionSettings:
-        if self.current_key_id is not None and self.current_key_id not in self.keys:
-            known = ", ".join(sorted(self.keys)) or "none configured"
-            raise ValueError(f"current_key_id {self.current_key_id!r} is not one of the keys ({known})")
-        return self
+    @field_validator("current_key_id")
+    @classmethod
+    def _current_key_is_known(cls, key_id: str | None, info: ValidationInfo) -> str | None:
+        # A field check, not a model one: a model-level error would carry the raw key strings.
+        keys = info.data.get("keys")
+        if key_id is not None and keys is not None and key_id not in keys:
+            known = ", ".join(sorted(keys)) or "none configured"
+            raise ValueError(f"{key_id!r} is not one of the keys ({known})")
+        return key_id
 
     @property
     def enabled(self) -> bool:
@@ -228,15 +250,29 @@ class EncryptionSettings(BaseModel):
         return bool(self.keys)
 
 
+class CallbackSettings(BaseModel):
+    """Status events posted to a task's callback URL (seed 000's response queue)."""
+
+    secret: SecretStr | None = Field(
+        default=None, description="HMAC-SHA256 key; each post carries X-Sas-Signature: sha256=<hex of the body>."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="SAS_", env_nested_delimiter="__", env_file=".env", extra="ignore"
+        env_prefix="SAS_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+        # A rejected value may be a password (a database URL) or a key: never echo it.
+        hide_input_in_errors=True,
     )
 
     temporal: TemporalSettings = TemporalSettings()
     database: DatabaseSettings = DatabaseSettings()
     services: ServicesSettings = ServicesSettings()
     supervisor: SupervisorSettings = SupervisorSettings()
+    callbacks: CallbackSettings = CallbackSettings()
     encryption: EncryptionSettings = EncryptionSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,

@@ -26,7 +26,7 @@ async def run_worker() -> None:
     configure_logging(settings.log_level)
     await state_store.upgrade_async(settings.database.url)
     engine = state_store.create_engine(settings.database)
-    client = await connect(settings.temporal, "worker")
+    client = await connect(settings.temporal, "worker", settings.encryption)
     identity = worker_identity(settings.temporal, "worker")
     log = logging.getLogger("sas.worker")
     missing = await missing_search_attributes(client)

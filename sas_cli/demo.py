@@ -113,7 +113,7 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
     from state_store.queries import get_task
 
     settings = get_settings()
-    client = await connect(settings.temporal)
+    client = await connect(settings.temporal, encryption=settings.encryption)
     run = time.strftime("%H%M%S")
     plan = [(f"demo-{run}-{i:03d}-{case.name}", case) for i, case in enumerate(demo_cases(count))]
     async with httpx.AsyncClient(base_url=cfg.services_url, timeout=10) as http:

@@ -57,7 +57,8 @@ def _run(make: Callable[[], Awaitable[T]]) -> T:
 async def _client():  # type: ignore[no-untyped-def]
     from sas_cli.connect import connect
 
-    return await connect(_settings().temporal)
+    settings = _settings()
+    return await connect(settings.temporal, encryption=settings.encryption)
 
 
 async def _with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
@@ -410,7 +411,10 @@ def alerts_resolve(alert_id: int) -> None:
 from sas_cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
 from sas_cli.schedules import schedule_app  # noqa: E402
 
+from sas_cli import codec_server_cmd as _codec_server_cmd  # noqa: E402  (registers `codec-server`)
+
 _demo.register(app)
+_codec_server_cmd.register(app)
 app.add_typer(schedule_app, name="schedule")
 
 

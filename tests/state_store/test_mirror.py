@@ -1,0 +1,108 @@
+"""The state store's mirror writes, on SQLite and PostgreSQL: one transaction, idempotent, ordered."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest_asyncio
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+import state_store
+from settings import DatabaseSettings
+from state_store.mirror import accept_task, record_transitions
+from state_store.queries import get_task
+from task_models import StepPlan, StepPolicyValues, StepState, StepTransition, TaskAccepted, TaskState
+from task_models.versions import Phase, version_of
+from tests.helpers import fresh_id
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+@pytest_asyncio.fixture
+async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    await state_store.upgrade_async(db_url)
+    engine = state_store.create_engine(DatabaseSettings(url=db_url))
+    try:
+        yield state_store.session_factory(engine)
+    finally:
+        await engine.dispose()
+
+
+def accepted(task_id: str) -> TaskAccepted:
+    return TaskAccepted(
+        task_id=task_id, task_type="order", workflow_type="OrderWorkflow", task_queue="q",
+        payload={"sku": "S"}, accepted_at=NOW,
+        steps=[StepPlan(name=n, position=i, agent=f"svc.{n}", compensation=f"svc.un{n}", idempotency_key=f"{task_id}:{n}",
+                        policy=StepPolicyValues(complete_by_s=7)) for i, n in enumerate(["reserve", "charge"])],
+    )
+
+
+def transition(task_id: str, seq: int, state: StepState, attempt: int = 0, phase: Phase = Phase.SCHEDULER, **kw) -> StepTransition:
+    return StepTransition(task_id=task_id, step="reserve", version=version_of(seq, attempt, phase), state=state,
+                          at=NOW + timedelta(seconds=seq), attempt=attempt or None, **kw)
+
+
+async def test_accept_writes_task_and_steps_once(sessions) -> None:
+    task_id = fresh_id("acc")
+    async with sessions() as s:
+        assert await accept_task(s, accepted(task_id)) is True
+    async with sessions() as s:
+        assert await accept_task(s, accepted(task_id)) is False  # a retried accept changes nothing
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+    assert record is not None and record.task.state == TaskState.PENDING and record.task.created_at == NOW
+    assert [(r.name, r.state, r.failure_count, r.complete_by_s, r.idempotency_key) for r in record.steps] == [
+        ("reserve", "Pending", 0, 7.0, f"{task_id}:reserve"),
+        ("charge", "Pending", 0, 7.0, f"{task_id}:charge"),
+    ]
+
+
+async def test_writes_are_idempotent_and_a_late_older_write_never_wins(sessions) -> None:
+    task_id = fresh_id("ord")
+    async with sessions() as s:
+        await accept_task(s, accepted(task_id))
+    started = transition(task_id, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1",
+                         complete_by=NOW + timedelta(seconds=7), task_state=TaskState.PROCESSING)
+    done = transition(task_id, 1, StepState.PROCESSED, 1, Phase.AGENT_DONE)
+    async with sessions() as s:
+        assert await record_transitions(s, [started]) == 1
+    async with sessions() as s:
+        assert await record_transitions(s, [done]) == 1
+    async with sessions() as s:
+        assert await record_transitions(s, [done]) == 0  # replayed: same row
+        assert await record_transitions(s, [started]) == 0  # late and older: ignored
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+    step = next(r for r in record.steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert step.state == "Processed" and step.locked_by is None and step.complete_by is None
+    assert step.version == version_of(1, 1, Phase.AGENT_DONE)
+    assert record.task.state == "Processing" and record.task.current_step == "reserve"  # type: ignore[union-attr]
+
+
+async def test_a_later_attempt_beats_an_earlier_attempts_late_success(sessions) -> None:
+    task_id = fresh_id("att")
+    async with sessions() as s:
+        await accept_task(s, accepted(task_id))
+    second_started = transition(task_id, 1, StepState.PROCESSING, 2, Phase.AGENT_STARTED, locked_by="w2")
+    first_done = transition(task_id, 1, StepState.PROCESSED, 1, Phase.AGENT_DONE)
+    async with sessions() as s:
+        await record_transitions(s, [second_started, first_done])
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+    reserve = next(r for r in record.steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert (reserve.state, reserve.locked_by, reserve.attempt) == ("Processing", "w2", 2)
+
+
+async def test_failure_count_never_goes_back(sessions) -> None:
+    task_id = fresh_id("fc")
+    async with sessions() as s:
+        await accept_task(s, accepted(task_id))
+    async with sessions() as s:
+        await record_transitions(s, [transition(task_id, 1, StepState.FAILED, failure_count=3, last_error="boom", error_type="X")])
+    async with sessions() as s:
+        await record_transitions(s, [transition(task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, failure_count=1)])
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+    reserve = next(r for r in record.steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert reserve.failure_count == 3 and reserve.state == "Processing"
