@@ -258,6 +258,13 @@ class CallbackSettings(BaseModel):
     )
 
 
+class MetricsSettings(BaseModel):
+    """Prometheus endpoints (host:port). Each serves the Temporal SDK's series and sas's own."""
+
+    worker_bind: str | None = Field(default=None, description="e.g. 0.0.0.0:9464; unset = no endpoint.")
+    supervisor_bind: str | None = Field(default=None, description="e.g. 0.0.0.0:9465; unset = no endpoint.")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SAS_",
@@ -273,6 +280,7 @@ class Settings(BaseSettings):
     services: ServicesSettings = ServicesSettings()
     supervisor: SupervisorSettings = SupervisorSettings()
     callbacks: CallbackSettings = CallbackSettings()
+    metrics: MetricsSettings = MetricsSettings()
     encryption: EncryptionSettings = EncryptionSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,

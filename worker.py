@@ -17,7 +17,7 @@ async def run_worker() -> None:
 
     import state_store
     from activities import build_activities
-    from sas_cli.connect import connect, worker_identity
+    from sas_cli.connect import connect, metrics_runtime, worker_identity
     from sas_cli.setup_cluster import missing_search_attributes
     from settings import get_settings
     from workflows import ALL_WORKFLOWS
@@ -26,7 +26,9 @@ async def run_worker() -> None:
     configure_logging(settings.log_level)
     await state_store.upgrade_async(settings.database.url)
     engine = state_store.create_engine(settings.database)
-    client = await connect(settings.temporal, "worker", settings.encryption)
+    client = await connect(
+        settings.temporal, "worker", settings.encryption, runtime=metrics_runtime(settings.metrics.worker_bind)
+    )
     identity = worker_identity(settings.temporal, "worker")
     log = logging.getLogger("sas.worker")
     missing = await missing_search_attributes(client)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -47,13 +48,40 @@ class RemoteCaller:
             headers={"Idempotency-Key": idempotency_key},
             timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
         )
+        started = time.monotonic()
+        outcome = "ok"
         try:
-            response = await _heartbeating(request, interval_s=_heartbeat_interval(time_left))
-        except httpx.TimeoutException as err:
-            raise ApplicationError(f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT) from err
-        except httpx.TransportError as err:
-            raise ApplicationError(f"{path} unreachable: {type(err).__name__}: {err}", type=TRANSIENT) from err
-        return _classify(path, response)
+            try:
+                response = await _heartbeating(request, interval_s=_heartbeat_interval(time_left))
+            except httpx.TimeoutException as err:
+                raise ApplicationError(f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT) from err
+            except httpx.TransportError as err:
+                raise ApplicationError(f"{path} unreachable: {type(err).__name__}: {err}", type=TRANSIENT) from err
+            return _classify(path, response)
+        except ApplicationError as err:
+            outcome = err.type or "error"
+            raise
+        except BaseException:
+            outcome = "cancelled"
+            raise
+        finally:
+            _record_call(path, outcome, time.monotonic() - started)
+
+
+def _record_call(path: str, outcome: str, seconds: float) -> None:
+    """Per remote service and action: call latency, and errors by type (Prometheus)."""
+    if not activity.in_activity():
+        return
+    service, _, action = path.strip("/").partition("/")
+    meter = activity.metric_meter()
+    attrs = {"service": service, "action": action, "outcome": outcome}
+    meter.create_histogram_timedelta(
+        "sas_agent_call_latency", "Remote call latency of the Agents", "ms"
+    ).with_additional_attributes(attrs).record(timedelta(seconds=seconds))
+    if outcome != "ok":
+        meter.create_counter("sas_agent_call_errors", "Failed remote calls of the Agents").add(
+            1, {"service": service, "action": action, "error_type": outcome}
+        )
 
 
 def _classify(path: str, response: httpx.Response) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 from temporalio.client import Client, TLSConfig
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from payload_codec import data_converter
 from settings import EncryptionSettings, TemporalSettings
@@ -36,7 +37,10 @@ def worker_identity(settings: TemporalSettings, role: str) -> str:
 
 
 async def connect(
-    settings: TemporalSettings, role: str = "client", encryption: EncryptionSettings | None = None
+    settings: TemporalSettings,
+    role: str = "client",
+    encryption: EncryptionSettings | None = None,
+    runtime: Runtime | None = None,
 ) -> Client:
     """A client (and, through it, workers) for ``role``; pass ``encryption`` wherever payloads are
     written or read, or order data goes to the history in clear and encrypted history is unreadable."""
@@ -47,4 +51,13 @@ async def connect(
         tls=tls_config(settings),
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         identity=worker_identity(settings, role),
+        runtime=runtime,
     )
+
+
+def metrics_runtime(bind: str | None) -> Runtime | None:
+    """A Temporal runtime that serves Prometheus metrics on ``bind`` (host:port): the SDK's own
+    series and sas's, which are recorded through the same meter. None: no endpoint."""
+    if not bind:
+        return None
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind)))
