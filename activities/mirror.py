@@ -30,7 +30,7 @@ class MirrorActivities:
         return TaskPlan(
             steps=steps,
             compensation_policy=self._settings.compensation,
-            supervisor_workflow_id=self._settings.supervisor.workflow_id,
+            supervisor_workflow_id=self._settings.supervisor.workflow_id_for_task(accepted.task_id),
             search_attributes=self._search_attributes,
         )
 

@@ -110,7 +110,7 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
     from sas_cli.connect import connect
     from settings import get_settings
     from state_store import create_engine, session_factory
-    from state_store.queries import get_task
+    from state_store.queries import alerts_for, decisions_for, get_task
 
     settings = get_settings()
     client = await connect(settings.temporal, encryption=settings.encryption)
@@ -122,6 +122,8 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
                 (await http.post("/admin/faults", json={**fault, "match_order_id": task_id})).raise_for_status()
             payload = tasks.build_input("order", None, {**base_order(index), **case.changes})
             await tasks.submit(client, settings, "order", task_id, payload)
+        terminators = [asyncio.create_task(_terminate_mid_saga(client, settings, task_id))
+                       for task_id, case in plan if case.terminate]
 
         engine = create_engine(settings.database)
         sessions = session_factory(engine)
@@ -141,7 +143,8 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
                 if settled == len(plan):
                     break
                 await asyncio.sleep(0.5)
-        await engine.dispose()
+        for terminator in terminators:
+            terminator.cancel()
         results = []
         for task_id, case in plan:
             entries = (await http.get("/ledger", params={"order_id": task_id})).json()["entries"]
@@ -149,9 +152,45 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
             problems = check_ledger(state, entries)
             if state != case.expected:
                 problems.insert(0, f"expected {case.expected}")
+            async with sessions() as session:
+                notes = _notes(await decisions_for(session, task_id), await alerts_for(session, task_id))
             results.append({"task_id": task_id, "case": case.name, "state": state, "expected": case.expected,
-                            "problems": problems, "what": case.what})
+                            "problems": problems, "what": case.what, "notes": notes})
+        await engine.dispose()
     return results
+
+
+async def _terminate_mid_saga(client: Any, settings: Any, task_id: str) -> None:
+    """Terminate the workflow while its ship step runs, as someone might from the UI."""
+    from state_store import create_engine, session_factory
+    from state_store.queries import get_task
+
+    engine = create_engine(settings.database)
+    try:
+        while True:
+            async with session_factory(engine)() as session:
+                record = await get_task(session, task_id)
+            if record and any(s.name == "ship" and s.state == "Processing" for s in record.steps):
+                await client.get_workflow_handle(task_id).terminate("sas demo: terminated mid-saga")
+                return
+            await asyncio.sleep(0.3)
+    finally:
+        await engine.dispose()
+
+
+def _notes(decisions: list[Any], alerts: list[Any]) -> str:
+    """What the Supervisor did for an order, in a few words, for the summary."""
+    notes = []
+    if any(a.kind == "cooldown" for a in alerts) or any(d.kind == "wait" for d in decisions):
+        notes.append("cool-down")
+    if any(d.kind == "cleanup" for d in decisions):
+        notes.append("terminated; cleaned up by the Supervisor")
+    retries = sum(d.kind == "retry" for d in decisions)
+    if retries:
+        notes.append(f"{retries} Supervisor retr{'y' if retries == 1 else 'ies'}")
+    if any(d.kind == "park" for d in decisions):
+        notes.append("parked")
+    return ", ".join(notes)
 
 
 def _summary(results: list[dict[str, Any]]) -> bool:
@@ -164,6 +203,10 @@ def _summary(results: list[dict[str, Any]]) -> bool:
     if other:
         rows.append(["other", "not settled", len(other), "\n".join(f"{r['task_id']} ({r['state']})" for r in other)])
     console.print(table("demo summary", ["state", "meaning", "orders", "order ids"], rows))
+    noted = [r for r in results if r["notes"]]
+    if noted:
+        console.print(table("what the Supervisor did", ["order", "state", "path"],
+                            [[r["task_id"], styled(r["state"]), r["notes"]] for r in noted]))
     wrong = [r for r in results if r["problems"]]
     if wrong:
         console.print(table("orders that did not end where their faults put them", ["order", "state", "problem"],

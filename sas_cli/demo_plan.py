@@ -13,6 +13,7 @@ class DemoCase:
     faults: tuple[dict[str, Any], ...] = ()
     changes: dict[str, Any] = field(default_factory=dict)
     what: str = ""
+    terminate: bool = False  # the demo terminates the workflow mid-saga, as an operator might from the UI
 
 
 CASES: tuple[DemoCase, ...] = (
@@ -22,19 +23,23 @@ CASES: tuple[DemoCase, ...] = (
     DemoCase("card-declined", "Compensated", changes={"card": "4000000000000002"},
              what="card declined (permanent): reservation released"),
     DemoCase("shipping-hangs", "Compensated", ({"endpoint": "shipping.ship", "kind": "hang", "hang_s": 600},),
-             what="shipping hangs past complete-by; Supervisor retries, then undoes at the threshold"),
-    DemoCase("lost-response", "Processed", ({"endpoint": "inventory.reserve", "kind": "lost_response", "times": 1},),
-             what="reservation made but its answer lost; the retry replays it under the same key"),
-    DemoCase("clean-2", "Processed", what="no fault"),
+             what="shipping hangs past complete-by: Supervisor retry, cool-down, then undo"),
+    DemoCase("terminated", "Compensated", ({"endpoint": "shipping.ship", "kind": "latency", "latency_ms": 5000},),
+             terminate=True, what="workflow terminated mid-saga; the Supervisor undoes it from the state store"),
+    DemoCase("long-outage", "Processed", ({"endpoint": "shipping.ship", "kind": "transient", "times": 6},),
+             what="shipping down for a while: a Supervisor retry, then a cool-down, then it works"),
     DemoCase("out-of-stock", "Compensated", changes={"sku": "OUT-OF-STOCK"},
              what="no stock (permanent): nothing to undo"),
-    DemoCase("slow-shipping", "Processed", ({"endpoint": "shipping.ship", "kind": "latency", "latency_ms": 1500},),
-             what="shipping is slow but within complete-by"),
+    DemoCase("lost-response", "Processed", ({"endpoint": "inventory.reserve", "kind": "lost_response", "times": 1},),
+             what="reservation made but its answer lost; the retry replays it under the same key"),
     DemoCase("refund-down", "Error",
              ({"endpoint": "shipping.ship", "kind": "permanent", "status": 422, "error": "address_rejected",
                "message": "address rejected"},
               {"endpoint": "payment.refund", "kind": "transient", "status": 503}),
              what="shipping rejects and the refund keeps failing: parked for an operator"),
+    DemoCase("slow-shipping", "Processed", ({"endpoint": "shipping.ship", "kind": "latency", "latency_ms": 1500},),
+             what="shipping is slow but within complete-by"),
+    DemoCase("clean-2", "Processed", what="no fault"),
     DemoCase("clean-3", "Processed", what="no fault"),
 )
 
@@ -66,6 +71,16 @@ DEMO_ENV = {
     "SAS_SUPERVISOR__INTERVAL_S": "1",
     "SAS_SUPERVISOR__OVERDUE_GRACE_S": "2",
     "SAS_SUPERVISOR__FAILURE_THRESHOLD": "3",
+    "SAS_SUPERVISOR__MAX_INTERVAL_S": "2",
+    # The ladder: one quick Supervisor retry, then one try after a cool-down (hours in production).
+    "SAS_SUPERVISOR__RETRIES": "1",
+    "SAS_SUPERVISOR__RETRY_DELAY_S": "0.5",
+    "SAS_SUPERVISOR__COOLDOWN_S": "4",
+    "SAS_SUPERVISOR__COOLDOWN_TRIES": "1",
+    # Notice a terminated workflow within seconds.
+    "SAS_SUPERVISOR__ORPHAN_AFTER_S": "3",
+    "SAS_SUPERVISOR__ORPHAN_CHECK_S": "2",
+    "SAS_SUPERVISOR__QUEUE_CHECK_S": "5",
 }
 
 

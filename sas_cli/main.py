@@ -413,7 +413,10 @@ from sas_cli.schedules import schedule_app  # noqa: E402
 
 from sas_cli import codec_server_cmd as _codec_server_cmd  # noqa: E402  (registers `codec-server`)
 
+from sas_cli import supervisor_cmds as _supervisor_cmds  # noqa: E402  (registers `show`)
+
 _demo.register(app)
+_supervisor_cmds.register(app)
 _codec_server_cmd.register(app)
 app.add_typer(schedule_app, name="schedule")
 

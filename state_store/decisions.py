@@ -1,18 +1,20 @@
 """The Supervisor's writes: a decision, the FailureCount and CompleteBy it sets, and its alert.
 
-Each decision is keyed (task, step, FailureCount) and claimed with a compare-and-set
-on the step row, so a restarted sweep or a second Supervisor never acts twice.
+Each decision is keyed (task, step, FailureCount, kind) and claimed with a
+compare-and-set on the step row, so a restarted sweep or a second Supervisor
+never acts twice.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from state_store.tables import Alert, Decision, Step
+from state_store.alerts import raise_alert
+from state_store.tables import Alert, Decision, Step, Task
 
 
 async def claim_decision(
@@ -23,7 +25,7 @@ async def claim_decision(
     next_look_at: datetime,
     alert: Alert | None,
 ) -> bool:
-    """Record ``decision`` (and its alert) if the step is still as the sweep saw it.
+    """Record ``decision`` (and raise or update its alert) if the step is still as the sweep saw it.
 
     Returns False when another sweep already decided, or the Scheduler moved the
     step on; nothing is written then.
@@ -43,21 +45,43 @@ async def claim_decision(
             if not claimed.rowcount:
                 return False
             session.add(decision)
-            if alert is not None and await _alert_is_new(session, alert.incident_key):
-                session.add(alert)
+            # Flush now: a duplicate decision must fail before the alert is touched.
+            await session.flush()
+            if alert is not None:
+                await raise_alert(session, alert)
         return True
     except IntegrityError:
-        # The unique (task, step, FailureCount) key: someone else recorded it first.
+        # The unique (task, step, FailureCount, kind) key: someone else recorded it first.
         return False
 
 
-async def _alert_is_new(session: AsyncSession, incident_key: str) -> bool:
-    found = await session.execute(select(Alert.id).where(Alert.incident_key == incident_key))
-    return found.first() is None
+async def claim_cleanup(
+    session: AsyncSession, decision: Decision, seen_state: str, seen_version: int, version: int, alert: Alert | None
+) -> bool:
+    """Mark a task whose workflow died as Error and record the clean-up decision, once.
+
+    The task row is compared-and-set on the state and version the check saw; the
+    new version is above anything the dead workflow could still write."""
+    try:
+        async with session.begin():
+            claimed = await session.execute(
+                update(Task)
+                .where(Task.task_id == decision.task_id, Task.state == seen_state, Task.version == seen_version)
+                .values(state="Error", version=version, updated_at=decision.decided_at)
+            )
+            if not claimed.rowcount:
+                return False
+            session.add(decision)
+            await session.flush()
+            if alert is not None:
+                await raise_alert(session, alert)
+        return True
+    except IntegrityError:
+        return False
 
 
 async def unsent_decisions(session: AsyncSession, limit: int) -> list[Decision]:
-    """Decisions whose signal has not been confirmed sent (the outbox)."""
+    """Decisions whose signal (or clean-up start) has not been confirmed (the outbox)."""
     query = select(Decision).where(Decision.signal_sent_at.is_(None)).order_by(Decision.id).limit(limit)
     return list((await session.scalars(query)).all())
 
@@ -65,3 +89,18 @@ async def unsent_decisions(session: AsyncSession, limit: int) -> list[Decision]:
 async def mark_sent(session: AsyncSession, decision_id: int, at: datetime) -> None:
     async with session.begin():
         await session.execute(update(Decision).where(Decision.id == decision_id).values(signal_sent_at=at))
+
+
+async def undo_retries(session: AsyncSession, task_id: str, step: str) -> int:
+    """How many times the Supervisor has already retried this step's undo."""
+    found = await session.execute(
+        select(func.count())
+        .select_from(Decision)
+        .where(
+            Decision.task_id == task_id,
+            Decision.step == step,
+            Decision.kind == "retry",
+            Decision.observed_state == "CompensationFailed",
+        )
+    )
+    return int(found.scalar_one())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, select, union_all
+from sqlalchemy import Select, func, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from state_store.tables import Alert, Decision, Step, Task
@@ -38,22 +38,28 @@ async def list_tasks(session: AsyncSession, state: str | None = None, limit: int
     return list((await session.scalars(query)).all())
 
 
-def due_steps_query(now: datetime, grace: timedelta, limit: int) -> Select[tuple[Step]]:
+def due_steps_query(
+    now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
+) -> Select[tuple[Step]]:
     """The Supervisor's scan: one index range scan on (state, complete_by) per state,
-    each bounded by ``limit``, so its cost does not grow with the table."""
-    parts = [
-        select(Step).where(Step.state == state, Step.complete_by <= now).order_by(Step.complete_by).limit(limit)
-        for state in _WAITING_FOR_DECISION
-    ] + [
-        select(Step).where(Step.state == state, Step.complete_by <= now - grace).order_by(Step.complete_by).limit(limit)
-        for state in _RUNNING
-    ]
+    each bounded by ``limit``, so its cost does not grow with the table. A shard's
+    hash range filters the rows the range scan reads; it does not widen it."""
+
+    def part(state: str, until: datetime) -> Select[tuple[Step]]:
+        query = select(Step).where(Step.state == state, Step.complete_by <= until)
+        if bucket_range is not None:
+            query = query.where(Step.shard >= bucket_range[0], Step.shard < bucket_range[1])
+        return query.order_by(Step.complete_by).limit(limit)
+
+    parts = [part(state, now) for state in _WAITING_FOR_DECISION] + [part(state, now - grace) for state in _RUNNING]
     unioned = union_all(*(p.subquery().select() for p in parts)).subquery()
     return select(Step).from_statement(select(unioned).limit(limit))  # type: ignore[return-value]
 
 
-async def due_steps(session: AsyncSession, now: datetime, grace: timedelta, limit: int) -> list[tuple[Step, Task]]:
-    steps = list((await session.scalars(due_steps_query(now, grace, limit))).all())
+async def due_steps(
+    session: AsyncSession, now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
+) -> list[tuple[Step, Task]]:
+    steps = list((await session.scalars(due_steps_query(now, grace, limit, bucket_range))).all())
     if not steps:
         return []
     tasks = {
@@ -61,6 +67,51 @@ async def due_steps(session: AsyncSession, now: datetime, grace: timedelta, limi
         for t in (await session.scalars(select(Task).where(Task.task_id.in_({s.task_id for s in steps})))).all()
     }
     return [(s, tasks[s.task_id]) for s in steps if s.task_id in tasks]
+
+
+# Tasks whose workflow should be running, as the mirror sees them.
+OPEN_TASK_STATES = ("Pending", "Processing", "Failed", "Compensating", "Error")
+
+
+def stale_tasks_query(
+    state: str, before: datetime, limit: int, after: tuple[datetime, str] | None = None,
+    bucket_range: tuple[int, int] | None = None,
+) -> Select[tuple[Task]]:
+    """Tasks in ``state`` not updated since ``before``, in (updated_at, task_id) order after
+    ``after``: a range scan of the (state, updated_at) index that resumes where the
+    last one stopped, so every stale task gets its turn however many there are."""
+    query = select(Task).where(Task.state == state, Task.updated_at < before)
+    if after is not None:
+        query = query.where(tuple_(Task.updated_at, Task.task_id) > tuple_(after[0], after[1]))
+    if bucket_range is not None:
+        query = query.where(Task.shard >= bucket_range[0], Task.shard < bucket_range[1])
+    return query.order_by(Task.updated_at, Task.task_id).limit(limit)
+
+
+async def stale_tasks(
+    session: AsyncSession, state: str, before: datetime, limit: int, after: tuple[datetime, str] | None = None,
+    bucket_range: tuple[int, int] | None = None,
+) -> list[Task]:
+    return list((await session.scalars(stale_tasks_query(state, before, limit, after, bucket_range))).all())
+
+
+async def waiting_tasks_by_queue(session: AsyncSession, before: datetime, limit: int = 1000) -> dict[str, int]:
+    """Tasks with a Pending or Processing step not touched since ``before``, counted per task queue.
+
+    Reads the (state, complete_by) index ranges of those two states only (in-flight
+    work, not the history), at most ``limit`` rows each."""
+    parts = [
+        select(Step.task_id).where(Step.state == state, Step.updated_at < before).limit(limit).subquery().select()
+        for state in ("Pending", "Processing")
+    ]
+    inner = union_all(*parts).subquery()
+    rows = await session.execute(
+        select(Task.task_queue, func.count(func.distinct(inner.c.task_id)))
+        .join(inner, inner.c.task_id == Task.task_id)
+        .where(Task.state.in_(("Pending", "Processing")))
+        .group_by(Task.task_queue)
+    )
+    return {queue: int(n) for queue, n in rows.all()}
 
 
 async def decisions_for(session: AsyncSession, task_id: str) -> list[Decision]:

@@ -5,6 +5,7 @@ Timestamps are timezone-aware UTC in Python on both backends (see ``UTCDateTime`
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +36,15 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+SHARD_BUCKETS = 4096
+
+
+def _step_shard(context: Any) -> int:
+    # Same as state_store.mirror.shard_of: filled in on insert, so every writer of
+    # step rows gets it without knowing about shards.
+    return zlib.crc32(context.get_current_parameters()["task_id"].encode()) % SHARD_BUCKETS
 
 
 class Base(DeclarativeBase):
@@ -83,6 +93,9 @@ class Step(Base):
     complete_by_s: Mapped[float] = mapped_column(doc="The step's complete-by, to extend CompleteBy by.")
     version: Mapped[int] = mapped_column(BigInteger, default=0, doc="Orders writes: an older one never wins.")
     updated_at: Mapped[datetime]
+    shard: Mapped[int | None] = mapped_column(
+        Integer, default=_step_shard, doc="The task's hash bucket (0..4095): a Supervisor shard scans a range."
+    )
 
     # The Supervisor's scan: WHERE state = ? AND complete_by < ? ORDER BY complete_by LIMIT n.
     __table_args__ = (Index("ix_steps_state_complete_by", "state", "complete_by"),)
@@ -105,7 +118,8 @@ class Decision(Base):
     signal_sent_at: Mapped[datetime | None]
 
     __table_args__ = (
-        Index("ux_decisions_task_step_count", "task_id", "step", "failure_count", unique=True),
+        # One decision of each kind per (task, step, FailureCount): the "never acts twice" key.
+        Index("ux_decisions_task_step_count_kind", "task_id", "step", "failure_count", "kind", unique=True),
         Index("ix_decisions_unsent", "signal_sent_at"),
     )
 
@@ -128,5 +142,14 @@ class Alert(Base):
     status: Mapped[str] = mapped_column(String(16), default="open")
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    resolution: Mapped[str | None] = mapped_column(Text, doc="Why it closed itself (the task recovered, pollers returned).")
+    delivered_at: Mapped[datetime | None] = mapped_column(doc="Webhook outbox: set once delivered (or given up).")
+    delivery_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_delivery_at: Mapped[datetime | None]
 
-    __table_args__ = (Index("ix_alerts_status", "status", "created_at"),)
+    __table_args__ = (
+        Index("ix_alerts_status", "status", "created_at"),
+        Index("ix_alerts_undelivered", "delivered_at", "next_delivery_at"),
+        Index("ix_alerts_task", "task_id"),
+    )

@@ -1,63 +1,181 @@
-"""The Supervisor's hands: scan the state store, and carry out decisions exactly once.
+"""The Supervisor's hands: scan the state store, ask Temporal, and carry out decisions exactly once.
 
 ``apply`` claims each decision with a compare-and-set keyed (task, step,
-FailureCount) and only then signals the Scheduler, through an outbox: a sweep
-that dies between the two is completed by the next, and a signal sent twice is
-ignored by the Scheduler (it carries the FailureCount).
+FailureCount, kind) and only then signals the Scheduler, through an outbox: a
+sweep that dies between the two is completed by the next, and a signal sent
+twice is ignored by the Scheduler (it carries the FailureCount).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import logging
 from datetime import UTC, datetime, timedelta
 
+import httpx
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from settings import Settings
 from state_store import tables
-from state_store.decisions import claim_decision, mark_sent, unsent_decisions
-from state_store.queries import due_steps
-from supervisor.models import ApplyResult, Decision, DueStep, ScanResult, SupervisorPolicy
+from state_store.alerts import (
+    active_alert,
+    active_alerts_of_kind,
+    raise_alert,
+    record_delivery,
+    resolve_alert,
+    resolve_recovered,
+    undelivered_alerts,
+)
+from state_store.decisions import claim_cleanup, claim_decision, mark_sent, undo_retries
+from state_store.queries import OPEN_TASK_STATES, due_steps, get_task, stale_tasks, waiting_tasks_by_queue
+from supervisor.models import (
+    CLEANUP_SEQ,
+    SIGNALLED_KINDS,
+    AlertSpec,
+    ApplyInput,
+    ApplyResult,
+    CleanupInput,
+    CleanupStep,
+    Decision,
+    DeliveryResult,
+    DueStep,
+    Ladder,
+    OrphanCheckInput,
+    OrphanCheckResult,
+    QueueCheckInput,
+    QueueCheckResult,
+    ScanInput,
+    ScanResult,
+    SupervisorPolicy,
+)
 from task_models import OperatorRequest
+from task_models.versions import version_of
 
 log = logging.getLogger("sas.supervisor")
 
+# The workflow was closed from outside while the mirror says it runs (detection d).
+_DEAD = {
+    WorkflowExecutionStatus.TERMINATED: "terminated",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.TIMED_OUT: "timed out",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+}
+_CLEANUP_VERSION = version_of(CLEANUP_SEQ)
+
+
+def cleanup_workflow_id(task_id: str) -> str:
+    return f"cleanup-{task_id}"
+
 
 class SupervisorActivities:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], client: Client, settings: Settings, identity: str) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        client: Client,
+        settings: Settings,
+        identity: str,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
         self._sessions = sessions
         self._client = client
         self._settings = settings
         self._identity = identity
+        self._http = http
 
-    @activity.defn(name="supervisor.scan")
-    async def scan(self) -> ScanResult:
+    # ------------------------------------------------------------- scan
+
+    def policy(self) -> SupervisorPolicy:
         s = self._settings.supervisor
-        policy = SupervisorPolicy(
+        return SupervisorPolicy(
             failure_threshold=s.failure_threshold,
             overdue_grace_s=s.overdue_grace_s,
             batch_size=s.batch_size,
             interval_s=s.interval_s,
+            max_interval_s=max(s.max_interval_s, s.interval_s),
+            idle_backoff=s.idle_backoff,
             sweeps_per_run=s.sweeps_per_run,
+            queue_check_s=s.queue_check_s,
+            orphan_check_s=s.orphan_check_s,
+            shards=s.shards,
+            webhook=bool(s.webhook.url),
         )
+
+    def _range(self, shard: int) -> tuple[int, int] | None:
+        s = self._settings.supervisor
+        return None if s.shards == 1 else s.bucket_range(shard)
+
+    @activity.defn(name="supervisor.scan")
+    async def scan(self, request: ScanInput | None = None) -> ScanResult:
+        """Due steps (one bounded index scan), the outbox's size, and alerts whose task recovered."""
+        request = request or ScanInput()
+        s = self._settings.supervisor
+        now = datetime.now(UTC)
+        buckets = self._range(request.shard)
         async with self._sessions() as session:
-            rows = await due_steps(session, datetime.now(UTC), timedelta(seconds=s.overdue_grace_s), s.batch_size)
-            unsent = len(await unsent_decisions(session, 1))
-        return ScanResult(policy=policy, due=[_due(step, task) for step, task in rows], unsent=unsent)
+            rows = await due_steps(session, now, timedelta(seconds=s.overdue_grace_s), s.batch_size, buckets)
+            due = []
+            for step, task in rows:
+                if task.version >= _CLEANUP_VERSION > step.version:
+                    continue  # a dead workflow's row: its clean-up workflow rewrites it
+                undo = await undo_retries(session, step.task_id, step.name) if step.state == "CompensationFailed" else 0
+                due.append(self._due(step, task, undo))
+            unsent = await self._unsent_count(session, buckets)
+        async with self._sessions() as session:
+            resolved = await resolve_recovered(session, now, buckets)
+        undelivered = 0
+        if s.webhook.url:
+            async with self._sessions() as session:
+                undelivered = len(await undelivered_alerts(session, now, 1))
+        return ScanResult(policy=self.policy(), due=due, unsent=unsent, resolved=resolved, undelivered=undelivered)
+
+    def _due(self, step: tables.Step, task: tables.Task, undo: int) -> DueStep:
+        ladder = self._settings.supervisor.ladder_for(task.task_type, step.name)
+        return DueStep(
+            task_id=step.task_id,
+            task_type=task.task_type,
+            workflow_type=task.workflow_type,
+            task_queue=task.task_queue,
+            step=step.name,
+            state=step.state,
+            failure_count=step.failure_count,
+            version=step.version,
+            complete_by=step.complete_by,
+            complete_by_s=step.complete_by_s,
+            locked_by=step.locked_by,
+            last_error=step.last_error,
+            error_type=step.error_type,
+            permanent=step.permanent,
+            updated_at=step.updated_at,
+            undo_retries=undo,
+            ladder=Ladder(**ladder.model_dump()),
+        )
+
+    async def _unsent_count(self, session: AsyncSession, buckets: tuple[int, int] | None) -> int:
+        return len(await _unsent(session, 1, buckets))
+
+    # ------------------------------------------------------------ apply
 
     @activity.defn(name="supervisor.apply")
-    async def apply(self, decisions: list[Decision]) -> ApplyResult:
+    async def apply(self, request: ApplyInput) -> ApplyResult:
         result = ApplyResult()
-        for decision in decisions:
+        for decision in request.decisions:
             if await self._claim(decision):
                 result.claimed += 1
                 result.alerts += decision.alert is not None
             else:
                 result.skipped += 1
-        result.signalled = await self._flush_outbox()
+        result.signalled = await self._flush_outbox(self._range(request.shard))
         return result
 
     async def _claim(self, d: Decision) -> bool:
@@ -71,75 +189,361 @@ class SupervisorActivities:
             reason=d.reason,
             decided_by=self._identity,
             decided_at=now,
-            signal_sent_at=None,
+            # A wait is a note, not a message: nothing to send.
+            signal_sent_at=None if d.kind in SIGNALLED_KINDS else now,
         )
-        alert = None
-        if d.alert is not None:
-            alert = tables.Alert(
-                incident_key=f"{d.alert.kind}:{d.task_id}:{d.step}",
-                severity=d.alert.severity,
-                kind=d.alert.kind,
-                task_id=d.task_id,
-                step=d.step,
-                failure_count=d.failure_count,
-                message=d.alert.message,
-                last_error=d.last_error,
-                suggested_action=d.alert.suggested_action,
-                status="open",
-                created_at=now,
-                updated_at=now,
-            )
+        alert = _alert_row(d.alert, d.task_id, d.step, d.failure_count, d.last_error, now) if d.alert else None
         async with self._sessions() as session:
             claimed = await claim_decision(session, row, d.seen_failure_count, d.seen_version, d.next_look_at, alert)
         if claimed:
-            log.info(
-                "decision",
-                extra={"fields": {"task_id": d.task_id, "step": d.step, "decision": d.kind, "failure_count": d.failure_count, "reason": d.reason}},
-            )
+            _log_decision(d.task_id, d.step, d.kind, d.failure_count, d.reason)
             if d.alert is not None:
-                log.warning(
-                    "alert",
-                    extra={"fields": {"severity": d.alert.severity, "kind": d.alert.kind, "task_id": d.task_id, "step": d.step,
-                                      "failure_count": d.failure_count, "message": d.alert.message, "last_error": d.last_error,
-                                      "suggested_action": d.alert.suggested_action}},
-                )
+                _log_alert(d.alert, d.task_id, d.step, d.failure_count, d.last_error)
         return claimed
 
-    async def _flush_outbox(self) -> int:
+    async def _flush_outbox(self, buckets: tuple[int, int] | None) -> int:
         sent = 0
         async with self._sessions() as session:
-            pending = await unsent_decisions(session, 500)
+            pending = await _unsent(session, 500, buckets)
         for d in pending:
-            request = OperatorRequest(
-                step=d.step, failure_count=d.failure_count, decision_id=str(d.id), by="supervisor", reason=d.reason[:2000]
-            )
-            try:
-                await self._client.get_workflow_handle(d.task_id).signal(d.kind, request)
+            if d.kind == "cleanup":
+                await self._start_cleanup(d)
+            elif await self._signal(d):
                 sent += 1
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
-                    raise  # Temporal unreachable: retried with the activity, outbox intact
-                # The workflow has ended; nobody is left to act on this decision.
-                log.warning("decision for a closed workflow dropped", extra={"fields": {"task_id": d.task_id, "decision": d.kind}})
             async with self._sessions() as session:
                 await mark_sent(session, d.id, datetime.now(UTC))
         return sent
 
+    async def _signal(self, d: tables.Decision) -> bool:
+        request = OperatorRequest(
+            step=d.step, failure_count=d.failure_count, decision_id=str(d.id), by="supervisor", reason=d.reason[:2000]
+        )
+        # The task's own workflow; if it has ended, the clean-up workflow undoing it.
+        for workflow_id in (d.task_id, cleanup_workflow_id(d.task_id)):
+            try:
+                await self._client.get_workflow_handle(workflow_id).signal(d.kind, request)
+                return True
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise  # Temporal unreachable: retried with the activity, outbox intact
+        # Nobody is left to act on this decision.
+        log.warning("decision for a closed workflow dropped", extra={"fields": {"task_id": d.task_id, "decision": d.kind}})
+        return False
 
-def _due(step: tables.Step, task: tables.Task) -> DueStep:
-    return DueStep(
-        task_id=step.task_id,
-        task_type=task.task_type,
-        workflow_type=task.workflow_type,
-        task_queue=task.task_queue,
-        step=step.name,
-        state=step.state,
-        failure_count=step.failure_count,
-        version=step.version,
-        complete_by=step.complete_by,
-        complete_by_s=step.complete_by_s,
-        locked_by=step.locked_by,
-        last_error=step.last_error,
-        error_type=step.error_type,
-        permanent=step.permanent,
+    async def _start_cleanup(self, d: tables.Decision) -> None:
+        async with self._sessions() as session:
+            record = await get_task(session, d.task_id)
+        if record is None:
+            return
+        cleanup = CleanupInput(
+            task_id=d.task_id,
+            task_type=record.task.task_type,
+            payload=record.task.payload,
+            steps=[
+                CleanupStep(
+                    name=s.name, position=s.position, state=s.state, compensation=s.compensation,
+                    idempotency_key=s.idempotency_key,
+                )
+                for s in record.steps
+            ],
+            compensation_policy=self._settings.compensation,
+            reason=d.reason,
+        )
+        try:
+            await self._client.start_workflow(
+                "CleanupWorkflow",
+                cleanup,
+                id=cleanup_workflow_id(d.task_id),
+                task_queue=record.task.task_queue,
+                # Started once, ever: a repeated outbox flush finds it and leaves it alone.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )
+        except WorkflowAlreadyStartedError:
+            pass
+        log.info("clean-up started", extra={"fields": {"task_id": d.task_id, "queue": record.task.task_queue}})
+
+    # -------------------------------------------------- detection d
+
+    @activity.defn(name="supervisor.check_orphans")
+    async def check_orphans(self, request: OrphanCheckInput) -> OrphanCheckResult:
+        """Tasks the mirror says are open whose workflow was closed from outside: mark
+        them Error, alert, and record a clean-up decision (started through the outbox)."""
+        s = self._settings.supervisor
+        now = datetime.now(UTC)
+        before = now - timedelta(seconds=s.orphan_after_s)
+        buckets = self._range(request.shard)
+        result = OrphanCheckResult(cursor=dict(request.cursor))
+        budget = s.orphan_batch
+        for state in OPEN_TASK_STATES:
+            if budget <= 0:
+                break
+            after = _parse_cursor(request.cursor.get(state))
+            async with self._sessions() as session:
+                tasks = await stale_tasks(session, state, before, budget, after, buckets)
+            budget -= len(tasks)
+            # Resume after the last one next time; start over once the range is done.
+            if len(tasks) == s.orphan_batch or (tasks and budget <= 0):
+                result.cursor[state] = f"{tasks[-1].updated_at.isoformat()}|{tasks[-1].task_id}"
+            else:
+                result.cursor.pop(state, None)
+            for task in tasks:
+                result.checked += 1
+                if task.version >= _CLEANUP_VERSION:
+                    continue  # already being cleaned up
+                closed = await self._closed_how(task.task_id)
+                if closed is not None and await self._claim_cleanup(task, closed, now):
+                    result.orphans.append(task.task_id)
+        if result.orphans:
+            await self._flush_outbox(buckets)
+        return result
+
+    async def _closed_how(self, task_id: str) -> str | None:
+        try:
+            described = await self._client.get_workflow_handle(task_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return "gone (not found in Temporal)"
+            raise
+        how = _DEAD.get(described.status) if described.status else None
+        if how is None:
+            return None
+        when = described.close_time.isoformat(timespec="seconds") if described.close_time else "?"
+        return f"{how} at {when}"
+
+    async def _claim_cleanup(self, task: tables.Task, closed: str, now: datetime) -> bool:
+        async with self._sessions() as session:
+            record = await get_task(session, task.task_id)
+        done = [s.name for s in (record.steps if record else []) if s.state in _UNDO_STATES]
+        reason = (
+            f"workflow {closed} while the mirror says {task.state}; "
+            f"undoing {', '.join(done) or 'nothing'} in {cleanup_workflow_id(task.task_id)}"
+        )
+        decision = tables.Decision(
+            task_id=task.task_id, step="-", failure_count=0, kind="cleanup", observed_state=task.state,
+            reason=reason, decided_by=self._identity, decided_at=now, signal_sent_at=None,
+        )
+        spec = AlertSpec(
+            severity="critical",
+            kind="workflow_closed",
+            message=f"task {task.task_id}: its workflow was {closed} from outside while the mirror said {task.state}",
+            suggested_action=(
+                f"completed steps ({', '.join(done) or 'none'}) are being undone by {cleanup_workflow_id(task.task_id)}; "
+                "find out who closed it; resubmit under a new id if the customer still wants it"
+            ),
+        )
+        alert = _alert_row(spec, task.task_id, "-", 0, None, now)
+        async with self._sessions() as session:
+            claimed = await claim_cleanup(session, decision, task.state, task.version, _CLEANUP_VERSION, alert)
+        if claimed:
+            _log_decision(task.task_id, "-", "cleanup", 0, reason)
+            _log_alert(spec, task.task_id, "-", 0, None)
+        return claimed
+
+    # -------------------------------------------------- detection c
+
+    @activity.defn(name="supervisor.check_queues")
+    async def check_queues(self, request: QueueCheckInput) -> QueueCheckResult:
+        """Queues with work waiting and nobody polling (or a growing backlog): one alert per
+        queue incident, resolved when pollers return and the backlog stops growing."""
+        s = self._settings.supervisor
+        now = datetime.now(UTC)
+        async with self._sessions() as session:
+            waiting = await waiting_tasks_by_queue(session, now - timedelta(seconds=s.queue_idle_after_s))
+        queues = dict.fromkeys([self._settings.temporal.task_queue, *waiting])
+        result = QueueCheckResult(queues=len(queues))
+        for queue in queues:
+            pollers, backlog = await self._describe_queue(queue)
+            result.backlog[queue] = backlog
+            n = max(waiting.get(queue, 0), backlog)
+            previous = request.backlog.get(queue)
+            growing = previous is not None and backlog > previous and backlog >= s.batch_size
+            key = f"queue_unpolled:{queue}"
+            if pollers == 0 and n > 0:
+                result.unpolled.append(queue)
+                spec = AlertSpec(
+                    severity="critical",
+                    kind="queue_unpolled",
+                    message=f"no agent is polling queue {queue}; {n} steps waiting (backlog {backlog})",
+                    suggested_action=f"start a task worker on {queue} (`sas worker` with SAS_TEMPORAL__TASK_QUEUE={queue})",
+                )
+                result.opened += await self._raise_queue_alert(key, spec, n, now)
+            elif growing:
+                spec = AlertSpec(
+                    severity="warning",
+                    kind="queue_backlog",
+                    message=f"queue {queue}: backlog growing ({previous} -> {backlog}) with {pollers} pollers",
+                    suggested_action=f"add task workers on {queue} or find out why they are slow",
+                )
+                result.opened += await self._raise_queue_alert(f"queue_backlog:{queue}", spec, n, now)
+            if pollers > 0:
+                result.resolved += await self._resolve_key(key, now, f"{pollers} pollers are back on {queue}")
+            if not growing:
+                result.resolved += await self._resolve_key(f"queue_backlog:{queue}", now, "backlog no longer growing")
+        # Incidents on queues that no longer have work waiting end too.
+        async with self._sessions() as session:
+            stale = [a for a in await active_alerts_of_kind(session, "queue_unpolled") if a.incident_key.split(":", 1)[1] not in queues]
+        for alert in stale:
+            result.resolved += await self._resolve_key(alert.incident_key, now, "no steps waiting any more")
+        return result
+
+    async def _describe_queue(self, queue: str) -> tuple[int, int]:
+        """(live pollers, approximate backlog) over the workflow and activity task queues."""
+        pollers = backlog = 0
+        fresh_after = datetime.now(UTC) - timedelta(seconds=self._settings.supervisor.poller_stale_s)
+        for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+            response = await self._client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=self._client.namespace,
+                    task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+                    task_queue_type=kind,
+                    report_stats=True,
+                )
+            )
+            for poller in response.pollers:
+                seen = poller.last_access_time.ToDatetime(tzinfo=UTC) if poller.HasField("last_access_time") else None
+                pollers += seen is None or seen >= fresh_after
+            if response.HasField("stats"):
+                backlog += response.stats.approximate_backlog_count
+            elif response.HasField("task_queue_status"):
+                backlog += response.task_queue_status.backlog_count_hint
+        return pollers, backlog
+
+    async def _raise_queue_alert(self, key: str, spec: AlertSpec, n: int, now: datetime) -> int:
+        async with self._sessions() as session:
+            async with session.begin():
+                new = await active_alert(session, key) is None
+                await raise_alert(session, _alert_row(spec, None, None, n, None, now, key=key))
+        if new:
+            _log_alert(spec, None, None, n, None)
+        return int(new)
+
+    async def _resolve_key(self, key: str, now: datetime, why: str) -> int:
+        async with self._sessions() as session:
+            async with session.begin():
+                alert = await active_alert(session, key)
+                if alert is None:
+                    return 0
+                await resolve_alert(session, alert, now, why)
+        log.info("alert resolved", extra={"fields": {"incident_key": key, "why": why}})
+        return 1
+
+    # ---------------------------------------------------------- webhook
+
+    @activity.defn(name="supervisor.deliver_alerts")
+    async def deliver_alerts(self) -> DeliveryResult:
+        """POST new and escalated alerts to the webhook, HMAC-signed; a failed delivery is
+        tried again later with a growing delay, never holding up a sweep."""
+        hook = self._settings.supervisor.webhook
+        result = DeliveryResult()
+        if not hook.url:
+            return result
+        async with self._sessions() as session:
+            alerts = await undelivered_alerts(session, datetime.now(UTC), 50)
+        http = self._http or httpx.AsyncClient()
+        try:
+            for alert in alerts:
+                body = json.dumps(alert_payload(alert), sort_keys=True, separators=(",", ":")).encode()
+                headers = {"Content-Type": "application/json", "X-Sas-Alert-Id": str(alert.id)}
+                if hook.secret is not None:
+                    headers["X-Sas-Signature"] = sign(hook.secret.get_secret_value(), body)
+                try:
+                    response = await http.post(hook.url, content=body, headers=headers, timeout=hook.timeout_s)
+                    ok = response.status_code < 300
+                    problem = f"HTTP {response.status_code}"
+                except httpx.HTTPError as err:
+                    ok, problem = False, f"{type(err).__name__}: {err}"
+                now = datetime.now(UTC)
+                attempts = alert.delivery_attempts + 1
+                next_try = None
+                if not ok and attempts < hook.max_attempts:
+                    next_try = now + timedelta(seconds=hook.retry_delay_s * 2 ** (attempts - 1))
+                elif not ok:
+                    log.error("webhook gave up", extra={"fields": {"alert_id": alert.id, "attempts": attempts, "error": problem}})
+                async with self._sessions() as session:
+                    await record_delivery(session, alert.id, now, ok, next_try)
+                result.delivered += ok
+                result.failed += not ok
+        finally:
+            if self._http is None:
+                await http.aclose()
+        return result
+
+
+_UNDO_STATES = ("Processed", "Processing", "Failed", "Compensating", "CompensationFailed", "Error")
+
+
+async def _unsent(session: AsyncSession, limit: int, buckets: tuple[int, int] | None) -> list[tables.Decision]:
+    query = select(tables.Decision).where(tables.Decision.signal_sent_at.is_(None))
+    if buckets is not None:
+        query = query.join(tables.Task, tables.Task.task_id == tables.Decision.task_id).where(
+            tables.Task.shard >= buckets[0], tables.Task.shard < buckets[1]
+        )
+    return list((await session.scalars(query.order_by(tables.Decision.id).limit(limit))).all())
+
+
+def _parse_cursor(raw: str | None) -> tuple[datetime, str] | None:
+    if not raw:
+        return None
+    when, _, task_id = raw.partition("|")
+    return datetime.fromisoformat(when), task_id
+
+
+def _alert_row(
+    spec: AlertSpec, task_id: str | None, step: str | None, failure_count: int, last_error: str | None,
+    now: datetime, key: str | None = None,
+) -> tables.Alert:
+    return tables.Alert(
+        incident_key=key or f"{spec.kind}:{task_id}:{step}",
+        severity=spec.severity,
+        kind=spec.kind,
+        task_id=task_id,
+        step=step,
+        failure_count=failure_count,
+        message=spec.message,
+        last_error=last_error,
+        suggested_action=spec.suggested_action,
+        status="open",
+        created_at=now,
+        updated_at=now,
+        delivery_attempts=0,
+    )
+
+
+def alert_payload(alert: tables.Alert) -> dict[str, object]:
+    """The webhook's JSON body."""
+    return {
+        "id": alert.id,
+        "severity": alert.severity,
+        "kind": alert.kind,
+        "task_id": alert.task_id,
+        "step": alert.step,
+        "failure_count": alert.failure_count,
+        "message": alert.message,
+        "last_error": alert.last_error,
+        "suggested_action": alert.suggested_action,
+        "status": alert.status,
+        "created_at": alert.created_at.isoformat(),
+        "updated_at": alert.updated_at.isoformat(),
+    }
+
+
+def sign(secret: str, body: bytes) -> str:
+    """``X-Sas-Signature`` value: ``sha256=`` and the hex HMAC-SHA256 of the exact body."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _log_decision(task_id: str, step: str, kind: str, failure_count: int, reason: str) -> None:
+    log.info(
+        "decision",
+        extra={"fields": {"task_id": task_id, "step": step, "decision": kind, "failure_count": failure_count, "reason": reason}},
+    )
+
+
+def _log_alert(spec: AlertSpec, task_id: str | None, step: str | None, failure_count: int, last_error: str | None) -> None:
+    log.warning(
+        "alert",
+        extra={"fields": {"severity": spec.severity, "kind": spec.kind, "task_id": task_id, "step": step,
+                          "failure_count": failure_count, "message": spec.message, "last_error": last_error,
+                          "suggested_action": spec.suggested_action}},
     )

@@ -3,8 +3,32 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from task_models import StepPolicyValues
+
+# Versions the Supervisor and the clean-up workflow write with, above anything a
+# Scheduler could have written (see task_models.versions): a dead workflow's late
+# writes never win over its clean-up.
+CLEANUP_SEQ = 100_000_000
+
+DecisionKind = Literal["retry", "compensate", "park", "wait", "cleanup"]
+# Decisions that become a signal to the Scheduler (or the clean-up workflow); the others are notes.
+SIGNALLED_KINDS = ("retry", "compensate", "park")
+
+
+class Ladder(BaseModel):
+    """One step's escalation ladder, resolved from settings (``SupervisorSettings.ladder_for``)."""
+
+    retries: int = Field(default=2, ge=0, description="R: Supervisor retries after the step Failed")
+    retry_delay_s: float = 1.0
+    retry_backoff: float = 2.0
+    retry_max_delay_s: float = 300.0
+    cooldown_s: float = Field(default=3600.0, description="C: wait before each cool-down try")
+    cooldown_tries: int = Field(default=0, ge=0, description="K: tries after a cool-down")
+    outcome: Literal["compensate", "park"] = "compensate"
 
 
 class SupervisorPolicy(BaseModel):
@@ -14,7 +38,13 @@ class SupervisorPolicy(BaseModel):
     overdue_grace_s: float = 3.0
     batch_size: int = 100
     interval_s: float = 5.0
+    max_interval_s: float = 60.0
+    idle_backoff: float = 2.0
     sweeps_per_run: int = 200
+    queue_check_s: float = 15.0
+    orphan_check_s: float = 15.0
+    shards: int = 1
+    webhook: bool = False
 
 
 class DueStep(BaseModel):
@@ -34,6 +64,9 @@ class DueStep(BaseModel):
     last_error: str | None = None
     error_type: str | None = None
     permanent: bool = False
+    updated_at: datetime | None = Field(default=None, description="When the Scheduler last wrote the row (Failed at)")
+    undo_retries: int = Field(default=0, description="Supervisor retries of this step's undo so far")
+    ladder: Ladder = Ladder()
 
 
 class AlertSpec(BaseModel):
@@ -44,11 +77,11 @@ class AlertSpec(BaseModel):
 
 
 class Decision(BaseModel):
-    """What the Supervisor decided for one step, keyed (task, step, FailureCount)."""
+    """What the Supervisor decided for one step, keyed (task, step, FailureCount, kind)."""
 
     task_id: str
     step: str
-    kind: str = Field(description="retry | compensate | park: the signal sent to the Scheduler")
+    kind: DecisionKind = Field(description="retry | compensate | park: the signal sent; wait | cleanup: see models")
     failure_count: int = Field(description="FailureCount after this decision")
     seen_failure_count: int
     seen_version: int
@@ -59,10 +92,22 @@ class Decision(BaseModel):
     alert: AlertSpec | None = None
 
 
+class ScanInput(BaseModel):
+    shard: int = 0
+    orphan_cursor: dict[str, str] = Field(default_factory=dict)
+
+
 class ScanResult(BaseModel):
     policy: SupervisorPolicy
     due: list[DueStep]
-    unsent: int = Field(default=0, description="Decisions recorded but not yet signalled (a crashed sweep)")
+    unsent: int = Field(default=0, description="Decisions recorded but not yet carried out (a crashed sweep)")
+    resolved: int = Field(default=0, description="Alerts resolved because their task recovered")
+    undelivered: int = Field(default=0, description="Alerts waiting for the webhook")
+
+
+class ApplyInput(BaseModel):
+    decisions: list[Decision] = Field(default_factory=list)
+    shard: int = 0
 
 
 class ApplyResult(BaseModel):
@@ -72,5 +117,68 @@ class ApplyResult(BaseModel):
     alerts: int = 0
 
 
+class OrphanCheckInput(BaseModel):
+    shard: int = 0
+    cursor: dict[str, str] = Field(default_factory=dict, description="Per task state: where the last check stopped")
+
+
+class OrphanCheckResult(BaseModel):
+    checked: int = 0
+    orphans: list[str] = Field(default_factory=list, description="Tasks whose workflow was closed from outside")
+    cursor: dict[str, str] = Field(default_factory=dict)
+
+
+class QueueCheckInput(BaseModel):
+    backlog: dict[str, int] = Field(default_factory=dict, description="Backlog per queue at the previous check")
+
+
+class QueueCheckResult(BaseModel):
+    queues: int = 0
+    unpolled: list[str] = Field(default_factory=list)
+    backlog: dict[str, int] = Field(default_factory=dict)
+    opened: int = 0
+    resolved: int = 0
+
+
+class DeliveryResult(BaseModel):
+    delivered: int = 0
+    failed: int = 0
+
+
 class SupervisorInput(BaseModel):
     sweeps_done: int = 0
+    shard: int = 0
+    interval_s: float | None = Field(default=None, description="Adaptive interval carried across continue-as-new")
+    orphan_cursor: dict[str, str] = Field(default_factory=dict)
+    backlog: dict[str, int] = Field(default_factory=dict)
+
+
+class SweepStats(BaseModel):
+    """What the ``stats`` query answers: for tests and operators."""
+
+    sweeps: int = 0
+    interval_s: float = 0.0
+    last: ApplyResult | None = None
+    orphans_found: int = 0
+    queue_checks: int = 0
+
+
+class CleanupStep(BaseModel):
+    """One step as the mirror recorded it when its workflow died."""
+
+    name: str
+    position: int
+    state: str
+    compensation: str | None
+    idempotency_key: str
+
+
+class CleanupInput(BaseModel):
+    """What ``CleanupWorkflow`` needs to undo a dead task: only what the mirror recorded."""
+
+    task_id: str
+    task_type: str
+    payload: dict
+    steps: list[CleanupStep]
+    compensation_policy: StepPolicyValues = StepPolicyValues(max_attempts=5)
+    reason: str = ""

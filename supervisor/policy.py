@@ -1,98 +1,188 @@
-"""Where the Supervisor decides. A pure function of what the scan saw, the thresholds and
-the time: no I/O, so it runs inside the deterministic Supervisor workflow and is
-recorded in its history.
+"""Where the Supervisor decides. A pure function of what the scan saw, the step's
+escalation ladder and the time: no I/O, so it runs inside the deterministic
+Supervisor workflow and is recorded in its history.
 
-The ladder (seed 000): each detection raises FailureCount by one and moves CompleteBy
-on. Below the threshold the Scheduler is asked to retry the step; at the threshold
-it is asked to undo the task, and an operator is alerted. A permanent fault (the
-service said no) skips the retries. An undo that keeps failing is parked as Error
-for an operator.
+The ladder (seed 000, "waiting for an extended period" and "undo the task"), after
+the Agent's own quick retries have given up and the step is Failed:
+
+1. up to R Supervisor retries, each after a growing delay (``retry_delay_s`` x ``retry_backoff``);
+2. then up to K more tries, each after a cool-down C, hoping a long outage ends;
+3. then the ladder's outcome: ``compensate`` the task, or ``park`` it as Error for an operator.
+
+FailureCount numbers the rungs: the decision taken at FailureCount n is rung n.
+While a rung's delay has not passed since the step Failed, the decision is ``wait``:
+CompleteBy moves to when the delay ends, so the scan does not see the step before.
+A Processing step past CompleteBy counts too (the Agent hangs or died): CompleteBy is
+extended and the Scheduler nudged; when it repeats, an operator is told.
+A permanent fault (the service said no) skips straight to the outcome.
+An undo that keeps failing is retried R times, then parked for an operator.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from supervisor.models import AlertSpec, Decision, DueStep, SupervisorPolicy
+from supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, Ladder, SupervisorPolicy
 
 RUNNING = ("Processing", "Compensating")
 
 
+def rung(n: int, ladder: Ladder) -> tuple[DecisionKind, float, str]:
+    """What rung ``n`` (the FailureCount after the decision) of ``ladder`` does, how long
+    after the failure it may happen, and how to say so."""
+    if n <= ladder.retries:
+        return "retry", retry_delay(n, ladder), f"retry {n} of {ladder.retries}"
+    if n <= ladder.retries + ladder.cooldown_tries:
+        k = n - ladder.retries
+        return "retry", ladder.cooldown_s, f"cool-down try {k} of {ladder.cooldown_tries}"
+    return ladder.outcome, 0.0, f"ladder spent ({ladder.retries} retries, {ladder.cooldown_tries} cool-down tries)"
+
+
+def retry_delay(n: int, ladder: Ladder) -> float:
+    return min(ladder.retry_delay_s * ladder.retry_backoff ** max(n - 1, 0), ladder.retry_max_delay_s)
+
+
 def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
     count = step.failure_count + 1
-    at_threshold = count >= policy.failure_threshold
     problem = _problem(step)
+    look_again = now + timedelta(seconds=step.complete_by_s + policy.overdue_grace_s)
 
-    def decision(kind: str, reason: str, alert: AlertSpec | None = None) -> Decision:
+    def decision(
+        kind: DecisionKind, reason: str, alert: AlertSpec | None = None, *, at: datetime = look_again, n: int = count
+    ) -> Decision:
         return Decision(
             task_id=step.task_id,
             step=step.step,
             kind=kind,
-            failure_count=count,
+            failure_count=n,
             seen_failure_count=step.failure_count,
             seen_version=step.version,
             observed_state=step.state,
             reason=f"{problem}; {reason}",
             # Give the Scheduler one complete-by to act before this step counts again.
-            next_look_at=now + timedelta(seconds=step.complete_by_s) + timedelta(seconds=policy.overdue_grace_s),
+            next_look_at=at,
             last_error=step.last_error,
             alert=alert,
         )
 
     if step.state == "CompensationFailed":
-        if at_threshold:
-            return decision(
-                "park",
-                f"undo failed {count} times (threshold {policy.failure_threshold}): parked for an operator",
-                AlertSpec(
-                    severity="critical",
-                    kind="compensation_failing",
-                    message=f"task {step.task_id}: undoing step {step.step} keeps failing ({count} times)",
-                    suggested_action=(
-                        f"fix the remote service, then `sas compensate {step.task_id}` to retry the undo; "
-                        "or undo by hand and record it"
-                    ),
-                ),
-            )
-        return decision("retry", f"retrying the undo (FailureCount {count} < {policy.failure_threshold})")
+        return _undo_failed(step, now, decision)
 
     if step.state == "Compensating":
         # Temporal is still retrying the undo; count it and say so once it repeats.
         alert = None
-        if at_threshold:
+        if count >= 2:
             alert = AlertSpec(
-                severity="critical",
+                severity="critical" if count >= policy.failure_threshold else "warning",
                 kind="compensation_overdue",
                 message=f"task {step.task_id}: undo of {step.step} overran its complete-by {count} times",
-                suggested_action="check that a worker is running and the remote service answers",
+                suggested_action="check that a task worker is running and the remote service answers",
             )
         return decision("retry", "undo still running; CompleteBy extended", alert)
 
+    kind, delay, label = rung(count, step.ladder)
+
+    if step.state == "Processing":
+        alert = None
+        if count >= 2:
+            alert = AlertSpec(
+                severity="critical" if kind != "retry" else "warning",
+                kind="step_overdue",
+                message=(
+                    f"task {step.task_id}: step {step.step} overran its complete-by {count} times "
+                    f"(LockedBy {step.locked_by or 'nobody'})"
+                ),
+                suggested_action="check the task workers and the remote service; Temporal is still retrying",
+            )
+        if kind == "compensate":
+            return decision("compensate", f"overran {count} times, {label}: undoing the task", _spent(step, count, kind))
+        # Parking needs the Scheduler to wait for a decision; a running step cannot be parked.
+        return decision("retry", f"{label}; CompleteBy extended", alert)
+
     if step.permanent:
+        outcome = step.ladder.outcome
         return decision(
-            "compensate",
-            "permanent failure: retrying cannot help, undoing the task",
+            outcome,
+            f"permanent failure: retrying cannot help, {'undoing the task' if outcome == 'compensate' else 'parked for an operator'}",
             AlertSpec(
-                severity="warning",
+                severity="warning" if outcome == "compensate" else "critical",
                 kind="permanent_failure",
                 message=f"task {step.task_id}: step {step.step} was rejected: {step.last_error}",
-                suggested_action="the task is being compensated; tell the customer or fix the data and resubmit",
+                suggested_action=(
+                    "the task is being compensated; tell the customer or fix the data and resubmit"
+                    if outcome == "compensate"
+                    else f"fix the cause, then `sas retry {step.task_id}` or `sas compensate {step.task_id}`"
+                ),
             ),
         )
 
-    if at_threshold:
+    if kind != "retry":
+        return decision(kind, f"{label}: {'undoing the task' if kind == 'compensate' else 'parked for an operator'}",
+                        _spent(step, count, kind))
+
+    due = (step.updated_at or now) + timedelta(seconds=delay)
+    cooling = count > step.ladder.retries
+    if now < due:
+        alert = None
+        if cooling:
+            alert = AlertSpec(
+                severity="warning",
+                kind="cooldown",
+                message=(
+                    f"task {step.task_id}: step {step.step} failed {step.failure_count + 1} times; "
+                    f"cooling down {delay:g}s before {label}"
+                ),
+                suggested_action=f"fix the remote service; or `sas retry {step.task_id}` to try now",
+            )
+        return decision("wait", f"{label} at {due.isoformat(timespec='seconds')}", alert, at=due, n=step.failure_count)
+    return decision("retry", f"{label}: asking the Scheduler to retry")
+
+
+def _spent(step: DueStep, count: int, kind: str) -> AlertSpec:
+    return AlertSpec(
+        severity="critical",
+        kind="failure_threshold",
+        message=(
+            f"task {step.task_id}: step {step.step} failed {count} times; "
+            + ("compensating" if kind == "compensate" else "parked as Error")
+        ),
+        suggested_action=(
+            "look at the remote service's health; the task is being undone"
+            if kind == "compensate"
+            else f"fix the cause, then `sas retry {step.task_id}` or `sas compensate {step.task_id}`"
+        ),
+    )
+
+
+def _undo_failed(step: DueStep, now: datetime, decision) -> Decision:  # type: ignore[no-untyped-def]
+    tries = step.undo_retries + 1
+    ladder = step.ladder
+    if tries > ladder.retries:
         return decision(
-            "compensate",
-            f"FailureCount reached the threshold {policy.failure_threshold}: undoing the task",
+            "park",
+            f"undo failed after {step.undo_retries} Supervisor retries: parked for an operator",
             AlertSpec(
                 severity="critical",
-                kind="failure_threshold",
-                message=f"task {step.task_id}: step {step.step} failed {count} times; compensating",
-                suggested_action="look at the remote service's health; the task is being undone",
+                kind="compensation_failing",
+                message=f"task {step.task_id}: undoing step {step.step} keeps failing; parked",
+                suggested_action=(
+                    f"fix the remote service, then `sas compensate {step.task_id}` to retry the undo; "
+                    "or undo by hand and record it"
+                ),
             ),
         )
-    extended = "CompleteBy extended" if step.state in RUNNING else "asking the Scheduler to retry"
-    return decision("retry", f"FailureCount {count} < {policy.failure_threshold}: {extended}")
+    alert = AlertSpec(
+        severity="warning",
+        kind="compensation_failing",
+        message=f"task {step.task_id}: undoing step {step.step} failed; Supervisor retry {tries} of {ladder.retries}",
+        suggested_action="check the remote service; the undo is being retried",
+    )
+    delay = retry_delay(tries, ladder)
+    due = (step.updated_at or now) + timedelta(seconds=delay)
+    if now < due:
+        return decision("wait", f"undo retry {tries} of {ladder.retries} at {due.isoformat(timespec='seconds')}",
+                        alert, at=due, n=step.failure_count)
+    return decision("retry", f"retrying the undo ({tries} of {ladder.retries})", alert)
 
 
 def _problem(step: DueStep) -> str:

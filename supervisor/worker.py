@@ -9,7 +9,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
-from sas_cli.connect import connect, worker_identity
+from sas_cli.connect import connect, metrics_runtime, worker_identity
 from sas_cli.runtime import configure_logging, serve_until_signalled
 from settings import Settings, get_settings
 from supervisor.activities import SupervisorActivities
@@ -25,20 +25,24 @@ def build_worker(client: Client, settings: Settings, sessions, identity: str) ->
         client,
         task_queue=settings.temporal.supervisor_task_queue,
         workflows=[SupervisorWorkflow],
-        activities=[acts.scan, acts.apply],
+        activities=[acts.scan, acts.apply, acts.check_orphans, acts.check_queues, acts.deliver_alerts],
         identity=identity,
     )
 
 
 async def ensure_supervisor_running(client: Client, settings: Settings) -> None:
-    """Start the one Supervisor workflow, or attach to the one already running."""
-    await client.start_workflow(
-        SupervisorWorkflow.run,
-        SupervisorInput(),
-        id=settings.supervisor.workflow_id,
-        task_queue=settings.temporal.supervisor_task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )
+    """Start the Supervisor workflow of every shard, or attach to the ones already running.
+
+    Workflow-id uniqueness is what makes "one Supervisor per shard": every worker
+    process calls this, and all but the first find it running."""
+    for shard in range(settings.supervisor.shards):
+        await client.start_workflow(
+            SupervisorWorkflow.run,
+            SupervisorInput(shard=shard),
+            id=settings.supervisor.shard_workflow_id(shard),
+            task_queue=settings.temporal.supervisor_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
 
 
 async def run_supervisor() -> None:
@@ -49,7 +53,12 @@ async def run_supervisor() -> None:
     await state_store.upgrade_async(settings.database.url)
     engine = state_store.create_engine(settings.database)
     try:
-        client = await connect(settings.temporal, "supervisor")
+        client = await connect(
+            settings.temporal,
+            "supervisor",
+            settings.encryption,
+            runtime=metrics_runtime(settings.metrics.supervisor_bind),
+        )
         identity = worker_identity(settings.temporal, "supervisor")
         worker = build_worker(client, settings, state_store.session_factory(engine), identity)
         await ensure_supervisor_running(client, settings)

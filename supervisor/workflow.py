@@ -1,57 +1,125 @@
 """The Supervisor workflow: sweep, decide, act, sleep - and continue-as-new to stay small.
 
-Temporal runs at most one workflow per id, so with a fixed id there is exactly
-one Supervisor however many Supervisor workers run for availability.
+Temporal runs at most one workflow per id, so with a fixed id per shard there is
+exactly one Supervisor per shard however many Supervisor workers run for
+availability. Every action it takes is also claimed in the state store (see
+``supervisor/activities.py``), so even two Supervisors never act twice.
+
+Between sweeps it sleeps an adaptive interval: the base interval while there is
+work, growing towards the maximum while sweeps find nothing (an empty poll costs
+a database round trip for nothing), and back to the base as soon as work shows up
+or a Scheduler sends ``wake``. It never sleeps past the end of a cool-down it set.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from supervisor.models import ApplyResult, ScanResult, SupervisorInput
+    from supervisor.models import (
+        ApplyInput,
+        ApplyResult,
+        DeliveryResult,
+        OrphanCheckInput,
+        OrphanCheckResult,
+        QueueCheckInput,
+        QueueCheckResult,
+        ScanInput,
+        ScanResult,
+        SupervisorInput,
+        SupervisorPolicy,
+        SweepStats,
+    )
     from supervisor.policy import decide
 
 _ACTIVITY_TIMEOUT = timedelta(seconds=60)
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+# A webhook delivery run is not retried by Temporal: undelivered alerts stay in the outbox.
+_ONCE = RetryPolicy(maximum_attempts=1)
 
 
 @workflow.defn(name="SupervisorWorkflow")
 class SupervisorWorkflow:
     def __init__(self) -> None:
         self._woken = False
-        self._sweeps = 0
-        self._last: ApplyResult | None = None
+        self._stats = SweepStats()
 
     @workflow.run
     async def run(self, state: SupervisorInput) -> None:
-        self._sweeps = state.sweeps_done
+        self._stats.sweeps = state.sweeps_done
+        shard = state.shard
+        interval = state.interval_s
+        cursor = dict(state.orphan_cursor)
+        backlog = dict(state.backlog)
+        last_orphan_check: datetime | None = None
+        last_queue_check: datetime | None = None
+        delivery: workflow.ActivityHandle[DeliveryResult] | None = None
         sweeps_this_run = 0
         while True:
-            scan = await workflow.execute_activity(
-                "supervisor.scan", result_type=ScanResult, start_to_close_timeout=_ACTIVITY_TIMEOUT, retry_policy=_RETRY
-            )
-            decisions = [decide(step, scan.policy, workflow.now()) for step in scan.due]
-            if decisions or scan.unsent:
-                self._last = await workflow.execute_activity(
-                    "supervisor.apply",
-                    decisions,
-                    result_type=ApplyResult,
-                    start_to_close_timeout=_ACTIVITY_TIMEOUT,
-                    retry_policy=_RETRY,
+            scan = await self._activity("supervisor.scan", ScanInput(shard=shard), ScanResult)
+            policy = scan.policy
+            now = workflow.now()
+            decisions = [decide(step, policy, now) for step in scan.due]
+            work = bool(decisions or scan.unsent)
+            if work:
+                self._stats.last = await self._activity(
+                    "supervisor.apply", ApplyInput(decisions=decisions, shard=shard), ApplyResult
                 )
-            self._sweeps += 1
+
+            if _due(last_orphan_check, policy.orphan_check_s, now):
+                last_orphan_check = now
+                orphans = await self._activity(
+                    "supervisor.check_orphans", OrphanCheckInput(shard=shard, cursor=cursor), OrphanCheckResult
+                )
+                cursor = orphans.cursor
+                self._stats.orphans_found += len(orphans.orphans)
+                work = work or bool(orphans.orphans)
+            # Queues are not sharded: the first shard looks at them.
+            if shard == 0 and _due(last_queue_check, policy.queue_check_s, now):
+                last_queue_check = now
+                queues = await self._activity("supervisor.check_queues", QueueCheckInput(backlog=backlog), QueueCheckResult)
+                backlog = queues.backlog
+                self._stats.queue_checks += 1
+
+            if policy.webhook and scan.undelivered and (delivery is None or delivery.done()):
+                delivery = workflow.start_activity(
+                    "supervisor.deliver_alerts", result_type=DeliveryResult,
+                    start_to_close_timeout=_ACTIVITY_TIMEOUT, retry_policy=_ONCE,
+                )
+
+            interval = _next_interval(interval, policy, work)
+            self._stats.interval_s = interval
+            self._stats.sweeps += 1
             sweeps_this_run += 1
-            if sweeps_this_run >= scan.policy.sweeps_per_run or workflow.info().is_continue_as_new_suggested():
-                workflow.continue_as_new(SupervisorInput(sweeps_done=self._sweeps))
+            if sweeps_this_run >= policy.sweeps_per_run or workflow.info().is_continue_as_new_suggested():
+                await _settle(delivery)
+                workflow.continue_as_new(
+                    SupervisorInput(
+                        sweeps_done=self._stats.sweeps, shard=shard, interval_s=interval,
+                        orphan_cursor=cursor, backlog=backlog,
+                    )
+                )
+            sleep = interval
+            waits = [d.next_look_at for d in decisions if d.kind == "wait"]
+            if waits:
+                # Be there when the earliest cool-down or backoff ends, however idle the rest is.
+                sleep = max(min(sleep, (min(waits) - workflow.now()).total_seconds()), 0.0)
             self._woken = False
             try:
-                await workflow.wait_condition(lambda: self._woken, timeout=timedelta(seconds=scan.policy.interval_s))
+                await workflow.wait_condition(lambda: self._woken, timeout=timedelta(seconds=max(sleep, 0.001)))
             except TimeoutError:
                 pass
+            if self._woken:
+                interval = policy.interval_s
+
+    async def _activity(self, name: str, arg: Any, result_type: type) -> Any:
+        return await workflow.execute_activity(
+            name, arg, result_type=result_type, start_to_close_timeout=_ACTIVITY_TIMEOUT, retry_policy=_RETRY
+        )
 
     @workflow.signal(name="wake")
     def wake(self) -> None:
@@ -60,4 +128,28 @@ class SupervisorWorkflow:
 
     @workflow.query(name="sweeps")
     def sweeps(self) -> int:
-        return self._sweeps
+        return self._stats.sweeps
+
+    @workflow.query(name="stats")
+    def stats(self) -> SweepStats:
+        return self._stats
+
+
+def _due(last: datetime | None, every_s: float, now: datetime) -> bool:
+    return every_s > 0 and (last is None or (now - last).total_seconds() >= every_s)
+
+
+def _next_interval(current: float | None, policy: SupervisorPolicy, work: bool) -> float:
+    """Adaptive sweep interval: the base while there is work, growing while idle."""
+    if work or current is None:
+        return policy.interval_s
+    return min(max(current, policy.interval_s) * policy.idle_backoff, policy.max_interval_s)
+
+
+async def _settle(handle: workflow.ActivityHandle[Any] | None) -> None:
+    if handle is None or handle.done():
+        return
+    try:
+        await handle
+    except Exception:  # noqa: BLE001 - a failed delivery run leaves its alerts in the outbox
+        pass

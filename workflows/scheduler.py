@@ -277,9 +277,10 @@ class TaskScheduler:
     def retry(self, request: OperatorRequest | None = None) -> None:
         """Re-run the step that waits for a decision (or retry its failed undo)."""
         request = request or OperatorRequest()
-        self._note_count(request)
         problem = self._retry_problem(request)
         if problem:
+            # Still count it: the Supervisor may be counting an overrun of a running step.
+            self._note_count(request)
             self._event(f"retry from {request.by} ignored: {problem}")
             return
         self._requests.append(("retry", request))
@@ -288,8 +289,8 @@ class TaskScheduler:
     def compensate(self, request: OperatorRequest | None = None) -> None:
         """Undo every attempted step, in reverse order."""
         request = request or OperatorRequest()
-        self._note_count(request)
         problem = self._compensate_problem(request)
+        self._note_count(request)
         if problem:
             self._event(f"compensate from {request.by} ignored: {problem}")
             return
@@ -308,7 +309,6 @@ class TaskScheduler:
     def request_retry(self, request: OperatorRequest) -> OperatorAnswer:
         """``retry`` with an answer: accepted, or rejected with the reason."""
         step = self._waiting_step()
-        self._note_count(request)
         self._requests.append(("retry", request))
         assert self._status is not None and step is not None
         what = "undo of" if step.state != StepState.FAILED and self._compensate is not None else "step"

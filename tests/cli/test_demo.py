@@ -28,7 +28,7 @@ async def test_demo_runs_every_order_to_its_expected_end_and_leaves_nothing_behi
                                    env={**env, "COLUMNS": "200"}, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all 10 orders ended where their faults put them" in done.stdout
-    for label in ("completed", "compensated", "waiting for an operator"):
+    for label in ("completed", "compensated", "waiting for an operator", "cool-down", "cleaned up by the Supervisor"):
         assert label in done.stdout
     assert (state_dir / "temporal.db").exists() and (state_dir / "state.db").exists()
     assert not survivors(str(state_dir)), survivors(str(state_dir))

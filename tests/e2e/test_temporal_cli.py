@@ -128,7 +128,7 @@ async def test_signal_naming_the_wrong_step_is_ignored_and_recorded(stack_no_sup
     await handle.signal("retry", {"step": "charge", "by": "someone"})
     status = await wait_until(
         lambda: handle.query("status", result_type=TaskStatus),
-        lambda s: any("not the one waiting" in e for e in s.events),
+        lambda s: any("the step waiting for a decision is ship" in e for e in s.events),
         what="the ignored retry to be recorded",
     )
     assert status.state == TaskState.FAILED

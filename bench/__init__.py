@@ -1,0 +1,1 @@
+"""Benchmarks of sas against a bare Temporal workflow (see docs/benchmarks.md)."""

@@ -1,0 +1,94 @@
+"""A benchmark worker process.
+
+``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)).
+``python -m bench._worker sas-variant [--search-attributes on|off] [--runner sandbox|passthrough-app]``:
+sas's own worker code (``worker.py``) with the search-attribute upserts off (default) and,
+with ``passthrough-app``, sas's modules passed through the sandbox, on ``SAS_TEMPORAL__TASK_QUEUE``.
+Both log "worker ... polling" when ready, like ``worker.py``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+async def run_bench(task_queue: str, mirror: bool) -> None:
+    import httpx
+    from temporalio.worker import Worker
+
+    import state_store
+    from bench._activities import BenchActivities
+    from bench._workflows import BENCH_WORKFLOWS
+    from sas_cli.connect import connect, worker_identity
+    from sas_cli.runtime import serve_until_signalled
+    from settings import get_settings
+
+    settings = get_settings()
+    engine = state_store.create_engine(settings.database) if mirror else None
+    client = await connect(settings.temporal, "bench-worker")
+    identity = worker_identity(settings.temporal, "bench-worker")
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)) as http:
+        acts = BenchActivities(http, settings.services.url, state_store.session_factory(engine) if engine else None,
+                               identity, task_queue)
+        worker = Worker(client, task_queue=task_queue, workflows=BENCH_WORKFLOWS, activities=acts.all(), identity=identity)
+        print(f"worker {identity} polling {task_queue}", file=sys.stderr, flush=True)
+        await serve_until_signalled(worker)
+
+
+async def run_sas_variant(search_attributes: bool, runner: str, raw_mirror: bool = False) -> None:
+    import httpx
+    from temporalio.worker import Worker
+
+    import state_store
+    from activities import build_activities
+    from sas_cli.connect import connect, worker_identity
+    from sas_cli.runtime import serve_until_signalled
+    from settings import get_settings
+    from workflows import ALL_WORKFLOWS
+
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    settings = get_settings()
+    if raw_mirror:
+        from bench._raw_mirror import install
+
+        install(settings.database.url)
+    engine = state_store.create_engine(settings.database)
+    client = await connect(settings.temporal, "worker")
+    extra = {}
+    if runner == "passthrough-app":  # sas's own modules imported once, not per workflow run
+        extra["workflow_runner"] = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            "workflows", "task_models", "pydantic", "pydantic_core", "annotated_types"))
+    identity = worker_identity(settings.temporal, "worker")
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)) as http:
+        worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
+                        activities=build_activities(settings, http, state_store.session_factory(engine), identity,
+                                                    search_attributes=search_attributes),
+                        identity=identity, **extra)
+        print(f"worker {identity} polling {settings.temporal.task_queue}", file=sys.stderr, flush=True)
+        await serve_until_signalled(worker)
+
+
+def main() -> None:
+    from sas_cli.runtime import run_entry
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("kind", choices=["bench", "sas-variant"])
+    parser.add_argument("--search-attributes", choices=["on", "off"], default="off")
+    parser.add_argument("--runner", choices=["sandbox", "passthrough-app"], default="sandbox")
+    parser.add_argument("--raw-mirror", action="store_true", help="the Agents' writes on the raw SQLite driver")
+    parser.add_argument("--task-queue", default="bench-bare")
+    parser.add_argument("--no-mirror", action="store_true", help="no state store (bare workflows only)")
+    args = parser.parse_args()
+    if args.kind == "bench":
+        run_entry(lambda: run_bench(args.task_queue, not args.no_mirror))
+    else:
+        run_entry(lambda: run_sas_variant(args.search_attributes == "on", args.runner, args.raw_mirror))
+
+
+if __name__ == "__main__":
+    main()

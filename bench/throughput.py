@@ -1,0 +1,227 @@
+"""Throughput of sas against a bare Temporal workflow making the same three remote calls.
+
+    python bench/throughput.py --orders 200 --rounds 3
+
+One run starts a Temporal dev server (in memory), the remote services, sas's own worker
+(``python worker.py``, mirror on) and Supervisor (``python -m supervisor``), and one
+process per comparison design, each on its own task queue:
+
+  bare      BenchBareOrder: three activities, no mirror (the baseline)
+  sas       OrderWorkflow on ``python worker.py``: design (b), the Agents write Processing
+            and Processed themselves, local activities only for accept and failures;
+            search-attribute upserts on (the dev server has them registered)
+  sas-nosa  the same worker code with the search-attribute upserts off
+  sas-pt    the same worker code (upserts on) with sas's modules and pydantic passed
+            through the workflow sandbox (imported once, not per workflow run)
+  sas-raw   the same worker code (upserts on) with the Agents' two writes on the raw
+            SQLite driver instead of an ORM session (bench/_raw_mirror.py; SQLite only)
+  la        design (a): one local activity per transition (BenchLaOrder)
+  batch     design (c): transitions batched per workflow task (BenchBatchOrder)
+  proj      design (d): BenchBareOrder, the mirror written by a projector that tails
+            the histories (bench/_projector.py); a round ends when the mirror shows
+            every task Processed, not just when the workflows end
+
+Each round submits N orders at once to one design and times submission to the last
+completion; designs alternate within a round (their order rotates between rounds).
+The figures are medians over the rounds; a design's ratio is its median wps over the
+bare median (ratios per round are printed too). Ends with one line of key=value figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stack import BenchStack, median, order_payload, poll, sas_client, wait_log  # noqa: E402
+
+ALL = ["bare", "sas", "sas-nosa", "sas-pt", "sas-raw", "la", "batch", "proj"]
+DEFAULT = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
+WORKFLOW = {"bare": "BenchBareOrder", "sas": "OrderWorkflow", "sas-nosa": "OrderWorkflow", "sas-pt": "OrderWorkflow", "sas-raw": "OrderWorkflow", "la": "BenchLaOrder",
+            "batch": "BenchBatchOrder", "proj": "BenchBareOrder"}
+QUEUE = {"bare": "bench-bare", "sas": "sas-tasks", "sas-nosa": "bench-sas-nosa", "sas-pt": "bench-sas-pt", "sas-raw": "bench-sas-raw", "la": "bench-la",
+         "batch": "bench-batch", "proj": "bench-proj"}
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks (100 Hz)
+
+
+def start(stack: BenchStack, variants: list[str], search_attributes: bool) -> dict[str, list]:
+    """Start every process; returns, per design, the children whose CPU counts for it."""
+    stack.start_temporal(search_attributes=search_attributes)
+    stack.start_services(enable_faults=False)
+    stack.migrate()
+    procs: dict[str, list] = {}
+    ready = []
+    for v in variants:
+        if v == "sas":
+            procs[v] = [stack.sas_worker("worker-sas")]
+        elif v == "sas-nosa":
+            procs[v] = [stack.python("worker-sas-nosa", ["-m", "bench._worker", "sas-variant"],
+                                     SAS_TEMPORAL__TASK_QUEUE=QUEUE[v])]
+        elif v == "sas-raw":
+            procs[v] = [stack.python("worker-sas-raw", ["-m", "bench._worker", "sas-variant", "--search-attributes", "on",
+                                                        "--raw-mirror"], SAS_TEMPORAL__TASK_QUEUE=QUEUE[v])]
+        elif v == "sas-pt":
+            procs[v] = [stack.python("worker-sas-pt", ["-m", "bench._worker", "sas-variant", "--search-attributes", "on",
+                                                       "--runner", "passthrough-app"], SAS_TEMPORAL__TASK_QUEUE=QUEUE[v])]
+        else:
+            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]] + (["--no-mirror"] if v in ("bare", "proj") else [])
+            procs[v] = [stack.python(f"worker-{v}", args)]
+        if v == "proj":
+            procs[v].append(stack.python("projector", ["-m", "bench._projector", "--task-queue", QUEUE[v]]))
+        ready += procs[v]
+    if any(v.startswith("sas") for v in variants):
+        sup = stack.supervisor()
+        for v in variants:
+            if v.startswith("sas"):
+                procs[v].append(sup)
+    for child in ready:
+        wait_log(child, r"polling", 90)
+    return procs
+
+
+async def run_round(client, stack: BenchStack, variant: str, n: int, tag: str, sessions) -> float:
+    prefix = f"{variant}-{tag}-"
+    sem = asyncio.Semaphore(64)
+
+    async def submit(i: int):
+        async with sem:
+            return await client.start_workflow(WORKFLOW[variant], order_payload(i), id=f"{prefix}{i}",
+                                               task_queue=QUEUE[variant])
+
+    started = time.monotonic()
+    handles = await asyncio.gather(*(submit(i) for i in range(n)))
+    results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=600)
+    bad = [r for r in results if (r.get("state") if isinstance(r, dict) else r) != "Processed"]
+    if bad:
+        raise RuntimeError(f"{variant}: {len(bad)} orders did not complete: {bad[:3]}")
+    if variant == "proj":
+        from sqlalchemy import func, select
+
+        from state_store.tables import Task
+
+        async def projected() -> int:
+            async with sessions() as session:
+                return int(await session.scalar(select(func.count()).select_from(Task).where(
+                    Task.task_id.like(f"{prefix}%"), Task.state == "Processed")) or 0)
+
+        await poll(projected, lambda c: c >= n, 300, 0.05, "the projector to catch up")
+    return n / (time.monotonic() - started)
+
+
+def _profile(folder: str | None, variant: str, r: int, pid: int):
+    """py-spy (if asked for) on the design's worker during a measured round: collapsed stacks."""
+    if not folder:
+        return None
+    import shutil
+    import subprocess
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking",
+                             "-o", str(Path(folder) / f"{variant}-{r}.txt")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop_profile(spy) -> None:
+    import signal
+
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        try:
+            spy.wait(30)
+        except Exception:  # noqa: BLE001
+            spy.kill()
+            spy.wait()
+
+
+async def bench(args: argparse.Namespace) -> dict[str, object]:
+    variants = [v for v in ALL if v in args.variants]
+    if "bare" not in variants:
+        variants.insert(0, "bare")
+    run = uuid.uuid4().hex[:6]
+    with BenchStack(keep=args.keep) as stack:
+        if args.database_url:
+            stack.db_url = args.database_url
+        procs = start(stack, variants, not args.no_search_attributes)
+        import state_store
+        from settings import DatabaseSettings
+
+        engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
+        sessions = state_store.session_factory(engine)
+        client = await sas_client(stack.temporal_address)
+        server_pid = stack.group.children[0].process.pid
+        try:
+            for v in variants:  # warm-up: imports, caches, connection pools, sticky queues
+                await run_round(client, stack, v, args.warmup, f"{run}-w", sessions)
+            wps: dict[str, list[float]] = {v: [] for v in variants}
+            cpu: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+            for r in range(args.rounds):
+                order = variants[r % len(variants):] + variants[: r % len(variants)]
+                for v in order:
+                    pids = {"server": server_pid, **{c.name: c.process.pid for c in procs[v]}}
+                    before = {k: cpu_s(p) for k, p in pids.items()}
+                    t0 = time.monotonic()
+                    spy = _profile(args.profile, v, r, procs[v][0].process.pid)
+                    try:
+                        w = await run_round(client, stack, v, args.orders, f"{run}-{r}", sessions)
+                    finally:
+                        _stop_profile(spy)
+                    wall = time.monotonic() - t0
+                    wps[v].append(w)
+                    cpu[v].append({k: round((cpu_s(p) - before[k]) / wall, 2) for k, p in pids.items()})
+                    print(f"round {r} {v:9s} wps={w:6.1f} cpu_cores={cpu[v][-1]}", flush=True)
+            out: dict[str, object] = {"orders": args.orders, "rounds": args.rounds}
+            bare = median(wps["bare"])
+            for v in variants:
+                key = v.replace("-", "_")
+                out[f"{key}_wps"] = round(median(wps[v]), 1)
+                if v != "bare":
+                    out[f"{key}_ratio" if v != "sas" else "ratio"] = round(median(wps[v]) / bare, 3)
+                    per_round = [round(a / b, 3) for a, b in zip(wps[v], wps["bare"])]
+                    print(f"{v}: per-round ratios {per_round}", flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps({"wps": wps, "cpu": cpu, "summary": out}, indent=1))
+            return out
+        finally:
+            await engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--orders", type=int, default=200, help="orders per round and design (default 200)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every design once (default 3)")
+    parser.add_argument("--warmup", type=int, default=20, help="orders per design before measuring (default 20)")
+    parser.add_argument("--variants", default=",".join(DEFAULT),
+                        help=f"comma-separated designs from {','.join(ALL)} (default {','.join(DEFAULT)})")
+    parser.add_argument("--database-url", help="state store URL (default: SQLite in the run's temporary directory)")
+    parser.add_argument("--no-search-attributes", action="store_true",
+                        help="start the dev server without sas's search attributes (the sas worker then skips upserts)")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy each measured round's worker into DIR (collapsed stacks)")
+    parser.add_argument("--json", help="also write every round's figures to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
+    args = parser.parse_args()
+    args.variants = args.variants.split(",")
+    unknown = set(args.variants) - set(ALL)
+    if unknown:
+        parser.error(f"unknown designs {sorted(unknown)}; choose from {ALL}")
+    out = asyncio.run(bench(args))
+    line = " ".join(f"{k}={v}" for k, v in out.items())
+    print(line, flush=True)
+    sys.stdout.flush()
+    import os
+
+    os._exit(0)  # temporalio's bridge can abort at interpreter exit (sdk-python #300)
+
+
+if __name__ == "__main__":
+    main()

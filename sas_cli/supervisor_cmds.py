@@ -1,0 +1,96 @@
+"""``sas show ID``: a task as the Supervisor sees it - steps, every decision, alerts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from sas_cli.output import CliError, ago, console, print_json, styled, table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the Supervisor's commands to ``app``."""
+    app.command("show")(show)
+
+
+def show(
+    task_id: str = typer.Argument(..., help="Task id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+) -> None:
+    """Show a task's steps, the Supervisor's decision history (who, when, why, FailureCount) and its alerts."""
+    import asyncio
+
+    from sas_cli import tasks
+
+    tasks.check_task_id(task_id)
+    data = asyncio.run(_load(task_id))
+    if data is None:
+        raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
+    if as_json:
+        print_json(data)
+        return
+    task = data["task"]
+    console.print(
+        f"[bold]{task_id}[/bold] ({task['task_type']}): {styled(task['state'])}"
+        + (f", at step {task['current_step']}" if task["current_step"] else "")
+        + f", queue {task['task_queue']}, updated {ago(task['updated_at'])}"
+    )
+    console.print(table("steps", ["#", "step", "state", "FailureCount", "attempt", "CompleteBy", "LockedBy", "last error"], [
+        [s["position"], s["name"], styled(s["state"]), s["failure_count"], s["attempt"], ago(s["complete_by"]),
+         s["locked_by"], s["last_error"]]
+        for s in data["steps"]
+    ]))
+    console.print(table(f"{len(data['decisions'])} decision(s)", ["when", "step", "decision", "FailureCount", "seen", "by", "why", "sent"], [
+        [d["decided_at"].isoformat(timespec="seconds"), d["step"], d["kind"], d["failure_count"], d["observed_state"],
+         d["decided_by"], d["reason"], "yes" if d["signal_sent_at"] else "pending"]
+        for d in data["decisions"]
+    ]))
+    console.print(table(f"{len(data['alerts'])} alert(s)", ["id", "severity", "kind", "step", "FailureCount", "what", "do", "status", "since"], [
+        [a["id"], a["severity"], a["kind"], a["step"], a["failure_count"], a["message"], a["suggested_action"],
+         a["status"] + (f" ({a['resolution']})" if a["resolution"] else ""), ago(a["created_at"])]
+        for a in data["alerts"]
+    ]))
+
+
+async def _load(task_id: str) -> dict[str, Any] | None:
+    import state_store
+    from settings import get_settings
+
+    settings = get_settings()
+    engine = state_store.create_engine(settings.database)
+    try:
+        async with state_store.session_factory(engine)() as session:
+            return await task_history(session, task_id)
+    finally:
+        await engine.dispose()
+
+
+async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
+    """Everything ``sas show`` prints, as plain data (``--json``)."""
+    from state_store.queries import alerts_for, decisions_for, get_task
+
+    record = await get_task(session, task_id)
+    if record is None:
+        return None
+    t = record.task
+    return {
+        "task": {c: getattr(t, c) for c in ("task_id", "task_type", "workflow_type", "task_queue", "state", "current_step",
+                                             "created_at", "updated_at")},
+        "steps": [
+            {c: getattr(s, c) for c in ("name", "position", "state", "failure_count", "attempt", "complete_by", "locked_by",
+                                         "last_error", "error_type", "permanent", "idempotency_key")}
+            for s in record.steps
+        ],
+        "decisions": [
+            {c: getattr(d, c) for c in ("id", "step", "kind", "failure_count", "observed_state", "reason", "decided_by",
+                                         "decided_at", "signal_sent_at")}
+            for d in await decisions_for(session, task_id)
+        ],
+        "alerts": [
+            {c: getattr(a, c) for c in ("id", "severity", "kind", "step", "failure_count", "message", "last_error",
+                                         "suggested_action", "status", "resolution", "created_at", "resolved_at",
+                                         "delivered_at")}
+            for a in await alerts_for(session, task_id)
+        ],
+    }

@@ -1,0 +1,61 @@
+"""Replay every recorded history against the current code: a change that would break running
+workflows (non-determinism) fails here, in CI, before it reaches a worker."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.helpers import fresh_id
+from tests.replay.scenarios import SCENARIOS
+from tests.stack import start_stack
+from workflows import ALL_WORKFLOWS
+
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
+
+
+def all_workflows() -> list[type]:
+    from supervisor.workflow import SupervisorWorkflow
+
+    found = [*ALL_WORKFLOWS, SupervisorWorkflow]  # CleanupWorkflow is among ALL_WORKFLOWS
+    return list(dict.fromkeys(found))
+
+
+def recorded() -> list[Path]:
+    return sorted(HISTORIES.glob("*.json"))
+
+
+def test_there_are_histories_for_every_task_workflow_type() -> None:
+    types = {json.loads(p.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"]
+             for p in recorded()}
+    assert {"OrderWorkflow", "PreorderWorkflow", "SupervisorWorkflow", "CleanupWorkflow"} <= types
+
+
+@pytest.mark.parametrize("path", recorded(), ids=lambda p: p.stem)
+async def test_history_replays_with_current_code(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    replayer = Replayer(workflows=all_workflows(), data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name} no longer replays: {result.replay_failure}"
+
+
+@pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+async def test_record(client, temporal_address, services, tmp_path, name: str) -> None:  # type: ignore[no-untyped-def]
+    overrides, run = SCENARIOS[name]
+    url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
+    async with start_stack(client, temporal_address, services.url, url, **overrides) as stack:
+        task_id = fresh_id(name.replace("_", "-"))
+        workflow_id = await run(stack, task_id) or task_id
+        HISTORIES.mkdir(exist_ok=True)
+        history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
+        (HISTORIES / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+        if name == "order_supervisor_retry":
+            sweeps = await stack.client.get_workflow_handle(stack.settings.supervisor.workflow_id).fetch_history()
+            (HISTORIES / "supervisor_sweeps.json").write_text(json.dumps(json.loads(sweeps.to_json()), indent=1) + "\n")

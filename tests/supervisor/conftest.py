@@ -1,0 +1,94 @@
+"""A running system whose parts a test can stop and start: the task worker, and one or
+more Supervisor workers (and Supervisor workflows) over the same state store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+import state_store
+from activities import build_activities
+from settings import Settings, SupervisorSettings
+from supervisor.worker import build_worker, ensure_supervisor_running
+from tests.stack import Stack, test_settings
+from workflows import ALL_WORKFLOWS
+
+
+@dataclass
+class Rig(Stack):
+    """A Stack whose task worker and Supervisors the test controls."""
+
+    http: httpx.AsyncClient | None = None
+    task_worker: Worker | None = None
+    exits: AsyncExitStack = field(default_factory=AsyncExitStack)
+    supervisor_ids: list[str] = field(default_factory=list)
+
+    async def start_task_worker(self) -> None:
+        assert self.http is not None
+        self.task_worker = Worker(
+            self.client, task_queue=self.settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
+            activities=build_activities(self.settings, self.http, self.sessions, "rig-worker"), identity="rig-worker",
+        )
+        await self.exits.enter_async_context(self.task_worker)
+
+    async def stop_task_worker(self) -> None:
+        assert self.task_worker is not None
+        await self.task_worker.shutdown()
+
+    async def start_supervisor(self, identity: str, workflow_id: str | None = None) -> None:
+        """A Supervisor worker; with ``workflow_id``, also a Supervisor workflow of that id."""
+        settings = self.settings
+        if workflow_id is not None:
+            settings = settings.model_copy(
+                update={"supervisor": settings.supervisor.model_copy(update={"workflow_id": workflow_id})}
+            )
+        await self.exits.enter_async_context(build_worker(self.client, settings, self.sessions, identity))
+        if workflow_id is not None:
+            await ensure_supervisor_running(self.client, settings)
+            self.supervisor_ids.append(workflow_id)
+
+
+def rig_settings(base: Settings, **supervisor: Any) -> Settings:
+    values = dict(interval_s=0.3, max_interval_s=1.0, failure_threshold=3, overdue_grace_s=1.0, retry_delay_s=0.3,
+                  orphan_after_s=1.0, orphan_check_s=0.5, queue_check_s=0.5, queue_idle_after_s=1.0,
+                  workflow_id=base.supervisor.workflow_id)
+    values.update(supervisor)
+    return base.model_copy(update={"supervisor": SupervisorSettings(**values)})
+
+
+@pytest_asyncio.fixture
+async def make_rig(client: Client, temporal_address: str, services, db_url: str) -> AsyncIterator[Any]:  # type: ignore[no-untyped-def]
+    """``await make_rig(**supervisor_settings)``: a Rig on both databases, task worker running, no Supervisor yet."""
+    rigs: list[Rig] = []
+    engines = []
+
+    async def make(**supervisor: Any) -> Rig:
+        settings = rig_settings(test_settings(temporal_address, services.url, db_url), **supervisor)
+        await state_store.upgrade_async(db_url)
+        engine = state_store.create_engine(settings.database)
+        engines.append(engine)
+        rig = Rig(client, settings, state_store.session_factory(engine), services.url)
+        rig.http = await rig.exits.enter_async_context(httpx.AsyncClient())
+        await rig.start_task_worker()
+        rigs.append(rig)
+        return rig
+
+    try:
+        yield make
+    finally:
+        for rig in rigs:
+            for workflow_id in rig.supervisor_ids:
+                try:
+                    await client.get_workflow_handle(workflow_id).terminate("test over")
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            await rig.exits.aclose()
+        for engine in engines:
+            await engine.dispose()

@@ -1,0 +1,126 @@
+"""Each detection, a to e, end to end: real Temporal dev server, real remote services,
+a real Supervisor, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+from collections import Counter
+
+from sas_cli.supervisor_cmds import task_history
+from task_models import TaskState
+from tests.conftest import temporal_binary
+from tests.helpers import fresh_id, wait_until
+from tests.supervisor.conftest import Rig
+
+
+def actions(ledger: list[dict]) -> Counter[str]:
+    return Counter(e["action"] for e in ledger)
+
+
+async def test_a_failed_step_climbs_the_ladder_and_shows_in_history(make_rig) -> None:  # type: ignore[no-untyped-def]
+    rig: Rig = await make_rig()
+    await rig.start_supervisor("sup-a", rig.settings.supervisor.workflow_id)
+    task_id = fresh_id("a-failed")
+    # Both quick attempts fail (Failed); the Supervisor's retry succeeds.
+    await rig.add_fault(endpoint="shipping.ship", kind="transient", times=2, match_order_id=task_id)
+    result = await (await rig.submit(task_id)).result()
+    assert result.state == TaskState.PROCESSED
+    # A "wait" (retry backoff) shows up only if a sweep came before the delay ended.
+    decisions = [(d.kind, d.failure_count, d.observed_state) for d in await rig.decisions(task_id) if d.kind != "wait"]
+    assert decisions == [("retry", 1, "Failed")]
+    assert actions(await rig.ledger(task_id))["ship"] == 1
+    async with rig.sessions() as session:
+        shown = await task_history(session, task_id)
+    assert shown is not None and [d["kind"] for d in shown["decisions"] if d["kind"] != "wait"] == ["retry"]
+    assert all(d["decided_by"] == "sup-a" and d["reason"] for d in shown["decisions"])
+
+
+async def test_b_c_dead_worker_overdue_step_and_unpolled_queue_then_recovery(make_rig) -> None:  # type: ignore[no-untyped-def]
+    # A long ladder: the overdue step is only counted and alerted, never given up here.
+    rig: Rig = await make_rig(retries=20, poller_stale_s=2.0)
+    await rig.start_supervisor("sup-bc", rig.settings.supervisor.workflow_id)
+    task_id = fresh_id("bc-dead")
+    await rig.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, times=1, match_order_id=task_id)
+    handle = await rig.submit(task_id)
+    await wait_until(lambda: rig.step_states(task_id), lambda s: s.get("ship") == "Processing", what="ship in flight")
+    await rig.stop_task_worker()  # the agent's process dies mid-step
+
+    async def kinds() -> dict[str, object]:
+        alerts = {a.kind: a for a in await rig.alerts(task_id)}
+        from state_store.alerts import list_alerts
+
+        async with rig.sessions() as session:
+            queue = [a for a in await list_alerts(session) if a.kind == "queue_unpolled"
+                     and rig.settings.temporal.task_queue in a.message]
+        return {**alerts, **({"queue_unpolled": queue[0]} if queue else {})}
+
+    found = await wait_until(kinds, lambda k: "step_overdue" in k and "queue_unpolled" in k, timeout=60,
+                             what="overdue and unpolled-queue alerts")
+    overdue, unpolled = found["step_overdue"], found["queue_unpolled"]
+    assert overdue.step == "ship" and overdue.failure_count >= 2 and overdue.status == "open"  # type: ignore[attr-defined]
+    assert re.search(rf"no agent is polling queue {rig.settings.temporal.task_queue}; \d+ steps waiting", unpolled.message)  # type: ignore[attr-defined]
+    await asyncio.sleep(0)  # let the loop breathe; the Supervisor keeps sweeping
+    # One alert per incident however many sweeps saw it.
+    assert Counter(a.kind for a in await rig.alerts(task_id))["step_overdue"] == 1
+
+    await rig.start_task_worker()  # pollers return
+    assert (await handle.result()).state == TaskState.PROCESSED
+
+    async def statuses() -> dict[str, str]:
+        from state_store.alerts import list_alerts
+
+        async with rig.sessions() as session:
+            every = await list_alerts(session, limit=1000)
+        return {a.kind: a.status for a in every if a.id in (overdue.id, unpolled.id)}  # type: ignore[attr-defined]
+
+    await wait_until(statuses, lambda s: s == {"step_overdue": "resolved", "queue_unpolled": "resolved"}, timeout=30,
+                     what="both alerts resolved by themselves")
+
+
+async def test_d_workflow_terminated_mid_saga_is_cleaned_up_from_the_mirror(make_rig) -> None:  # type: ignore[no-untyped-def]
+    rig: Rig = await make_rig()
+    await rig.start_supervisor("sup-d", rig.settings.supervisor.workflow_id)
+    task_id = fresh_id("d-term")
+    await rig.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, match_order_id=task_id)
+    await rig.submit(task_id)
+    await wait_until(lambda: rig.step_states(task_id), lambda s: s.get("ship") == "Processing", what="ship in flight")
+
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [temporal_binary(), "workflow", "terminate", "--workflow-id", task_id, "--reason", "oops, from the UI",
+         "--address", rig.settings.temporal.address],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+    await wait_until(lambda: rig.task_state(task_id), lambda s: s == "Compensated", timeout=60, what="clean-up done")
+    ledger = actions(await rig.ledger(task_id))
+    assert ledger["reserve"] == 1 and ledger["charge"] == 1 and ledger["ship"] == 0
+    assert ledger["release"] == 1 and ledger["refund"] == 1
+    assert await rig.step_states(task_id) == {"reserve": "Compensated", "charge": "Compensated", "ship": "Compensated"}
+    decisions = [(d.kind, d.step) for d in await rig.decisions(task_id) if d.kind == "cleanup"]
+    assert decisions == [("cleanup", "-")]
+    alerts = [a for a in await rig.alerts(task_id) if a.kind == "workflow_closed"]
+    assert len(alerts) == 1 and alerts[0].severity == "critical" and "terminated" in alerts[0].message
+    cleanup = await rig.client.get_workflow_handle(f"cleanup-{task_id}").result()
+    assert cleanup["charge"] == "Compensated"
+
+
+async def test_e_compensation_that_keeps_failing_is_retried_then_parked(make_rig) -> None:  # type: ignore[no-untyped-def]
+    rig: Rig = await make_rig(retries=2)
+    await rig.start_supervisor("sup-e", rig.settings.supervisor.workflow_id)
+    task_id = fresh_id("e-undo")
+    await rig.add_fault(endpoint="shipping.ship", kind="permanent", status=422, error="no", match_order_id=task_id)
+    await rig.add_fault(endpoint="payment.refund", kind="transient", match_order_id=task_id)
+    handle = await rig.submit(task_id)
+    await wait_until(lambda: rig.step_states(task_id), lambda s: s.get("charge") == "Error", timeout=60,
+                     what="the failing undo parked")
+    undo = [(d.kind, d.observed_state) for d in await rig.decisions(task_id) if d.step == "charge" and d.kind != "wait"]
+    assert undo == [("retry", "CompensationFailed"), ("retry", "CompensationFailed"), ("park", "CompensationFailed")]
+    failing = [a for a in await rig.alerts(task_id) if a.kind == "compensation_failing"]
+    assert len(failing) == 1 and failing[0].severity == "critical" and failing[0].step == "charge"
+    assert "503" in (failing[0].last_error or "")
+    assert await rig.task_state(task_id) == "Error"
+    await handle.terminate("test over")

@@ -1,0 +1,138 @@
+"""The ladder's long waits - cool-downs of an hour - run through the real SupervisorWorkflow
+on Temporal's time-skipping test server, with its activities replaced by an in-memory
+store registered under the same names. Nothing here waits for real."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio import activity
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from supervisor.models import (
+    ApplyInput,
+    ApplyResult,
+    DueStep,
+    Ladder,
+    ScanInput,
+    ScanResult,
+    SupervisorInput,
+    SupervisorPolicy,
+    SweepStats,
+)
+from supervisor.workflow import SupervisorWorkflow
+from tests.helpers import wait_until
+
+HOUR = 3600.0
+
+
+@pytest_asyncio.fixture(scope="module")
+async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    path = shutil.which("temporal-test-server") or str(Path(sys.executable).parent / "temporal-test-server")
+    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=path, data_converter=pydantic_data_converter)
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+class FakeStore:
+    """One Failed step and a Scheduler that fails it again at once on every retry."""
+
+    def __init__(self, ladder: Ladder, policy: SupervisorPolicy) -> None:
+        self.ladder, self.policy = ladder, policy
+        self.failed_at: datetime | None = None
+        self.count = 0
+        self.version = 1
+        self.complete_by: datetime | None = None
+        self.state = "Failed"
+        self.log: list[tuple[str, int, datetime]] = []
+
+    @activity.defn(name="supervisor.scan")
+    async def scan(self, request: ScanInput) -> ScanResult:
+        # The server's (skipped) clock, not the wall clock.
+        now = activity.info().current_attempt_scheduled_time
+        if self.failed_at is None:
+            self.failed_at = self.complete_by = now
+        due = []
+        if self.state == "Failed" and self.complete_by is not None and self.complete_by <= now:
+            due.append(DueStep(task_id="t", task_type="order", workflow_type="OrderWorkflow", task_queue="q", step="ship",
+                               state="Failed", failure_count=self.count, version=self.version, complete_by=self.complete_by,
+                               complete_by_s=5, updated_at=self.failed_at, ladder=self.ladder))
+        return ScanResult(policy=self.policy, due=due)
+
+    @activity.defn(name="supervisor.apply")
+    async def apply(self, request: ApplyInput) -> ApplyResult:
+        now = activity.info().current_attempt_scheduled_time
+        for d in request.decisions:
+            if (d.seen_failure_count, d.seen_version) != (self.count, self.version):
+                continue
+            self.log.append((d.kind, d.failure_count, now))
+            self.count, self.complete_by = d.failure_count, d.next_look_at
+            if d.kind == "retry":  # the Scheduler re-runs the step, and it fails again
+                self.version += 1
+                self.failed_at = self.complete_by = now
+            elif d.kind in ("compensate", "park"):
+                self.state = "Compensated" if d.kind == "compensate" else "Error"
+        return ApplyResult(claimed=len(request.decisions))
+
+
+POLICY = SupervisorPolicy(interval_s=1.0, max_interval_s=600.0, orphan_check_s=0, queue_check_s=0, overdue_grace_s=1)
+
+
+@pytest.mark.parametrize("outcome", ["compensate", "park"])
+async def test_cool_down_tries_an_hour_apart_then_the_outcome(skipping_env: WorkflowEnvironment, outcome: str) -> None:
+    ladder = Ladder(retries=1, retry_delay_s=2, cooldown_s=HOUR, cooldown_tries=2, outcome=outcome)
+    store = FakeStore(ladder, POLICY)
+    queue = f"sup-skip-{uuid.uuid4().hex[:8]}"
+    client = skipping_env.client
+    async with Worker(client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, store.apply]):
+        handle = await client.start_workflow(SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue)
+        # Time skips while we sleep on the test server's clock.
+        for _ in range(12):
+            if store.state != "Failed":
+                break
+            await skipping_env.sleep(HOUR / 2)
+        await handle.terminate("done")
+
+    kinds = [(k, n) for k, n, _ in store.log]
+    assert kinds == [("wait", 0), ("retry", 1), ("wait", 1), ("retry", 2), ("wait", 2), ("retry", 3), (outcome, 4)]
+    times = {(k, n): at for k, n, at in store.log}
+    assert times[("retry", 1)] - times[("wait", 0)] >= timedelta(seconds=2)
+    # Each cool-down try comes no earlier than an hour after the failure before it.
+    assert times[("retry", 2)] - times[("retry", 1)] >= timedelta(seconds=HOUR)
+    assert times[("retry", 3)] - times[("retry", 2)] >= timedelta(seconds=HOUR)
+    assert store.state == ("Compensated" if outcome == "compensate" else "Error")
+
+
+async def test_idle_sweeps_back_off_and_a_wake_returns_to_the_base_interval(skipping_env: WorkflowEnvironment) -> None:
+    store = FakeStore(Ladder(), POLICY)
+    store.state = "Processed"  # nothing to do
+    queue = f"sup-idle-{uuid.uuid4().hex[:8]}"
+    client = skipping_env.client
+    async with Worker(client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, store.apply]):
+        handle = await client.start_workflow(SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue)
+
+        async def stats() -> SweepStats:
+            return await handle.query("stats", result_type=SweepStats)
+
+        for _ in range(20):
+            if (await stats()).interval_s >= POLICY.max_interval_s:
+                break
+            await skipping_env.sleep(POLICY.max_interval_s)
+        idle = await stats()
+        assert idle.interval_s == POLICY.max_interval_s
+        sweeps_when_idle = idle.sweeps
+        await handle.signal("wake")
+        woken = await wait_until(stats, lambda s: s.sweeps > sweeps_when_idle, timeout=30, what="a sweep after wake")
+        assert woken.interval_s < POLICY.max_interval_s
+        await handle.terminate("done")
