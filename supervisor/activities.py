@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -39,6 +40,7 @@ from state_store.alerts import (
 )
 from state_store.decisions import claim_cleanup, claim_decision, mark_sent, undo_retries
 from state_store.queries import OPEN_TASK_STATES, due_steps, get_task, stale_tasks, waiting_tasks_by_queue
+from supervisor.metrics import StoreGauges, record_backlog, record_decision, record_sweep
 from supervisor.models import (
     CLEANUP_SEQ,
     SIGNALLED_KINDS,
@@ -92,6 +94,7 @@ class SupervisorActivities:
         self._settings = settings
         self._identity = identity
         self._http = http
+        self._gauges = StoreGauges() if settings.metrics.supervisor_bind else None
 
     # ------------------------------------------------------------- scan
 
@@ -121,6 +124,7 @@ class SupervisorActivities:
         request = request or ScanInput()
         s = self._settings.supervisor
         now = datetime.now(UTC)
+        started = time.monotonic()
         buckets = self._range(request.shard)
         async with self._sessions() as session:
             rows = await due_steps(session, now, timedelta(seconds=s.overdue_grace_s), s.batch_size, buckets)
@@ -137,6 +141,10 @@ class SupervisorActivities:
         if s.webhook.url:
             async with self._sessions() as session:
                 undelivered = len(await undelivered_alerts(session, now, 1))
+        record_sweep("scan", time.monotonic() - started)
+        if self._gauges is not None:
+            async with self._sessions() as session:
+                await self._gauges.refresh(session, timedelta(seconds=s.overdue_grace_s))
         return ScanResult(policy=self.policy(), due=due, unsent=unsent, resolved=resolved, undelivered=undelivered)
 
     def _due(self, step: tables.Step, task: tables.Task, undo: int) -> DueStep:
@@ -169,13 +177,16 @@ class SupervisorActivities:
     @activity.defn(name="supervisor.apply")
     async def apply(self, request: ApplyInput) -> ApplyResult:
         result = ApplyResult()
+        started = time.monotonic()
         for decision in request.decisions:
             if await self._claim(decision):
+                record_decision(decision.kind)
                 result.claimed += 1
                 result.alerts += decision.alert is not None
             else:
                 result.skipped += 1
         result.signalled = await self._flush_outbox(self._range(request.shard))
+        record_sweep("apply", time.monotonic() - started)
         return result
 
     async def _claim(self, d: Decision) -> bool:
@@ -354,6 +365,7 @@ class SupervisorActivities:
         result = QueueCheckResult(queues=len(queues))
         for queue in queues:
             pollers, backlog = await self._describe_queue(queue)
+            record_backlog(queue, backlog, pollers)
             result.backlog[queue] = backlog
             n = max(waiting.get(queue, 0), backlog)
             previous = request.backlog.get(queue)
