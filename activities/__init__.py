@@ -41,5 +41,6 @@ def build_activities(
         shipping.cancel,
         mirror.accept,
         mirror.record,
+        mirror.audit,
         callbacks.post,
     ]

@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
 from settings import Settings
-from state_store.mirror import accept_task, record_transitions
-from task_models import StepPlan, StepPolicyValues, TaskAccepted, TaskPlan, TransitionBatch
+from state_store.mirror import accept_task, record_audit, record_transitions
+from task_models import AuditRecord, StepPlan, StepPolicyValues, TaskAccepted, TaskPlan, TransitionBatch
 
 
 class MirrorActivities:
@@ -43,3 +43,8 @@ class MirrorActivities:
     async def record(self, batch: TransitionBatch) -> int:
         async with self._sessions() as session:
             return await record_transitions(session, batch.transitions)
+
+    @activity.defn(name="mirror.audit")
+    async def audit(self, record: AuditRecord) -> bool:
+        async with self._sessions() as session:
+            return await record_audit(session, record)

@@ -295,6 +295,7 @@ def list_tasks(
     as_json: bool = JSON,
 ) -> None:
     """List tasks from the state store, newest first."""
+    from state_store.queries import failure_counts
     from state_store.queries import list_tasks as query
     from task_models import TaskState
 
@@ -304,13 +305,18 @@ def list_tasks(
         wanted = by_name.get(state.lower())
         if wanted is None:
             raise CliError(f"unknown state {state!r}", f"use one of: {', '.join(by_name.values())}")
-    rows = _run(lambda: _with_session(lambda s: query(s, wanted, limit)))
+    async def load(session: Any) -> tuple[list[Any], dict[str, int]]:
+        tasks = await query(session, wanted, limit)
+        return tasks, await failure_counts(session, [t.task_id for t in tasks])
+
+    rows, counts = _run(lambda: _with_session(load))
     if as_json:
         print_json([{"task_id": t.task_id, "task_type": t.task_type, "state": t.state, "current_step": t.current_step,
-                     "updated_at": t.updated_at} for t in rows])
+                     "failure_count": counts.get(t.task_id, 0), "updated_at": t.updated_at} for t in rows])
         return
-    console.print(table(f"{len(rows)} task(s)", ["task", "type", "state", "step", "updated"],
-                        [[t.task_id, t.task_type, styled(t.state), t.current_step, ago(t.updated_at)] for t in rows]))
+    console.print(table(f"{len(rows)} task(s)", ["task", "type", "state", "step", "FailureCount", "updated"],
+                        [[t.task_id, t.task_type, styled(t.state), t.current_step, counts.get(t.task_id, 0), ago(t.updated_at)]
+                         for t in rows]))
 
 
 def _operator_request(step: str | None, by: str | None, reason: str) -> Any:
@@ -332,6 +338,21 @@ def retry(
     tasks.check_task_id(task_id)
     answer = _run(lambda: _update(task_id, "request_retry", _operator_request(step, by, reason)))
     console.print(f"{task_id}: {answer.message}; follow it with `sas status {task_id} --follow`")
+
+
+@app.command()
+def resubmit(
+    task_id: str,
+    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
+    reason: str = typer.Option("", help="Why, for the record."),
+) -> None:
+    """Take a task out of the dead letter: reset its FailureCount and retry the waiting step."""
+    from sas_cli import tasks
+
+    tasks.check_task_id(task_id)
+    request = _operator_request(None, by, reason).model_copy(update={"reset_failure_count": True})
+    answer = _run(lambda: _update(task_id, "request_retry", request))
+    console.print(f"{task_id}: FailureCount reset; {answer.message}; follow it with `sas status {task_id} --follow`")
 
 
 @app.command()

@@ -46,6 +46,11 @@ def show(
          d["decided_by"], d["reason"], "yes" if d["signal_sent_at"] else "pending"]
         for d in data["decisions"]
     ]))
+    if data["operator_actions"]:
+        console.print(table("operator actions", ["when", "step", "action", "who", "why", "what changed"], [
+            [e["at"].isoformat(timespec="seconds"), e["step"], e["action"], e["actor"], e["reason"], e["changed"]]
+            for e in data["operator_actions"]
+        ]))
     console.print(table(f"{len(data['alerts'])} alert(s)", ["id", "severity", "kind", "step", "FailureCount", "what", "do", "status", "since"], [
         [a["id"], a["severity"], a["kind"], a["step"], a["failure_count"], a["message"], a["suggested_action"],
          a["status"] + (f" ({a['resolution']})" if a["resolution"] else ""), ago(a["created_at"])]
@@ -68,7 +73,7 @@ async def _load(task_id: str) -> dict[str, Any] | None:
 
 async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
     """Everything ``sas show`` prints, as plain data (``--json``)."""
-    from state_store.queries import alerts_for, decisions_for, get_task
+    from state_store.queries import alerts_for, audit_for, decisions_for, get_task
 
     record = await get_task(session, task_id)
     if record is None:
@@ -86,6 +91,10 @@ async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
             {c: getattr(d, c) for c in ("id", "step", "kind", "failure_count", "observed_state", "reason", "decided_by",
                                          "decided_at", "signal_sent_at")}
             for d in await decisions_for(session, task_id)
+        ],
+        "operator_actions": [
+            {c: getattr(e, c) for c in ("at", "step", "action", "actor", "reason", "changed")}
+            for e in await audit_for(session, task_id)
         ],
         "alerts": [
             {c: getattr(a, c) for c in ("id", "severity", "kind", "step", "failure_count", "message", "last_error",

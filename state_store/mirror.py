@@ -12,8 +12,8 @@ import zlib
 from sqlalchemy import case, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from state_store.tables import Step, Task
-from task_models import StepState, StepTransition, TaskAccepted, TaskState
+from state_store.tables import AuditEntry, Step, Task
+from task_models import AuditRecord, StepState, StepTransition, TaskAccepted, TaskState
 
 SHARD_BUCKETS = 4096
 
@@ -91,7 +91,10 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
     }
     if t.attempt is not None:
         values["attempt"] = t.attempt
-    if t.failure_count is not None:
+    if t.reset_failure_count and t.failure_count is not None:
+        values["failure_count"] = t.failure_count
+        values["resets"] = Step.resets + 1
+    elif t.failure_count is not None:
         # The Supervisor may have counted further than the Scheduler knows yet.
         values["failure_count"] = case(
             (Step.failure_count < t.failure_count, t.failure_count), else_=Step.failure_count
@@ -117,3 +120,15 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
 
 async def task_exists(session: AsyncSession, task_id: str) -> bool:
     return (await session.execute(select(Task.task_id).where(Task.task_id == task_id))).first() is not None
+
+
+async def record_audit(session: AsyncSession, record: AuditRecord) -> bool:
+    """Write an operator action once (keyed by task and the Scheduler's transition)."""
+    async with session.begin():
+        exists = await session.execute(
+            select(AuditEntry.id).where(AuditEntry.task_id == record.task_id, AuditEntry.seq == record.seq)
+        )
+        if exists.first() is not None:
+            return False
+        session.add(AuditEntry(**record.model_dump()))
+    return True

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, func, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from state_store.tables import Alert, Decision, Step, Task
+from state_store.tables import AuditEntry, Alert, Decision, Step, Task
 from task_models import StepState
 
 # What the Supervisor looks at, and how long past CompleteBy each state may be.
@@ -122,3 +122,16 @@ async def decisions_for(session: AsyncSession, task_id: str) -> list[Decision]:
 
 async def alerts_for(session: AsyncSession, task_id: str) -> list[Alert]:
     return list((await session.scalars(select(Alert).where(Alert.task_id == task_id).order_by(Alert.id))).all())
+
+
+async def audit_for(session: AsyncSession, task_id: str) -> list[AuditEntry]:
+    query = select(AuditEntry).where(AuditEntry.task_id == task_id).order_by(AuditEntry.seq)
+    return list((await session.scalars(query)).all())
+
+
+async def failure_counts(session: AsyncSession, task_ids: list[str]) -> dict[str, int]:
+    """Highest FailureCount among each task's steps (the dead letter's attempt count)."""
+    if not task_ids:
+        return {}
+    query = select(Step.task_id, func.max(Step.failure_count)).where(Step.task_id.in_(task_ids)).group_by(Step.task_id)
+    return {task_id: int(count or 0) for task_id, count in (await session.execute(query)).all()}

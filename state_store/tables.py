@@ -85,6 +85,7 @@ class Step(Base):
     locked_by: Mapped[str | None] = mapped_column(String(200), doc="Identity of the agent process running the attempt.")
     complete_by: Mapped[datetime | None] = mapped_column(doc="When the current attempt's start-to-close runs out.")
     failure_count: Mapped[int] = mapped_column(Integer, default=0)
+    resets: Mapped[int] = mapped_column(Integer, default=0, doc="Times an operator reset FailureCount (sas resubmit).")
     attempt: Mapped[int] = mapped_column(Integer, default=0, doc="Temporal's attempt number of the current run.")
     last_error: Mapped[str | None] = mapped_column(Text)
     error_type: Mapped[str | None] = mapped_column(String(200))
@@ -111,6 +112,7 @@ class Decision(Base):
     step: Mapped[str] = mapped_column(String(64))
     failure_count: Mapped[int] = mapped_column(Integer, doc="FailureCount after this decision.")
     kind: Mapped[str] = mapped_column(String(32), doc="retry | compensate | park")
+    epoch: Mapped[int] = mapped_column(Integer, default=0, doc="The step's FailureCount resets when decided.")
     observed_state: Mapped[str] = mapped_column(String(32))
     reason: Mapped[str] = mapped_column(Text)
     decided_by: Mapped[str] = mapped_column(String(200))
@@ -119,7 +121,7 @@ class Decision(Base):
 
     __table_args__ = (
         # One decision of each kind per (task, step, FailureCount): the "never acts twice" key.
-        Index("ux_decisions_task_step_count_kind", "task_id", "step", "failure_count", "kind", unique=True),
+        Index("ux_decisions_task_step_epoch_count_kind", "task_id", "step", "epoch", "failure_count", "kind", unique=True),
         Index("ix_decisions_unsent", "signal_sent_at"),
     )
 
@@ -153,3 +155,21 @@ class Alert(Base):
         Index("ix_alerts_undelivered", "delivered_at", "next_delivery_at"),
         Index("ix_alerts_task", "task_id"),
     )
+
+
+class AuditEntry(Base):
+    """An operator's action on a task: who, when, why, and what it changed."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    seq: Mapped[int] = mapped_column(Integer, doc="The Scheduler's transition number: makes the write idempotent.")
+    step: Mapped[str | None] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(32), doc="retry | resubmit | compensate")
+    actor: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(Text)
+    changed: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime]
+
+    __table_args__ = (Index("ux_audit_task_seq", "task_id", "seq", unique=True),)

@@ -57,6 +57,7 @@ class DueStep(BaseModel):
     step: str
     state: str
     failure_count: int
+    resets: int = Field(default=0, description="FailureCount resets so far: the epoch of its decisions")
     version: int
     complete_by: datetime | None
     complete_by_s: float
@@ -85,6 +86,7 @@ class Decision(BaseModel):
     failure_count: int = Field(description="FailureCount after this decision")
     seen_failure_count: int
     seen_version: int
+    epoch: int = 0
     observed_state: str
     reason: str
     next_look_at: datetime = Field(description="New CompleteBy: when the step is due again if nothing moves")

@@ -57,6 +57,7 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
             failure_count=n,
             seen_failure_count=step.failure_count,
             seen_version=step.version,
+            epoch=step.resets,
             observed_state=step.state,
             reason=f"{problem}; {reason}",
             # Give the Scheduler one complete-by to act before this step counts again.

@@ -7,6 +7,7 @@ so a field can be added without breaking a running workflow.
 from task_models.orders import OrderInput, PreorderInput
 from task_models.states import ACTIVE_STEP_STATES, StepState, TaskState
 from task_models.steps import (
+    AuditRecord,
     MirrorStamp,
     StepCall,
     StepPlan,
@@ -21,6 +22,7 @@ from task_models.status import CallbackEvent, OperatorAnswer, OperatorRequest, S
 from task_models.ids import TASK_ID_PATTERN, validate_task_id
 
 __all__ = [
+    "AuditRecord",
     "CallbackEvent",
     "ACTIVE_STEP_STATES",
     "MirrorStamp",

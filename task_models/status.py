@@ -47,6 +47,9 @@ class OperatorRequest(BaseModel):
         default=None, ge=0, description="Set by the Supervisor: the FailureCount its decision was made at."
     )
     decision_id: str | None = None
+    reset_failure_count: bool = Field(
+        default=False, description="Start FailureCount again from 0 before retrying (sas resubmit: out of the dead letter)."
+    )
     by: str = Field(default="operator", max_length=200)
     reason: str = Field(default="", max_length=2000)
 

@@ -120,9 +120,25 @@ class StepTransition(BaseModel):
     error_type: str | None = None
     permanent: bool | None = None
     task_state: TaskState | None = None
+    reset_failure_count: bool = Field(
+        default=False, description="Set FailureCount to failure_count even if lower (an operator's resubmit)."
+    )
 
 
 class TransitionBatch(BaseModel):
     """Transitions the Scheduler records together, in one transaction."""
 
     transitions: list[StepTransition]
+
+
+class AuditRecord(BaseModel):
+    """An operator action the Scheduler applied, for the audit log."""
+
+    task_id: str
+    seq: int
+    step: str | None = None
+    action: str
+    actor: str
+    reason: str = ""
+    changed: str
+    at: datetime

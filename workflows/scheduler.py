@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from task_models import (
+        AuditRecord,
         CallbackEvent,
         MirrorStamp,
         OperatorAnswer,
@@ -53,6 +54,8 @@ INVALID_INPUT = "InvalidInput"
 _MIRROR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 _MIRROR_TIMEOUT = timedelta(seconds=15)
 _MAX_EVENTS = 200
+# Requests from sas itself, not from a person: not written to the operator audit log.
+_AUTOMATIC = ("supervisor", "temporal")
 # A submitter's endpoint may be down for a while; keep trying for about half an hour.
 _CALLBACK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=120), maximum_attempts=20
@@ -182,6 +185,10 @@ class TaskScheduler:
 
     async def _run_compensations(self) -> None:
         assert self._status is not None
+        if self._compensate is not None and self._compensate.by not in _AUTOMATIC:
+            attempted = [s.name for s in self._status.steps if s.runs > 0]
+            await self._audit("compensate", None, self._compensate,
+                              f"task {self._status.state} -> Compensating; undoing {', '.join(reversed(attempted)) or 'nothing'}")
         self._set_task_state(TaskState.COMPENSATING)
         self._seq += 1
         skipped = []
@@ -262,6 +269,16 @@ class TaskScheduler:
             self._status.needs_operator = False
             self._publish()
             self._event(f"{step.name}: {kind} by {request.by}" + (f": {request.reason}" if request.reason else ""))
+            if request.reset_failure_count:
+                changed = f"FailureCount {step.failure_count} -> 0; {step.name} retried"
+                step.failure_count = 0
+                self._seq += 1
+                reset = self._transition(step).model_copy(update={"reset_failure_count": True})
+                await self._mirror([reset])
+                self._publish()
+                await self._audit("resubmit", step.name, request, changed)
+            elif request.by not in _AUTOMATIC:
+                await self._audit(kind, step.name, request, f"{step.name} ({step.state}) {kind}")
             if kind == "compensate" and not compensating:
                 return "compensate"
             return "retry"
@@ -472,6 +489,16 @@ class TaskScheduler:
             TransitionBatch(transitions=transitions),
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,
+        )
+
+    async def _audit(self, action: str, step: str | None, request: OperatorRequest, changed: str) -> None:
+        """Record an operator's action - who, when, why, what it changed - in the state store."""
+        assert self._status is not None
+        self._seq += 1
+        record = AuditRecord(task_id=self._status.task_id, seq=self._seq, step=step, action=action, actor=request.by,
+                             reason=request.reason, changed=changed, at=workflow.now())
+        await workflow.execute_local_activity(
+            "mirror.audit", record, start_to_close_timeout=_MIRROR_TIMEOUT, retry_policy=_MIRROR_RETRY
         )
 
     async def _wake_supervisor(self) -> None:
