@@ -319,54 +319,42 @@ def list_tasks(
                          for t in rows]))
 
 
-def _operator_request(step: str | None, by: str | None, reason: str) -> Any:
+BY = typer.Option(None, help="Who is acting (default: $USER).")
+REASON = typer.Option("", help="Why, for the record.")
+
+
+def _operator_action(task_id: str, update: str, done: str, **request: Any) -> None:
+    """Send an operator update and print its answer (or the rejection, as an error)."""
+    from sas_cli import tasks
     from task_models import OperatorRequest
 
-    return OperatorRequest(step=step, by=by or f"{os.environ.get('USER', 'operator')} (sas)", reason=reason)
+    tasks.check_task_id(task_id)
+    request["by"] = request.get("by") or f"{os.environ.get('USER', 'operator')} (sas)"
+    answer = _run(lambda: _update(task_id, update, OperatorRequest(**request)))
+    console.print(f"{task_id}: {done}{answer.message}; follow it with `sas status {task_id} --follow`")
 
 
 @app.command()
 def retry(
     task_id: str,
     step: str | None = typer.Option(None, help="Step to retry (default: the one waiting)."),
-    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
-    reason: str = typer.Option("", help="Why, for the record."),
+    by: str | None = BY,
+    reason: str = REASON,
 ) -> None:
     """Ask a task to re-run the step that waits for a decision."""
-    from sas_cli import tasks
-
-    tasks.check_task_id(task_id)
-    answer = _run(lambda: _update(task_id, "request_retry", _operator_request(step, by, reason)))
-    console.print(f"{task_id}: {answer.message}; follow it with `sas status {task_id} --follow`")
+    _operator_action(task_id, "request_retry", "", step=step, by=by, reason=reason)
 
 
 @app.command()
-def resubmit(
-    task_id: str,
-    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
-    reason: str = typer.Option("", help="Why, for the record."),
-) -> None:
+def resubmit(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
     """Take a task out of the dead letter: reset its FailureCount and retry the waiting step."""
-    from sas_cli import tasks
-
-    tasks.check_task_id(task_id)
-    request = _operator_request(None, by, reason).model_copy(update={"reset_failure_count": True})
-    answer = _run(lambda: _update(task_id, "request_retry", request))
-    console.print(f"{task_id}: FailureCount reset; {answer.message}; follow it with `sas status {task_id} --follow`")
+    _operator_action(task_id, "request_retry", "FailureCount reset; ", by=by, reason=reason, reset_failure_count=True)
 
 
 @app.command()
-def compensate(
-    task_id: str,
-    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
-    reason: str = typer.Option("", help="Why, for the record."),
-) -> None:
+def compensate(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
     """Ask a task to undo its completed steps, in reverse order."""
-    from sas_cli import tasks
-
-    tasks.check_task_id(task_id)
-    answer = _run(lambda: _update(task_id, "request_compensate", _operator_request(None, by, reason)))
-    console.print(f"{task_id}: {answer.message}; follow it with `sas status {task_id} --follow`")
+    _operator_action(task_id, "request_compensate", "", by=by, reason=reason)
 
 
 async def _update(task_id: str, name: str, request: Any) -> Any:

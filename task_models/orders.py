@@ -5,31 +5,24 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Input(BaseModel):
+class PreorderInput(BaseModel):
+    """A pre-order: reserve stock and take payment now, ship later (a second, tiny task type)."""
+
     # extra="forbid": a misspelt field is an error, not silently dropped data.
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
+    customer_id: str = Field(min_length=1, max_length=100, pattern=r"^[\x20-\x7e]+$")
+    sku: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    quantity: int = Field(gt=0, le=10_000)
+    amount_cents: int = Field(gt=0, le=100_000_000)
+    currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
+    card: str = Field(default="4242424242424242", pattern=r"^[0-9]{12,19}$")
+    callback_url: str | None = Field(
+        default=None, max_length=2000, pattern=r"^https?://", description="Where status events are posted."
+    )
 
-class OrderInput(_Input):
+
+class OrderInput(PreorderInput):
     """An order: reserve stock, charge the card, ship. The task id is the workflow id."""
 
-    customer_id: str = Field(min_length=1, max_length=100, pattern=r"^[\x20-\x7e]+$")
-    sku: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    quantity: int = Field(gt=0, le=10_000)
-    amount_cents: int = Field(gt=0, le=100_000_000)
-    currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
-    card: str = Field(default="4242424242424242", pattern=r"^[0-9]{12,19}$")
     address: str = Field(min_length=1, max_length=500)
-    callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
-
-
-class PreorderInput(_Input):
-    """A pre-order: reserve stock and take payment now, ship later (a second, tiny task type)."""
-
-    customer_id: str = Field(min_length=1, max_length=100, pattern=r"^[\x20-\x7e]+$")
-    sku: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    quantity: int = Field(gt=0, le=10_000)
-    amount_cents: int = Field(gt=0, le=100_000_000)
-    currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
-    card: str = Field(default="4242424242424242", pattern=r"^[0-9]{12,19}$")
-    callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
