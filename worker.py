@@ -16,11 +16,13 @@ async def run_worker() -> None:
     from temporalio.worker import Worker
 
     import state_store
+    from state_store.agent_writes import make_step_writer
     from activities import build_activities
     from sas_cli.connect import connect, metrics_runtime, worker_identity
     from sas_cli.setup_cluster import missing_search_attributes
     from settings import get_settings
     from workflows import ALL_WORKFLOWS
+    from workflows.runner import workflow_runner
 
     settings = get_settings()
     configure_logging(settings.log_level)
@@ -36,6 +38,7 @@ async def run_worker() -> None:
         # Upserting an unregistered attribute would fail every workflow task; run without them.
         log.warning("search attributes %s are not registered: run `sas setup`; tasks will not be filterable in the UI", missing)
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    writer = make_step_writer(settings.database)
     try:
         async with httpx.AsyncClient(limits=limits) as http:
             worker = Worker(
@@ -49,14 +52,17 @@ async def run_worker() -> None:
                     identity,
                     search_attributes=not missing,
                     callback_secret=_secret(settings),
+                    step_writer=writer,
                 ),
                 identity=identity,
+                workflow_runner=workflow_runner(),
             )
             log.info(
                 "worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address
             )
             await serve_until_signalled(worker)
     finally:
+        await writer.aclose()
         await engine.dispose()
 
 

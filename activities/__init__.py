@@ -13,6 +13,7 @@ from activities.mirror import MirrorActivities
 from activities.remote import RemoteCaller
 from activities.services import InventoryAgent, PaymentAgent, ShippingAgent
 from settings import Settings
+from state_store.agent_writes import StepWriter, make_step_writer
 
 __all__ = ["MirrorActivities", "build_activities"]
 
@@ -24,12 +25,17 @@ def build_activities(
     identity: str,
     search_attributes: bool = True,
     callback_secret: bytes | None = None,
+    step_writer: StepWriter | None = None,
 ) -> list[Callable[..., Any]]:
-    """Every activity the task worker registers, with its dependencies injected."""
+    """Every activity the task worker registers, with its dependencies injected.
+
+    Give ``step_writer`` (``state_store.agent_writes.make_step_writer``) to close its
+    connections at shutdown; by default one is made from the settings."""
     remote = RemoteCaller(http, settings.services.url)
-    inventory = InventoryAgent(remote, sessions, identity)
-    payment = PaymentAgent(remote, sessions, identity)
-    shipping = ShippingAgent(remote, sessions, identity)
+    writer = step_writer or make_step_writer(settings.database)
+    inventory = InventoryAgent(remote, writer, identity)
+    payment = PaymentAgent(remote, writer, identity)
+    shipping = ShippingAgent(remote, writer, identity)
     mirror = MirrorActivities(sessions, settings, search_attributes)
     callbacks = CallbackActivities(http, callback_secret)
     return [

@@ -10,12 +10,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.remote import RemoteCaller
-from state_store.mirror import record_transitions
+from state_store.agent_writes import StepWriter
 from task_models.versions import Phase, version_of
 from task_models import StepCall, StepResult, StepState, StepTransition, TaskState
 
@@ -27,9 +26,9 @@ M = TypeVar("M", bound=BaseModel)
 class Agent:
     """Base of the Agents: one per remote service, built by the worker with its dependencies."""
 
-    def __init__(self, remote: RemoteCaller, sessions: async_sessionmaker[AsyncSession], identity: str) -> None:
+    def __init__(self, remote: RemoteCaller, writer: StepWriter, identity: str) -> None:
         self._remote = remote
-        self._sessions = sessions
+        self._writer = writer
         self._identity = identity
 
     async def perform(self, call: StepCall, path: str, body: BaseModel) -> StepResult:
@@ -53,17 +52,17 @@ class Agent:
         return StepResult(data=data)
 
     async def _record(self, call: StepCall, phase: Phase, attempt: int, **fields: Any) -> None:
-        transition = StepTransition(
-            task_id=call.task_id,
-            step=call.step,
-            version=version_of(call.stamp.seq, attempt, phase),
-            at=datetime.now(UTC),
-            attempt=attempt,
-            failure_count=call.stamp.failure_count,
-            **fields,
+        await self._writer.write(
+            StepTransition(
+                task_id=call.task_id,
+                step=call.step,
+                version=version_of(call.stamp.seq, attempt, phase),
+                at=datetime.now(UTC),
+                attempt=attempt,
+                failure_count=call.stamp.failure_count,
+                **fields,
+            )
         )
-        async with self._sessions() as session:
-            await record_transitions(session, [transition])
 
 
 def parse_payload(model: type[M], call: StepCall, **extra: Any) -> M:

@@ -15,6 +15,7 @@ from settings import Settings, get_settings
 from supervisor.activities import SupervisorActivities
 from supervisor.models import SupervisorInput
 from supervisor.workflow import SupervisorWorkflow
+from workflows.runner import workflow_runner
 
 log = logging.getLogger("sas.supervisor")
 
@@ -27,6 +28,7 @@ def build_worker(client: Client, settings: Settings, sessions, identity: str) ->
         workflows=[SupervisorWorkflow],
         activities=[acts.scan, acts.apply, acts.check_orphans, acts.check_queues, acts.deliver_alerts],
         identity=identity,
+        workflow_runner=workflow_runner(),
     )
 
 

@@ -16,6 +16,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.worker import Worker
 
 import state_store
+from state_store.agent_writes import make_step_writer
 from activities import build_activities
 from settings import Settings, ServicesSettings, SupervisorSettings, TemporalSettings, DatabaseSettings
 from state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
@@ -23,6 +24,7 @@ from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import OrderInput, StepPolicyValues, TaskResult
 from tests.helpers import fresh_id
 from workflows import ALL_WORKFLOWS
+from workflows.runner import workflow_runner
 
 CALLBACK_SECRET = b"test-callback-secret"
 FAST_STEP = StepPolicyValues(complete_by_s=2.0, heartbeat_s=1.5, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
@@ -111,14 +113,17 @@ async def start_stack(
     await state_store.upgrade_async(db_url)
     engine = state_store.create_engine(settings.database)
     sessions = state_store.session_factory(engine)
+    writer = make_step_writer(settings.database)
     try:
         async with httpx.AsyncClient() as http:
             task_worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
-                activities=build_activities(settings, http, sessions, "test-worker", callback_secret=CALLBACK_SECRET),
+                activities=build_activities(settings, http, sessions, "test-worker", callback_secret=CALLBACK_SECRET,
+                                            step_writer=writer),
                 identity="test-worker",
+                workflow_runner=workflow_runner(),
             )
             async with task_worker:
                 if not supervisor:
@@ -131,4 +136,5 @@ async def start_stack(
                     finally:
                         await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")
     finally:
+        await writer.aclose()
         await engine.dispose()

@@ -448,8 +448,11 @@ class TaskScheduler:
             FAILURE_COUNT: max((s.failure_count for s in self._status.steps), default=0),
             NEEDS_OPERATOR: self._status.needs_operator,
         }
-        changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
-        if changed:
+        # The current step alone moving on is not worth an upsert (each one is a history event
+        # and a visibility write): it is published with the next change of anything else.
+        triggers = (TASK_STATE, FAILURE_COUNT, NEEDS_OPERATOR)
+        if any(self._published.get(key.name) != wanted[key] for key in triggers):
+            changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
             workflow.upsert_search_attributes(changed)
             self._published.update({key.name: value for key, value in wanted.items()})
 

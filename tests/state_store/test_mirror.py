@@ -106,3 +106,36 @@ async def test_failure_count_never_goes_back(sessions) -> None:
         record = await get_task(s, task_id)
     reserve = next(r for r in record.steps if r.name == "reserve")  # type: ignore[union-attr]
     assert reserve.failure_count == 3 and reserve.state == "Processing"
+
+
+async def test_agent_writes_follow_the_same_rules(sessions, db_url: str) -> None:
+    """The Agents' driver-level writes: ordered, idempotent, FailureCount kept, errors cleared on success."""
+    from state_store.agent_writes import make_step_writer
+
+    task_id = fresh_id("fast")
+    async with sessions() as s:
+        await accept_task(s, accepted(task_id))
+    async with sessions() as s:
+        await record_transitions(s, [transition(task_id, 1, StepState.FAILED, failure_count=2, last_error="boom", error_type="X")])
+    writer = make_step_writer(DatabaseSettings(url=db_url))
+    try:
+        started = transition(task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1", failure_count=0,
+                             complete_by=NOW + timedelta(seconds=9), task_state=TaskState.PROCESSING)
+        done = transition(task_id, 2, StepState.PROCESSED, 1, Phase.AGENT_DONE, failure_count=0)
+        await writer.write(started)
+        async with sessions() as s:
+            mid = next(r for r in (await get_task(s, task_id)).steps if r.name == "reserve")  # type: ignore[union-attr]
+        assert (mid.state, mid.locked_by, mid.complete_by, mid.failure_count, mid.last_error) == (
+            "Processing", "w1", NOW + timedelta(seconds=9), 2, "boom")
+        await writer.write(done)
+        await writer.write(started)  # late and older: ignored
+        await writer.write(done)  # replayed: same row
+    finally:
+        await writer.aclose()
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+    reserve = next(r for r in record.steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert (reserve.state, reserve.locked_by, reserve.complete_by, reserve.attempt) == ("Processed", None, None, 1)
+    assert reserve.failure_count == 2 and reserve.last_error is None and reserve.error_type is None
+    assert reserve.version == version_of(2, 1, Phase.AGENT_DONE)
+    assert record.task.state == "Processing" and record.task.version == version_of(2, 1, Phase.AGENT_STARTED)  # type: ignore[union-attr]
