@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+from pathlib import Path
 import zlib
 from typing import Any, Literal
 
@@ -32,6 +33,21 @@ class TemporalTLS(BaseModel):
     client_cert_path: str | None = Field(default=None, description="PEM client certificate, for mTLS.")
     client_key_path: str | None = Field(default=None, description="PEM client private key, for mTLS.")
     server_name: str | None = Field(default=None, description="Override the TLS server name (SNI).")
+
+    @field_validator("server_root_ca_path", "client_cert_path", "client_key_path")
+    @classmethod
+    def _readable_pem(cls, value: str | None) -> str | None:
+        # Checked at start-up, so a typo in a path is a clear message, not a failed connection.
+        if value is None:
+            return None
+        try:
+            with open(Path(value).expanduser(), "rb") as f:
+                head = f.read(4096)
+        except OSError as err:
+            raise ValueError(f"cannot read {value!r}: {err.strerror}") from None
+        if b"-----BEGIN " not in head:
+            raise ValueError(f"{value!r} is not a PEM file")
+        return value
 
     @model_validator(mode="after")
     def _cert_and_key_together(self) -> TemporalTLS:

@@ -6,6 +6,8 @@ Processed when it succeeds, so the happy path needs no separate mirror writes.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -19,6 +21,7 @@ from task_models.versions import Phase, version_of
 from task_models import StepCall, StepResult, StepState, StepTransition, TaskState
 
 INVALID_INPUT = "InvalidInput"
+log = logging.getLogger("sas.agent")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -52,17 +55,33 @@ class Agent:
         return StepResult(data=data)
 
     async def _record(self, call: StepCall, phase: Phase, attempt: int, **fields: Any) -> None:
-        await self._writer.write(
-            StepTransition(
-                task_id=call.task_id,
-                step=call.step,
-                version=version_of(call.stamp.seq, attempt, phase),
-                at=datetime.now(UTC),
-                attempt=attempt,
-                failure_count=call.stamp.failure_count,
-                **fields,
-            )
+        transition = StepTransition(
+            task_id=call.task_id,
+            step=call.step,
+            version=version_of(call.stamp.seq, attempt, phase),
+            at=datetime.now(UTC),
+            attempt=attempt,
+            failure_count=call.stamp.failure_count,
+            **fields,
         )
+        # A state-store outage must not fail the step: keep trying while the attempt has
+        # time left (heartbeating, so Temporal knows this Agent is alive), and only then
+        # give the attempt back to Temporal's retry policy.
+        info = activity.info()
+        deadline = info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
+        delay = 0.2
+        while True:
+            try:
+                await self._writer.write(transition)
+                return
+            except Exception as err:  # noqa: BLE001 - any driver error: retried, then re-raised
+                left = (deadline - datetime.now(UTC)).total_seconds()
+                if left < delay + 1.0:
+                    raise
+                log.warning("state store write failed, retrying in %.1fs: %s: %s", delay, type(err).__name__, err)
+                activity.heartbeat()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
 
 def parse_payload(model: type[M], call: StepCall, **extra: Any) -> M:

@@ -88,7 +88,7 @@ def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
     status = response.status_code
     try:
         content: Any = response.json() if "json" in response.headers.get("content-type", "") else None
-    except json.JSONDecodeError:
+    except ValueError:  # broken JSON, or bytes that are not even UTF-8
         content = None
     if status >= 500 or status in (408, 425, 429):
         message = content.get("message") if isinstance(content, dict) else None

@@ -50,12 +50,6 @@ def codec_server(
 
 
 def _settings() -> Settings:
-    from pydantic import ValidationError
+    from sas_cli.main import _settings as load
 
-    from sas_cli.runtime import _settings_errors
-    from settings import get_settings
-
-    try:
-        return get_settings()
-    except ValidationError as err:
-        raise CliError(f"invalid settings:\n{_settings_errors(err)}", "fix the SAS_* environment variables or .env", code=2) from None
+    return load()

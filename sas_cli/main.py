@@ -29,16 +29,14 @@ JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
 def _settings():  # type: ignore[no-untyped-def]
-    from pydantic import ValidationError
-
+    from sas_cli.runtime import SETTINGS_ERRORS, describe_settings_error
     from settings import get_settings
 
     try:
         return get_settings()
-    except ValidationError as err:
-        from sas_cli.runtime import _settings_errors
-
-        raise CliError(f"invalid settings:\n{_settings_errors(err)}", "fix the SAS_* environment variables or .env", code=2) from None
+    except SETTINGS_ERRORS as err:
+        raise CliError(f"invalid settings:\n{describe_settings_error(err)}", "fix the SAS_* environment variables or .env",
+                       code=2) from None
 
 
 def _run(make: Callable[[], Awaitable[T]]) -> T:

@@ -6,12 +6,14 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -70,8 +72,8 @@ def run_entry(main: Callable[[], Awaitable[None]]) -> None:
     code = 0
     try:
         asyncio.run(main())
-    except ValidationError as err:
-        print(f"sas: invalid settings:\n{_settings_errors(err)}", file=sys.stderr)
+    except SETTINGS_ERRORS as err:
+        print(f"sas: invalid settings:\n{describe_settings_error(err)}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         code = 130
@@ -83,9 +85,15 @@ def run_entry(main: Callable[[], Awaitable[None]]) -> None:
     exit_hard(code)
 
 
-def _settings_errors(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        where = "__".join(str(p) for p in e["loc"]).upper()
-        lines.append(f"  SAS_{where}: {e['msg']}")
-    return "\n".join(lines)
+# pydantic-settings raises SettingsError when a group or map set in one variable is not JSON.
+SETTINGS_ERRORS = (ValidationError, SettingsError)
+
+
+def describe_settings_error(err: Exception) -> str:
+    """One line per bad SAS_* variable, naming it; never the rejected value (it may be a secret)."""
+    if isinstance(err, ValidationError):
+        return "\n".join(f"  SAS_{'__'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in err.errors())
+    match = re.search(r'field "([^"]+)"', str(err))
+    prefix = f"SAS_{match[1].upper()}" if match else "SAS_*"
+    names = sorted(k for k in os.environ if k == prefix or k.startswith(prefix + "__")) or [prefix]
+    return f"  {', '.join(names)}: not valid JSON (a group or map set in one variable must be a JSON object)"

@@ -128,3 +128,18 @@ async def record_delivery(
         values["next_delivery_at"] = next_try
     async with session.begin():
         await session.execute(update(Alert).where(Alert.id == alert_id).values(**values))
+
+
+async def claim_delivery(
+    session: AsyncSession, alert_id: int, attempts: int, now: datetime, lease_until: datetime
+) -> bool:
+    """Take the right to post one alert to the webhook now (several Supervisors may try):
+    a compare-and-set on its attempt count, leased until ``lease_until``."""
+    async with session.begin():
+        result = await session.execute(
+            update(Alert)
+            .where(Alert.id == alert_id, Alert.delivered_at.is_(None), Alert.delivery_attempts == attempts)
+            .where(or_(Alert.next_delivery_at.is_(None), Alert.next_delivery_at <= now))
+            .values(next_delivery_at=lease_until)
+        )
+    return bool(result.rowcount)

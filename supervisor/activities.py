@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from settings import Settings
 from state_store import tables
 from state_store.alerts import (
+    claim_delivery,
     active_alert,
     active_alerts_of_kind,
     raise_alert,
@@ -457,6 +458,11 @@ class SupervisorActivities:
         http = self._http or httpx.AsyncClient()
         try:
             for alert in alerts:
+                claimed_at = datetime.now(UTC)
+                lease = claimed_at + timedelta(seconds=hook.timeout_s + 5)
+                async with self._sessions() as session:
+                    if not await claim_delivery(session, alert.id, alert.delivery_attempts, claimed_at, lease):
+                        continue  # another Supervisor (shard) is posting it
                 body = json.dumps(alert_payload(alert), sort_keys=True, separators=(",", ":")).encode()
                 headers = {"Content-Type": "application/json", "X-Sas-Alert-Id": str(alert.id)}
                 if hook.secret is not None:

@@ -14,8 +14,10 @@ def validate_task_id(task_id: str) -> str:
     if not isinstance(task_id, str):
         raise ValueError(f"task id must be a string, got {type(task_id).__name__}")
     if not _TASK_ID.fullmatch(task_id):
+        # Show at most the start of a huge id: the message must stay readable (and small).
+        shown = repr(task_id[:128]) + (f"... ({len(task_id)} characters)" if len(task_id) > 128 else "")
         raise ValueError(
-            f"invalid task id {task_id!r}: use 1-128 characters from A-Z a-z 0-9 . _ : -, "
+            f"invalid task id {shown}: use 1-128 characters from A-Z a-z 0-9 . _ : -, "
             "starting with a letter or digit"
         )
     return task_id

@@ -13,8 +13,8 @@ class PreorderInput(BaseModel):
 
     customer_id: str = Field(min_length=1, max_length=100, pattern=r"^[\x20-\x7e]+$")
     sku: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    quantity: int = Field(gt=0, le=10_000)
-    amount_cents: int = Field(gt=0, le=100_000_000)
+    quantity: int = Field(gt=0, le=10_000, strict=True)  # strict: JSON true is not 1
+    amount_cents: int = Field(gt=0, le=100_000_000, strict=True)
     currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
     card: str = Field(default="4242424242424242", pattern=r"^[0-9]{12,19}$")
     callback_url: str | None = Field(

@@ -300,6 +300,7 @@ class TaskScheduler:
             self._note_count(request)
             self._event(f"retry from {request.by} ignored: {problem}")
             return
+        self._claim_count(request)
         self._requests.append(("retry", request))
 
     @workflow.signal(name="compensate")
@@ -317,15 +318,21 @@ class TaskScheduler:
     def park(self, request: OperatorRequest | None = None) -> None:
         """Park the waiting step as Error until an operator acts (sent by the Supervisor)."""
         request = request or OperatorRequest()
-        if self._waiting_step() is None:
+        waiting = self._waiting_step()
+        if waiting is None:
             self._event(f"park from {request.by} ignored: no step is waiting for a decision")
             return
+        if request.failure_count is not None and request.failure_count <= waiting.failure_count:
+            self._event(f"park from {request.by} ignored: the decision at FailureCount {request.failure_count} was already applied")
+            return
+        self._claim_count(request)
         self._requests.append(("park", request))
 
     @workflow.update(name="request_retry")
     def request_retry(self, request: OperatorRequest) -> OperatorAnswer:
         """``retry`` with an answer: accepted, or rejected with the reason."""
         step = self._waiting_step()
+        self._claim_count(request)
         self._requests.append(("retry", request))
         assert self._status is not None and step is not None
         what = "undo of" if step.state != StepState.FAILED and self._compensate is not None else "step"
@@ -371,11 +378,21 @@ class TaskScheduler:
             return f"the decision at FailureCount {request.failure_count} was already applied"
         return None
 
+    def _claim_count(self, request: OperatorRequest) -> None:
+        """Take a decision's FailureCount as soon as it is queued, so a second copy of the same
+        decision (two Supervisors flushing one outbox row) is recognised and ignored."""
+        waiting = self._waiting_step()
+        if waiting is not None and request.failure_count is not None:
+            waiting.failure_count = max(waiting.failure_count, request.failure_count)
+
     def _compensate_problem(self, request: OperatorRequest) -> str | None:
         if self._status is None:
             return None if self._compensate is None else "the task is already compensating"
         if self._status.state.terminal:
             return f"the task is already {self._status.state}"
+        names = [s.name for s in self._status.steps]
+        if request.step is not None and request.step not in names:
+            return f"unknown step {request.step!r}; the steps are {', '.join(names)}"
         if self._compensate is not None:
             waiting = self._waiting_step()
             if waiting is None or waiting.state == StepState.FAILED:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 from temporalio.client import Client
+from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 import state_store
@@ -29,6 +30,7 @@ class Rig(Stack):
     task_worker: Worker | None = None
     exits: AsyncExitStack = field(default_factory=AsyncExitStack)
     supervisor_ids: list[str] = field(default_factory=list)
+    supervisors: dict[str, Worker] = field(default_factory=dict)
 
     async def start_task_worker(self) -> None:
         assert self.http is not None
@@ -42,17 +44,31 @@ class Rig(Stack):
         assert self.task_worker is not None
         await self.task_worker.shutdown()
 
-    async def start_supervisor(self, identity: str, workflow_id: str | None = None) -> None:
-        """A Supervisor worker; with ``workflow_id``, also a Supervisor workflow of that id."""
+    async def start_supervisor(self, identity: str, workflow_id: str | None = None) -> Worker:
+        """A Supervisor worker; with ``workflow_id``, also a Supervisor workflow of that id
+        (one per shard when ``shards`` > 1)."""
         settings = self.settings
         if workflow_id is not None:
             settings = settings.model_copy(
                 update={"supervisor": settings.supervisor.model_copy(update={"workflow_id": workflow_id})}
             )
-        await self.exits.enter_async_context(build_worker(self.client, settings, self.sessions, identity))
+        # The SDK allows one worker per task queue per client: each Supervisor worker gets its own
+        # connection (and runtime), as a separate Supervisor process would.
+        client = await Client.connect(
+            self.settings.temporal.address, namespace=self.client.namespace,
+            data_converter=self.client.data_converter, runtime=Runtime(telemetry=TelemetryConfig()),
+        )
+        worker = await self.exits.enter_async_context(build_worker(client, settings, self.sessions, identity))
+        self.supervisors[identity] = worker
         if workflow_id is not None:
             await ensure_supervisor_running(self.client, settings)
-            self.supervisor_ids.append(workflow_id)
+            for shard in range(settings.supervisor.shards):
+                self.supervisor_ids.append(settings.supervisor.shard_workflow_id(shard))
+        return worker
+
+    async def stop_supervisor(self, identity: str) -> None:
+        """Stop a Supervisor worker at once: its running activities are cancelled wherever they are."""
+        await self.supervisors.pop(identity).shutdown()
 
 
 def rig_settings(base: Settings, **supervisor: Any) -> Settings:

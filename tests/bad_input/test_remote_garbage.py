@@ -1,0 +1,118 @@
+"""A remote service answering garbage or the wrong content type.
+
+The Agent classifies every answer (activities/remote.py): a JSON object is data, a 4xx
+JSON error is a permanent refusal, and anything else - HTML, broken JSON, a JSON array,
+the wrong content type - is RemoteGarbage, retryable. End to end: garbage for a couple
+of calls still completes the order with one effect; permanent garbage ends the step
+Failed, and the Supervisor retries it up to its threshold, then compensates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from temporalio.exceptions import ApplicationError
+
+from activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, _classify
+from task_models import TaskState, TaskStatus
+from tests.helpers import fresh_id
+from tests.stack import Stack
+
+CONTENT_TYPES = st.sampled_from([
+    None, "application/json", "application/json; charset=utf-8", "text/html; charset=utf-8", "text/plain",
+    "application/problem+json", "application/octet-stream", "application/xml", "",
+])
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+BODIES = st.one_of(
+    JSON_VALUES.map(lambda v: json.dumps(v).encode()),
+    st.text(max_size=200).map(str.encode),                      # any text, HTML included
+    st.just(b"<html><body><h1>502 Bad Gateway</h1></body></html>"),
+    st.just(b'{"order_id": '),                                  # truncated JSON
+    st.just(b""),
+)
+STATUSES = st.sampled_from([200, 201, 204, 301, 400, 402, 404, 408, 409, 415, 422, 425, 429, 500, 502, 503, 504])
+
+
+def response(status: int, content_type: str | None, body: bytes) -> httpx.Response:
+    headers = {} if content_type is None else {"content-type": content_type}
+    return httpx.Response(status, headers=headers, content=body, request=httpx.Request("POST", "http://svc/x"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(status=STATUSES, content_type=CONTENT_TYPES, body=BODIES)
+def test_every_answer_is_data_or_a_classified_error(status: int, content_type: str | None, body: bytes) -> None:
+    try:
+        data = _classify("/payment/charge", response(status, content_type, body))
+    except ApplicationError as err:
+        assert err.type in (TRANSIENT, GARBAGE, REJECTED, VOIDED), err
+        # Retryable exactly when it may go better next time; the message says what came back.
+        assert err.non_retryable == (err.type in (REJECTED, VOIDED))
+        assert "/payment/charge" in err.message
+        if status >= 500 or status in (408, 425, 429):
+            assert err.type == TRANSIENT
+        elif err.type == GARBAGE:
+            assert "not a JSON object" in err.message
+        return
+    # Only a 2xx/3xx JSON object is ever taken as the service's answer.
+    assert status < 400 and isinstance(data, dict)
+    assert "json" in (content_type or "") and json.loads(body) == data
+
+
+@pytest.mark.parametrize("status, expected", [(200, GARBAGE), (503, TRANSIENT)])
+def test_undecodable_json_body_is_classified(status: int, expected: str) -> None:
+    with pytest.raises(ApplicationError) as caught:
+        _classify("/payment/charge", response(status, "application/json", b'{"id": "\xe9\x80"}'))
+    assert caught.value.type == expected and not caught.value.non_retryable
+
+
+# --- end to end -----------------------------------------------------------------------
+
+
+def actions(ledger: list[dict[str, Any]]) -> list[str]:
+    return [e["action"] for e in ledger]
+
+
+async def no_failed_workflow_task(stack: Stack, task_id: str) -> None:
+    history = await stack.client.get_workflow_handle(task_id).fetch_history()
+    assert not [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
+
+
+async def test_garbage_for_a_couple_of_calls_still_completes_with_one_effect(stack: Stack) -> None:
+    task_id = fresh_id("garbage-twice")
+    # Both of the Agent's quick attempts get HTML: the step Fails, the Supervisor retries it.
+    await stack.add_fault(endpoint="payment.charge", kind="garbage", times=2, match_order_id=task_id)
+    handle = await stack.submit(task_id)
+    assert (await handle.result()).state == TaskState.PROCESSED
+    assert actions(await stack.ledger(task_id)) == ["reserve", "charge", "ship"]
+    status = await handle.query("status", result_type=TaskStatus)
+    assert any("charge: Failed (RemoteGarbage)" in e and "text/html" in e for e in status.events), status.events
+    assert [(d.kind, d.step) for d in await stack.decisions(task_id) if d.kind != "wait"] == [("retry", "charge")]
+    assert await stack.step_states(task_id) == {"reserve": "Processed", "charge": "Processed", "ship": "Processed"}
+    await no_failed_workflow_task(stack, task_id)
+
+
+async def test_permanent_garbage_fails_the_step_and_the_supervisor_compensates(stack: Stack) -> None:
+    task_id = fresh_id("garbage-always")
+    await stack.add_fault(endpoint="payment.charge", kind="garbage", match_order_id=task_id)
+    handle = await stack.submit(task_id)
+    result = await handle.result()
+    assert result.state == TaskState.COMPENSATED
+    charge = next(s for s in result.steps if s.name == "charge")
+    assert charge.error_type == "RemoteGarbage" and not charge.permanent and "not a JSON object" in (charge.last_error or "")
+    # Retried by the Supervisor below its threshold (after its "wait" decisions), compensated
+    # at it; garbage never took effect.
+    decisions = [(d.kind, d.failure_count) for d in await stack.decisions(task_id) if d.kind != "wait"]
+    assert decisions == [("retry", 1), ("retry", 2), ("compensate", 3)]
+    assert actions(await stack.ledger(task_id)) == ["reserve", "release"]
+    assert await stack.step_states(task_id) == {"reserve": "Compensated", "charge": "Compensated", "ship": "Skipped"}
+    assert await stack.task_state(task_id) == "Compensated"
+    assert [a.kind for a in await stack.alerts(task_id)] == ["failure_threshold"]
+    await no_failed_workflow_task(stack, task_id)
