@@ -3,7 +3,7 @@
     python bench/plot.py --throughput tp.json --sweep sweep.json --out docs/benchmarks_summary.png
 
 Left: median workflows/s per design, with each round as a dot and the 0.8 x bare goal.
-Right: sweep time (median ms) against step rows on each backend, log-log. Needs matplotlib.
+Right: sweep time (median ms) against step rows on each backend (log x). Needs matplotlib.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main() -> None:
         right.plot([s for s, _ in sizes], [t for _, t in sizes], marker="o",
                    label=f"{backend} (growth {figures['growth']:.2f}x)")
     right.set_xscale("log")
-    right.set_yscale("log")
+    right.set_ylim(bottom=0)
     right.set_xlabel("step rows stored")
     right.set_ylabel("sweep scan, ms (median)")
     right.set_title("Supervisor sweep vs rows stored (100 due)")

@@ -46,7 +46,7 @@ async def one_run(stack: BenchStack, client, worker, args, run: str):
         await poll(hits, lambda h: h >= args.orders, 120, 0.05, "every order to be in its charge step")
         killed = time.monotonic()
         worker.kill()  # SIGKILL to the worker's process group
-        worker = stack.sas_worker("worker")
+        worker = stack.sas_worker(f"worker-{run}")  # its own log: "polling" is looked for in it
         ready_s = wait_log(worker, r"polling", 60)
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=300)
         recovery = time.monotonic() - killed

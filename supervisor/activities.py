@@ -77,6 +77,12 @@ _DEAD = {
 _CLEANUP_VERSION = version_of(CLEANUP_SEQ)
 
 
+def _beat() -> None:
+    """Tell Temporal this Supervisor is alive (a killed one is then replaced within seconds)."""
+    if activity.in_activity():
+        activity.heartbeat()
+
+
 def cleanup_workflow_id(task_id: str) -> str:
     return f"cleanup-{task_id}"
 
@@ -131,6 +137,7 @@ class SupervisorActivities:
             rows = await due_steps(session, now, timedelta(seconds=s.overdue_grace_s), s.batch_size, buckets)
             due = []
             for step, task in rows:
+                _beat()
                 if task.version >= _CLEANUP_VERSION > step.version:
                     continue  # a dead workflow's row: its clean-up workflow rewrites it
                 undo = await undo_retries(session, step.task_id, step.name) if step.state == "CompensationFailed" else 0
@@ -181,6 +188,7 @@ class SupervisorActivities:
         result = ApplyResult()
         started = time.monotonic()
         for decision in request.decisions:
+            _beat()
             if await self._claim(decision):
                 record_decision(decision.kind)
                 result.claimed += 1
@@ -220,6 +228,7 @@ class SupervisorActivities:
         async with self._sessions() as session:
             pending = await _unsent(session, 500, buckets)
         for d in pending:
+            _beat()
             if d.kind == "cleanup":
                 await self._start_cleanup(d)
             elif await self._signal(d):
@@ -302,6 +311,7 @@ class SupervisorActivities:
             else:
                 result.cursor.pop(state, None)
             for task in tasks:
+                _beat()
                 result.checked += 1
                 if task.version >= _CLEANUP_VERSION:
                     continue  # already being cleaned up
@@ -367,6 +377,7 @@ class SupervisorActivities:
         queues = dict.fromkeys([self._settings.temporal.task_queue, *waiting])
         result = QueueCheckResult(queues=len(queues))
         for queue in queues:
+            _beat()
             pollers, backlog = await self._describe_queue(queue)
             record_backlog(queue, backlog, pollers)
             result.backlog[queue] = backlog
@@ -458,6 +469,7 @@ class SupervisorActivities:
         http = self._http or httpx.AsyncClient()
         try:
             for alert in alerts:
+                _beat()
                 claimed_at = datetime.now(UTC)
                 lease = claimed_at + timedelta(seconds=hook.timeout_s + 5)
                 async with self._sessions() as session:

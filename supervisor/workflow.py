@@ -36,6 +36,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from supervisor.policy import decide
 
+# A Supervisor process killed mid-activity is noticed after this, not after the whole timeout.
+_HEARTBEAT = timedelta(seconds=10)
 _ACTIVITY_TIMEOUT = timedelta(seconds=60)
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 # A webhook delivery run is not retried by Temporal: undelivered alerts stay in the outbox.
@@ -88,7 +90,7 @@ class SupervisorWorkflow:
             if policy.webhook and scan.undelivered and (delivery is None or delivery.done()):
                 delivery = workflow.start_activity(
                     "supervisor.deliver_alerts", result_type=DeliveryResult,
-                    start_to_close_timeout=_ACTIVITY_TIMEOUT, retry_policy=_ONCE,
+                    start_to_close_timeout=_ACTIVITY_TIMEOUT, heartbeat_timeout=_HEARTBEAT, retry_policy=_ONCE,
                 )
 
             interval = _next_interval(interval, policy, work)
@@ -118,7 +120,8 @@ class SupervisorWorkflow:
 
     async def _activity(self, name: str, arg: Any, result_type: type) -> Any:
         return await workflow.execute_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=_ACTIVITY_TIMEOUT, retry_policy=_RETRY
+            name, arg, result_type=result_type, start_to_close_timeout=_ACTIVITY_TIMEOUT, heartbeat_timeout=_HEARTBEAT,
+            retry_policy=_RETRY
         )
 
     @workflow.signal(name="wake")

@@ -20,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from payload_codec import PayloadDecryptionError, data_converter
 from payload_codec.server import build_codec_app
 from sas_cli.connect import connect
-from sas_cli.runtime import _settings_errors, configure_logging
+from sas_cli.runtime import describe_settings_error, configure_logging
 from settings import Settings
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
 
@@ -98,7 +98,7 @@ async def test_no_secret_reaches_logs_reprs_or_errors(
     monkeypatch.setenv("SAS_ENCRYPTION__KEYS", json.dumps({"k2": too_short}))
     with pytest.raises(ValidationError) as caught:
         Settings(_env_file=None)  # type: ignore[call-arg]
-    log.error("invalid settings:\n%s", _settings_errors(caught.value))
+    log.error("invalid settings:\n%s", describe_settings_error(caught.value))
     log.error("raw: %s", caught.value)
     shown += [str(caught.value), repr(caught.value.errors())]
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from sas_cli.runtime import _settings_errors
+from sas_cli.runtime import describe_settings_error
 from settings import EncryptionSettings, Settings
 from tests.encryption.conftest import new_key
 
@@ -60,6 +60,6 @@ def test_start_up_message_names_the_variable_and_hides_the_key(monkeypatch: pyte
     short = base64.b64encode(os.urandom(16)).decode()
     with pytest.raises(ValidationError) as caught:
         from_env(monkeypatch, {"k1": short}, "k1")
-    printed = _settings_errors(caught.value)
+    printed = describe_settings_error(caught.value)
     assert "SAS_ENCRYPTION__KEYS" in printed and "decodes to 16 bytes" in printed
     assert short not in printed and short not in str(caught.value)

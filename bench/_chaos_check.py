@@ -1,0 +1,129 @@
+"""The chaos run's invariants, computed from what the state store, the services' ledger
+and Temporal say at the end. Pure functions over plain data, so each rule is easy to read
+(and to test); ``bench/chaos.py`` gathers the data.
+
+- lost:         an order that is neither terminal (Processed / Compensated) nor parked as
+                Error with an open alert for it.
+- duplicates:   an idempotency key with more than one effect in the ledger.
+- inconsistent: a Compensated order with a forward effect that has no undo pointing at it
+                (target_key), or a Processed order without all three effects or with an undo.
+- mismatched:   an order whose mirror (tasks/steps rows) disagrees with Temporal's final word.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+TERMINAL = ("Processed", "Compensated")
+UNDO_OF = {"reserve": "release", "charge": "refund", "ship": "cancel"}
+ACTIVE_ALERT = ("open", "acked")
+
+
+@dataclass
+class MirrorTask:
+    state: str
+    steps: dict[str, str]  # step name -> state
+
+
+@dataclass
+class TemporalView:
+    """What Temporal says about one order.
+
+    status: the Scheduler workflow's execution status name (COMPLETED, RUNNING, TERMINATED, ...).
+    state: the task state it reports (its result when completed, its status query while running).
+    steps: step name -> state in that result/query.
+    cleanup: status name of ``cleanup-<id>`` if one exists.
+    cleanup_steps: the clean-up workflow's result (step -> state) when it completed.
+    """
+
+    status: str
+    state: str | None = None
+    steps: dict[str, str] = field(default_factory=dict)
+    cleanup: str | None = None
+    cleanup_steps: dict[str, str] = field(default_factory=dict)
+
+
+def parked(task: MirrorTask | None) -> bool:
+    return task is not None and task.state == "Error" and "Error" in task.steps.values()
+
+
+def settled(task: MirrorTask | None) -> bool:
+    """Where an order stops moving without an operator: terminal, or parked."""
+    return task is not None and (task.state in TERMINAL or parked(task))
+
+
+def lost(orders: list[str], mirror: dict[str, MirrorTask], alerts: dict[str, list[tuple[str, str]]]) -> list[str]:
+    problems = []
+    for order in orders:
+        task = mirror.get(order)
+        if task is None:
+            problems.append(f"{order}: no task row in the state store")
+        elif task.state in TERMINAL:
+            continue
+        elif task.state == "Error":
+            if not any(status in ACTIVE_ALERT for status, _kind in alerts.get(order, [])):
+                problems.append(f"{order}: parked as Error without an open alert")
+        else:
+            problems.append(f"{order}: not settled ({task.state}; steps {task.steps})")
+    return problems
+
+
+def duplicates(ledger: list[dict[str, Any]]) -> list[str]:
+    counts = Counter((e["service"], e["idempotency_key"]) for e in ledger)
+    return [f"{key} has {n} effects" for (_service, key), n in sorted(counts.items()) if n > 1]
+
+
+def inconsistent(orders: list[str], mirror: dict[str, MirrorTask], ledger: list[dict[str, Any]]) -> list[str]:
+    by_order: dict[str, list[dict[str, Any]]] = {}
+    for entry in ledger:
+        by_order.setdefault(entry["order_id"], []).append(entry)
+    problems = []
+    for order in orders:
+        task = mirror.get(order)
+        entries = by_order.get(order, [])
+        forward = [e for e in entries if e["action"] in UNDO_OF]
+        undone = {(e["action"], e["target_key"]) for e in entries if e["action"] not in UNDO_OF}
+        if task is None:
+            continue
+        if task.state == "Compensated":
+            for e in forward:
+                if (UNDO_OF[e["action"]], e["idempotency_key"]) not in undone:
+                    problems.append(f"{order}: compensated but {e['action']} {e['idempotency_key']} was never undone")
+        elif task.state == "Processed":
+            missing = set(UNDO_OF) - {e["action"] for e in forward}
+            if missing:
+                problems.append(f"{order}: processed but no {', '.join(sorted(missing))} in the ledger")
+            if undone:
+                problems.append(f"{order}: processed yet {', '.join(sorted(a for a, _ in undone))} in the ledger")
+    return problems
+
+
+def mismatched(orders: list[str], mirror: dict[str, MirrorTask], temporal: dict[str, TemporalView]) -> list[str]:
+    problems = []
+    for order in orders:
+        task, view = mirror.get(order), temporal.get(order)
+        if task is None or view is None:
+            problems.append(f"{order}: mirror={task and task.state} temporal={view and view.status}")
+            continue
+        if view.status == "COMPLETED":
+            if task.state not in TERMINAL or view.state != task.state:
+                problems.append(f"{order}: workflow completed as {view.state}, mirror says {task.state}")
+            elif view.steps != task.steps:
+                problems.append(f"{order}: steps differ: workflow {view.steps}, mirror {task.steps}")
+        elif view.status == "RUNNING":
+            if not (task.state == "Error" and view.state == "Error"):
+                problems.append(f"{order}: workflow running ({view.state}), mirror says {task.state}")
+            elif view.steps != task.steps:
+                problems.append(f"{order}: steps differ: workflow {view.steps}, mirror {task.steps}")
+        else:  # closed from outside: the Supervisor's clean-up workflow undoes it
+            if view.cleanup == "COMPLETED":
+                if task.state != "Compensated":
+                    problems.append(f"{order}: workflow {view.status}, cleaned up, but mirror says {task.state}")
+            elif view.cleanup == "RUNNING":
+                if not parked(task):
+                    problems.append(f"{order}: workflow {view.status}, clean-up running, mirror says {task.state}")
+            else:
+                problems.append(f"{order}: workflow {view.status}, clean-up {view.cleanup}, mirror says {task.state}")
+    return problems
