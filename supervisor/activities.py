@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from sqlalchemy import select
@@ -75,6 +76,11 @@ _DEAD = {
     WorkflowExecutionStatus.CANCELED: "cancelled",
 }
 _CLEANUP_VERSION = version_of(CLEANUP_SEQ)
+
+
+# A quiet task (see orphan_after_s) whose workflow task is on its second attempt or later has
+# had a workflow task fail and be retried without success since: not a passing fault.
+_STUCK_AFTER_ATTEMPTS = 2
 
 
 def _beat() -> None:
@@ -315,25 +321,53 @@ class SupervisorActivities:
                 result.checked += 1
                 if task.version >= _CLEANUP_VERSION:
                     continue  # already being cleaned up
-                closed = await self._closed_how(task.task_id)
+                closed = await self._closed_how(task, now)
                 if closed is not None and await self._claim_cleanup(task, closed, now):
                     result.orphans.append(task.task_id)
         if result.orphans:
             await self._flush_outbox(buckets)
         return result
 
-    async def _closed_how(self, task_id: str) -> str | None:
+    async def _closed_how(self, task: tables.Task, now: datetime) -> str | None:
         try:
-            described = await self._client.get_workflow_handle(task_id).describe()
+            described = await self._client.get_workflow_handle(task.task_id).describe()
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return "gone (not found in Temporal)"
             raise
         how = _DEAD.get(described.status) if described.status else None
         if how is None:
+            await self._check_stuck(task, described, now)
             return None
         when = described.close_time.isoformat(timespec="seconds") if described.close_time else "?"
         return f"{how} at {when}"
+
+    async def _check_stuck(self, task: tables.Task, described: Any, now: datetime) -> None:
+        """A running workflow whose workflow task keeps failing cannot act on any signal - the
+        ladder is no use. Usually deployed code no longer matches its history (non-determinism).
+        Say so, once, to an operator."""
+        attempt = described.raw_description.pending_workflow_task.attempt
+        if attempt < _STUCK_AFTER_ATTEMPTS:
+            return
+        spec = AlertSpec(
+            severity="critical",
+            kind="workflow_stuck",
+            message=(
+                f"task {task.task_id}: its workflow task keeps failing (attempt {attempt}), so it cannot make progress "
+                "(usually new workflow code that does not match its history: a non-determinism error)"
+            ),
+            suggested_action=(
+                "see the WorkflowTaskFailed event in the Temporal UI; deploy the previous worker version, or fix the "
+                "change with workflow.patched (docs/replay.md), or reset the workflow to an earlier event"
+            ),
+        )
+        key = f"workflow_stuck:{task.task_id}"
+        async with self._sessions() as session:
+            async with session.begin():
+                new = await active_alert(session, key) is None
+                await raise_alert(session, _alert_row(spec, task.task_id, task.current_step, attempt, None, now, key=key))
+        if new:
+            _log_alert(spec, task.task_id, task.current_step, attempt, None)
 
     async def _claim_cleanup(self, task: tables.Task, closed: str, now: datetime) -> bool:
         async with self._sessions() as session:
