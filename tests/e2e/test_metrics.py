@@ -13,6 +13,7 @@ import state_store
 from activities import build_activities
 from remote_services.launcher import free_port
 from sas_cli.connect import metrics_runtime
+from state_store.agent_writes import make_step_writer
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 from workflows import ALL_WORKFLOWS
@@ -38,9 +39,11 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
     engine = state_store.create_engine(settings.database)
     task_id = fresh_id("metrics")
     await stack.add_fault(endpoint="payment.charge", kind="transient", times=1, match_order_id=task_id)
+    writer = make_step_writer(settings.database)
     async with httpx.AsyncClient() as http:
         worker = Worker(client, task_queue=queue, workflows=ALL_WORKFLOWS,
-                        activities=build_activities(settings, http, state_store.session_factory(engine), "metrics-worker"))
+                        activities=build_activities(settings, http, state_store.session_factory(engine), "metrics-worker",
+                                                    step_writer=writer))
         async with worker:
             handle = await client.start_workflow("OrderWorkflow", order(), id=task_id, task_queue=queue)
             await handle.result()
@@ -49,6 +52,7 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
                 return (await http.get(f"http://127.0.0.1:{port}/metrics")).text
 
             text = await wait_until(scrape, lambda t: "sas_agent_call_errors" in t, what="agent metrics exported")
+    await writer.aclose()
     await engine.dispose()
 
     errors = samples(text, "sas_agent_call_errors")

@@ -19,7 +19,9 @@ from activities import build_activities
 from settings import Settings, SupervisorSettings
 from supervisor.worker import build_worker, ensure_supervisor_running
 from tests.stack import Stack, test_settings
+from state_store.agent_writes import make_step_writer
 from workflows import ALL_WORKFLOWS
+from workflows.runner import workflow_runner
 
 
 @dataclass
@@ -34,9 +36,12 @@ class Rig(Stack):
 
     async def start_task_worker(self) -> None:
         assert self.http is not None
+        writer = make_step_writer(self.settings.database)
+        self.exits.push_async_callback(writer.aclose)
         self.task_worker = Worker(
             self.client, task_queue=self.settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
-            activities=build_activities(self.settings, self.http, self.sessions, "rig-worker"), identity="rig-worker",
+            activities=build_activities(self.settings, self.http, self.sessions, "rig-worker", step_writer=writer),
+            identity="rig-worker", workflow_runner=workflow_runner(),
         )
         await self.exits.enter_async_context(self.task_worker)
 
