@@ -9,7 +9,6 @@ type says why.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any

@@ -9,7 +9,6 @@ Both log "worker ... polling" when ready, like ``worker.py``."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 

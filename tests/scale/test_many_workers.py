@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import pytest
 import pytest_asyncio
 from sqlalchemy import select
 

@@ -23,7 +23,7 @@ def test_workflow_modules_import_nothing_heavy() -> None:
     its passthrough imports load in the host) adds to sys.modules."""
     code = (
         "import sys, json; before = set(sys.modules); import workflows; "
-        f"print(json.dumps(sorted({{m.split('.')[0] for m in set(sys.modules) - before}})))"
+        "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 

@@ -4,7 +4,6 @@ faults put it."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from typing import Any
 
