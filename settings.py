@@ -97,6 +97,13 @@ class DatabaseSettings(BaseModel):
 
 class ServicesSettings(BaseModel):
     url: str = Field(default="http://127.0.0.1:8081", description="Base URL of the remote services.")
+    max_connections: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="HTTP connections a worker keeps open to the remote services. All are kept alive between calls,"
+        " so a busy worker does not reconnect; about its number of concurrent activities is right.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -180,11 +187,11 @@ class SupervisorSettings(BaseModel):
 
     def workflow_id_for_task(self, task_id: str) -> str:
         """The Supervisor workflow that owns ``task_id`` (the one its Scheduler wakes)."""
-        bucket = zlib.crc32(task_id.encode()) % 4096  # = state_store.mirror.shard_of
+        bucket = zlib.crc32(task_id.encode()) % 4096  # = state_store.tables.shard_of
         return self.shard_workflow_id(self.shard_for_bucket(bucket))
 
     def shard_for_bucket(self, bucket: int, buckets: int = 4096) -> int:
-        """The shard owning a task's hash bucket (``state_store.mirror.shard_of``): contiguous ranges."""
+        """The shard owning a task's hash bucket (``state_store.tables.shard_of``): contiguous ranges."""
         return bucket * self.shards // buckets
 
     def bucket_range(self, shard: int, buckets: int = 4096) -> tuple[int, int]:

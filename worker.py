@@ -37,7 +37,8 @@ async def run_worker() -> None:
     if missing:
         # Upserting an unregistered attribute would fail every workflow task; run without them.
         log.warning("search attributes %s are not registered: run `sas setup`; tasks will not be filterable in the UI", missing)
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    pool = settings.services.max_connections
+    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     writer = make_step_writer(settings.database)
     try:
         async with httpx.AsyncClient(limits=limits) as http:
