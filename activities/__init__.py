@@ -36,7 +36,7 @@ def build_activities(
     inventory = InventoryAgent(remote, writer, identity)
     payment = PaymentAgent(remote, writer, identity)
     shipping = ShippingAgent(remote, writer, identity)
-    mirror = MirrorActivities(sessions, settings, search_attributes)
+    mirror = MirrorActivities(sessions, writer, settings, search_attributes)
     callbacks = CallbackActivities(http, callback_secret)
     return [
         inventory.reserve,

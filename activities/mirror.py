@@ -10,23 +10,29 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
 from settings import Settings
-from state_store.mirror import accept_task, record_audit, record_transitions
+from state_store.agent_writes import StepWriter
+from state_store.mirror import record_audit, record_transitions
 from task_models import AuditRecord, StepPlan, StepPolicyValues, TaskAccepted, TaskPlan, TransitionBatch
 
 
 class MirrorActivities:
     def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], settings: Settings, search_attributes: bool = True
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        writer: StepWriter,
+        settings: Settings,
+        search_attributes: bool = True,
     ) -> None:
         self._sessions = sessions
+        self._writer = writer
         self._settings = settings
         self._search_attributes = search_attributes
 
     @activity.defn(name="mirror.accept")
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
         steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
-        async with self._sessions() as session:
-            await accept_task(session, accepted.model_copy(update={"steps": steps}))
+        # On the hot path, so through the Agents' writer: one statement batch, no ORM.
+        await self._writer.accept(accepted.model_copy(update={"steps": steps}))
         return TaskPlan(
             steps=steps,
             compensation_policy=self._settings.compensation,

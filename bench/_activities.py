@@ -12,7 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from state_store.mirror import accept_task, record_transitions
+from state_store.agent_writes import StepWriter
+from state_store.mirror import record_transitions
 from task_models import StepPlan, StepPolicyValues, StepTransition, TaskAccepted
 from task_models.versions import version_of
 
@@ -27,10 +28,11 @@ _AGENTS = {"reserve": "inventory.reserve", "charge": "payment.charge", "ship": "
 
 class BenchActivities:
     def __init__(self, http: httpx.AsyncClient, services_url: str, sessions: async_sessionmaker[AsyncSession] | None,
-                 identity: str, task_queue: str) -> None:
+                 identity: str, task_queue: str, writer: StepWriter | None = None) -> None:
         self._http = http
         self._url = services_url.rstrip("/")
         self._sessions = sessions
+        self._writer = writer  # acceptance is written as sas writes it (state_store.agent_writes)
         self._identity = identity
         self._task_queue = task_queue
 
@@ -64,8 +66,8 @@ class BenchActivities:
     # -- mirror writes (designs a and c)
     @activity.defn(name="bench.mirror_accept")
     async def mirror_accept(self, accepted: dict[str, Any]) -> None:
-        assert self._sessions is not None
-        await accept(self._sessions, accepted["task_id"], accepted["payload"], datetime.fromisoformat(accepted["at"]),
+        assert self._writer is not None
+        await accept(self._writer, accepted["task_id"], accepted["payload"], datetime.fromisoformat(accepted["at"]),
                      workflow_type=activity.info().workflow_type, task_queue=self._task_queue)
         if accepted.get("then"):
             await self.mirror_record(accepted["then"])
@@ -80,13 +82,12 @@ class BenchActivities:
         return [self.reserve, self.charge, self.ship, self.mirror_accept, self.mirror_record]
 
 
-async def accept(sessions: async_sessionmaker[AsyncSession], task_id: str, payload: dict[str, Any], at: datetime,
+async def accept(writer: StepWriter, task_id: str, payload: dict[str, Any], at: datetime,
                  workflow_type: str, task_queue: str) -> bool:
     steps = [StepPlan(name=name, position=i, agent=agent, idempotency_key=f"{task_id}:{name}", policy=StepPolicyValues())
              for i, (name, agent) in enumerate(_AGENTS.items())]
-    async with sessions() as session:
-        return await accept_task(session, TaskAccepted(task_id=task_id, task_type="order", workflow_type=workflow_type,
-                                                       task_queue=task_queue, payload=payload, steps=steps, accepted_at=at))
+    return await writer.accept(TaskAccepted(task_id=task_id, task_type="order", workflow_type=workflow_type,
+                                            task_queue=task_queue, payload=payload, steps=steps, accepted_at=at))
 
 
 def transition(t: dict[str, Any], identity: str) -> StepTransition:

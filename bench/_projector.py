@@ -32,11 +32,13 @@ async def project(task_queue: str) -> None:
     from sas_cli.connect import connect
     from sas_cli.runtime import serve_until_signalled  # noqa: F401
     from settings import get_settings
+    from state_store.agent_writes import make_step_writer
     from state_store.mirror import record_transitions
 
     settings = get_settings()
     engine = state_store.create_engine(settings.database)
     sessions = state_store.session_factory(engine)
+    writer = make_step_writer(settings.database)
     client = await connect(settings.temporal, "projector")
     seen: set[str] = set()
     tails: set[asyncio.Task[None]] = set()
@@ -52,7 +54,7 @@ async def project(task_queue: str) -> None:
             at = event.event_time.ToDatetime().replace(tzinfo=UTC).isoformat()
             base = {"task_id": workflow_id, "seq": event.event_id, "at": at}
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-                await accept(sessions, workflow_id, {}, datetime.fromisoformat(at), "BenchBareOrder", task_queue)
+                await accept(writer, workflow_id, {}, datetime.fromisoformat(at), "BenchBareOrder", task_queue)
             elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 step = STEP_OF[event.activity_task_scheduled_event_attributes.activity_type.name]
                 scheduled[event.event_id] = step

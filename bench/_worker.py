@@ -15,12 +15,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def _limits(settings):  # type: ignore[no-untyped-def]
+    """The same pool to the remote services as sas's worker.py, so the designs differ only in their mirror."""
+    import httpx
+
+    pool = settings.services.max_connections
+    return httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+
+
 async def run_bench(task_queue: str, mirror: bool) -> None:
     import httpx
     from temporalio.worker import Worker
 
     import state_store
     from bench._activities import BenchActivities
+    from state_store.agent_writes import make_step_writer
     from bench._workflows import BENCH_WORKFLOWS
     from sas_cli.connect import connect, worker_identity
     from sas_cli.runtime import serve_until_signalled
@@ -30,9 +39,9 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
     engine = state_store.create_engine(settings.database) if mirror else None
     client = await connect(settings.temporal, "bench-worker")
     identity = worker_identity(settings.temporal, "bench-worker")
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)) as http:
+    async with httpx.AsyncClient(limits=_limits(settings)) as http:
         acts = BenchActivities(http, settings.services.url, state_store.session_factory(engine) if engine else None,
-                               identity, task_queue)
+                               identity, task_queue, make_step_writer(settings.database) if mirror else None)
         worker = Worker(client, task_queue=task_queue, workflows=BENCH_WORKFLOWS, activities=acts.all(), identity=identity)
         print(f"worker {identity} polling {task_queue}", file=sys.stderr, flush=True)
         await serve_until_signalled(worker)
@@ -63,7 +72,7 @@ async def run_sas_variant(search_attributes: bool, runner: str, raw_mirror: bool
         extra["workflow_runner"] = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
             "workflows", "task_models", "pydantic", "pydantic_core", "annotated_types"))
     identity = worker_identity(settings.temporal, "worker")
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)) as http:
+    async with httpx.AsyncClient(limits=_limits(settings)) as http:
         worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
                         activities=build_activities(settings, http, state_store.session_factory(engine), identity,
                                                     search_attributes=search_attributes),

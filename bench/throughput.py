@@ -118,8 +118,9 @@ async def run_round(client, stack: BenchStack, variant: str, n: int, tag: str, s
     return n / (time.monotonic() - started)
 
 
-def _profile(folder: str | None, variant: str, r: int, pid: int):
-    """py-spy (if asked for) on the design's worker during a measured round: collapsed stacks."""
+def _profile(folder: str | None, variant: str, r: int, pid: int, gil: bool = False):
+    """py-spy (if asked for) on the design's worker during a measured round: raw stacks,
+    only of the thread holding the GIL with ``gil`` (what limits a Python worker)."""
     if not folder:
         return None
     import shutil
@@ -127,7 +128,8 @@ def _profile(folder: str | None, variant: str, r: int, pid: int):
 
     Path(folder).mkdir(parents=True, exist_ok=True)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking",
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "100", "--nonblocking",
+                             *(["--gil"] if gil else []),
                              "-o", str(Path(folder) / f"{variant}-{r}.txt")], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -171,7 +173,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     pids = {"server": server_pid, **{c.name: c.process.pid for c in procs[v]}}
                     before = {k: cpu_s(p) for k, p in pids.items()}
                     t0 = time.monotonic()
-                    spy = _profile(args.profile, v, r, procs[v][0].process.pid)
+                    spy = _profile(args.profile, v, r, procs[v][0].process.pid, args.profile_gil)
                     try:
                         w = await run_round(client, stack, v, args.orders, f"{run}-{r}", sessions)
                     finally:
@@ -211,6 +213,7 @@ def main() -> None:
     parser.add_argument("--no-search-attributes", action="store_true",
                         help="start the dev server without sas's search attributes (the sas worker then skips upserts)")
     parser.add_argument("--profile", metavar="DIR", help="py-spy each measured round's worker into DIR (collapsed stacks)")
+    parser.add_argument("--profile-gil", action="store_true", help="with --profile: sample only the thread holding the GIL")
     parser.add_argument("--json", help="also write every round's figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
     args = parser.parse_args()

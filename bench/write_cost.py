@@ -3,11 +3,14 @@
     python bench/write_cost.py --writes 2000
 
 Measures process CPU time per write (so other load on the machine matters little) for:
-  session  what sas does now: ``record_transitions`` in an AsyncSession (ORM session,
-           one transaction, UPDATE steps + UPDATE tasks);
-  core     the same two UPDATE statements on an ``engine.begin()`` connection (Core, no
-           ORM session);
-  raw      the same two statements on the raw driver (aiosqlite / asyncpg), prepared.
+  session            ``record_transitions`` in an AsyncSession (ORM session, one transaction,
+                     UPDATE steps + UPDATE tasks): the Scheduler's rarer writes (failures,
+                     compensation) take this path;
+  core               the same two UPDATE statements on an ``engine.begin()`` connection;
+  writer             sas's hot path (``state_store.agent_writes``), one write at a time;
+  writer_64_at_once  the same with 64 writes in flight, as in a busy worker (on SQLite
+                     they share one commit);
+  accept             ``StepWriter.accept``: a task row and its three step rows.
 SQLite (temporary file) and PostgreSQL (a fresh database on 127.0.0.1:5432, dropped after).
 """
 
@@ -31,6 +34,7 @@ async def measure(url: str, writes: int) -> dict[str, float]:
     import state_store
     from bench._activities import accept
     from settings import DatabaseSettings
+    from state_store.agent_writes import make_step_writer
     from state_store.mirror import _apply, record_transitions
     from task_models import StepTransition
 
@@ -38,8 +42,10 @@ async def measure(url: str, writes: int) -> dict[str, float]:
     engine = state_store.create_engine(DatabaseSettings(url=url))
     sessions = state_store.session_factory(engine)
     ids = [f"w-{i}" for i in range(writes // 2)]
+    writer = make_step_writer(DatabaseSettings(url=url))
     for t in ids:
-        await accept(sessions, t, {}, datetime.now(UTC), "BenchBareOrder", "q")
+        await accept(writer, t, {}, datetime.now(UTC), "BenchBareOrder", "q")
+    await writer.aclose()
 
     def transitions(seq: int):
         for i, t in enumerate(ids):
@@ -67,34 +73,24 @@ async def measure(url: str, writes: int) -> dict[str, float]:
     await run("session", via_session, 10)
     await run("session", via_session, 20)  # warm
     await run("core", via_core, 30)
-    if url.startswith("sqlite"):
-        import aiosqlite
+    writer = make_step_writer(DatabaseSettings(url=url))
+    await run("writer", writer.write, 40)
 
-        db = await aiosqlite.connect(state_store.engine.sqlite_path(url), isolation_level=None)
+    async def concurrently(seq: int) -> None:
+        # As in a busy worker: many Agents write at once (SQLite batches them into one commit).
+        batch = [tr for _, tr in transitions(seq)]
+        for i in range(0, len(batch), 64):
+            await asyncio.gather(*(writer.write(tr) for tr in batch[i:i + 64]))
 
-        async def via_raw(tr):
-            ts = tr.at.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
-            await db.execute("BEGIN IMMEDIATE")
-            await db.execute("UPDATE steps SET state=?, version=?, updated_at=?, locked_by=?, complete_by=? "
-                             "WHERE task_id=? AND name=? AND version<?",
-                             (tr.state, tr.version, ts, tr.locked_by, ts, tr.task_id, tr.step, tr.version))
-            await db.execute("UPDATE tasks SET state=?, current_step=?, version=?, updated_at=? WHERE task_id=? AND version<?",
-                             (tr.task_state, tr.step, tr.version, ts, tr.task_id, tr.version))
-            await db.execute("COMMIT")
-    else:
-        import asyncpg
-
-        db = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
-
-        async def via_raw(tr):
-            async with db.transaction():
-                await db.execute("UPDATE steps SET state=$1, version=$2, updated_at=$3, locked_by=$4, complete_by=$3 "
-                                 "WHERE task_id=$5 AND name=$6 AND version<$2",
-                                 tr.state, tr.version, tr.at, tr.locked_by, tr.task_id, tr.step)
-                await db.execute("UPDATE tasks SET state=$1, current_step=$2, version=$3, updated_at=$4 "
-                                 "WHERE task_id=$5 AND version<$3", tr.task_state, tr.step, tr.version, tr.at, tr.task_id)
-    await run("raw", via_raw, 40)
-    await db.close()
+    started = time.process_time()
+    await concurrently(50)
+    out["writer_64_at_once"] = (time.process_time() - started) / len(ids) * 1000
+    started = time.process_time()
+    fresh = [f"a-{i}" for i in range(len(ids))]
+    for t in fresh:
+        await accept(writer, t, {"sku": "S"}, datetime.now(UTC), "BenchBareOrder", "q")
+    out["accept"] = (time.process_time() - started) / len(fresh) * 1000
+    await writer.aclose()
     await engine.dispose()
     return out
 

@@ -1,16 +1,23 @@
-"""The Agents' own writes - Processing when an attempt starts, Processed when it succeeds -
-on the database driver directly.
+"""The hot-path writes, on the database driver directly: a task's acceptance (the task
+row and its Pending step rows) and the Agents' own writes - Processing when an attempt
+starts, Processed when it succeeds.
 
-They are the hot path: two per step, seven per order. Through an ORM session each cost
-about 4 ms of CPU; as one prepared UPDATE on a kept-open connection, about 0.4 ms
-(bench/write_cost.py, docs/benchmarks.md). They write the same columns under the same rules
-as ``state_store.mirror.record_transitions``: a write applies only if its version is newer,
-FailureCount never goes down, and a success clears the last error.
+They are three-quarters of the mirror's work: eight writes per order. Through an ORM session
+each cost about 4 ms of CPU and, on SQLite, contended with the Agents' connection for the
+file's write lock; as plain statements on one kept-open connection, well under 1 ms
+(bench/write_cost.py, docs/benchmarks.md). They follow the same rules as
+``state_store.mirror.record_transitions``: a write applies only if its version is newer,
+FailureCount never goes down, a success clears the last error, and accepting a task
+twice changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -18,12 +25,17 @@ from sqlalchemy.engine import make_url
 
 from settings import DatabaseSettings
 from state_store.engine import sqlite_path
-from task_models import StepState, StepTransition
+from state_store.tables import shard_of
+from task_models import StepState, StepTransition, TaskAccepted, TaskState
 
 _SUCCESS = (StepState.PROCESSED, StepState.COMPENSATED)
 
 
 class StepWriter(Protocol):
+    async def accept(self, accepted: TaskAccepted) -> bool:
+        """Write the task row and its step rows (Pending) in one transaction; False if already there."""
+        ...
+
     async def write(self, t: StepTransition) -> None: ...
 
     async def aclose(self) -> None: ...
@@ -34,64 +46,159 @@ def make_step_writer(db: DatabaseSettings) -> StepWriter:
     return SqliteStepWriter(str(path)) if path is not None else PostgresStepWriter(db)
 
 
+# -- the statements, one set per backend; the parameters are built by the functions below them
+
+_SQLITE_STEP = (
+    "UPDATE steps SET state=?, version=?, updated_at=?, locked_by=?, complete_by=?, attempt=COALESCE(?, attempt),"
+    " failure_count=MAX(failure_count, COALESCE(?, failure_count)),"
+    " last_error=CASE WHEN ? THEN NULL ELSE last_error END, error_type=CASE WHEN ? THEN NULL ELSE error_type END"
+    " WHERE task_id=? AND name=? AND version<?"
+)
+_PG_STEP = (
+    "UPDATE steps SET state=$1, version=$2, updated_at=$3, locked_by=$4, complete_by=$5,"
+    " attempt=COALESCE($6, attempt), failure_count=GREATEST(failure_count, COALESCE($7, failure_count)),"
+    " last_error=CASE WHEN $8 THEN NULL ELSE last_error END, error_type=CASE WHEN $8 THEN NULL ELSE error_type END"
+    " WHERE task_id=$9 AND name=$10 AND version<$2"
+)
+_SQLITE_TASK = "UPDATE tasks SET state=?, current_step=?, version=?, updated_at=? WHERE task_id=? AND version<?"
+_PG_TASK = "UPDATE tasks SET state=$1, current_step=$2, version=$3, updated_at=$4 WHERE task_id=$5 AND version<$3"
+_TASK_COLUMNS = "task_id, task_type, workflow_type, task_queue, state, current_step, payload, shard, version, created_at, updated_at"
+_STEP_COLUMNS = (
+    "task_id, name, position, agent, compensation, state, locked_by, complete_by, failure_count, resets, attempt,"
+    " last_error, error_type, permanent, idempotency_key, complete_by_s, version, updated_at, shard"
+)
+_SQLITE_NEW_TASK = f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join('?' * 11)}) ON CONFLICT DO NOTHING"
+_SQLITE_NEW_STEP = f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 19)}) ON CONFLICT DO NOTHING"
+_PG_NEW_TASK = f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 12))}) ON CONFLICT DO NOTHING"
+_PG_NEW_STEP = f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 20))}) ON CONFLICT DO NOTHING"
+
+
+def _new_task_row(a: TaskAccepted, at: Any) -> tuple[Any, ...]:
+    return (a.task_id, a.task_type, a.workflow_type, a.task_queue, str(TaskState.PENDING), None, json.dumps(a.payload),
+            shard_of(a.task_id), 0, at, at)
+
+
+def _new_step_rows(a: TaskAccepted, at: Any) -> list[tuple[Any, ...]]:
+    shard = shard_of(a.task_id)
+    return [(a.task_id, p.name, p.position, p.agent, p.compensation, str(StepState.PENDING), None, None, 0, 0, 0,
+             None, None, False, p.idempotency_key, p.resolved_policy.complete_by_s, 0, at, shard) for p in a.steps]
+
+
 class SqliteStepWriter:
-    _STEP = (
-        "UPDATE steps SET state=?, version=?, updated_at=?, locked_by=?, complete_by=?, attempt=COALESCE(?, attempt),"
-        " failure_count=MAX(failure_count, COALESCE(?, failure_count)),"
-        " last_error=CASE WHEN ? THEN NULL ELSE last_error END, error_type=CASE WHEN ? THEN NULL ELSE error_type END"
-        " WHERE task_id=? AND name=? AND version<?"
-    )
-    _TASK = "UPDATE tasks SET state=?, current_step=?, version=?, updated_at=? WHERE task_id=? AND version<?"
+    """Group commit on one connection, owned by one thread.
+
+    SQLite serialises writers anyway, so concurrent writes are queued and applied
+    together, in one transaction per batch, with a single hop to the writer thread -
+    instead of an event-loop/thread round trip per statement. Each write runs under
+    its own savepoint, so a write that fails for its own reasons fails alone; a
+    failure of the database itself (locked, I/O) fails the batch, and each Agent then
+    retries its own write, which is safe because the writes are versioned.
+    """
+
+    _BATCH = 256
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._db: Any = None
-        # One connection, one writer at a time: SQLite serialises writers anyway.
-        self._lock = asyncio.Lock()
+        self._db: sqlite3.Connection | None = None  # used only on the writer thread
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="sas-step-writer")
+        self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def accept(self, accepted: TaskAccepted) -> bool:
+        at = _naive(accepted.accepted_at)
+        task, steps = _new_task_row(accepted, at), _new_step_rows(accepted, at)
+
+        def run(db: sqlite3.Connection) -> bool:
+            if db.execute(_SQLITE_NEW_TASK, task).rowcount == 0:
+                return False
+            db.executemany(_SQLITE_NEW_STEP, steps)
+            return True
+
+        return bool(await self._submit(run))
 
     async def write(self, t: StepTransition) -> None:
-        import aiosqlite
+        ok = t.state in _SUCCESS
+        at = _naive(t.at)
+        step = (str(t.state), t.version, at, t.locked_by, _naive(t.complete_by), t.attempt, t.failure_count, ok, ok,
+                t.task_id, t.step, t.version)
+        task = None if t.task_state is None else (str(t.task_state), t.step, t.version, at, t.task_id, t.version)
 
-        async with self._lock:
-            if self._db is None:
-                self._db = await aiosqlite.connect(self._path, isolation_level=None, timeout=30)
-                for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000"):
-                    await self._db.execute(f"PRAGMA {pragma}")
-            ok = t.state in _SUCCESS
-            at = _naive(t.at)
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(_SQLITE_STEP, step)
+            if task is not None:
+                db.execute(_SQLITE_TASK, task)
+
+        await self._submit(run)
+
+    async def _submit(self, run: Callable[[sqlite3.Connection], Any]) -> Any:
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append((run, done))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await done
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue[: self._BATCH], self._queue[self._BATCH :]
             try:
-                await self._db.execute("BEGIN IMMEDIATE")
-                await self._db.execute(self._STEP, (str(t.state), t.version, at, t.locked_by, _naive(t.complete_by),
-                                                    t.attempt, t.failure_count, ok, ok, t.task_id, t.step, t.version))
-                if t.task_state is not None:
-                    await self._db.execute(self._TASK, (str(t.task_state), t.step, t.version, at, t.task_id, t.version))
-                await self._db.execute("COMMIT")
-            except BaseException:
-                await self._reset()
-                raise
+                outcomes = await loop.run_in_executor(self._thread, self._apply, [run for run, _ in batch])
+            except Exception as err:  # noqa: BLE001 - handed to every write in the batch
+                outcomes = [(False, err)] * len(batch)
+            for (_, done), (ok, value) in zip(batch, outcomes):
+                if done.done():  # its Agent was cancelled meanwhile
+                    continue
+                if ok:
+                    done.set_result(value)
+                else:
+                    done.set_exception(value)
 
-    async def _reset(self) -> None:
+    def _apply(self, runs: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
+        """On the writer thread: one transaction for the whole batch, a savepoint per write."""
+        if self._db is None:
+            self._db = sqlite3.connect(self._path, isolation_level=None, timeout=30)
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000"):
+                self._db.execute(f"PRAGMA {pragma}")
+        db = self._db
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            for run in runs:
+                db.execute("SAVEPOINT w")
+                try:
+                    outcomes.append((True, run(db)))
+                except sqlite3.OperationalError:
+                    raise  # the database, not this write: fail the batch
+                except Exception as err:  # noqa: BLE001 - this write's own failure
+                    db.execute("ROLLBACK TO w")
+                    outcomes.append((False, err))
+                db.execute("RELEASE w")
+            db.execute("COMMIT")
+        except BaseException:
+            self._close()
+            raise
+        return outcomes
+
+    def _close(self) -> None:
         # After a failure the connection's state is unknown: start again with a new one.
         db, self._db = self._db, None
         if db is not None:
             try:
-                await db.close()
+                db.close()
             except Exception:  # noqa: BLE001 - it is being thrown away
                 pass
 
     async def aclose(self) -> None:
-        async with self._lock:
-            await self._reset()
+        if self._flusher is not None and not self._flusher.done():
+            await asyncio.wait([self._flusher], timeout=30)
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._close)
+        # A writer can still be used after closing; its next batch starts a new thread and connection.
+        thread, self._thread = self._thread, ThreadPoolExecutor(1, thread_name_prefix="sas-step-writer")
+        thread.shutdown(wait=False)
 
 
 class PostgresStepWriter:
-    _STEP = (
-        "UPDATE steps SET state=$1, version=$2, updated_at=$3, locked_by=$4, complete_by=$5,"
-        " attempt=COALESCE($6, attempt), failure_count=GREATEST(failure_count, COALESCE($7, failure_count)),"
-        " last_error=CASE WHEN $8 THEN NULL ELSE last_error END, error_type=CASE WHEN $8 THEN NULL ELSE error_type END"
-        " WHERE task_id=$9 AND name=$10 AND version<$2"
-    )
-    _TASK = "UPDATE tasks SET state=$1, current_step=$2, version=$3, updated_at=$4 WHERE task_id=$5 AND version<$3"
+    """A small asyncpg pool: PostgreSQL takes concurrent writers, so no batching is needed."""
 
     def __init__(self, db: DatabaseSettings) -> None:
         url = make_url(db.url)
@@ -101,13 +208,22 @@ class PostgresStepWriter:
         self._pool: Any = None
         self._starting = asyncio.Lock()
 
+    async def accept(self, accepted: TaskAccepted) -> bool:
+        at = accepted.accepted_at.astimezone(UTC)
+        pool = await self._get_pool()
+        async with pool.acquire() as conn, conn.transaction():
+            if await conn.execute(_PG_NEW_TASK, *_new_task_row(accepted, at)) == "INSERT 0 0":
+                return False
+            await conn.executemany(_PG_NEW_STEP, _new_step_rows(accepted, at))
+            return True
+
     async def write(self, t: StepTransition) -> None:
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(self._STEP, str(t.state), t.version, t.at, t.locked_by, t.complete_by, t.attempt,
+            await conn.execute(_PG_STEP, str(t.state), t.version, t.at, t.locked_by, t.complete_by, t.attempt,
                                t.failure_count, t.state in _SUCCESS, t.task_id, t.step)
             if t.task_state is not None:
-                await conn.execute(self._TASK, str(t.task_state), t.step, t.version, t.at, t.task_id)
+                await conn.execute(_PG_TASK, str(t.task_state), t.step, t.version, t.at, t.task_id)
 
     async def _get_pool(self) -> Any:
         import asyncpg

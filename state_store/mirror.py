@@ -1,71 +1,18 @@
 """Writes that mirror the Scheduler's state into the state store.
 
-These are the only places a step's recorded state changes (the Supervisor only
-raises FailureCount and moves CompleteBy, in ``state_store.decisions``). Every write
+With ``state_store.agent_writes`` (acceptance and the Agents' own writes, on the
+driver directly), these are the only places a step's recorded state changes (the
+Supervisor only raises FailureCount and moves CompleteBy, in ``state_store.decisions``). Every write
 is idempotent and ordered by version (see ``task_models.versions``).
 """
 
 from __future__ import annotations
 
-import zlib
-
 from sqlalchemy import case, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from state_store.tables import AuditEntry, Step, Task
-from task_models import AuditRecord, StepState, StepTransition, TaskAccepted, TaskState
-
-SHARD_BUCKETS = 4096
-
-
-def shard_of(task_id: str) -> int:
-    """Stable bucket of a task id; a Supervisor shard owns a contiguous range of buckets."""
-    return zlib.crc32(task_id.encode()) % SHARD_BUCKETS
-
-
-async def accept_task(session: AsyncSession, accepted: TaskAccepted) -> bool:
-    """Write the task and all its step rows (Pending) in one transaction.
-
-    Returns False, changing nothing, when the task was already accepted (a replayed
-    or retried write)."""
-    async with session.begin():
-        if await session.get(Task, accepted.task_id) is not None:
-            return False
-        shard = shard_of(accepted.task_id)
-        session.add(
-            Task(
-                task_id=accepted.task_id,
-                task_type=accepted.task_type,
-                workflow_type=accepted.workflow_type,
-                task_queue=accepted.task_queue,
-                state=TaskState.PENDING,
-                current_step=None,
-                payload=accepted.payload,
-                shard=shard,
-                version=0,
-                created_at=accepted.accepted_at,
-                updated_at=accepted.accepted_at,
-            )
-        )
-        for plan in accepted.steps:
-            session.add(
-                Step(
-                    task_id=accepted.task_id,
-                    name=plan.name,
-                    position=plan.position,
-                    agent=plan.agent,
-                    compensation=plan.compensation,
-                    state=StepState.PENDING,
-                    failure_count=0,
-                    attempt=0,
-                    permanent=False,
-                    idempotency_key=plan.idempotency_key,
-                    complete_by_s=plan.resolved_policy.complete_by_s,
-                    version=0,
-                    updated_at=accepted.accepted_at,
-                )
-            )
-    return True
+from task_models import AuditRecord, StepState, StepTransition
 
 
 async def record_transitions(session: AsyncSession, transitions: list[StepTransition]) -> int:

@@ -41,10 +41,14 @@ class UTCDateTime(TypeDecorator[datetime]):
 SHARD_BUCKETS = 4096
 
 
+def shard_of(task_id: str) -> int:
+    """Stable bucket of a task id; a Supervisor shard owns a contiguous range of buckets."""
+    return zlib.crc32(task_id.encode()) % SHARD_BUCKETS
+
+
 def _step_shard(context: Any) -> int:
-    # Same as state_store.mirror.shard_of: filled in on insert, so every writer of
-    # step rows gets it without knowing about shards.
-    return zlib.crc32(context.get_current_parameters()["task_id"].encode()) % SHARD_BUCKETS
+    # Filled in on insert, so every ORM writer of step rows gets it without knowing about shards.
+    return shard_of(context.get_current_parameters()["task_id"])
 
 
 class Base(DeclarativeBase):

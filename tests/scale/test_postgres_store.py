@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import state_store
 from settings import DatabaseSettings
-from state_store.mirror import accept_task, record_transitions
+from state_store.agent_writes import make_step_writer
+from state_store.mirror import record_transitions
 from state_store.queries import due_steps, get_task
 from task_models import StepPlan, StepPolicyValues, StepTransition, TaskAccepted
 from task_models.versions import Phase, version_of
@@ -39,12 +40,12 @@ async def test_concurrent_writers_on_postgres_keep_the_newest_write(pg_url: str)
     engines = [state_store.create_engine(DatabaseSettings(url=pg_url, pool_size=2, max_overflow=1, pool_timeout_s=10))
                for _ in range(3)]
     makers = [state_store.session_factory(e) for e in engines]
+    writers = [make_step_writer(DatabaseSettings(url=pg_url, pool_size=2)) for _ in range(3)]
     try:
         ids = [fresh_id("pg") for _ in range(20)]
 
         async def accept(i: int, task_id: str) -> bool:
-            async with makers[i % 3]() as session:
-                return await accept_task(session, _accepted(task_id))
+            return await writers[i % 3].accept(_accepted(task_id))
 
         # accepted concurrently from different "processes"; a replayed accept changes nothing
         assert await asyncio.gather(*(accept(i, t) for i, t in enumerate(ids))) == [True] * len(ids)
@@ -75,19 +76,20 @@ async def test_concurrent_writers_on_postgres_keep_the_newest_write(pg_url: str)
     finally:
         for engine in engines:
             await engine.dispose()
+        for writer in writers:
+            await writer.aclose()
 
 
 async def test_supervisor_scan_on_postgres_finds_due_steps_only(pg_url: str) -> None:
     await state_store.upgrade_async(pg_url)
     engine = state_store.create_engine(DatabaseSettings(url=pg_url))
     sessions = state_store.session_factory(engine)
+    writer = make_step_writer(DatabaseSettings(url=pg_url))
     now = datetime.now(UTC)
     try:
         due, fine = fresh_id("due"), fresh_id("fine")
-        async with sessions() as session:
-            await accept_task(session, _accepted(due))
-        async with sessions() as session:
-            await accept_task(session, _accepted(fine))
+        await writer.accept(_accepted(due))
+        await writer.accept(_accepted(fine))
         async with sessions() as session:
             await record_transitions(session, [
                 _t(due, "reserve", 1, "Failed", failure_count=1, last_error="boom", error_type="RemoteTransient",
@@ -102,4 +104,5 @@ async def test_supervisor_scan_on_postgres_finds_due_steps_only(pg_url: str) -> 
             (due, "charge", "Processing"), (due, "reserve", "Failed")]
         assert all(task.task_id == due for _, task in found)
     finally:
+        await writer.aclose()
         await engine.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -10,8 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 import state_store
 from settings import DatabaseSettings
-from state_store.mirror import accept_task, record_transitions
+from state_store.agent_writes import StepWriter, make_step_writer
+from state_store.mirror import record_transitions
 from state_store.queries import get_task
+from state_store.tables import shard_of
 from task_models import StepPlan, StepPolicyValues, StepState, StepTransition, TaskAccepted, TaskState
 from task_models.versions import Phase, version_of
 from tests.helpers import fresh_id
@@ -29,6 +32,16 @@ async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession
         await engine.dispose()
 
 
+@pytest_asyncio.fixture
+async def writer(sessions, db_url: str) -> AsyncIterator[StepWriter]:
+    """The hot-path writer (acceptance, the Agents' writes), as the worker builds it."""
+    made = make_step_writer(DatabaseSettings(url=db_url))
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
 def accepted(task_id: str) -> TaskAccepted:
     return TaskAccepted(
         task_id=task_id, task_type="order", workflow_type="OrderWorkflow", task_queue="q",
@@ -43,12 +56,10 @@ def transition(task_id: str, seq: int, state: StepState, attempt: int = 0, phase
                           at=NOW + timedelta(seconds=seq), attempt=attempt or None, **kw)
 
 
-async def test_accept_writes_task_and_steps_once(sessions) -> None:
+async def test_accept_writes_task_and_steps_once(sessions, writer) -> None:
     task_id = fresh_id("acc")
-    async with sessions() as s:
-        assert await accept_task(s, accepted(task_id)) is True
-    async with sessions() as s:
-        assert await accept_task(s, accepted(task_id)) is False  # a retried accept changes nothing
+    assert await writer.accept(accepted(task_id)) is True
+    assert await writer.accept(accepted(task_id)) is False  # a retried accept changes nothing
     async with sessions() as s:
         record = await get_task(s, task_id)
     assert record is not None and record.task.state == TaskState.PENDING and record.task.created_at == NOW
@@ -56,12 +67,35 @@ async def test_accept_writes_task_and_steps_once(sessions) -> None:
         ("reserve", "Pending", 0, 7.0, f"{task_id}:reserve"),
         ("charge", "Pending", 0, 7.0, f"{task_id}:charge"),
     ]
+    # Every column the ORM reads back, as the ORM would have written it.
+    assert (record.task.payload, record.task.shard, record.task.version, record.task.updated_at) == (
+        {"sku": "S"}, shard_of(task_id), 0, NOW)
+    assert [(r.position, r.agent, r.compensation, r.shard, r.permanent, r.resets, r.locked_by, r.complete_by)
+            for r in record.steps] == [
+        (0, "svc.reserve", "svc.unreserve", shard_of(task_id), False, 0, None, None),
+        (1, "svc.charge", "svc.uncharge", shard_of(task_id), False, 0, None, None),
+    ]
 
 
-async def test_writes_are_idempotent_and_a_late_older_write_never_wins(sessions) -> None:
-    task_id = fresh_id("ord")
+async def test_concurrent_writes_share_a_commit_but_fail_alone(sessions, writer) -> None:
+    """Many Agents writing at once (one commit on SQLite): a write that cannot be stored
+    fails on its own and the others land."""
+    ids = [fresh_id("grp") for _ in range(40)]
+    assert await asyncio.gather(*(writer.accept(accepted(t)) for t in ids)) == [True] * len(ids)
+    writes = [transition(t, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w", task_state=TaskState.PROCESSING)
+              for t in ids]
+    writes[7] = writes[7].model_copy(update={"version": 2**70})  # no database stores this integer
+    outcomes = await asyncio.gather(*(writer.write(w) for w in writes), return_exceptions=True)
+    assert [i for i, o in enumerate(outcomes) if isinstance(o, BaseException)] == [7]
     async with sessions() as s:
-        await accept_task(s, accepted(task_id))
+        records = [await get_task(s, t) for t in ids]
+    states = [next(r.state for r in rec.steps if r.name == "reserve") for rec in records]  # type: ignore[union-attr]
+    assert states == ["Processing"] * 7 + ["Pending"] + ["Processing"] * 32
+
+
+async def test_writes_are_idempotent_and_a_late_older_write_never_wins(sessions, writer) -> None:
+    task_id = fresh_id("ord")
+    await writer.accept(accepted(task_id))
     started = transition(task_id, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1",
                          complete_by=NOW + timedelta(seconds=7), task_state=TaskState.PROCESSING)
     done = transition(task_id, 1, StepState.PROCESSED, 1, Phase.AGENT_DONE)
@@ -80,10 +114,9 @@ async def test_writes_are_idempotent_and_a_late_older_write_never_wins(sessions)
     assert record.task.state == "Processing" and record.task.current_step == "reserve"  # type: ignore[union-attr]
 
 
-async def test_a_later_attempt_beats_an_earlier_attempts_late_success(sessions) -> None:
+async def test_a_later_attempt_beats_an_earlier_attempts_late_success(sessions, writer) -> None:
     task_id = fresh_id("att")
-    async with sessions() as s:
-        await accept_task(s, accepted(task_id))
+    await writer.accept(accepted(task_id))
     second_started = transition(task_id, 1, StepState.PROCESSING, 2, Phase.AGENT_STARTED, locked_by="w2")
     first_done = transition(task_id, 1, StepState.PROCESSED, 1, Phase.AGENT_DONE)
     async with sessions() as s:
@@ -94,10 +127,9 @@ async def test_a_later_attempt_beats_an_earlier_attempts_late_success(sessions) 
     assert (reserve.state, reserve.locked_by, reserve.attempt) == ("Processing", "w2", 2)
 
 
-async def test_failure_count_never_goes_back(sessions) -> None:
+async def test_failure_count_never_goes_back(sessions, writer) -> None:
     task_id = fresh_id("fc")
-    async with sessions() as s:
-        await accept_task(s, accepted(task_id))
+    await writer.accept(accepted(task_id))
     async with sessions() as s:
         await record_transitions(s, [transition(task_id, 1, StepState.FAILED, failure_count=3, last_error="boom", error_type="X")])
     async with sessions() as s:
@@ -108,30 +140,23 @@ async def test_failure_count_never_goes_back(sessions) -> None:
     assert reserve.failure_count == 3 and reserve.state == "Processing"
 
 
-async def test_agent_writes_follow_the_same_rules(sessions, db_url: str) -> None:
+async def test_agent_writes_follow_the_same_rules(sessions, writer) -> None:
     """The Agents' driver-level writes: ordered, idempotent, FailureCount kept, errors cleared on success."""
-    from state_store.agent_writes import make_step_writer
-
     task_id = fresh_id("fast")
-    async with sessions() as s:
-        await accept_task(s, accepted(task_id))
+    await writer.accept(accepted(task_id))
     async with sessions() as s:
         await record_transitions(s, [transition(task_id, 1, StepState.FAILED, failure_count=2, last_error="boom", error_type="X")])
-    writer = make_step_writer(DatabaseSettings(url=db_url))
-    try:
-        started = transition(task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1", failure_count=0,
-                             complete_by=NOW + timedelta(seconds=9), task_state=TaskState.PROCESSING)
-        done = transition(task_id, 2, StepState.PROCESSED, 1, Phase.AGENT_DONE, failure_count=0)
-        await writer.write(started)
-        async with sessions() as s:
-            mid = next(r for r in (await get_task(s, task_id)).steps if r.name == "reserve")  # type: ignore[union-attr]
-        assert (mid.state, mid.locked_by, mid.complete_by, mid.failure_count, mid.last_error) == (
-            "Processing", "w1", NOW + timedelta(seconds=9), 2, "boom")
-        await writer.write(done)
-        await writer.write(started)  # late and older: ignored
-        await writer.write(done)  # replayed: same row
-    finally:
-        await writer.aclose()
+    started = transition(task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1", failure_count=0,
+                         complete_by=NOW + timedelta(seconds=9), task_state=TaskState.PROCESSING)
+    done = transition(task_id, 2, StepState.PROCESSED, 1, Phase.AGENT_DONE, failure_count=0)
+    await writer.write(started)
+    async with sessions() as s:
+        mid = next(r for r in (await get_task(s, task_id)).steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert (mid.state, mid.locked_by, mid.complete_by, mid.failure_count, mid.last_error) == (
+        "Processing", "w1", NOW + timedelta(seconds=9), 2, "boom")
+    await writer.write(done)
+    await writer.write(started)  # late and older: ignored
+    await writer.write(done)  # replayed: same row
     async with sessions() as s:
         record = await get_task(s, task_id)
     reserve = next(r for r in record.steps if r.name == "reserve")  # type: ignore[union-attr]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from state_store.mirror import shard_of
+from state_store.tables import shard_of
 from supervisor.models import ApplyInput, ScanResult
 from tests.helpers import fresh_id, wait_until
 from tests.supervisor.conftest import Rig
@@ -95,7 +95,7 @@ async def test_each_shard_decides_only_for_its_own_tasks(make_rig) -> None:  # t
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-async def test_sharded_supervisors_post_each_alert_once(make_rig, serve_hook) -> None:  # type: ignore[no-untyped-def]
+async def test_sharded_supervisors_post_each_alert_once(make_rig, serve_hook) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     hook, url = await serve_hook("slow")
     rig: Rig = await make_rig(shards=SHARDS, outcome="park", webhook=webhook(url))
     await rig.start_supervisor("sup-hook-shards", rig.settings.supervisor.workflow_id)
