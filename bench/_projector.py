@@ -3,7 +3,7 @@
 The workflow (``BenchBareOrder``) writes nothing. This process finds the workflows of
 a task queue through visibility, tails each one's history (long-poll
 ``GetWorkflowExecutionHistory``, wait_new_event) and writes the task and step rows
-with sas's ``state_store.mirror`` functions: WorkflowExecutionStarted -> accept,
+with sas's hot-path writer (``state_store.agent_writes``): WorkflowExecutionStarted -> accept,
 ActivityTaskScheduled -> Processing, ActivityTaskCompleted -> Processed,
 WorkflowExecutionCompleted -> task Processed. Versions are history event ids, so the
 writes are ordered and idempotent.
@@ -27,25 +27,21 @@ STEP_OF = {"bench.reserve": "reserve", "bench.charge": "charge", "bench.ship": "
 
 
 async def project(task_queue: str) -> None:
-    import state_store
     from bench._activities import accept, transition
     from sas_cli.connect import connect
     from sas_cli.runtime import serve_until_signalled  # noqa: F401
     from settings import get_settings
     from state_store.agent_writes import make_step_writer
-    from state_store.mirror import record_transitions
 
     settings = get_settings()
-    engine = state_store.create_engine(settings.database)
-    sessions = state_store.session_factory(engine)
     writer = make_step_writer(settings.database)
     client = await connect(settings.temporal, "projector")
     seen: set[str] = set()
     tails: set[asyncio.Task[None]] = set()
 
     async def write(ts: list[dict]) -> None:
-        async with sessions() as session:
-            await record_transitions(session, [transition(t, "projector") for t in ts])
+        for t in ts:
+            await writer.write(transition(t, "projector"))
 
     async def tail(workflow_id: str, run_id: str) -> None:
         handle = client.get_workflow_handle(workflow_id, run_id=run_id)
@@ -87,7 +83,7 @@ async def project(task_queue: str) -> None:
             since = polled_at - timedelta(seconds=10)  # visibility lags a little behind
             await asyncio.sleep(0.2)
     finally:
-        await engine.dispose()
+        await writer.aclose()
 
 
 def main() -> None:

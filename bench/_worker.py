@@ -1,9 +1,8 @@
 """A benchmark worker process.
 
 ``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)).
-``python -m bench._worker sas-variant [--search-attributes on|off] [--runner sandbox|passthrough-app]``:
-sas's own worker code (``worker.py``) with the search-attribute upserts off (default) and,
-with ``passthrough-app``, sas's modules passed through the sandbox, on ``SAS_TEMPORAL__TASK_QUEUE``.
+``python -m bench._worker sas-variant [--search-attributes on|off]``: sas's own worker code
+(``worker.py``) with the search-attribute upserts off (default), on ``SAS_TEMPORAL__TASK_QUEUE``.
 Both log "worker ... polling" when ready, like ``worker.py``."""
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
         await serve_until_signalled(worker)
 
 
-async def run_sas_variant(search_attributes: bool, runner: str, raw_mirror: bool = False) -> None:
+async def run_sas_variant(search_attributes: bool) -> None:
+    """sas's own worker (``worker.py``), with the search-attribute upserts on or off."""
     import httpx
     from temporalio.worker import Worker
 
@@ -56,29 +56,25 @@ async def run_sas_variant(search_attributes: bool, runner: str, raw_mirror: bool
     from sas_cli.connect import connect, worker_identity
     from sas_cli.runtime import serve_until_signalled
     from settings import get_settings
+    from state_store.agent_writes import make_step_writer
     from workflows import ALL_WORKFLOWS
-
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+    from workflows.runner import workflow_runner
 
     settings = get_settings()
-    if raw_mirror:
-        from bench._raw_mirror import install
-
-        install(settings.database.url)
     engine = state_store.create_engine(settings.database)
     client = await connect(settings.temporal, "worker")
-    extra = {}
-    if runner == "passthrough-app":  # sas's own modules imported once, not per workflow run
-        extra["workflow_runner"] = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
-            "workflows", "task_models", "pydantic", "pydantic_core", "annotated_types"))
     identity = worker_identity(settings.temporal, "worker")
-    async with httpx.AsyncClient(limits=_limits(settings)) as http:
-        worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
-                        activities=build_activities(settings, http, state_store.session_factory(engine), identity,
-                                                    search_attributes=search_attributes),
-                        identity=identity, **extra)
-        print(f"worker {identity} polling {settings.temporal.task_queue}", file=sys.stderr, flush=True)
-        await serve_until_signalled(worker)
+    writer = make_step_writer(settings.database)
+    try:
+        async with httpx.AsyncClient(limits=_limits(settings)) as http:
+            worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
+                            activities=build_activities(settings, http, state_store.session_factory(engine), identity,
+                                                        search_attributes=search_attributes, step_writer=writer),
+                            identity=identity, workflow_runner=workflow_runner())
+            print(f"worker {identity} polling {settings.temporal.task_queue}", file=sys.stderr, flush=True)
+            await serve_until_signalled(worker)
+    finally:
+        await writer.aclose()
 
 
 def main() -> None:
@@ -87,15 +83,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("kind", choices=["bench", "sas-variant"])
     parser.add_argument("--search-attributes", choices=["on", "off"], default="off")
-    parser.add_argument("--runner", choices=["sandbox", "passthrough-app"], default="sandbox")
-    parser.add_argument("--raw-mirror", action="store_true", help="the Agents' writes on the raw SQLite driver")
     parser.add_argument("--task-queue", default="bench-bare")
     parser.add_argument("--no-mirror", action="store_true", help="no state store (bare workflows only)")
     args = parser.parse_args()
     if args.kind == "bench":
         run_entry(lambda: run_bench(args.task_queue, not args.no_mirror))
     else:
-        run_entry(lambda: run_sas_variant(args.search_attributes == "on", args.runner, args.raw_mirror))
+        run_entry(lambda: run_sas_variant(args.search_attributes == "on"))
 
 
 if __name__ == "__main__":

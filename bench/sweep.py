@@ -29,13 +29,13 @@ import sys
 import tempfile
 import time
 import uuid
-import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import install_signal_exit  # noqa: E402
+from state_store.tables import shard_of  # noqa: E402
 
 DUE_FAILED, DUE_OVERDUE, IN_FLIGHT = 50, 50, 1000
 STEP_NAMES = ("reserve", "charge", "ship")
@@ -64,7 +64,7 @@ def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], li
         t, pos = divmod(i, 3)
         task_id = f"{run}-{t}"
         name = STEP_NAMES[pos]
-        shard = zlib.crc32(task_id.encode()) % 4096
+        shard = shard_of(task_id)
         if pos == 0 or i == start:
             tasks.append(dict(task_id=task_id, task_type="order", workflow_type="OrderWorkflow", task_queue="sas-tasks",
                               state="Processed", current_step="ship", payload="{}", shard=shard, version=0,
@@ -79,7 +79,7 @@ def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], li
             state, complete_by = "Processed", None
         steps.append(dict(task_id=task_id, name=name, position=pos, agent=AGENTS[name], compensation=UNDO[name],
                           state=state, locked_by="worker-1@bench" if state == "Processing" else None,
-                          complete_by=complete_by, failure_count=0, attempt=1, last_error=None, error_type=None,
+                          complete_by=complete_by, failure_count=0, resets=0, attempt=1, last_error=None, error_type=None,
                           permanent=False, idempotency_key=f"{task_id}:{name}", complete_by_s=10.0, version=30000,
                           updated_at=now - timedelta(days=1), shard=shard))
     # a task row may already exist when a load starts mid-task

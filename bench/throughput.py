@@ -11,10 +11,6 @@ process per comparison design, each on its own task queue:
             and Processed themselves, local activities only for accept and failures;
             search-attribute upserts on (the dev server has them registered)
   sas-nosa  the same worker code with the search-attribute upserts off
-  sas-pt    the same worker code (upserts on) with sas's modules and pydantic passed
-            through the workflow sandbox (imported once, not per workflow run)
-  sas-raw   the same worker code (upserts on) with the Agents' two writes on the raw
-            SQLite driver instead of an ORM session (bench/_raw_mirror.py; SQLite only)
   la        design (a): one local activity per transition (BenchLaOrder)
   batch     design (c): transitions batched per workflow task (BenchBatchOrder)
   proj      design (d): BenchBareOrder, the mirror written by a projector that tails
@@ -41,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import BenchStack, median, order_payload, poll, sas_client, wait_log  # noqa: E402
 
-ALL = ["bare", "sas", "sas-nosa", "sas-pt", "sas-raw", "la", "batch", "proj"]
+ALL = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
 DEFAULT = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
-WORKFLOW = {"bare": "BenchBareOrder", "sas": "OrderWorkflow", "sas-nosa": "OrderWorkflow", "sas-pt": "OrderWorkflow", "sas-raw": "OrderWorkflow", "la": "BenchLaOrder",
+WORKFLOW = {"bare": "BenchBareOrder", "sas": "OrderWorkflow", "sas-nosa": "OrderWorkflow", "la": "BenchLaOrder",
             "batch": "BenchBatchOrder", "proj": "BenchBareOrder"}
-QUEUE = {"bare": "bench-bare", "sas": "sas-tasks", "sas-nosa": "bench-sas-nosa", "sas-pt": "bench-sas-pt", "sas-raw": "bench-sas-raw", "la": "bench-la",
+QUEUE = {"bare": "bench-bare", "sas": "sas-tasks", "sas-nosa": "bench-sas-nosa", "la": "bench-la",
          "batch": "bench-batch", "proj": "bench-proj"}
 
 
@@ -67,12 +63,6 @@ def start(stack: BenchStack, variants: list[str], search_attributes: bool) -> di
         elif v == "sas-nosa":
             procs[v] = [stack.python("worker-sas-nosa", ["-m", "bench._worker", "sas-variant"],
                                      SAS_TEMPORAL__TASK_QUEUE=QUEUE[v])]
-        elif v == "sas-raw":
-            procs[v] = [stack.python("worker-sas-raw", ["-m", "bench._worker", "sas-variant", "--search-attributes", "on",
-                                                        "--raw-mirror"], SAS_TEMPORAL__TASK_QUEUE=QUEUE[v])]
-        elif v == "sas-pt":
-            procs[v] = [stack.python("worker-sas-pt", ["-m", "bench._worker", "sas-variant", "--search-attributes", "on",
-                                                       "--runner", "passthrough-app"], SAS_TEMPORAL__TASK_QUEUE=QUEUE[v])]
         else:
             args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]] + (["--no-mirror"] if v in ("bare", "proj") else [])
             procs[v] = [stack.python(f"worker-{v}", args)]
