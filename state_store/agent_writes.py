@@ -145,6 +145,13 @@ class SqliteStepWriter:
                 outcomes = await loop.run_in_executor(self._thread, self._apply, [run for run, _ in batch])
             except Exception as err:  # noqa: BLE001 - handed to every write in the batch
                 outcomes = [(False, err)] * len(batch)
+            except BaseException:
+                # Cancelled (the worker is shutting down): no one will flush what is waiting,
+                # so its writers must not wait for ever either.
+                for _, done in batch + self._queue:
+                    done.cancel()
+                self._queue = []
+                raise
             for (_, done), (ok, value) in zip(batch, outcomes):
                 if done.done():  # its Agent was cancelled meanwhile
                     continue
