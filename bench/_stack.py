@@ -21,11 +21,21 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sas_cli.local_stack import temporal_binary  # noqa: E402
+from sas_cli.local_stack import LoopbackStack, temporal_binary  # noqa: E402
 from sas_cli.processes import Child, ProcessGroup, free_port, port_open, wait_for  # noqa: E402
 from task_models.search_attributes import dev_server_flags  # noqa: E402
 
 T = TypeVar("T")
+
+
+def print_summary(figures: dict[str, Any], hard_exit: bool = True) -> None:
+    """End a bench with its one line of ``key=value`` figures. ``hard_exit`` for scripts that
+    loaded temporalio: its bridge can abort Python at interpreter exit (sdk-python #300),
+    turning a good run's exit code 0 into 134."""
+    print(" ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
+    if hard_exit:
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def install_signal_exit() -> None:
@@ -38,7 +48,7 @@ def install_signal_exit() -> None:
         signal.signal(sig, _exit)
 
 
-class BenchStack:
+class BenchStack(LoopbackStack):
     """Processes of one bench run; ``with BenchStack() as s:`` stops them all at the end."""
 
     def __init__(self, state_dir: Path | None = None, keep: bool = False) -> None:
@@ -62,19 +72,9 @@ class BenchStack:
         elif exc[0] is not None:
             print(f"logs kept in {self.state_dir / 'logs'}", file=sys.stderr)
 
-    @property
-    def temporal_address(self) -> str:
-        return f"127.0.0.1:{self.temporal_port}"
-
-    @property
-    def services_url(self) -> str:
-        return f"http://127.0.0.1:{self.services_port}"
-
     def env(self, **extra: str) -> dict[str, str]:
         return {
-            "SAS_TEMPORAL__ADDRESS": self.temporal_address,
-            "SAS_SERVICES__URL": self.services_url,
-            "SAS_DATABASE__URL": self.db_url,
+            **self.stack_env(self.db_url),
             "SAS_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT),
             **extra,

@@ -53,7 +53,7 @@ import httpx  # noqa: E402
 from bench import _chaos_check as check  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
 from sas_cli.demo_plan import DEMO_ENV, base_order  # noqa: E402
-from sas_cli.local_stack import temporal_binary  # noqa: E402
+from sas_cli.local_stack import LoopbackStack, temporal_binary  # noqa: E402
 from sas_cli.processes import Child, ProcessGroup, free_port, port_open  # noqa: E402
 from task_models.search_attributes import dev_server_flags  # noqa: E402
 
@@ -80,7 +80,7 @@ def fault_rules(scope: str, hang_s: float) -> list[dict[str, Any]]:
     return rules
 
 
-class Stack:
+class Stack(LoopbackStack):
     """The processes of one chaos run, each restartable on its own port and files."""
 
     def __init__(self, state_dir: Path, db_url: str, seed: int, log: Any) -> None:
@@ -100,20 +100,10 @@ class Stack:
         self.restarts: Counter[str] = Counter()
         self.down: set[str] = set()  # stopped on purpose, being restarted
 
-    @property
-    def temporal_address(self) -> str:
-        return f"127.0.0.1:{self.temporal_port}"
-
-    @property
-    def services_url(self) -> str:
-        return f"http://127.0.0.1:{self.services_port}"
-
     def env(self) -> dict[str, str]:
         return {
             **DEMO_ENV,
-            "SAS_TEMPORAL__ADDRESS": self.temporal_address,
-            "SAS_SERVICES__URL": self.services_url,
-            "SAS_DATABASE__URL": self.db_url,
+            **self.stack_env(self.db_url),
             "SAS_LOG_LEVEL": "INFO",
             "PYTHONPATH": str(self.src),
             "PYTHONUNBUFFERED": "1",

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from bench._stack import BenchStack, order_payload, poll, rss_kb, sas_client, wait_log  # noqa: E402
+from bench._stack import BenchStack, order_payload, poll, print_summary, rss_kb, sas_client, wait_log  # noqa: E402
 
 
 async def bench(args: argparse.Namespace) -> dict[str, object]:
@@ -94,11 +94,7 @@ def main() -> None:
     parser.add_argument("--settle-s", type=float, default=5.0, help="sampling after all are accepted (default 5)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
     args = parser.parse_args()
-    out = asyncio.run(bench(args))
-    print(" ".join(f"{k}={v}" for k, v in out.items()), flush=True)
-    import os
-
-    os._exit(0)
+    print_summary(asyncio.run(bench(args)))
 
 
 if __name__ == "__main__":

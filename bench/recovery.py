@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from bench._stack import BenchStack, order_payload, poll, sas_client, wait_log  # noqa: E402
+from bench._stack import BenchStack, order_payload, poll, print_summary, sas_client, wait_log  # noqa: E402
 
 
 async def one_run(stack: BenchStack, client, worker, args, run: str):
@@ -96,11 +96,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=3000, help="how long the charge fault holds each call")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
     args = parser.parse_args()
-    out = asyncio.run(bench(args))
-    print(" ".join(f"{k}={v}" for k, v in out.items()), flush=True)
-    import os
-
-    os._exit(0)
+    print_summary(asyncio.run(bench(args)))
 
 
 if __name__ == "__main__":

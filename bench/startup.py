@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import ROOT, BenchStack, wait_log  # noqa: E402
+from bench._stack import ROOT, BenchStack, print_summary, wait_log  # noqa: E402
 
 WORKER_IMPORTS = ("import httpx, temporalio.worker, state_store, activities, workflows, sas_cli.connect, "
                   "sas_cli.setup_cluster, settings")
@@ -63,11 +63,8 @@ def main() -> None:
             print(f"run {r}: ready_s={times[-1]:.2f}", flush=True)
     import_s, heavy = import_profile()
     print("heaviest imports (self time, s): " + ", ".join(f"{k}={v}" for k, v in heavy), flush=True)
-    print(f"runs={args.runs} ready_s={statistics.median(times):.2f} max_ready_s={max(times):.2f} "
-          f"import_s={import_s:.2f}", flush=True)
-    import os
-
-    os._exit(0)
+    print_summary({"runs": args.runs, "ready_s": f"{statistics.median(times):.2f}", "max_ready_s": f"{max(times):.2f}",
+                   "import_s": f"{import_s:.2f}"})
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import install_signal_exit  # noqa: E402
+from bench._stack import install_signal_exit, print_summary  # noqa: E402
 from state_store.tables import shard_of  # noqa: E402
 
 DUE_FAILED, DUE_OVERDUE, IN_FLIGHT = 50, 50, 1000
@@ -265,7 +265,7 @@ def main() -> None:
                 summary[f"{backend}_{k}_ms"] = round(v * 1000, 3)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    print(" ".join(f"{k}={v}" for k, v in summary.items()), flush=True)
+    print_summary(summary, hard_exit=False)
 
 
 if __name__ == "__main__":

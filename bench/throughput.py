@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import BenchStack, median, order_payload, poll, sas_client, wait_log  # noqa: E402
+from bench._stack import BenchStack, median, order_payload, poll, print_summary, sas_client, wait_log  # noqa: E402
 
 ALL = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
 DEFAULT = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
@@ -211,13 +211,7 @@ def main() -> None:
     unknown = set(args.variants) - set(ALL)
     if unknown:
         parser.error(f"unknown designs {sorted(unknown)}; choose from {ALL}")
-    out = asyncio.run(bench(args))
-    line = " ".join(f"{k}={v}" for k, v in out.items())
-    print(line, flush=True)
-    sys.stdout.flush()
-    import os
-
-    os._exit(0)  # temporalio's bridge can abort at interpreter exit (sdk-python #300)
+    print_summary(asyncio.run(bench(args)))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._stack import print_summary  # noqa: E402
 from bench.sweep import create_pg_database, drop_pg_database  # noqa: E402
 
 
@@ -111,7 +112,7 @@ def main() -> None:
     finally:
         asyncio.run(drop_pg_database(args.pg_admin_url, name))
     summary.update({f"postgres_{k}_cpu_ms": round(v, 3) for k, v in res.items()})
-    print(" ".join(f"{k}={v}" for k, v in summary.items()), flush=True)
+    print_summary(summary, hard_exit=False)
 
 
 if __name__ == "__main__":

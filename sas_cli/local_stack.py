@@ -20,8 +20,32 @@ def temporal_binary() -> str:
     return found
 
 
+class LoopbackStack:
+    """Where a stack on this machine listens, and what its processes are told of it. Shared by
+    ``sas up``/``sas demo``, the benchmarks and the chaos run; the class sets the two ports."""
+
+    temporal_port: int
+    services_port: int
+
+    @property
+    def temporal_address(self) -> str:
+        return f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def services_url(self) -> str:
+        return f"http://127.0.0.1:{self.services_port}"
+
+    def stack_env(self, database_url: str) -> dict[str, str]:
+        """The settings every process of the stack (and a client talking to it) needs."""
+        return {
+            "SAS_TEMPORAL__ADDRESS": self.temporal_address,
+            "SAS_SERVICES__URL": self.services_url,
+            "SAS_DATABASE__URL": database_url,
+        }
+
+
 @dataclass
-class LocalStackConfig:
+class LocalStackConfig(LoopbackStack):
     state_dir: Path
     temporal_port: int = 7233
     ui_port: int = 8233
@@ -32,25 +56,12 @@ class LocalStackConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
-    def temporal_address(self) -> str:
-        return f"127.0.0.1:{self.temporal_port}"
-
-    @property
-    def services_url(self) -> str:
-        return f"http://127.0.0.1:{self.services_port}"
-
-    @property
     def database_url(self) -> str:
         return f"sqlite+aiosqlite:///{(self.state_dir / 'state.db').resolve()}"
 
     def env(self) -> dict[str, str]:
         """What every process of the stack (and a client talking to it) needs to know."""
-        return {
-            "SAS_TEMPORAL__ADDRESS": self.temporal_address,
-            "SAS_SERVICES__URL": self.services_url,
-            "SAS_DATABASE__URL": self.database_url,
-            **self.extra_env,
-        }
+        return {**self.stack_env(self.database_url), **self.extra_env}
 
 
 class LocalStack:

@@ -42,14 +42,7 @@ async def claim_decision(
                 )
                 .values(failure_count=decision.failure_count, complete_by=next_look_at)
             )
-            if not claimed.rowcount:
-                return False
-            session.add(decision)
-            # Flush now: a duplicate decision must fail before the alert is touched.
-            await session.flush()
-            if alert is not None:
-                await raise_alert(session, alert)
-        return True
+            return await _record_claimed(session, claimed.rowcount, decision, alert)
     except IntegrityError:
         # The unique (task, step, FailureCount, kind) key: someone else recorded it first.
         return False
@@ -69,15 +62,21 @@ async def claim_cleanup(
                 .where(Task.task_id == decision.task_id, Task.state == seen_state, Task.version == seen_version)
                 .values(state="Error", version=version, updated_at=decision.decided_at)
             )
-            if not claimed.rowcount:
-                return False
-            session.add(decision)
-            await session.flush()
-            if alert is not None:
-                await raise_alert(session, alert)
-        return True
+            return await _record_claimed(session, claimed.rowcount, decision, alert)
     except IntegrityError:
         return False
+
+
+async def _record_claimed(session: AsyncSession, claimed_rows: int, decision: Decision, alert: Alert | None) -> bool:
+    """Inside the claim's transaction: record the decision and its alert if the claim won."""
+    if not claimed_rows:
+        return False
+    session.add(decision)
+    # Flush now: a duplicate decision must fail before the alert is touched.
+    await session.flush()
+    if alert is not None:
+        await raise_alert(session, alert)
+    return True
 
 
 async def unsent_decisions(session: AsyncSession, limit: int) -> list[Decision]:
