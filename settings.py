@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-from pathlib import Path
 import zlib
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
@@ -89,8 +89,7 @@ class DatabaseSettings(BaseModel):
     def _supported_driver(cls, value: str) -> str:
         if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
             raise ValueError(
-                "must start with sqlite+aiosqlite:// or postgresql+asyncpg:// "
-                f"(got {value.split('://')[0]!r})"
+                f"must start with sqlite+aiosqlite:// or postgresql+asyncpg:// (got {value.split('://')[0]!r})"
             )
         return value
 
@@ -120,8 +119,12 @@ class LadderRungs(BaseModel):
     retry_delay_s: float | None = Field(default=None, ge=0, description="Wait before the first of those retries.")
     retry_backoff: float | None = Field(default=None, ge=1.0, description="Each further retry waits this much longer.")
     retry_max_delay_s: float | None = Field(default=None, ge=0, description="Longest wait between retries.")
-    cooldown_s: float | None = Field(default=None, ge=0, description="C: wait before each cool-down try (hours in production).")
-    cooldown_tries: int | None = Field(default=None, ge=0, description="K: tries after a cool-down, once the retries are spent.")
+    cooldown_s: float | None = Field(
+        default=None, ge=0, description="C: wait before each cool-down try (hours in production)."
+    )
+    cooldown_tries: int | None = Field(
+        default=None, ge=0, description="K: tries after a cool-down, once the retries are spent."
+    )
     outcome: Literal["compensate", "park"] | None = Field(
         default=None, description="When every rung is spent: undo the task, or park it as Error for an operator."
     )
@@ -135,7 +138,9 @@ class TaskLadder(LadderRungs):
 
 class WebhookSettings(BaseModel):
     url: str | None = Field(default=None, description="POST every new or escalated alert here as JSON; off if unset.")
-    secret: SecretStr | None = Field(default=None, description="HMAC-SHA256 key: X-Sas-Signature: sha256=<hex of the body>.")
+    secret: SecretStr | None = Field(
+        default=None, description="HMAC-SHA256 key: X-Sas-Signature: sha256=<hex of the body>."
+    )
     timeout_s: float = Field(default=5.0, gt=0)
     max_attempts: int = Field(default=8, ge=1, description="Deliveries tried per alert before it is given up (logged).")
     retry_delay_s: float = Field(default=2.0, gt=0, description="First wait between deliveries; doubles each time.")
@@ -151,14 +156,17 @@ class SupervisorSettings(BaseModel):
         default=3, ge=1, description="FailureCount at which the default ladder acts (retries = threshold - 1)."
     )
     retries: int | None = Field(default=None, ge=0, description="Default ladder R; failure_threshold - 1 if unset.")
-    retry_delay_s: float = Field(default=1.0, ge=0, description="Default ladder: wait before the first Supervisor retry.")
+    retry_delay_s: float = Field(
+        default=1.0, ge=0, description="Default ladder: wait before the first Supervisor retry."
+    )
     retry_backoff: float = Field(default=2.0, ge=1.0)
     retry_max_delay_s: float = Field(default=300.0, ge=0)
     cooldown_s: float = Field(default=3600.0, ge=0, description="Default ladder C: cool-down before each further try.")
     cooldown_tries: int = Field(default=0, ge=0, description="Default ladder K: tries after a cool-down.")
     outcome: Literal["compensate", "park"] = Field(default="compensate", description="Default ladder's last rung.")
     ladders: dict[str, TaskLadder] = Field(
-        default_factory=dict, description="Per task type (and step) ladders: SAS_SUPERVISOR__LADDERS__ORDER__COOLDOWN_S=30."
+        default_factory=dict,
+        description="Per task type (and step) ladders: SAS_SUPERVISOR__LADDERS__ORDER__COOLDOWN_S=30.",
     )
     overdue_grace_s: float = Field(
         default=3.0, ge=0, description="How long past CompleteBy a Processing step may be before it counts."
@@ -166,18 +174,26 @@ class SupervisorSettings(BaseModel):
     batch_size: int = Field(default=100, ge=1, description="Most due steps handled per sweep.")
     sweeps_per_run: int = Field(default=200, ge=1, description="Sweeps before continue-as-new.")
     workflow_id: str = Field(default="sas-supervisor", description="Fixed id: Temporal runs one at a time (per shard).")
-    shards: int = Field(default=1, ge=1, le=4096, description="S: Supervisor workflows, each owning a hash range of task ids.")
+    shards: int = Field(
+        default=1, ge=1, le=4096, description="S: Supervisor workflows, each owning a hash range of task ids."
+    )
     orphan_after_s: float = Field(
-        default=30.0, ge=0, description="A non-terminal task untouched this long is checked against Temporal (detection d)."
+        default=30.0,
+        ge=0,
+        description="A non-terminal task untouched this long is checked against Temporal (detection d).",
     )
     orphan_batch: int = Field(default=50, ge=1, description="Most tasks checked against Temporal per check.")
     orphan_check_s: float = Field(default=15.0, ge=0, description="How often tasks are checked against Temporal (d).")
-    queue_check_s: float = Field(default=15.0, ge=0, description="How often task queues are asked for pollers (detection c).")
+    queue_check_s: float = Field(
+        default=15.0, ge=0, description="How often task queues are asked for pollers (detection c)."
+    )
     queue_idle_after_s: float = Field(
         default=10.0, ge=0, description="A Pending/Processing step this old on a queue with no poller raises an alert."
     )
     poller_stale_s: float = Field(
-        default=120.0, gt=0, description="A poller Temporal last saw longer ago than this is gone (workers long-poll ~60s)."
+        default=120.0,
+        gt=0,
+        description="A poller Temporal last saw longer ago than this is gone (workers long-poll ~60s).",
     )
     webhook: WebhookSettings = WebhookSettings()
 

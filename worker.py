@@ -16,11 +16,11 @@ async def run_worker() -> None:
     from temporalio.worker import Worker
 
     import state_store
-    from state_store.agent_writes import make_step_writer
     from activities import build_activities
     from sas_cli.connect import connect, metrics_runtime, worker_identity
     from sas_cli.setup_cluster import missing_search_attributes
     from settings import get_settings
+    from state_store.agent_writes import make_step_writer
     from workflows import ALL_WORKFLOWS
     from workflows.runner import workflow_runner
 
@@ -36,7 +36,9 @@ async def run_worker() -> None:
     missing = await missing_search_attributes(client)
     if missing:
         # Upserting an unregistered attribute would fail every workflow task; run without them.
-        log.warning("search attributes %s are not registered: run `sas setup`; tasks will not be filterable in the UI", missing)
+        log.warning(
+            "search attributes %s are not registered: run `sas setup`; tasks will not be filterable in the UI", missing
+        )
     pool = settings.services.max_connections
     limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     writer = make_step_writer(settings.database)
@@ -58,9 +60,7 @@ async def run_worker() -> None:
                 identity=identity,
                 workflow_runner=workflow_runner(),
             )
-            log.info(
-                "worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address
-            )
+            log.info("worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address)
             await serve_until_signalled(worker)
     finally:
         await writer.aclose()

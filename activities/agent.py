@@ -17,8 +17,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.remote import RemoteCaller
 from state_store.agent_writes import StepWriter
-from task_models.versions import Phase, version_of
 from task_models import StepCall, StepResult, StepState, StepTransition, TaskState
+from task_models.versions import Phase, version_of
 
 INVALID_INPUT = "InvalidInput"
 log = logging.getLogger("sas.agent")
@@ -39,7 +39,9 @@ class Agent:
         timeout = info.start_to_close_timeout or timedelta(seconds=30)
         complete_by = info.started_time.astimezone(UTC) + timeout
         running, done = (
-            (StepState.COMPENSATING, StepState.COMPENSATED) if call.compensation else (StepState.PROCESSING, StepState.PROCESSED)
+            (StepState.COMPENSATING, StepState.COMPENSATED)
+            if call.compensation
+            else (StepState.PROCESSING, StepState.PROCESSED)
         )
         await self._record(
             call,
@@ -74,7 +76,7 @@ class Agent:
             try:
                 await self._writer.write(transition)
                 return
-            except Exception as err:  # noqa: BLE001 - any driver error: retried, then re-raised
+            except Exception as err:
                 left = (deadline - datetime.now(UTC)).total_seconds()
                 if left < delay + 1.0:
                     raise

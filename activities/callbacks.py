@@ -40,7 +40,9 @@ class CallbackActivities:
         try:
             response = await self._http.post(event.url, content=body, headers=headers, timeout=10)
         except httpx.HTTPError as err:
-            raise ApplicationError(f"callback {event.url} unreachable: {type(err).__name__}", type="CallbackTransient") from err
+            raise ApplicationError(
+                f"callback {event.url} unreachable: {type(err).__name__}", type="CallbackTransient"
+            ) from err
         if response.status_code >= 500 or response.status_code in (408, 429):
             raise ApplicationError(f"callback {event.url} answered {response.status_code}", type="CallbackTransient")
         if response.status_code >= 400:

@@ -35,12 +35,16 @@ class RemoteCaller:
         self._client = client
         self._base_url = base_url.rstrip("/")
 
-    async def post(self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime) -> dict[str, Any]:
+    async def post(
+        self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime
+    ) -> dict[str, Any]:
         time_left = (complete_by - datetime.now(UTC)).total_seconds()
         if time_left < _MIN_TIME_LEFT_S:
             # The Scheduler already counts this attempt as failed; a request now could
             # race the next attempt. Stop without calling.
-            raise ApplicationError(f"complete-by {complete_by.isoformat()} has passed; not calling {path}", type=DEADLINE)
+            raise ApplicationError(
+                f"complete-by {complete_by.isoformat()} has passed; not calling {path}", type=DEADLINE
+            )
         request = self._client.post(
             f"{self._base_url}{path}",
             json=body,
@@ -53,7 +57,9 @@ class RemoteCaller:
             try:
                 response = await _heartbeating(request, interval_s=_heartbeat_interval(time_left))
             except httpx.TimeoutException as err:
-                raise ApplicationError(f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT) from err
+                raise ApplicationError(
+                    f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT
+                ) from err
             except httpx.TransportError as err:
                 raise ApplicationError(f"{path} unreachable: {type(err).__name__}: {err}", type=TRANSIENT) from err
             return _classify(path, response)

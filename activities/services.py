@@ -49,7 +49,9 @@ class CancelShipmentRequest(BaseModel):
 class InventoryAgent(Agent):
     @activity.defn(name="inventory.reserve")
     async def reserve(self, call: StepCall) -> StepResult:
-        return await self.perform(call, "/inventory/reserve", parse_payload(ReserveRequest, call, order_id=call.task_id))
+        return await self.perform(
+            call, "/inventory/reserve", parse_payload(ReserveRequest, call, order_id=call.task_id)
+        )
 
     @activity.defn(name="inventory.release")
     async def release(self, call: StepCall) -> StepResult:

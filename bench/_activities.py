@@ -26,8 +26,15 @@ _AGENTS = {"reserve": "inventory.reserve", "charge": "payment.charge", "ship": "
 
 
 class BenchActivities:
-    def __init__(self, http: httpx.AsyncClient, services_url: str, sessions: async_sessionmaker[AsyncSession] | None,
-                 identity: str, task_queue: str, writer: StepWriter | None = None) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        services_url: str,
+        sessions: async_sessionmaker[AsyncSession] | None,
+        identity: str,
+        task_queue: str,
+        writer: StepWriter | None = None,
+    ) -> None:
         self._http = http
         self._url = services_url.rstrip("/")
         self._sessions = sessions
@@ -40,8 +47,9 @@ class BenchActivities:
         payload = {**_DEFAULTS, **call["payload"]}
         body = {"order_id": call["task_id"], **{f: payload[f] for f in fields}}
         try:
-            response = await self._http.post(f"{self._url}{path}", json=body, headers={"Idempotency-Key": call["key"]},
-                                             timeout=10.0)
+            response = await self._http.post(
+                f"{self._url}{path}", json=body, headers={"Idempotency-Key": call["key"]}, timeout=10.0
+            )
         except httpx.TransportError as err:
             raise ApplicationError(f"{path} unreachable: {err}", type="RemoteTransient") from err
         if response.status_code >= 500:
@@ -66,8 +74,14 @@ class BenchActivities:
     @activity.defn(name="bench.mirror_accept")
     async def mirror_accept(self, accepted: dict[str, Any]) -> None:
         assert self._writer is not None
-        await accept(self._writer, accepted["task_id"], accepted["payload"], datetime.fromisoformat(accepted["at"]),
-                     workflow_type=activity.info().workflow_type, task_queue=self._task_queue)
+        await accept(
+            self._writer,
+            accepted["task_id"],
+            accepted["payload"],
+            datetime.fromisoformat(accepted["at"]),
+            workflow_type=activity.info().workflow_type,
+            task_queue=self._task_queue,
+        )
         if accepted.get("then"):
             await self.mirror_record(accepted["then"])
 
@@ -82,19 +96,37 @@ class BenchActivities:
         return [self.reserve, self.charge, self.ship, self.mirror_accept, self.mirror_record]
 
 
-async def accept(writer: StepWriter, task_id: str, payload: dict[str, Any], at: datetime,
-                 workflow_type: str, task_queue: str) -> bool:
-    steps = [StepPlan(name=name, position=i, agent=agent, idempotency_key=f"{task_id}:{name}", policy=StepPolicyValues())
-             for i, (name, agent) in enumerate(_AGENTS.items())]
-    return await writer.accept(TaskAccepted(task_id=task_id, task_type="order", workflow_type=workflow_type,
-                                            task_queue=task_queue, payload=payload, steps=steps, accepted_at=at))
+async def accept(
+    writer: StepWriter, task_id: str, payload: dict[str, Any], at: datetime, workflow_type: str, task_queue: str
+) -> bool:
+    steps = [
+        StepPlan(name=name, position=i, agent=agent, idempotency_key=f"{task_id}:{name}", policy=StepPolicyValues())
+        for i, (name, agent) in enumerate(_AGENTS.items())
+    ]
+    return await writer.accept(
+        TaskAccepted(
+            task_id=task_id,
+            task_type="order",
+            workflow_type=workflow_type,
+            task_queue=task_queue,
+            payload=payload,
+            steps=steps,
+            accepted_at=at,
+        )
+    )
 
 
 def transition(t: dict[str, Any], identity: str) -> StepTransition:
     at = datetime.fromisoformat(t["at"]) if isinstance(t["at"], str) else t["at"]
     at = at if at.tzinfo else at.replace(tzinfo=UTC)
     processing = t["state"] == "Processing"
-    return StepTransition(task_id=t["task_id"], step=t["step"], version=version_of(t["seq"]), state=t["state"], at=at,
-                          locked_by=identity if processing else None,
-                          complete_by=at + timedelta(seconds=10) if processing else None,
-                          task_state=t.get("task_state"))
+    return StepTransition(
+        task_id=t["task_id"],
+        step=t["step"],
+        version=version_of(t["seq"]),
+        state=t["state"],
+        at=at,
+        locked_by=identity if processing else None,
+        complete_by=at + timedelta(seconds=10) if processing else None,
+        task_state=t.get("task_state"),
+    )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.api.enums.v1 import EventType
 
 STEP_OF = {"bench.reserve": "reserve", "bench.charge": "charge", "bench.ship": "ship"}
 

@@ -82,8 +82,18 @@ class BenchStack(LoopbackStack):
 
     # -- parts
     def start_temporal(self, search_attributes: bool = True, db_file: bool = False) -> Child:
-        argv = [temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.temporal_port),
-                "--headless", "--log-level", "error"]
+        argv = [
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.temporal_port),
+            "--headless",
+            "--log-level",
+            "error",
+        ]
         if db_file:
             argv += ["--db-filename", str(self.state_dir / "temporal.db")]
         if search_attributes:
@@ -93,8 +103,18 @@ class BenchStack(LoopbackStack):
         return child
 
     def start_services(self, enable_faults: bool = True) -> Child:
-        args = ["-m", "remote_services", "--host", "127.0.0.1", "--port", str(self.services_port),
-                "--ledger", str(self.state_dir / "ledger.db"), "--log-level", "warning"]
+        args = [
+            "-m",
+            "remote_services",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.services_port),
+            "--ledger",
+            str(self.state_dir / "ledger.db"),
+            "--log-level",
+            "warning",
+        ]
         if enable_faults:
             args.append("--enable-faults")
         child = self.group.python("services", args, {"PYTHONPATH": str(ROOT)})
@@ -125,8 +145,9 @@ def wait_log(child: Child, pattern: str, timeout: float = 60.0) -> float:
     return time.monotonic() - started
 
 
-async def poll(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], timeout: float, interval: float = 0.1,
-               what: str = "") -> T:
+async def poll(
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], timeout: float, interval: float = 0.1, what: str = ""
+) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = await probe()
@@ -170,4 +191,4 @@ def children_pids(pid: int) -> list[int]:
     return out
 
 
-__all__ = ["BenchStack", "Child", "median", "order_payload", "poll", "rss_kb", "sas_client", "wait_log", "os"]
+__all__ = ["BenchStack", "Child", "median", "order_payload", "os", "poll", "rss_kb", "sas_client", "wait_log"]

@@ -28,20 +28,28 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
 
     import state_store
     from bench._activities import BenchActivities
-    from state_store.agent_writes import make_step_writer
     from bench._workflows import BENCH_WORKFLOWS
     from sas_cli.connect import connect, worker_identity
     from sas_cli.runtime import serve_until_signalled
     from settings import get_settings
+    from state_store.agent_writes import make_step_writer
 
     settings = get_settings()
     engine = state_store.create_engine(settings.database) if mirror else None
     client = await connect(settings.temporal, "bench-worker")
     identity = worker_identity(settings.temporal, "bench-worker")
     async with httpx.AsyncClient(limits=_limits(settings)) as http:
-        acts = BenchActivities(http, settings.services.url, state_store.session_factory(engine) if engine else None,
-                               identity, task_queue, make_step_writer(settings.database) if mirror else None)
-        worker = Worker(client, task_queue=task_queue, workflows=BENCH_WORKFLOWS, activities=acts.all(), identity=identity)
+        acts = BenchActivities(
+            http,
+            settings.services.url,
+            state_store.session_factory(engine) if engine else None,
+            identity,
+            task_queue,
+            make_step_writer(settings.database) if mirror else None,
+        )
+        worker = Worker(
+            client, task_queue=task_queue, workflows=BENCH_WORKFLOWS, activities=acts.all(), identity=identity
+        )
         print(f"worker {identity} polling {task_queue}", file=sys.stderr, flush=True)
         await serve_until_signalled(worker)
 
@@ -67,10 +75,21 @@ async def run_sas_variant(search_attributes: bool) -> None:
     writer = make_step_writer(settings.database)
     try:
         async with httpx.AsyncClient(limits=_limits(settings)) as http:
-            worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
-                            activities=build_activities(settings, http, state_store.session_factory(engine), identity,
-                                                        search_attributes=search_attributes, step_writer=writer),
-                            identity=identity, workflow_runner=workflow_runner())
+            worker = Worker(
+                client,
+                task_queue=settings.temporal.task_queue,
+                workflows=ALL_WORKFLOWS,
+                activities=build_activities(
+                    settings,
+                    http,
+                    state_store.session_factory(engine),
+                    identity,
+                    search_attributes=search_attributes,
+                    step_writer=writer,
+                ),
+                identity=identity,
+                workflow_runner=workflow_runner(),
+            )
             print(f"worker {identity} polling {settings.temporal.task_queue}", file=sys.stderr, flush=True)
             await serve_until_signalled(worker)
     finally:

@@ -18,10 +18,17 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 STEPS = (("reserve", "bench.reserve"), ("charge", "bench.charge"), ("ship", "bench.ship"))
-_RETRY = RetryPolicy(initial_interval=timedelta(seconds=0.5), backoff_coefficient=2, maximum_interval=timedelta(seconds=5), maximum_attempts=3)
+_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=0.5),
+    backoff_coefficient=2,
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=3,
+)
 _COMPLETE_BY = timedelta(seconds=10)
-_LA = dict(start_to_close_timeout=timedelta(seconds=15),
-           retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)))
+_LA = {
+    "start_to_close_timeout": timedelta(seconds=15),
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+}
 
 
 def _call(order: dict[str, Any], step: str) -> dict[str, Any]:
@@ -30,13 +37,20 @@ def _call(order: dict[str, Any], step: str) -> dict[str, Any]:
 
 
 async def _step(order: dict[str, Any], step: str, activity: str) -> Any:
-    return await workflow.execute_activity(activity, _call(order, step), start_to_close_timeout=_COMPLETE_BY,
-                                           retry_policy=_RETRY)
+    return await workflow.execute_activity(
+        activity, _call(order, step), start_to_close_timeout=_COMPLETE_BY, retry_policy=_RETRY
+    )
 
 
 def _t(step: str, state: str, seq: int, task_state: str | None = None) -> dict[str, Any]:
-    return {"task_id": workflow.info().workflow_id, "step": step, "state": state, "seq": seq,
-            "at": workflow.now().isoformat(), "task_state": task_state}
+    return {
+        "task_id": workflow.info().workflow_id,
+        "step": step,
+        "state": state,
+        "seq": seq,
+        "at": workflow.now().isoformat(),
+        "task_state": task_state,
+    }
 
 
 @workflow.defn(name="BenchBareOrder")
@@ -55,17 +69,23 @@ class BenchLaOrder:
     @workflow.run
     async def run(self, order: dict[str, Any]) -> str:
         info = workflow.info()
-        await workflow.execute_local_activity("bench.mirror_accept", {"task_id": info.workflow_id, "payload": order,
-                                              "at": workflow.now().isoformat()}, **_LA)
+        await workflow.execute_local_activity(
+            "bench.mirror_accept",
+            {"task_id": info.workflow_id, "payload": order, "at": workflow.now().isoformat()},
+            **_LA,
+        )
         seq = 0
         for i, (step, activity) in enumerate(STEPS):
             seq += 1
-            await workflow.execute_local_activity("bench.mirror_record", [_t(step, "Processing", seq, "Processing")], **_LA)
+            await workflow.execute_local_activity(
+                "bench.mirror_record", [_t(step, "Processing", seq, "Processing")], **_LA
+            )
             await _step(order, step, activity)
             seq += 1
             last = i == len(STEPS) - 1
             await workflow.execute_local_activity(
-                "bench.mirror_record", [_t(step, "Processed", seq, "Processed" if last else None)], **_LA)
+                "bench.mirror_record", [_t(step, "Processed", seq, "Processed" if last else None)], **_LA
+            )
         return "Processed"
 
 
@@ -87,7 +107,8 @@ class BenchBatchOrder:
                 await workflow.execute_local_activity(
                     "bench.mirror_accept",
                     {"task_id": info.workflow_id, "payload": order, "at": workflow.now().isoformat(), "then": pending},
-                    **_LA)
+                    **_LA,
+                )
             else:
                 await workflow.execute_local_activity("bench.mirror_record", pending, **_LA)
             pending = []

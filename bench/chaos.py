@@ -70,13 +70,24 @@ def fault_rules(scope: str, hang_s: float) -> list[dict[str, Any]]:
     for endpoint in FORWARD + (UNDO if scope == "all" else ()):
         taken = 0.0
         if endpoint == "payment.charge":
-            rules.append({"endpoint": endpoint, "kind": "permanent", "probability": DECLINE, "status": 402,
-                          "error": "card_declined", "message": "the card was declined (injected fault)"})
+            rules.append(
+                {
+                    "endpoint": endpoint,
+                    "kind": "permanent",
+                    "probability": DECLINE,
+                    "status": 402,
+                    "error": "card_declined",
+                    "message": "the card was declined (injected fault)",
+                }
+            )
             taken += DECLINE
-        rules.append({"endpoint": endpoint, "kind": "hang", "probability": round(HANG / (1 - taken), 6), "hang_s": hang_s})
+        rules.append(
+            {"endpoint": endpoint, "kind": "hang", "probability": round(HANG / (1 - taken), 6), "hang_s": hang_s}
+        )
         taken += HANG
-        rules.append({"endpoint": endpoint, "kind": "transient", "probability": round(TRANSIENT / (1 - taken), 6),
-                      "status": 503})
+        rules.append(
+            {"endpoint": endpoint, "kind": "transient", "probability": round(TRANSIENT / (1 - taken), 6), "status": 503}
+        )
     return rules
 
 
@@ -95,8 +106,14 @@ class Stack(LoopbackStack):
         # version even if the working tree changes meanwhile (a changed workflow would
         # otherwise fail to replay the histories its predecessor wrote).
         self.src = state_dir / "src"
-        shutil.copytree(ROOT, self.src, ignore=shutil.ignore_patterns(
-            ".git", ".venv", ".sas", "__pycache__", "*.egg-info", "tests", "docs", ".pytest_cache"), dirs_exist_ok=True)
+        shutil.copytree(
+            ROOT,
+            self.src,
+            ignore=shutil.ignore_patterns(
+                ".git", ".venv", ".sas", "__pycache__", "*.egg-info", "tests", "docs", ".pytest_cache"
+            ),
+            dirs_exist_ok=True,
+        )
         self.restarts: Counter[str] = Counter()
         self.down: set[str] = set()  # stopped on purpose, being restarted
 
@@ -115,15 +132,45 @@ class Stack(LoopbackStack):
         log_path = self.group.log_dir / f"{name}.log"
         offset = log_path.stat().st_size if log_path.exists() else 0
         if name == "temporal":
-            child = self.group.spawn(name, [
-                temporal_binary(), "server", "start-dev", "--db-filename", str(self.dir / "temporal.db"),
-                "--ip", "127.0.0.1", "--port", str(self.temporal_port), "--http-port", str(self.http_port),
-                "--headless", "--log-level", "warn", *dev_server_flags()])
+            child = self.group.spawn(
+                name,
+                [
+                    temporal_binary(),
+                    "server",
+                    "start-dev",
+                    "--db-filename",
+                    str(self.dir / "temporal.db"),
+                    "--ip",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.temporal_port),
+                    "--http-port",
+                    str(self.http_port),
+                    "--headless",
+                    "--log-level",
+                    "warn",
+                    *dev_server_flags(),
+                ],
+            )
         elif name == "services":
-            child = self.group.python(name, [
-                "-P", "-m", "remote_services", "--host", "127.0.0.1", "--port", str(self.services_port),
-                "--ledger", str(self.dir / "ledger.db"), "--enable-faults",
-                "--fault-seed", str(self.seed + self.restarts[name])], {"PYTHONPATH": str(self.src)})
+            child = self.group.python(
+                name,
+                [
+                    "-P",
+                    "-m",
+                    "remote_services",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.services_port),
+                    "--ledger",
+                    str(self.dir / "ledger.db"),
+                    "--enable-faults",
+                    "--fault-seed",
+                    str(self.seed + self.restarts[name]),
+                ],
+                {"PYTHONPATH": str(self.src)},
+            )
         elif name == "worker":
             child = self.group.python(name, ["-P", str(self.src / "worker.py")], self.env())
         elif name == "supervisor":
@@ -144,7 +191,9 @@ class Stack(LoopbackStack):
         elif name == "services":
             await self._until(lambda: port_open("127.0.0.1", self.services_port), child, timeout, "services port")
         elif name in ("worker", "supervisor"):
-            await self._until(lambda: "polling" in _read_from(child.log_path, offset), child, timeout, "'polling' in its log")
+            await self._until(
+                lambda: "polling" in _read_from(child.log_path, offset), child, timeout, "'polling' in its log"
+            )
         return time.monotonic() - started
 
     async def migrate(self) -> None:
@@ -209,7 +258,9 @@ async def _admin(sql: str, *args: Any) -> Any:
 async def _db_outage(db: str, seconds: float) -> None:
     await _admin(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS false')
     try:
-        await _admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db)
+        await _admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db
+        )
         await asyncio.sleep(seconds)
     finally:
         await _admin(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
@@ -263,7 +314,7 @@ class Run:
                     await tasks.submit(client, settings, "order", order, payload)  # False: it was already started
                     self.submitted.add(order)
                     break
-                except Exception as err:  # noqa: BLE001 - Temporal restarting: try again
+                except Exception as err:
                     if time.monotonic() - self.t0 > self.args.timeout:
                         raise
                     self.say(f"submit {order}: {type(err).__name__}: {str(err)[:80]}; retrying")
@@ -333,7 +384,10 @@ class Run:
         conn = await asyncpg.connect(self.args.db_dsn, timeout=5)
         try:
             prefix = f"chaos-{self.args.run_id}-%"
-            tasks = {r["task_id"]: r["state"] for r in await conn.fetch("SELECT task_id, state FROM tasks WHERE task_id LIKE $1", prefix)}
+            tasks = {
+                r["task_id"]: r["state"]
+                for r in await conn.fetch("SELECT task_id, state FROM tasks WHERE task_id LIKE $1", prefix)
+            }
             mirror = {t: check.MirrorTask(state=s, steps={}) for t, s in tasks.items()}
             for r in await conn.fetch("SELECT task_id, name, state FROM steps WHERE task_id LIKE $1", prefix):
                 if r["task_id"] in mirror:  # a task accepted between the two reads waits for the next
@@ -366,8 +420,10 @@ class Run:
                 last_print = time.monotonic()
                 counts = Counter(t.state for t in self.states.values())
                 detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-                self.say(f"submitted={len(self.submitted)}/{len(self.orders)} settled={settled} {detail} "
-                         f"faults={len(self.injected)}")
+                self.say(
+                    f"submitted={len(self.submitted)}/{len(self.orders)} settled={settled} {detail} "
+                    f"faults={len(self.injected)}"
+                )
             if self.chaos_done and submitting.done() and settled == len(self.orders):
                 return True
             await asyncio.sleep(1)
@@ -425,8 +481,10 @@ class Run:
         from sas_cli.connect import connect
         from settings import TemporalSettings
 
-        self.say(f"seed={args.seed} orders={args.orders} kills={args.kills} fault_scope={args.fault_scope} "
-                 f"state_dir={args.state_dir} database={args.db_name}")
+        self.say(
+            f"seed={args.seed} orders={args.orders} kills={args.kills} fault_scope={args.fault_scope} "
+            f"state_dir={args.state_dir} database={args.db_name}"
+        )
         await _admin(f'CREATE DATABASE "{args.db_name}"')
         self.stack = stack = Stack(args.state_dir, args.db_url, args.seed, self.say)
         for name in ("temporal", "services"):
@@ -436,8 +494,10 @@ class Run:
             self.say(f"{name} ready after {await stack.start(name):.1f}s")
         async with httpx.AsyncClient(base_url=stack.services_url, timeout=10) as http:
             await self.post_faults(http)
-            self.say(f"remote faults posted ({args.fault_scope} endpoints): transient {TRANSIENT:.0%}, "
-                     f"hang {HANG:.0%} (hang_s={args.hang_s:g}), card_declined {DECLINE:.0%} of charges")
+            self.say(
+                f"remote faults posted ({args.fault_scope} endpoints): transient {TRANSIENT:.0%}, "
+                f"hang {HANG:.0%} (hang_s={args.hang_s:g}), card_declined {DECLINE:.0%} of charges"
+            )
             client = await connect(TemporalSettings(address=stack.temporal_address), "chaos")
             self.t0 = time.monotonic()
             submitting = asyncio.create_task(self.submit_all(client))
@@ -447,7 +507,9 @@ class Run:
             finally:
                 for t in (submitting, chaos):
                     t.cancel()
-            self.say("every order settled; checking" if done else f"timeout ({args.timeout:.0f}s): checking what there is")
+            self.say(
+                "every order settled; checking" if done else f"timeout ({args.timeout:.0f}s): checking what there is"
+            )
             # The mirror can be a moment ahead of Temporal (an Agent records Processed before its
             # workflow completes): give the last workflows a short grace to close.
             grace_end = time.monotonic() + args.grace_s
@@ -468,9 +530,13 @@ class Run:
         actions = Counter(e["action"] for e in self.ledger)
         injected = Counter(self.injected)
         print(
-            "states: " + " ".join(f"{k}={v}" for k, v in sorted(states.items())) + " | ledger: "
-            + " ".join(f"{k}={v}" for k, v in sorted(actions.items())) + " | remote faults hit: "
-            + " ".join(f"{k}={v}" for k, v in sorted(self.fault_hits.items())) + " | process faults: "
+            "states: "
+            + " ".join(f"{k}={v}" for k, v in sorted(states.items()))
+            + " | ledger: "
+            + " ".join(f"{k}={v}" for k, v in sorted(actions.items()))
+            + " | remote faults hit: "
+            + " ".join(f"{k}={v}" for k, v in sorted(self.fault_hits.items()))
+            + " | process faults: "
             + " ".join(f"{k}={v}" for k, v in sorted(injected.items())),
             flush=True,
         )
@@ -491,13 +557,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--orders", type=int, default=200, help="orders to submit (default %(default)s)")
     p.add_argument("--kills", type=int, default=6, help="kill -9 of the worker, each restarted (default %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="seed of every random choice (default: random, printed)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="give up waiting after this many seconds from the first order (default: 300 + 2 s per order)")
-    p.add_argument("--submit-s", type=float, default=None, help="spread the orders over this long (default: 0.4 s per order, 20..120)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="give up waiting after this many seconds from the first order (default: 300 + 2 s per order)",
+    )
+    p.add_argument(
+        "--submit-s",
+        type=float,
+        default=None,
+        help="spread the orders over this long (default: 0.4 s per order, 20..120)",
+    )
     p.add_argument("--chaos-start-s", type=float, default=3.0, help="first process fault no earlier than this")
-    p.add_argument("--chaos-s", type=float, default=None, help="process faults fall in this window (default: submit-s + 15)")
-    p.add_argument("--fault-scope", choices=("all", "forward"), default="all",
-                   help="endpoints the transient faults and hangs hit: all (undo too) or forward only")
+    p.add_argument(
+        "--chaos-s", type=float, default=None, help="process faults fall in this window (default: submit-s + 15)"
+    )
+    p.add_argument(
+        "--fault-scope",
+        choices=("all", "forward"),
+        default="all",
+        help="endpoints the transient faults and hangs hit: all (undo too) or forward only",
+    )
     p.add_argument("--hang-s", type=float, default=60.0, help="how long a hang lasts unless the caller gives up")
     p.add_argument("--grace-s", type=float, default=20.0, help="after settling, how long to let Temporal catch up")
     p.add_argument("--progress-s", type=float, default=5.0, help="seconds between progress lines")

@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from bench._stack import BenchStack, order_payload, poll, print_summary, rss_kb, sas_client, wait_log  # noqa: E402
+from bench._stack import BenchStack, order_payload, poll, print_summary, rss_kb, sas_client, wait_log
 
 
 async def bench(args: argparse.Namespace) -> dict[str, object]:
@@ -40,28 +40,35 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         pid = worker.process.pid
         client = await sas_client(stack.temporal_address)
         run = uuid.uuid4().hex[:6]
-        warm = await asyncio.gather(*(client.start_workflow("OrderWorkflow", order_payload(i), id=f"mem-{run}-w{i}",
-                                                            task_queue="sas-tasks") for i in range(20)))
+        warm = await asyncio.gather(
+            *(
+                client.start_workflow("OrderWorkflow", order_payload(i), id=f"mem-{run}-w{i}", task_queue="sas-tasks")
+                for i in range(20)
+            )
+        )
         await asyncio.gather(*(h.result() for h in warm))
         baseline = rss_kb(pid)
-        import state_store
-        from settings import DatabaseSettings
         from sqlalchemy import func, select
 
+        import state_store
+        from settings import DatabaseSettings
         from state_store.tables import Task
 
         engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
         sessions = state_store.session_factory(engine)
         try:
             async with httpx.AsyncClient(base_url=stack.services_url, timeout=10) as http:
-                await http.post("/admin/faults", json={"endpoint": "inventory.reserve", "kind": "latency",
-                                                       "latency_ms": int(args.hold_s * 1000)})
+                await http.post(
+                    "/admin/faults",
+                    json={"endpoint": "inventory.reserve", "kind": "latency", "latency_ms": int(args.hold_s * 1000)},
+                )
                 sem = asyncio.Semaphore(64)
 
                 async def submit(i: int):
                     async with sem:
-                        return await client.start_workflow("OrderWorkflow", order_payload(i), id=f"mem-{run}-{i}",
-                                                           task_queue="sas-tasks")
+                        return await client.start_workflow(
+                            "OrderWorkflow", order_payload(i), id=f"mem-{run}-{i}", task_queue="sas-tasks"
+                        )
 
                 started = time.monotonic()
                 await asyncio.gather(*(submit(i) for i in range(args.tasks)))
@@ -70,8 +77,14 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                 async def accepted() -> int:
                     samples.append(rss_kb(pid))
                     async with sessions() as session:
-                        return int(await session.scalar(select(func.count()).select_from(Task).where(
-                            Task.task_id.like(f"mem-{run}-%"), Task.task_id.notlike(f"mem-{run}-w%"))) or 0)
+                        return int(
+                            await session.scalar(
+                                select(func.count())
+                                .select_from(Task)
+                                .where(Task.task_id.like(f"mem-{run}-%"), Task.task_id.notlike(f"mem-{run}-w%"))
+                            )
+                            or 0
+                        )
 
                 await poll(accepted, lambda n: n >= args.tasks, 300, 0.2, "every task to be accepted")
                 in_flight_s = time.monotonic() - started
@@ -82,9 +95,14 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                 peak = rss_kb(pid, "VmHWM")
         finally:
             await engine.dispose()
-        return {"tasks": args.tasks, "peak_rss_mb": round(peak / 1024, 1),
-                "per_task_kb": round((peak - baseline) / args.tasks, 1), "baseline_rss_mb": round(baseline / 1024, 1),
-                "max_sampled_rss_mb": round(max(samples) / 1024, 1), "all_in_flight_after_s": round(in_flight_s, 1)}
+        return {
+            "tasks": args.tasks,
+            "peak_rss_mb": round(peak / 1024, 1),
+            "per_task_kb": round((peak - baseline) / args.tasks, 1),
+            "baseline_rss_mb": round(baseline / 1024, 1),
+            "max_sampled_rss_mb": round(max(samples) / 1024, 1),
+            "all_in_flight_after_s": round(in_flight_s, 1),
+        }
 
 
 def main() -> None:

@@ -41,8 +41,12 @@ def main() -> None:
     left.legend()
     for backend, figures in sweep.items():
         sizes = [(int(float(k[1:])), v * 1000) for k, v in figures.items() if k.startswith("t")]
-        right.plot([s for s, _ in sizes], [t for _, t in sizes], marker="o",
-                   label=f"{backend} (growth {figures['growth']:.2f}x)")
+        right.plot(
+            [s for s, _ in sizes],
+            [t for _, t in sizes],
+            marker="o",
+            label=f"{backend} (growth {figures['growth']:.2f}x)",
+        )
     right.set_xscale("log")
     right.set_ylim(bottom=0)
     right.set_xlabel("step rows stored")

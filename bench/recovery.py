@@ -26,18 +26,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from bench._stack import BenchStack, order_payload, poll, print_summary, sas_client, wait_log  # noqa: E402
+from bench._stack import BenchStack, order_payload, poll, print_summary, sas_client, wait_log
 
 
 async def one_run(stack: BenchStack, client, worker, args, run: str):
     async with httpx.AsyncClient(base_url=stack.services_url, timeout=10) as http:
         await http.delete("/admin/faults")
-        fault = (await http.post("/admin/faults", json={"endpoint": "payment.charge", "kind": "latency",
-                                                        "latency_ms": args.latency_ms, "times": args.orders})).json()["id"]
-        handles = await asyncio.gather(*(client.start_workflow("OrderWorkflow", order_payload(i), id=f"rec-{run}-{i}",
-                                                               task_queue="sas-tasks") for i in range(args.orders)))
+        fault = (
+            await http.post(
+                "/admin/faults",
+                json={
+                    "endpoint": "payment.charge",
+                    "kind": "latency",
+                    "latency_ms": args.latency_ms,
+                    "times": args.orders,
+                },
+            )
+        ).json()["id"]
+        handles = await asyncio.gather(
+            *(
+                client.start_workflow("OrderWorkflow", order_payload(i), id=f"rec-{run}-{i}", task_queue="sas-tasks")
+                for i in range(args.orders)
+            )
+        )
 
         async def hits() -> int:
             rules = (await http.get("/admin/faults")).json()["faults"]
@@ -83,10 +96,18 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             readies.append(ready_s)
             print(f"run {r}: recovery_s={recovery:.2f} worker_ready_s={ready_s:.2f}", flush=True)
         rec = statistics.median(recoveries)
-        return {"orders": args.orders, "runs": args.runs, "recovery_s": round(rec, 2), "bound_s": round(bound, 1),
-                "max_recovery_s": round(max(recoveries), 2), "restart_ready_s": round(statistics.median(readies), 2),
-                "complete_by_s": complete_by, "heartbeat_s": round(s.default_step.heartbeat.total_seconds(), 2),
-                "supervisor_interval_s": interval, "met": rec <= bound}
+        return {
+            "orders": args.orders,
+            "runs": args.runs,
+            "recovery_s": round(rec, 2),
+            "bound_s": round(bound, 1),
+            "max_recovery_s": round(max(recoveries), 2),
+            "restart_ready_s": round(statistics.median(readies), 2),
+            "complete_by_s": complete_by,
+            "heartbeat_s": round(s.default_step.heartbeat.total_seconds(), 2),
+            "supervisor_interval_s": interval,
+            "met": rec <= bound,
+        }
 
 
 def main() -> None:

@@ -23,15 +23,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import ROOT, BenchStack, print_summary, wait_log  # noqa: E402
+from bench._stack import ROOT, BenchStack, print_summary, wait_log
 
-WORKER_IMPORTS = ("import httpx, temporalio.worker, state_store, activities, workflows, sas_cli.connect, "
-                  "sas_cli.setup_cluster, settings")
+WORKER_IMPORTS = (
+    "import httpx, temporalio.worker, state_store, activities, workflows, sas_cli.connect, "
+    "sas_cli.setup_cluster, settings"
+)
 
 
 def import_profile() -> tuple[float, list[tuple[str, float]]]:
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", WORKER_IMPORTS], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", WORKER_IMPORTS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     per_top: Counter[str] = Counter()
     total = 0.0
     for line in out.stderr.splitlines():
@@ -63,8 +71,14 @@ def main() -> None:
             print(f"run {r}: ready_s={times[-1]:.2f}", flush=True)
     import_s, heavy = import_profile()
     print("heaviest imports (self time, s): " + ", ".join(f"{k}={v}" for k, v in heavy), flush=True)
-    print_summary({"runs": args.runs, "ready_s": f"{statistics.median(times):.2f}", "max_ready_s": f"{max(times):.2f}",
-                   "import_s": f"{import_s:.2f}"})
+    print_summary(
+        {
+            "runs": args.runs,
+            "ready_s": f"{statistics.median(times):.2f}",
+            "max_ready_s": f"{max(times):.2f}",
+            "import_s": f"{import_s:.2f}",
+        }
+    )
 
 
 if __name__ == "__main__":

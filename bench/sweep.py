@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import install_signal_exit, print_summary  # noqa: E402
-from state_store.tables import shard_of  # noqa: E402
+from bench._stack import install_signal_exit, print_summary
+from state_store.tables import shard_of
 
 DUE_FAILED, DUE_OVERDUE, IN_FLIGHT = 50, 50, 1000
 STEP_NAMES = ("reserve", "charge", "ship")
@@ -66,9 +66,21 @@ def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], li
         name = STEP_NAMES[pos]
         shard = shard_of(task_id)
         if pos == 0 or i == start:
-            tasks.append(dict(task_id=task_id, task_type="order", workflow_type="OrderWorkflow", task_queue="sas-tasks",
-                              state="Processed", current_step="ship", payload="{}", shard=shard, version=0,
-                              created_at=now - timedelta(days=1), updated_at=now - timedelta(days=1)))
+            tasks.append(
+                {
+                    "task_id": task_id,
+                    "task_type": "order",
+                    "workflow_type": "OrderWorkflow",
+                    "task_queue": "sas-tasks",
+                    "state": "Processed",
+                    "current_step": "ship",
+                    "payload": "{}",
+                    "shard": shard,
+                    "version": 0,
+                    "created_at": now - timedelta(days=1),
+                    "updated_at": now - timedelta(days=1),
+                }
+            )
         if i < DUE_FAILED:
             state, complete_by = "Failed", now - timedelta(seconds=60 + i)
         elif i < DUE_FAILED + DUE_OVERDUE:
@@ -77,11 +89,29 @@ def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], li
             state, complete_by = "Processing", now + timedelta(hours=1, seconds=i)
         else:
             state, complete_by = "Processed", None
-        steps.append(dict(task_id=task_id, name=name, position=pos, agent=AGENTS[name], compensation=UNDO[name],
-                          state=state, locked_by="worker-1@bench" if state == "Processing" else None,
-                          complete_by=complete_by, failure_count=0, resets=0, attempt=1, last_error=None, error_type=None,
-                          permanent=False, idempotency_key=f"{task_id}:{name}", complete_by_s=10.0, version=30000,
-                          updated_at=now - timedelta(days=1), shard=shard))
+        steps.append(
+            {
+                "task_id": task_id,
+                "name": name,
+                "position": pos,
+                "agent": AGENTS[name],
+                "compensation": UNDO[name],
+                "state": state,
+                "locked_by": "worker-1@bench" if state == "Processing" else None,
+                "complete_by": complete_by,
+                "failure_count": 0,
+                "resets": 0,
+                "attempt": 1,
+                "last_error": None,
+                "error_type": None,
+                "permanent": False,
+                "idempotency_key": f"{task_id}:{name}",
+                "complete_by_s": 10.0,
+                "version": 30000,
+                "updated_at": now - timedelta(days=1),
+                "shard": shard,
+            }
+        )
     # a task row may already exist when a load starts mid-task
     return tasks, steps
 
@@ -103,10 +133,14 @@ def load_sqlite(path: Path, start: int, stop: int, now: datetime, run: str) -> N
     for lo in range(start, stop, chunk):
         tasks, steps = rows(lo, min(lo + chunk, stop), now, run)
         conv = lambda r, cols: tuple(_sqlite_ts(r[c]) if isinstance(r[c], datetime) else r[c] for c in cols)  # noqa: E731
-        conn.executemany(f"INSERT OR IGNORE INTO tasks ({','.join(tcols)}) VALUES ({','.join('?' * len(tcols))})",
-                         [conv(r, tcols) for r in tasks])
-        conn.executemany(f"INSERT INTO steps ({','.join(scols)}) VALUES ({','.join('?' * len(scols))})",
-                         [conv(r, scols) for r in steps])
+        conn.executemany(
+            f"INSERT OR IGNORE INTO tasks ({','.join(tcols)}) VALUES ({','.join('?' * len(tcols))})",
+            [conv(r, tcols) for r in tasks],
+        )
+        conn.executemany(
+            f"INSERT INTO steps ({','.join(scols)}) VALUES ({','.join('?' * len(scols))})",
+            [conv(r, scols) for r in steps],
+        )
         conn.commit()
     conn.execute("ANALYZE")
     conn.commit()
@@ -128,8 +162,12 @@ async def load_postgres(dsn: str, start: int, stop: int, now: datetime, run: str
             existing = await conn.fetchval("SELECT count(*) FROM tasks WHERE task_id = $1", tasks[0]["task_id"])
             if existing:
                 tasks = tasks[1:]
-            await conn.copy_records_to_table("tasks", records=[tuple(r[c] for c in tcols) for r in tasks], columns=tcols)
-            await conn.copy_records_to_table("steps", records=[tuple(r[c] for c in scols) for r in steps], columns=scols)
+            await conn.copy_records_to_table(
+                "tasks", records=[tuple(r[c] for c in tcols) for r in tasks], columns=tcols
+            )
+            await conn.copy_records_to_table(
+                "steps", records=[tuple(r[c] for c in scols) for r in steps], columns=scols
+            )
         await conn.execute("ANALYZE tasks")
         await conn.execute("ANALYZE steps")
     finally:
@@ -216,7 +254,9 @@ def bench_backend(backend: str, sizes: list[int], args: argparse.Namespace) -> d
             if backend == "sqlite":
                 load_sqlite(path, loaded, size, now, run)
             else:
-                asyncio.run(load_postgres(url.replace("postgresql+asyncpg://", "postgresql://"), loaded, size, now, run))
+                asyncio.run(
+                    load_postgres(url.replace("postgresql+asyncpg://", "postgresql://"), loaded, size, now, run)
+                )
             loaded = size
             load_s = time.monotonic() - started
             t, plan = asyncio.run(time_scan(url, args.runs, args.shards, args.explain))
@@ -242,8 +282,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=21, help="timed scans per size; the median counts (default 21)")
     parser.add_argument("--shards", type=int, default=1, help="Supervisor shards; >1 times shard 0's range (default 1)")
     parser.add_argument("--explain", action="store_true", help="print the query plan at each size")
-    parser.add_argument("--pg-admin-url", default=os.environ.get(
-        "SAS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument(
+        "--pg-admin-url",
+        default=os.environ.get("SAS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"),
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     install_signal_exit()

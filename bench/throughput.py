@@ -35,14 +35,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import BenchStack, median, order_payload, poll, print_summary, sas_client, wait_log  # noqa: E402
+from bench._stack import BenchStack, median, order_payload, poll, print_summary, sas_client, wait_log
 
 ALL = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
 DEFAULT = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
-WORKFLOW = {"bare": "BenchBareOrder", "sas": "OrderWorkflow", "sas-nosa": "OrderWorkflow", "la": "BenchLaOrder",
-            "batch": "BenchBatchOrder", "proj": "BenchBareOrder"}
-QUEUE = {"bare": "bench-bare", "sas": "sas-tasks", "sas-nosa": "bench-sas-nosa", "la": "bench-la",
-         "batch": "bench-batch", "proj": "bench-proj"}
+WORKFLOW = {
+    "bare": "BenchBareOrder",
+    "sas": "OrderWorkflow",
+    "sas-nosa": "OrderWorkflow",
+    "la": "BenchLaOrder",
+    "batch": "BenchBatchOrder",
+    "proj": "BenchBareOrder",
+}
+QUEUE = {
+    "bare": "bench-bare",
+    "sas": "sas-tasks",
+    "sas-nosa": "bench-sas-nosa",
+    "la": "bench-la",
+    "batch": "bench-batch",
+    "proj": "bench-proj",
+}
 
 
 def cpu_s(pid: int) -> float:
@@ -61,10 +73,15 @@ def start(stack: BenchStack, variants: list[str], search_attributes: bool) -> di
         if v == "sas":
             procs[v] = [stack.sas_worker("worker-sas")]
         elif v == "sas-nosa":
-            procs[v] = [stack.python("worker-sas-nosa", ["-m", "bench._worker", "sas-variant"],
-                                     SAS_TEMPORAL__TASK_QUEUE=QUEUE[v])]
+            procs[v] = [
+                stack.python(
+                    "worker-sas-nosa", ["-m", "bench._worker", "sas-variant"], SAS_TEMPORAL__TASK_QUEUE=QUEUE[v]
+                )
+            ]
         else:
-            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]] + (["--no-mirror"] if v in ("bare", "proj") else [])
+            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]] + (
+                ["--no-mirror"] if v in ("bare", "proj") else []
+            )
             procs[v] = [stack.python(f"worker-{v}", args)]
         if v == "proj":
             procs[v].append(stack.python("projector", ["-m", "bench._projector", "--task-queue", QUEUE[v]]))
@@ -85,8 +102,9 @@ async def run_round(client, stack: BenchStack, variant: str, n: int, tag: str, s
 
     async def submit(i: int):
         async with sem:
-            return await client.start_workflow(WORKFLOW[variant], order_payload(i), id=f"{prefix}{i}",
-                                               task_queue=QUEUE[variant])
+            return await client.start_workflow(
+                WORKFLOW[variant], order_payload(i), id=f"{prefix}{i}", task_queue=QUEUE[variant]
+            )
 
     started = time.monotonic()
     handles = await asyncio.gather(*(submit(i) for i in range(n)))
@@ -101,8 +119,14 @@ async def run_round(client, stack: BenchStack, variant: str, n: int, tag: str, s
 
         async def projected() -> int:
             async with sessions() as session:
-                return int(await session.scalar(select(func.count()).select_from(Task).where(
-                    Task.task_id.like(f"{prefix}%"), Task.state == "Processed")) or 0)
+                return int(
+                    await session.scalar(
+                        select(func.count())
+                        .select_from(Task)
+                        .where(Task.task_id.like(f"{prefix}%"), Task.state == "Processed")
+                    )
+                    or 0
+                )
 
         await poll(projected, lambda c: c >= n, 300, 0.05, "the projector to catch up")
     return n / (time.monotonic() - started)
@@ -118,10 +142,25 @@ def _profile(folder: str | None, variant: str, r: int, pid: int, gil: bool = Fal
 
     Path(folder).mkdir(parents=True, exist_ok=True)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "100", "--nonblocking",
-                             *(["--gil"] if gil else []),
-                             "-o", str(Path(folder) / f"{variant}-{r}.txt")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--rate",
+            "100",
+            "--nonblocking",
+            *(["--gil"] if gil else []),
+            "-o",
+            str(Path(folder) / f"{variant}-{r}.txt"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _stop_profile(spy) -> None:
@@ -158,7 +197,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             wps: dict[str, list[float]] = {v: [] for v in variants}
             cpu: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
             for r in range(args.rounds):
-                order = variants[r % len(variants):] + variants[: r % len(variants)]
+                order = variants[r % len(variants) :] + variants[: r % len(variants)]
                 for v in order:
                     pids = {"server": server_pid, **{c.name: c.process.pid for c in procs[v]}}
                     before = {k: cpu_s(p) for k, p in pids.items()}
@@ -181,7 +220,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     # Each round runs every design back to back, so a round's ratio compares runs
                     # under the same background load; their median resists a noisy machine better
                     # than a ratio of medians taken from different moments.
-                    per_round = [round(a / b, 3) for a, b in zip(wps[v], wps["bare"])]
+                    per_round = [round(a / b, 3) for a, b in zip(wps[v], wps["bare"], strict=False)]
                     out[f"{key}_ratio" if v != "sas" else "ratio"] = round(median(per_round), 3)
                     out[f"{key}_ratio_of_medians"] = round(median(wps[v]) / bare, 3)
                     print(f"{v}: per-round ratios {per_round}", flush=True)
@@ -197,13 +236,23 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=200, help="orders per round and design (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every design once (default 3)")
     parser.add_argument("--warmup", type=int, default=20, help="orders per design before measuring (default 20)")
-    parser.add_argument("--variants", default=",".join(DEFAULT),
-                        help=f"comma-separated designs from {','.join(ALL)} (default {','.join(DEFAULT)})")
+    parser.add_argument(
+        "--variants",
+        default=",".join(DEFAULT),
+        help=f"comma-separated designs from {','.join(ALL)} (default {','.join(DEFAULT)})",
+    )
     parser.add_argument("--database-url", help="state store URL (default: SQLite in the run's temporary directory)")
-    parser.add_argument("--no-search-attributes", action="store_true",
-                        help="start the dev server without sas's search attributes (the sas worker then skips upserts)")
-    parser.add_argument("--profile", metavar="DIR", help="py-spy each measured round's worker into DIR (collapsed stacks)")
-    parser.add_argument("--profile-gil", action="store_true", help="with --profile: sample only the thread holding the GIL")
+    parser.add_argument(
+        "--no-search-attributes",
+        action="store_true",
+        help="start the dev server without sas's search attributes (the sas worker then skips upserts)",
+    )
+    parser.add_argument(
+        "--profile", metavar="DIR", help="py-spy each measured round's worker into DIR (collapsed stacks)"
+    )
+    parser.add_argument(
+        "--profile-gil", action="store_true", help="with --profile: sample only the thread holding the GIL"
+    )
     parser.add_argument("--json", help="also write every round's figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
     args = parser.parse_args()

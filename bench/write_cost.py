@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import print_summary  # noqa: E402
-from bench.sweep import create_pg_database, drop_pg_database  # noqa: E402
+from bench._stack import print_summary
+from bench.sweep import create_pg_database, drop_pg_database
 
 
 async def measure(url: str, writes: int) -> dict[str, float]:
@@ -50,8 +50,19 @@ async def measure(url: str, writes: int) -> dict[str, float]:
 
     def transitions(seq: int):
         for i, t in enumerate(ids):
-            yield i, StepTransition(task_id=t, step="reserve", version=seq, state="Processing", at=datetime.now(UTC),
-                                    locked_by="w", complete_by=datetime.now(UTC), task_state="Processing")
+            yield (
+                i,
+                StepTransition(
+                    task_id=t,
+                    step="reserve",
+                    version=seq,
+                    state="Processing",
+                    at=datetime.now(UTC),
+                    locked_by="w",
+                    complete_by=datetime.now(UTC),
+                    task_state="Processing",
+                ),
+            )
 
     out: dict[str, float] = {}
 
@@ -81,7 +92,7 @@ async def measure(url: str, writes: int) -> dict[str, float]:
         # As in a busy worker: many Agents write at once (SQLite batches them into one commit).
         batch = [tr for _, tr in transitions(seq)]
         for i in range(0, len(batch), 64):
-            await asyncio.gather(*(writer.write(tr) for tr in batch[i:i + 64]))
+            await asyncio.gather(*(writer.write(tr) for tr in batch[i : i + 64]))
 
     started = time.process_time()
     await concurrently(50)
@@ -99,8 +110,10 @@ async def measure(url: str, writes: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--writes", type=int, default=2000)
-    parser.add_argument("--pg-admin-url", default=os.environ.get(
-        "SAS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument(
+        "--pg-admin-url",
+        default=os.environ.get("SAS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"),
+    )
     args = parser.parse_args()
     summary = {}
     with tempfile.TemporaryDirectory() as tmp:

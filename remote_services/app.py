@@ -37,7 +37,9 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 MAX_KEY_LENGTH = 200
 
-_GARBAGE = "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1><p>upstream said hi</p></body></html>"
+_GARBAGE = (
+    "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1><p>upstream said hi</p></body></html>"
+)
 
 
 @dataclass
@@ -189,7 +191,9 @@ async def _before_effect(fault: FaultSpec, request: Request, endpoint: Endpoint)
         return None
     if fault.kind == "transient":
         return error_response(
-            fault.status or 503, fault.error or "unavailable", fault.message or "temporarily unavailable (injected fault)"
+            fault.status or 503,
+            fault.error or "unavailable",
+            fault.message or "temporarily unavailable (injected fault)",
         )
     if fault.kind == "permanent":
         return error_response(
@@ -278,4 +282,3 @@ async def _service_error(_: Request, exc: Exception) -> Response:
 async def _internal_error(_: Request, exc: Exception) -> Response:
     logger.exception("unhandled error", exc_info=exc)
     return error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")
-

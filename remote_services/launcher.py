@@ -221,7 +221,7 @@ def start_service_process(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 - only prctl, see above
+            preexec_fn=_die_with_parent(os.getpid()),
         )
     service = ServiceProcess(process, host, port, ledger_path, log_path, enable_faults, owns_log)
     deadline = time.monotonic() + startup_timeout_s

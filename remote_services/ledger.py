@@ -113,9 +113,7 @@ def _entry(row: tuple[object, ...]) -> LedgerEntry:
     return LedgerEntry.model_validate(dict(zip(_COLUMNS.split(", "), row, strict=True)))
 
 
-def _select_entries(
-    conn: sqlite3.Connection, order_id: str | None, idempotency_key: str | None
-) -> list[LedgerEntry]:
+def _select_entries(conn: sqlite3.Connection, order_id: str | None, idempotency_key: str | None) -> list[LedgerEntry]:
     clauses: list[str] = []
     params: list[str] = []
     if order_id is not None:

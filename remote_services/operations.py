@@ -21,7 +21,7 @@ from typing import Any
 
 from remote_services.errors import ServiceError
 from remote_services.ledger import Effect, LedgerEntry, LedgerTx, StoredResponse
-from remote_services.schemas import ChargeBody, Endpoint, ReserveBody, ShipBody, RequestBody
+from remote_services.schemas import ChargeBody, Endpoint, RequestBody, ReserveBody, ShipBody
 
 OUT_OF_STOCK_SKU = "OUT-OF-STOCK"
 DECLINED_CARD = "4000000000000002"
@@ -126,7 +126,9 @@ def _compensate(tx: LedgerTx, endpoint: Endpoint, key: str, body: RequestBody) -
         tx.void(endpoint.service, target, by_key=key)
     if done is not None:
         tx.record_effect(
-            Effect(endpoint.service, endpoint.action, body.order_id, key, target_key=target, amount_cents=done.amount_cents)
+            Effect(
+                endpoint.service, endpoint.action, body.order_id, key, target_key=target, amount_cents=done.amount_cents
+            )
         )
     undone = done is not None
     if endpoint.action == "release":

@@ -23,21 +23,33 @@ def register(app: typer.Typer) -> None:
     app.command()(demo)
 
 
-def _stack_options(state_dir: Path, temporal_port: int, ui_port: int, services_port: int, **kw: Any) -> LocalStackConfig:
-    return LocalStackConfig(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
-                            services_port=services_port, **kw)
+def _stack_options(
+    state_dir: Path, temporal_port: int, ui_port: int, services_port: int, **kw: Any
+) -> LocalStackConfig:
+    return LocalStackConfig(
+        state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port, services_port=services_port, **kw
+    )
 
 
 def up(
     workers: int = typer.Option(1, min=1, max=32, help="Worker processes (Scheduler + Agents)."),
     supervisors: int = typer.Option(1, min=1, max=8, help="Supervisor worker processes (one Supervisor acts)."),
     state_dir: Path = typer.Option(Path(".sas"), help="Where the Temporal file, state store, ledger and logs go."),
-    temporal_port: int = typer.Option(7233), ui_port: int = typer.Option(8233), services_port: int = typer.Option(8081),
+    temporal_port: int = typer.Option(7233),
+    ui_port: int = typer.Option(8233),
+    services_port: int = typer.Option(8081),
     enable_faults: bool = typer.Option(False, "--enable-faults", help="Turn on the services' fault-injection API."),
 ) -> None:
     """Start the stack on this machine (no demo orders) until Ctrl-C."""
-    cfg = _stack_options(state_dir, temporal_port, ui_port, services_port, workers=workers,
-                         supervisors=supervisors, enable_faults=enable_faults)
+    cfg = _stack_options(
+        state_dir,
+        temporal_port,
+        ui_port,
+        services_port,
+        workers=workers,
+        supervisors=supervisors,
+        enable_faults=enable_faults,
+    )
     stack = _start(cfg)
     try:
         _print_stack(stack)
@@ -55,7 +67,9 @@ def demo(
     exit_after: bool = typer.Option(False, "--exit", help="Stop after the summary instead of waiting for Ctrl-C."),
     timeout: float = typer.Option(300, help="Give up waiting for the orders after this many seconds."),
     state_dir: Path = typer.Option(Path(".sas"), help="Where the Temporal file, state store, ledger and logs go."),
-    temporal_port: int = typer.Option(7233), ui_port: int = typer.Option(8233), services_port: int = typer.Option(8081),
+    temporal_port: int = typer.Option(7233),
+    ui_port: int = typer.Option(8233),
+    services_port: int = typer.Option(8081),
 ) -> int:
     """Start everything, run demo orders with injected faults, and show where each ended."""
     cfg = _stack_options(state_dir, temporal_port, ui_port, services_port, enable_faults=True, extra_env=dict(DEMO_ENV))
@@ -88,7 +102,9 @@ def _start(cfg: LocalStackConfig) -> LocalStack:
 
 def _print_stack(stack: LocalStack) -> None:
     cfg = stack.config
-    console.print(table("sas is up", ["process", "pid", "log"], [[c.name, c.process.pid, c.log_path] for c in stack.children()]))
+    console.print(
+        table("sas is up", ["process", "pid", "log"], [[c.name, c.process.pid, c.log_path] for c in stack.children()])
+    )
     console.print(f"Temporal {cfg.temporal_address}  UI http://localhost:{cfg.ui_port}  services {cfg.services_url}")
 
 
@@ -122,14 +138,23 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
                 (await http.post("/admin/faults", json={**fault, "match_order_id": task_id})).raise_for_status()
             payload = tasks.build_input("order", None, {**base_order(index), **case.changes})
             await tasks.submit(client, settings, "order", task_id, payload)
-        terminators = [asyncio.create_task(_terminate_mid_saga(client, settings, task_id))
-                       for task_id, case in plan if case.terminate]
+        terminators = [
+            asyncio.create_task(_terminate_mid_saga(client, settings, task_id))
+            for task_id, case in plan
+            if case.terminate
+        ]
 
         engine = create_engine(settings.database)
         sessions = session_factory(engine)
         states: dict[str, str] = {}
         deadline = time.monotonic() + timeout
-        columns = (TextColumn("orders"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+        columns = (
+            TextColumn("orders"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task("orders", total=len(plan), detail="")
             while time.monotonic() < deadline:
@@ -154,8 +179,17 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
                 problems.insert(0, f"expected {case.expected}")
             async with sessions() as session:
                 notes = _notes(await decisions_for(session, task_id), await alerts_for(session, task_id))
-            results.append({"task_id": task_id, "case": case.name, "state": state, "expected": case.expected,
-                            "problems": problems, "what": case.what, "notes": notes})
+            results.append(
+                {
+                    "task_id": task_id,
+                    "case": case.name,
+                    "state": state,
+                    "expected": case.expected,
+                    "problems": problems,
+                    "what": case.what,
+                    "notes": notes,
+                }
+            )
         await engine.dispose()
     return results
 
@@ -205,12 +239,24 @@ def _summary(results: list[dict[str, Any]]) -> bool:
     console.print(table("demo summary", ["state", "meaning", "orders", "order ids"], rows))
     noted = [r for r in results if r["notes"]]
     if noted:
-        console.print(table("what the Supervisor did", ["order", "state", "path"],
-                            [[r["task_id"], styled(r["state"]), r["notes"]] for r in noted]))
+        console.print(
+            table(
+                "what the Supervisor did",
+                ["order", "state", "path"],
+                [[r["task_id"], styled(r["state"]), r["notes"]] for r in noted],
+            )
+        )
     wrong = [r for r in results if r["problems"]]
     if wrong:
-        console.print(table("orders that did not end where their faults put them", ["order", "state", "problem"],
-                            [[r["task_id"], r["state"], "; ".join(r["problems"])] for r in wrong]))
+        console.print(
+            table(
+                "orders that did not end where their faults put them",
+                ["order", "state", "problem"],
+                [[r["task_id"], r["state"], "; ".join(r["problems"])] for r in wrong],
+            )
+        )
         return False
-    console.print(f"[green]all {len(results)} orders ended where their faults put them; ledger and state store agree[/green]")
+    console.print(
+        f"[green]all {len(results)} orders ended where their faults put them; ledger and state store agree[/green]"
+    )
     return True

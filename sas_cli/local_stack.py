@@ -72,27 +72,48 @@ class LocalStack:
     def start(self, on_step: callable = lambda _name: None) -> None:  # type: ignore[valid-type]
         cfg = self.config
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
-        for port, what in ((cfg.temporal_port, "Temporal"), (cfg.ui_port, "the Temporal UI"), (cfg.services_port, "the remote services")):
+        for port, what in (
+            (cfg.temporal_port, "Temporal"),
+            (cfg.ui_port, "the Temporal UI"),
+            (cfg.services_port, "the remote services"),
+        ):
             if port_open("127.0.0.1", port):
-                raise RuntimeError(f"port {port} for {what} is already in use: stop what holds it, or pick another port")
+                raise RuntimeError(
+                    f"port {port} for {what} is already in use: stop what holds it, or pick another port"
+                )
         try:
             on_step("Temporal dev server")
             server = self.group.spawn(
                 "temporal",
                 [
-                    temporal_binary(), "server", "start-dev",
-                    "--db-filename", str(cfg.state_dir / "temporal.db"),
-                    "--ip", "127.0.0.1",
-                    "--port", str(cfg.temporal_port),
-                    "--ui-port", str(cfg.ui_port),
-                    "--log-level", "warn",
+                    temporal_binary(),
+                    "server",
+                    "start-dev",
+                    "--db-filename",
+                    str(cfg.state_dir / "temporal.db"),
+                    "--ip",
+                    "127.0.0.1",
+                    "--port",
+                    str(cfg.temporal_port),
+                    "--ui-port",
+                    str(cfg.ui_port),
+                    "--log-level",
+                    "warn",
                     *dev_server_flags(),
                 ],
             )
             wait_for(lambda: port_open("127.0.0.1", cfg.temporal_port), server, 60, f"port {cfg.temporal_port}")
             on_step("remote services")
-            services_args = ["-m", "remote_services", "--host", "127.0.0.1", "--port", str(cfg.services_port),
-                             "--ledger", str(cfg.state_dir / "ledger.db")]
+            services_args = [
+                "-m",
+                "remote_services",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(cfg.services_port),
+                "--ledger",
+                str(cfg.state_dir / "ledger.db"),
+            ]
             if cfg.enable_faults:
                 services_args.append("--enable-faults")
             services = self.group.python("services", services_args)

@@ -35,8 +35,9 @@ def _settings():  # type: ignore[no-untyped-def]
     try:
         return get_settings()
     except SETTINGS_ERRORS as err:
-        raise CliError(f"invalid settings:\n{describe_settings_error(err)}", "fix the SAS_* environment variables or .env",
-                       code=2) from None
+        raise CliError(
+            f"invalid settings:\n{describe_settings_error(err)}", "fix the SAS_* environment variables or .env", code=2
+        ) from None
 
 
 def _run(make: Callable[[], Awaitable[T]]) -> T:
@@ -60,8 +61,9 @@ async def _client():  # type: ignore[no-untyped-def]
 
 
 async def _with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
-    import state_store
     from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    import state_store
 
     settings = _settings()
     engine = state_store.create_engine(settings.database)
@@ -158,8 +160,14 @@ def submit(
     """Submit a task. Example: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299 --customer c1 --address '1 Main St'"""
     from sas_cli import tasks
 
-    flags = dict(customer_id=customer_id, sku=sku, quantity=quantity, amount_cents=amount_cents,
-                 currency=currency, card=card)
+    flags = {
+        "customer_id": customer_id,
+        "sku": sku,
+        "quantity": quantity,
+        "amount_cents": amount_cents,
+        "currency": currency,
+        "card": card,
+    }
     if task_type == "order":
         flags["address"] = address
     payload = tasks.build_input(task_type, file, flags)
@@ -175,7 +183,9 @@ def submit(
         if wait:
             from task_models import TaskResult
 
-            out["result"] = (await client.get_workflow_handle(task_id, result_type=TaskResult).result()).model_dump(mode="json")
+            out["result"] = (await client.get_workflow_handle(task_id, result_type=TaskResult).result()).model_dump(
+                mode="json"
+            )
         return out
 
     out = _run(go)
@@ -194,7 +204,9 @@ def submit(
 @app.command()
 def status(
     task_id: str = typer.Argument(..., help="Task id."),
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing changes until the task ends (Ctrl-C stops)."),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Keep printing changes until the task ends (Ctrl-C stops)."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Show a task's steps, states and failure counts (asks the Scheduler, else the state store)."""
@@ -234,8 +246,15 @@ async def _fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | No
         "current_step": record.task.current_step,
         "needs_operator": record.task.state == "Error",
         "steps": [
-            {"name": s.name, "position": s.position, "state": s.state, "failure_count": s.failure_count,
-             "runs": None, "last_error": s.last_error, "error_type": s.error_type}
+            {
+                "name": s.name,
+                "position": s.position,
+                "state": s.state,
+                "failure_count": s.failure_count,
+                "runs": None,
+                "last_error": s.last_error,
+                "error_type": s.error_type,
+            }
             for s in record.steps
         ],
         "events": [],
@@ -243,13 +262,28 @@ async def _fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | No
 
 
 def _print_status(data: dict[str, Any]) -> None:
-    console.print(f"[bold]{data['task_id']}[/bold] ({data['task_type']}): {styled(data['state'])}"
-                  + (f", at step {data['current_step']}" if data.get("current_step") else "")
-                  + (" - [bold red]needs an operator[/bold red]" if data.get("needs_operator") else ""))
-    console.print(table(None, ["#", "step", "state", "FailureCount", "runs", "last error"], [
-        [s["position"], s["name"], styled(s["state"]), s["failure_count"], s.get("runs") or "", s.get("last_error") or ""]
-        for s in data["steps"]
-    ]))
+    console.print(
+        f"[bold]{data['task_id']}[/bold] ({data['task_type']}): {styled(data['state'])}"
+        + (f", at step {data['current_step']}" if data.get("current_step") else "")
+        + (" - [bold red]needs an operator[/bold red]" if data.get("needs_operator") else "")
+    )
+    console.print(
+        table(
+            None,
+            ["#", "step", "state", "FailureCount", "runs", "last error"],
+            [
+                [
+                    s["position"],
+                    s["name"],
+                    styled(s["state"]),
+                    s["failure_count"],
+                    s.get("runs") or "",
+                    s.get("last_error") or "",
+                ]
+                for s in data["steps"]
+            ],
+        )
+    )
     for event in data.get("events", [])[-10:]:
         console.print(f"  {event}")
 
@@ -272,7 +306,10 @@ async def _follow(task_id: str, as_json: bool) -> None:
             events = data.get("events", [])
             if shape != last:
                 if as_json:
-                    print(_json.dumps({"task_id": task_id, "state": data["state"], "steps": data["steps"]}, default=str), flush=True)
+                    print(
+                        _json.dumps({"task_id": task_id, "state": data["state"], "steps": data["steps"]}, default=str),
+                        flush=True,
+                    )
                 else:
                     steps = "  ".join(f"{s['name']}={styled(s['state'])}" for s in data["steps"])
                     console.print(f"{task_id}: {styled(data['state'])}  {steps}")
@@ -303,18 +340,37 @@ def list_tasks(
         wanted = by_name.get(state.lower())
         if wanted is None:
             raise CliError(f"unknown state {state!r}", f"use one of: {', '.join(by_name.values())}")
+
     async def load(session: Any) -> tuple[list[Any], dict[str, int]]:
         tasks = await query(session, wanted, limit)
         return tasks, await failure_counts(session, [t.task_id for t in tasks])
 
     rows, counts = _run(lambda: _with_session(load))
     if as_json:
-        print_json([{"task_id": t.task_id, "task_type": t.task_type, "state": t.state, "current_step": t.current_step,
-                     "failure_count": counts.get(t.task_id, 0), "updated_at": t.updated_at} for t in rows])
+        print_json(
+            [
+                {
+                    "task_id": t.task_id,
+                    "task_type": t.task_type,
+                    "state": t.state,
+                    "current_step": t.current_step,
+                    "failure_count": counts.get(t.task_id, 0),
+                    "updated_at": t.updated_at,
+                }
+                for t in rows
+            ]
+        )
         return
-    console.print(table(f"{len(rows)} task(s)", ["task", "type", "state", "step", "FailureCount", "updated"],
-                        [[t.task_id, t.task_type, styled(t.state), t.current_step, counts.get(t.task_id, 0), ago(t.updated_at)]
-                         for t in rows]))
+    console.print(
+        table(
+            f"{len(rows)} task(s)",
+            ["task", "type", "state", "step", "FailureCount", "updated"],
+            [
+                [t.task_id, t.task_type, styled(t.state), t.current_step, counts.get(t.task_id, 0), ago(t.updated_at)]
+                for t in rows
+            ],
+        )
+    )
 
 
 BY = typer.Option(None, help="Who is acting (default: $USER).")
@@ -381,13 +437,49 @@ def alerts(
     wanted = None if status_filter == "all" else status_filter
     rows = _run(lambda: _with_session(lambda s: list_alerts(s, wanted, limit)))
     if as_json:
-        print_json([{c: getattr(a, c) for c in ("id", "severity", "kind", "task_id", "step", "failure_count", "message",
-                                                 "last_error", "suggested_action", "status", "created_at", "updated_at")}
-                    for a in rows])
+        print_json(
+            [
+                {
+                    c: getattr(a, c)
+                    for c in (
+                        "id",
+                        "severity",
+                        "kind",
+                        "task_id",
+                        "step",
+                        "failure_count",
+                        "message",
+                        "last_error",
+                        "suggested_action",
+                        "status",
+                        "created_at",
+                        "updated_at",
+                    )
+                }
+                for a in rows
+            ]
+        )
         return
-    console.print(table(f"{len(rows)} alert(s)", ["id", "severity", "task", "step", "FailureCount", "what", "do", "since", "status"],
-                        [[a.id, a.severity, a.task_id, a.step, a.failure_count, a.message, a.suggested_action,
-                          ago(a.created_at), a.status] for a in rows]))
+    console.print(
+        table(
+            f"{len(rows)} alert(s)",
+            ["id", "severity", "task", "step", "FailureCount", "what", "do", "since", "status"],
+            [
+                [
+                    a.id,
+                    a.severity,
+                    a.task_id,
+                    a.step,
+                    a.failure_count,
+                    a.message,
+                    a.suggested_action,
+                    ago(a.created_at),
+                    a.status,
+                ]
+                for a in rows
+            ],
+        )
+    )
 
 
 def _set_alert(alert_id: int, new_status: str) -> None:
@@ -415,12 +507,10 @@ def alerts_resolve(alert_id: int) -> None:
 
 # --------------------------------------------------------------- whole stack
 
-from sas_cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
-from sas_cli.schedules import schedule_app  # noqa: E402
-
 from sas_cli import codec_server_cmd as _codec_server_cmd  # noqa: E402  (registers `codec-server`)
-
+from sas_cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
 from sas_cli import supervisor_cmds as _supervisor_cmds  # noqa: E402  (registers `show`)
+from sas_cli.schedules import schedule_app  # noqa: E402
 
 _demo.register(app)
 _supervisor_cmds.register(app)

@@ -57,7 +57,7 @@ def ago(when: datetime | None, now: datetime | None = None) -> str:
 
 
 def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
     if seconds < 3600:

@@ -16,8 +16,8 @@ from temporalio.client import (
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
     ScheduleIntervalSpec,
-    SchedulePolicy,
     ScheduleOverlapPolicy,
+    SchedulePolicy,
     ScheduleSpec,
     ScheduleState,
 )
@@ -25,8 +25,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from sas_cli.output import CliError, ago, console, print_json, table
 
-schedule_app = typer.Typer(help="Recurring tasks (Temporal Schedules): create, list, pause, unpause, delete.",
-                           no_args_is_help=True)
+schedule_app = typer.Typer(
+    help="Recurring tasks (Temporal Schedules): create, list, pause, unpause, delete.", no_args_is_help=True
+)
 
 _INTERVAL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -40,13 +41,18 @@ def parse_every(every: str) -> timedelta:
     return timedelta(seconds=int(match[1]) * _INTERVAL_UNITS[match[2]])
 
 
-def build_schedule(task_type: str, payload: dict[str, Any], schedule_id: str, task_queue: str,
-                   cron: str | None, every: str | None) -> Schedule:
+def build_schedule(
+    task_type: str, payload: dict[str, Any], schedule_id: str, task_queue: str, cron: str | None, every: str | None
+) -> Schedule:
     from sas_cli.tasks import TASK_TYPES
 
     if bool(cron) == bool(every):
         raise CliError("give exactly one of --cron or --every")
-    spec = ScheduleSpec(cron_expressions=[cron]) if cron else ScheduleSpec(intervals=[ScheduleIntervalSpec(every=parse_every(every or ""))])
+    spec = (
+        ScheduleSpec(cron_expressions=[cron])
+        if cron
+        else ScheduleSpec(intervals=[ScheduleIntervalSpec(every=parse_every(every or ""))])
+    )
     return Schedule(
         action=ScheduleActionStartWorkflow(TASK_TYPES[task_type][1], payload, id=schedule_id, task_queue=task_queue),
         spec=spec,
@@ -86,7 +92,7 @@ def create(
     from sas_cli import tasks
 
     tasks.check_task_id(schedule_id)
-    flags = dict(customer_id=customer_id, sku=sku, quantity=quantity, amount_cents=amount_cents, card=card)
+    flags = {"customer_id": customer_id, "sku": sku, "quantity": quantity, "amount_cents": amount_cents, "card": card}
     if task_type == "order":
         flags["address"] = address
     payload = tasks.build_input(task_type, file, flags)
@@ -114,13 +120,18 @@ def list_schedules(as_json: bool = typer.Option(False, "--json", help="Print JSO
         rows = []
         async for entry in await client.list_schedules():
             info = entry.info
-            rows.append({
-                "id": entry.id,
-                "paused": bool(entry.schedule and entry.schedule.state.paused),
-                "next_runs": [t.isoformat() for t in (info.next_action_times if info else [])][:3],
-                "recent_runs": [a.action.workflow_id for a in (info.recent_actions if info else [])
-                                if hasattr(a.action, "workflow_id")][-3:],
-            })
+            rows.append(
+                {
+                    "id": entry.id,
+                    "paused": bool(entry.schedule and entry.schedule.state.paused),
+                    "next_runs": [t.isoformat() for t in (info.next_action_times if info else [])][:3],
+                    "recent_runs": [
+                        a.action.workflow_id
+                        for a in (info.recent_actions if info else [])
+                        if hasattr(a.action, "workflow_id")
+                    ][-3:],
+                }
+            )
         return rows
 
     rows = _run(go)
@@ -129,11 +140,21 @@ def list_schedules(as_json: bool = typer.Option(False, "--json", help="Print JSO
         return
     from datetime import datetime
 
-    console.print(table(f"{len(rows)} schedule(s)", ["id", "paused", "next run", "recent runs"], [
-        [r["id"], "yes" if r["paused"] else "no",
-         ago(datetime.fromisoformat(r["next_runs"][0])) if r["next_runs"] else "-", "\n".join(r["recent_runs"])]
-        for r in rows
-    ]))
+    console.print(
+        table(
+            f"{len(rows)} schedule(s)",
+            ["id", "paused", "next run", "recent runs"],
+            [
+                [
+                    r["id"],
+                    "yes" if r["paused"] else "no",
+                    ago(datetime.fromisoformat(r["next_runs"][0])) if r["next_runs"] else "-",
+                    "\n".join(r["recent_runs"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
 
 
 def _handle_action(schedule_id: str, action: str, note: str) -> None:
@@ -174,5 +195,3 @@ def unpause(schedule_id: str, reason: str = typer.Option("", help="Why, shown in
 def delete(schedule_id: str) -> None:
     """Delete a schedule (runs already started go on)."""
     _handle_action(schedule_id, "delete", "")
-
-

@@ -36,26 +36,82 @@ def show(
         + (f", at step {task['current_step']}" if task["current_step"] else "")
         + f", queue {task['task_queue']}, updated {ago(task['updated_at'])}"
     )
-    console.print(table("steps", ["#", "step", "state", "FailureCount", "attempt", "CompleteBy", "LockedBy", "last error"], [
-        [s["position"], s["name"], styled(s["state"]), s["failure_count"], s["attempt"], ago(s["complete_by"]),
-         s["locked_by"], s["last_error"]]
-        for s in data["steps"]
-    ]))
-    console.print(table(f"{len(data['decisions'])} decision(s)", ["when", "step", "decision", "FailureCount", "seen", "by", "why", "sent"], [
-        [d["decided_at"].isoformat(timespec="seconds"), d["step"], d["kind"], d["failure_count"], d["observed_state"],
-         d["decided_by"], d["reason"], "yes" if d["signal_sent_at"] else "pending"]
-        for d in data["decisions"]
-    ]))
+    console.print(
+        table(
+            "steps",
+            ["#", "step", "state", "FailureCount", "attempt", "CompleteBy", "LockedBy", "last error"],
+            [
+                [
+                    s["position"],
+                    s["name"],
+                    styled(s["state"]),
+                    s["failure_count"],
+                    s["attempt"],
+                    ago(s["complete_by"]),
+                    s["locked_by"],
+                    s["last_error"],
+                ]
+                for s in data["steps"]
+            ],
+        )
+    )
+    console.print(
+        table(
+            f"{len(data['decisions'])} decision(s)",
+            ["when", "step", "decision", "FailureCount", "seen", "by", "why", "sent"],
+            [
+                [
+                    d["decided_at"].isoformat(timespec="seconds"),
+                    d["step"],
+                    d["kind"],
+                    d["failure_count"],
+                    d["observed_state"],
+                    d["decided_by"],
+                    d["reason"],
+                    "yes" if d["signal_sent_at"] else "pending",
+                ]
+                for d in data["decisions"]
+            ],
+        )
+    )
     if data["operator_actions"]:
-        console.print(table("operator actions", ["when", "step", "action", "who", "why", "what changed"], [
-            [e["at"].isoformat(timespec="seconds"), e["step"], e["action"], e["actor"], e["reason"], e["changed"]]
-            for e in data["operator_actions"]
-        ]))
-    console.print(table(f"{len(data['alerts'])} alert(s)", ["id", "severity", "kind", "step", "FailureCount", "what", "do", "status", "since"], [
-        [a["id"], a["severity"], a["kind"], a["step"], a["failure_count"], a["message"], a["suggested_action"],
-         a["status"] + (f" ({a['resolution']})" if a["resolution"] else ""), ago(a["created_at"])]
-        for a in data["alerts"]
-    ]))
+        console.print(
+            table(
+                "operator actions",
+                ["when", "step", "action", "who", "why", "what changed"],
+                [
+                    [
+                        e["at"].isoformat(timespec="seconds"),
+                        e["step"],
+                        e["action"],
+                        e["actor"],
+                        e["reason"],
+                        e["changed"],
+                    ]
+                    for e in data["operator_actions"]
+                ],
+            )
+        )
+    console.print(
+        table(
+            f"{len(data['alerts'])} alert(s)",
+            ["id", "severity", "kind", "step", "FailureCount", "what", "do", "status", "since"],
+            [
+                [
+                    a["id"],
+                    a["severity"],
+                    a["kind"],
+                    a["step"],
+                    a["failure_count"],
+                    a["message"],
+                    a["suggested_action"],
+                    a["status"] + (f" ({a['resolution']})" if a["resolution"] else ""),
+                    ago(a["created_at"]),
+                ]
+                for a in data["alerts"]
+            ],
+        )
+    )
 
 
 async def _load(task_id: str) -> dict[str, Any] | None:
@@ -80,16 +136,53 @@ async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
         return None
     t = record.task
     return {
-        "task": {c: getattr(t, c) for c in ("task_id", "task_type", "workflow_type", "task_queue", "state", "current_step",
-                                             "created_at", "updated_at")},
+        "task": {
+            c: getattr(t, c)
+            for c in (
+                "task_id",
+                "task_type",
+                "workflow_type",
+                "task_queue",
+                "state",
+                "current_step",
+                "created_at",
+                "updated_at",
+            )
+        },
         "steps": [
-            {c: getattr(s, c) for c in ("name", "position", "state", "failure_count", "attempt", "complete_by", "locked_by",
-                                         "last_error", "error_type", "permanent", "idempotency_key")}
+            {
+                c: getattr(s, c)
+                for c in (
+                    "name",
+                    "position",
+                    "state",
+                    "failure_count",
+                    "attempt",
+                    "complete_by",
+                    "locked_by",
+                    "last_error",
+                    "error_type",
+                    "permanent",
+                    "idempotency_key",
+                )
+            }
             for s in record.steps
         ],
         "decisions": [
-            {c: getattr(d, c) for c in ("id", "step", "kind", "failure_count", "observed_state", "reason", "decided_by",
-                                         "decided_at", "signal_sent_at")}
+            {
+                c: getattr(d, c)
+                for c in (
+                    "id",
+                    "step",
+                    "kind",
+                    "failure_count",
+                    "observed_state",
+                    "reason",
+                    "decided_by",
+                    "decided_at",
+                    "signal_sent_at",
+                )
+            }
             for d in await decisions_for(session, task_id)
         ],
         "operator_actions": [
@@ -97,9 +190,24 @@ async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
             for e in await audit_for(session, task_id)
         ],
         "alerts": [
-            {c: getattr(a, c) for c in ("id", "severity", "kind", "step", "failure_count", "message", "last_error",
-                                         "suggested_action", "status", "resolution", "created_at", "resolved_at",
-                                         "delivered_at")}
+            {
+                c: getattr(a, c)
+                for c in (
+                    "id",
+                    "severity",
+                    "kind",
+                    "step",
+                    "failure_count",
+                    "message",
+                    "last_error",
+                    "suggested_action",
+                    "status",
+                    "resolution",
+                    "created_at",
+                    "resolved_at",
+                    "delivered_at",
+                )
+            }
             for a in await alerts_for(session, task_id)
         ],
     }

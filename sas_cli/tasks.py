@@ -47,7 +47,9 @@ def build_input(task_type: str, file: Path | None, flags: dict[str, Any]) -> dic
         return model.model_validate(data).model_dump(mode="json")
     except ValidationError as err:
         problems = "\n".join(f"  {'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in err.errors())
-        raise CliError(f"invalid {task_type}:\n{problems}", "fix the fields above; `sas submit --help` lists them") from None
+        raise CliError(
+            f"invalid {task_type}:\n{problems}", "fix the fields above; `sas submit --help` lists them"
+        ) from None
 
 
 def _read(file: Path) -> str:
@@ -68,8 +70,9 @@ def check_task_id(task_id: str) -> str:
         raise CliError(str(err)) from None
 
 
-async def submit(client: Client, settings: Settings, task_type: str, task_id: str, payload: dict[str, Any],
-                 start_delay: Any = None) -> bool:
+async def submit(
+    client: Client, settings: Settings, task_type: str, task_id: str, payload: dict[str, Any], start_delay: Any = None
+) -> bool:
     """Start the task's workflow (id = task id). False if it was submitted before: it runs once."""
     try:
         await client.start_workflow(
@@ -103,7 +106,9 @@ async def signal(client: Client, task_id: str, name: str, request: OperatorReque
         await client.get_workflow_handle(task_id).signal(name, request)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"no running task {task_id!r}", "check the id with `sas list`; finished tasks take no signals") from None
+            raise CliError(
+                f"no running task {task_id!r}", "check the id with `sas list`; finished tasks take no signals"
+            ) from None
         raise
 
 

@@ -69,19 +69,56 @@ _STEP_COLUMNS = (
 )
 _SQLITE_NEW_TASK = f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join('?' * 11)}) ON CONFLICT DO NOTHING"
 _SQLITE_NEW_STEP = f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 19)}) ON CONFLICT DO NOTHING"
-_PG_NEW_TASK = f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 12))}) ON CONFLICT DO NOTHING"
-_PG_NEW_STEP = f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 20))}) ON CONFLICT DO NOTHING"
+_PG_NEW_TASK = (
+    f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 12))}) ON CONFLICT DO NOTHING"
+)
+_PG_NEW_STEP = (
+    f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 20))}) ON CONFLICT DO NOTHING"
+)
 
 
 def _new_task_row(a: TaskAccepted, at: Any) -> tuple[Any, ...]:
-    return (a.task_id, a.task_type, a.workflow_type, a.task_queue, str(TaskState.PENDING), None, json.dumps(a.payload),
-            shard_of(a.task_id), 0, at, at)
+    return (
+        a.task_id,
+        a.task_type,
+        a.workflow_type,
+        a.task_queue,
+        str(TaskState.PENDING),
+        None,
+        json.dumps(a.payload),
+        shard_of(a.task_id),
+        0,
+        at,
+        at,
+    )
 
 
 def _new_step_rows(a: TaskAccepted, at: Any) -> list[tuple[Any, ...]]:
     shard = shard_of(a.task_id)
-    return [(a.task_id, p.name, p.position, p.agent, p.compensation, str(StepState.PENDING), None, None, 0, 0, 0,
-             None, None, False, p.idempotency_key, p.resolved_policy.complete_by_s, 0, at, shard) for p in a.steps]
+    return [
+        (
+            a.task_id,
+            p.name,
+            p.position,
+            p.agent,
+            p.compensation,
+            str(StepState.PENDING),
+            None,
+            None,
+            0,
+            0,
+            0,
+            None,
+            None,
+            False,
+            p.idempotency_key,
+            p.resolved_policy.complete_by_s,
+            0,
+            at,
+            shard,
+        )
+        for p in a.steps
+    ]
 
 
 class SqliteStepWriter:
@@ -119,8 +156,20 @@ class SqliteStepWriter:
     async def write(self, t: StepTransition) -> None:
         ok = t.state in _SUCCESS
         at = _naive(t.at)
-        step = (str(t.state), t.version, at, t.locked_by, _naive(t.complete_by), t.attempt, t.failure_count, ok, ok,
-                t.task_id, t.step, t.version)
+        step = (
+            str(t.state),
+            t.version,
+            at,
+            t.locked_by,
+            _naive(t.complete_by),
+            t.attempt,
+            t.failure_count,
+            ok,
+            ok,
+            t.task_id,
+            t.step,
+            t.version,
+        )
         task = None if t.task_state is None else (str(t.task_state), t.step, t.version, at, t.task_id, t.version)
 
         def run(db: sqlite3.Connection) -> None:
@@ -152,7 +201,7 @@ class SqliteStepWriter:
                     done.cancel()
                 self._queue = []
                 raise
-            for (_, done), (ok, value) in zip(batch, outcomes):
+            for (_, done), (ok, value) in zip(batch, outcomes, strict=False):
                 if done.done():  # its Agent was cancelled meanwhile
                     continue
                 if ok:
@@ -227,8 +276,19 @@ class PostgresStepWriter:
     async def write(self, t: StepTransition) -> None:
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(_PG_STEP, str(t.state), t.version, t.at, t.locked_by, t.complete_by, t.attempt,
-                               t.failure_count, t.state in _SUCCESS, t.task_id, t.step)
+            await conn.execute(
+                _PG_STEP,
+                str(t.state),
+                t.version,
+                t.at,
+                t.locked_by,
+                t.complete_by,
+                t.attempt,
+                t.failure_count,
+                t.state in _SUCCESS,
+                t.task_id,
+                t.step,
+            )
             if t.task_state is not None:
                 await conn.execute(_PG_TASK, str(t.task_state), t.step, t.version, t.at, t.task_id)
 

@@ -88,7 +88,11 @@ async def resolve_recovered(
     resolved = 0
     async with session.begin():
         for alert, task_state, step_state in (await session.execute(query)).all():
-            why = f"task {task_state}" if task_state in ("Processed", "Compensated") else f"step {alert.step} {step_state}"
+            why = (
+                f"task {task_state}"
+                if task_state in ("Processed", "Compensated")
+                else f"step {alert.step} {step_state}"
+            )
             await resolve_alert(session, alert, at, f"recovered: {why}")
             resolved += 1
     return resolved

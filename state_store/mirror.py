@@ -52,9 +52,7 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
     if t.permanent is not None:
         values["permanent"] = t.permanent
     result = await session.execute(
-        update(Step)
-        .where(Step.task_id == t.task_id, Step.name == t.step, Step.version < t.version)
-        .values(**values)
+        update(Step).where(Step.task_id == t.task_id, Step.name == t.step, Step.version < t.version).values(**values)
     )
     if t.task_state is not None:
         await session.execute(

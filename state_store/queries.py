@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, func, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from state_store.tables import AuditEntry, Alert, Decision, Step, Task
+from state_store.tables import Alert, AuditEntry, Decision, Step, Task
 from task_models import StepState
 
 # What the Supervisor looks at, and how long past CompleteBy each state may be.
@@ -74,7 +74,10 @@ OPEN_TASK_STATES = ("Pending", "Processing", "Failed", "Compensating", "Error")
 
 
 def stale_tasks_query(
-    state: str, before: datetime, limit: int, after: tuple[datetime, str] | None = None,
+    state: str,
+    before: datetime,
+    limit: int,
+    after: tuple[datetime, str] | None = None,
     bucket_range: tuple[int, int] | None = None,
 ) -> Select[tuple[Task]]:
     """Tasks in ``state`` not updated since ``before``, in (updated_at, task_id) order after
@@ -89,7 +92,11 @@ def stale_tasks_query(
 
 
 async def stale_tasks(
-    session: AsyncSession, state: str, before: datetime, limit: int, after: tuple[datetime, str] | None = None,
+    session: AsyncSession,
+    state: str,
+    before: datetime,
+    limit: int,
+    after: tuple[datetime, str] | None = None,
     bucket_range: tuple[int, int] | None = None,
 ) -> list[Task]:
     return list((await session.scalars(stale_tasks_query(state, before, limit, after, bucket_range))).all())

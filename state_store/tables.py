@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import zlib
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.engine import Dialect
@@ -52,7 +52,7 @@ def _step_shard(context: Any) -> int:
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
 
 
 class Task(Base):
@@ -125,7 +125,9 @@ class Decision(Base):
 
     __table_args__ = (
         # One decision of each kind per (task, step, FailureCount): the "never acts twice" key.
-        Index("ux_decisions_task_step_epoch_count_kind", "task_id", "step", "epoch", "failure_count", "kind", unique=True),
+        Index(
+            "ux_decisions_task_step_epoch_count_kind", "task_id", "step", "epoch", "failure_count", "kind", unique=True
+        ),
         Index("ix_decisions_unsent", "signal_sent_at"),
     )
 
@@ -149,7 +151,9 @@ class Alert(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     resolved_at: Mapped[datetime | None]
-    resolution: Mapped[str | None] = mapped_column(Text, doc="Why it closed itself (the task recovered, pollers returned).")
+    resolution: Mapped[str | None] = mapped_column(
+        Text, doc="Why it closed itself (the task recovered, pollers returned)."
+    )
     delivered_at: Mapped[datetime | None] = mapped_column(doc="Webhook outbox: set once delivered (or given up).")
     delivery_attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_delivery_at: Mapped[datetime | None]

@@ -31,9 +31,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from settings import Settings
 from state_store import tables
 from state_store.alerts import (
-    claim_delivery,
     active_alert,
     active_alerts_of_kind,
+    claim_delivery,
     raise_alert,
     record_delivery,
     resolve_alert,
@@ -256,7 +256,9 @@ class SupervisorActivities:
                 if err.status != RPCStatusCode.NOT_FOUND:
                     raise  # Temporal unreachable: retried with the activity, outbox intact
         # Nobody is left to act on this decision.
-        log.warning("decision for a closed workflow dropped", extra={"fields": {"task_id": d.task_id, "decision": d.kind}})
+        log.warning(
+            "decision for a closed workflow dropped", extra={"fields": {"task_id": d.task_id, "decision": d.kind}}
+        )
         return False
 
     async def _start_cleanup(self, d: tables.Decision) -> None:
@@ -270,7 +272,10 @@ class SupervisorActivities:
             payload=record.task.payload,
             steps=[
                 CleanupStep(
-                    name=s.name, position=s.position, state=s.state, compensation=s.compensation,
+                    name=s.name,
+                    position=s.position,
+                    state=s.state,
+                    compensation=s.compensation,
                     idempotency_key=s.idempotency_key,
                 )
                 for s in record.steps
@@ -362,10 +367,9 @@ class SupervisorActivities:
             ),
         )
         key = f"workflow_stuck:{task.task_id}"
-        async with self._sessions() as session:
-            async with session.begin():
-                new = await active_alert(session, key) is None
-                await raise_alert(session, _alert_row(spec, task.task_id, task.current_step, attempt, None, now, key=key))
+        async with self._sessions() as session, session.begin():
+            new = await active_alert(session, key) is None
+            await raise_alert(session, _alert_row(spec, task.task_id, task.current_step, attempt, None, now, key=key))
         if new:
             _log_alert(spec, task.task_id, task.current_step, attempt, None)
 
@@ -378,8 +382,15 @@ class SupervisorActivities:
             f"undoing {', '.join(done) or 'nothing'} in {cleanup_workflow_id(task.task_id)}"
         )
         decision = tables.Decision(
-            task_id=task.task_id, step="-", failure_count=0, kind="cleanup", observed_state=task.state,
-            reason=reason, decided_by=self._identity, decided_at=now, signal_sent_at=None,
+            task_id=task.task_id,
+            step="-",
+            failure_count=0,
+            kind="cleanup",
+            observed_state=task.state,
+            reason=reason,
+            decided_by=self._identity,
+            decided_at=now,
+            signal_sent_at=None,
         )
         spec = AlertSpec(
             severity="critical",
@@ -442,7 +453,11 @@ class SupervisorActivities:
                 result.resolved += await self._resolve_key(f"queue_backlog:{queue}", now, "backlog no longer growing")
         # Incidents on queues that no longer have work waiting end too.
         async with self._sessions() as session:
-            stale = [a for a in await active_alerts_of_kind(session, "queue_unpolled") if a.incident_key.split(":", 1)[1] not in queues]
+            stale = [
+                a
+                for a in await active_alerts_of_kind(session, "queue_unpolled")
+                if a.incident_key.split(":", 1)[1] not in queues
+            ]
         for alert in stale:
             result.resolved += await self._resolve_key(alert.incident_key, now, "no steps waiting any more")
         return result
@@ -470,21 +485,19 @@ class SupervisorActivities:
         return pollers, backlog
 
     async def _raise_queue_alert(self, key: str, spec: AlertSpec, n: int, now: datetime) -> int:
-        async with self._sessions() as session:
-            async with session.begin():
-                new = await active_alert(session, key) is None
-                await raise_alert(session, _alert_row(spec, None, None, n, None, now, key=key))
+        async with self._sessions() as session, session.begin():
+            new = await active_alert(session, key) is None
+            await raise_alert(session, _alert_row(spec, None, None, n, None, now, key=key))
         if new:
             _log_alert(spec, None, None, n, None)
         return int(new)
 
     async def _resolve_key(self, key: str, now: datetime, why: str) -> int:
-        async with self._sessions() as session:
-            async with session.begin():
-                alert = await active_alert(session, key)
-                if alert is None:
-                    return 0
-                await resolve_alert(session, alert, now, why)
+        async with self._sessions() as session, session.begin():
+            alert = await active_alert(session, key)
+            if alert is None:
+                return 0
+            await resolve_alert(session, alert, now, why)
         log.info("alert resolved", extra={"fields": {"incident_key": key, "why": why}})
         return 1
 
@@ -525,7 +538,10 @@ class SupervisorActivities:
                 if not ok and attempts < hook.max_attempts:
                     next_try = now + timedelta(seconds=hook.retry_delay_s * 2 ** (attempts - 1))
                 elif not ok:
-                    log.error("webhook gave up", extra={"fields": {"alert_id": alert.id, "attempts": attempts, "error": problem}})
+                    log.error(
+                        "webhook gave up",
+                        extra={"fields": {"alert_id": alert.id, "attempts": attempts, "error": problem}},
+                    )
                 async with self._sessions() as session:
                     await record_delivery(session, alert.id, now, ok, next_try)
                 result.delivered += ok
@@ -556,8 +572,13 @@ def _parse_cursor(raw: str | None) -> tuple[datetime, str] | None:
 
 
 def _alert_row(
-    spec: AlertSpec, task_id: str | None, step: str | None, failure_count: int, last_error: str | None,
-    now: datetime, key: str | None = None,
+    spec: AlertSpec,
+    task_id: str | None,
+    step: str | None,
+    failure_count: int,
+    last_error: str | None,
+    now: datetime,
+    key: str | None = None,
 ) -> tables.Alert:
     return tables.Alert(
         incident_key=key or f"{spec.kind}:{task_id}:{step}",
@@ -602,14 +623,33 @@ def sign(secret: str, body: bytes) -> str:
 def _log_decision(task_id: str, step: str, kind: str, failure_count: int, reason: str) -> None:
     log.info(
         "decision",
-        extra={"fields": {"task_id": task_id, "step": step, "decision": kind, "failure_count": failure_count, "reason": reason}},
+        extra={
+            "fields": {
+                "task_id": task_id,
+                "step": step,
+                "decision": kind,
+                "failure_count": failure_count,
+                "reason": reason,
+            }
+        },
     )
 
 
-def _log_alert(spec: AlertSpec, task_id: str | None, step: str | None, failure_count: int, last_error: str | None) -> None:
+def _log_alert(
+    spec: AlertSpec, task_id: str | None, step: str | None, failure_count: int, last_error: str | None
+) -> None:
     log.warning(
         "alert",
-        extra={"fields": {"severity": spec.severity, "kind": spec.kind, "task_id": task_id, "step": step,
-                          "failure_count": failure_count, "message": spec.message, "last_error": last_error,
-                          "suggested_action": spec.suggested_action}},
+        extra={
+            "fields": {
+                "severity": spec.severity,
+                "kind": spec.kind,
+                "task_id": task_id,
+                "step": step,
+                "failure_count": failure_count,
+                "message": spec.message,
+                "last_error": last_error,
+                "suggested_action": spec.suggested_action,
+            }
+        },
     )

@@ -37,7 +37,9 @@ def record_backlog(queue: str, backlog: int, pollers: int) -> None:
     meter = _meter()
     if meter is None:
         return
-    meter.create_gauge("sas_task_queue_backlog", "Approximate tasks waiting in a task queue").set(backlog, {"queue": queue})
+    meter.create_gauge("sas_task_queue_backlog", "Approximate tasks waiting in a task queue").set(
+        backlog, {"queue": queue}
+    )
     meter.create_gauge("sas_task_queue_pollers", "Live pollers of a task queue").set(pollers, {"queue": queue})
 
 
@@ -60,7 +62,9 @@ class StoreGauges:
             steps.set(int(counts.get(state.value, 0)), {"state": state.value})
         cutoff = datetime.now(UTC) - grace
         overdue = await session.scalar(
-            select(func.count()).select_from(Step).where(
+            select(func.count())
+            .select_from(Step)
+            .where(
                 Step.state.in_([StepState.PROCESSING.value, StepState.COMPENSATING.value]), Step.complete_by < cutoff
             )
         )

@@ -96,7 +96,9 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
                 suggested_action="check the task workers and the remote service; Temporal is still retrying",
             )
         if kind == "compensate":
-            return decision("compensate", f"overran {count} times, {label}: undoing the task", _spent(step, count, kind))
+            return decision(
+                "compensate", f"overran {count} times, {label}: undoing the task", _spent(step, count, kind)
+            )
         # Parking needs the Scheduler to wait for a decision; a running step cannot be parked.
         return decision("retry", f"{label}; CompleteBy extended", alert)
 
@@ -118,8 +120,11 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
         )
 
     if kind != "retry":
-        return decision(kind, f"{label}: {'undoing the task' if kind == 'compensate' else 'parked for an operator'}",
-                        _spent(step, count, kind))
+        return decision(
+            kind,
+            f"{label}: {'undoing the task' if kind == 'compensate' else 'parked for an operator'}",
+            _spent(step, count, kind),
+        )
 
     due = (step.updated_at or now) + timedelta(seconds=delay)
     cooling = count > step.ladder.retries
@@ -181,8 +186,13 @@ def _undo_failed(step: DueStep, now: datetime, decision) -> Decision:  # type: i
     delay = retry_delay(tries, ladder)
     due = (step.updated_at or now) + timedelta(seconds=delay)
     if now < due:
-        return decision("wait", f"undo retry {tries} of {ladder.retries} at {due.isoformat(timespec='seconds')}",
-                        alert, at=due, n=step.failure_count)
+        return decision(
+            "wait",
+            f"undo retry {tries} of {ladder.retries} at {due.isoformat(timespec='seconds')}",
+            alert,
+            at=due,
+            n=step.failure_count,
+        )
     return decision("retry", f"retrying the undo ({tries} of {ladder.retries})", alert)
 
 

@@ -83,14 +83,19 @@ class SupervisorWorkflow:
             # Queues are not sharded: the first shard looks at them.
             if shard == 0 and _due(last_queue_check, policy.queue_check_s, now):
                 last_queue_check = now
-                queues = await self._activity("supervisor.check_queues", QueueCheckInput(backlog=backlog), QueueCheckResult)
+                queues = await self._activity(
+                    "supervisor.check_queues", QueueCheckInput(backlog=backlog), QueueCheckResult
+                )
                 backlog = queues.backlog
                 self._stats.queue_checks += 1
 
             if policy.webhook and scan.undelivered and (delivery is None or delivery.done()):
                 delivery = workflow.start_activity(
-                    "supervisor.deliver_alerts", result_type=DeliveryResult,
-                    start_to_close_timeout=_ACTIVITY_TIMEOUT, heartbeat_timeout=_HEARTBEAT, retry_policy=_ONCE,
+                    "supervisor.deliver_alerts",
+                    result_type=DeliveryResult,
+                    start_to_close_timeout=_ACTIVITY_TIMEOUT,
+                    heartbeat_timeout=_HEARTBEAT,
+                    retry_policy=_ONCE,
                 )
 
             interval = _next_interval(interval, policy, work)
@@ -101,8 +106,11 @@ class SupervisorWorkflow:
                 await _settle(delivery)
                 workflow.continue_as_new(
                     SupervisorInput(
-                        sweeps_done=self._stats.sweeps, shard=shard, interval_s=interval,
-                        orphan_cursor=cursor, backlog=backlog,
+                        sweeps_done=self._stats.sweeps,
+                        shard=shard,
+                        interval_s=interval,
+                        orphan_cursor=cursor,
+                        backlog=backlog,
                     )
                 )
             sleep = interval
@@ -120,8 +128,12 @@ class SupervisorWorkflow:
 
     async def _activity(self, name: str, arg: Any, result_type: type) -> Any:
         return await workflow.execute_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=_ACTIVITY_TIMEOUT, heartbeat_timeout=_HEARTBEAT,
-            retry_policy=_RETRY
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=_HEARTBEAT,
+            retry_policy=_RETRY,
         )
 
     @workflow.signal(name="wake")

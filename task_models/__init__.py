@@ -4,8 +4,10 @@ Every one is a pydantic model carried by temporalio's pydantic data converter,
 so a field can be added without breaking a running workflow.
 """
 
+from task_models.ids import TASK_ID_PATTERN, validate_task_id
 from task_models.orders import OrderInput, PreorderInput
 from task_models.states import ACTIVE_STEP_STATES, StepState, TaskState
+from task_models.status import CallbackEvent, OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
 from task_models.steps import (
     AuditRecord,
     MirrorStamp,
@@ -18,13 +20,12 @@ from task_models.steps import (
     TaskPlan,
     TransitionBatch,
 )
-from task_models.status import CallbackEvent, OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
-from task_models.ids import TASK_ID_PATTERN, validate_task_id
 
 __all__ = [
+    "ACTIVE_STEP_STATES",
+    "TASK_ID_PATTERN",
     "AuditRecord",
     "CallbackEvent",
-    "ACTIVE_STEP_STATES",
     "MirrorStamp",
     "OperatorAnswer",
     "OperatorRequest",
@@ -37,12 +38,11 @@ __all__ = [
     "StepState",
     "StepStatus",
     "StepTransition",
-    "TASK_ID_PATTERN",
     "TaskAccepted",
     "TaskPlan",
     "TaskResult",
     "TaskState",
-    "TransitionBatch",
     "TaskStatus",
+    "TransitionBatch",
     "validate_task_id",
 ]

@@ -17,7 +17,6 @@ def validate_task_id(task_id: str) -> str:
         # Show at most the start of a huge id: the message must stay readable (and small).
         shown = repr(task_id[:128]) + (f"... ({len(task_id)} characters)" if len(task_id) > 128 else "")
         raise ValueError(
-            f"invalid task id {shown}: use 1-128 characters from A-Z a-z 0-9 . _ : -, "
-            "starting with a letter or digit"
+            f"invalid task id {shown}: use 1-128 characters from A-Z a-z 0-9 . _ : -, starting with a letter or digit"
         )
     return task_id

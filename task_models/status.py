@@ -48,7 +48,8 @@ class OperatorRequest(BaseModel):
     )
     decision_id: str | None = None
     reset_failure_count: bool = Field(
-        default=False, description="Start FailureCount again from 0 before retrying (sas resubmit: out of the dead letter)."
+        default=False,
+        description="Start FailureCount again from 0 before retrying (sas resubmit: out of the dead letter).",
     )
     by: str = Field(default="operator", max_length=200)
     reason: str = Field(default="", max_length=2000)

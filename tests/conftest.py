@@ -20,11 +20,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
+from task_models.search_attributes import dev_server_flags  # noqa: E402
 from tests.postgres import PG_ADMIN_URL, postgres_available  # noqa: E402
 from tests.stack import Stack, start_stack  # noqa: E402
-from task_models.search_attributes import dev_server_flags  # noqa: E402
-
-
 
 UI_PORT = free_port()
 
@@ -98,21 +96,27 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest_asyncio.fixture
-async def stack(client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str) -> AsyncIterator[Stack]:
+async def stack(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> AsyncIterator[Stack]:
     """Worker + Supervisor on fresh queues over a fresh SQLite store."""
     async with start_stack(client, temporal_address, services.url, sqlite_url) as running:
         yield running
 
 
 @pytest_asyncio.fixture
-async def stack_no_supervisor(client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str) -> AsyncIterator[Stack]:
+async def stack_no_supervisor(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> AsyncIterator[Stack]:
     """Worker only: failed steps wait for an operator's decision."""
     async with start_stack(client, temporal_address, services.url, sqlite_url, supervisor=False) as running:
         yield running
 
 
 @pytest_asyncio.fixture
-async def stack_any_db(client: Client, temporal_address: str, services: ServiceProcess, db_url: str) -> AsyncIterator[Stack]:
+async def stack_any_db(
+    client: Client, temporal_address: str, services: ServiceProcess, db_url: str
+) -> AsyncIterator[Stack]:
     """The same, once on SQLite and once on PostgreSQL."""
     async with start_stack(client, temporal_address, services.url, db_url) as running:
         yield running

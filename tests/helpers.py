@@ -16,7 +16,11 @@ def fresh_id(prefix: str) -> str:
 
 
 async def wait_until(
-    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool] = bool, timeout: float = 60.0, interval: float = 0.2, what: str = ""
+    probe: Callable[[], Awaitable[T]],
+    ok: Callable[[T], bool] = bool,
+    timeout: float = 60.0,
+    interval: float = 0.2,
+    what: str = "",
 ) -> T:
     """Poll ``probe`` until ``ok(result)``; fail with the last value seen after ``timeout``."""
     deadline = time.monotonic() + timeout

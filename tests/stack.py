@@ -16,9 +16,9 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.worker import Worker
 
 import state_store
-from state_store.agent_writes import make_step_writer
 from activities import build_activities
-from settings import Settings, ServicesSettings, SupervisorSettings, TemporalSettings, DatabaseSettings
+from settings import DatabaseSettings, ServicesSettings, Settings, SupervisorSettings, TemporalSettings
+from state_store.agent_writes import make_step_writer
 from state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
 from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import OrderInput, StepPolicyValues, TaskResult
@@ -27,30 +27,32 @@ from workflows import ALL_WORKFLOWS
 from workflows.runner import workflow_runner
 
 CALLBACK_SECRET = b"test-callback-secret"
-FAST_STEP = StepPolicyValues(complete_by_s=2.0, heartbeat_s=1.5, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
+FAST_STEP = StepPolicyValues(
+    complete_by_s=2.0, heartbeat_s=1.5, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
+)
 FAST_UNDO = StepPolicyValues(complete_by_s=2.0, max_attempts=3, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
 
 
 def test_settings(temporal_address: str, services_url: str, db_url: str, **overrides: Any) -> Settings:
     suffix = uuid.uuid4().hex[:10]
-    values: dict[str, Any] = dict(
-        temporal=TemporalSettings(
+    values: dict[str, Any] = {
+        "temporal": TemporalSettings(
             address=temporal_address, task_queue=f"tasks-{suffix}", supervisor_task_queue=f"sup-{suffix}"
         ),
-        database=DatabaseSettings(url=db_url),
-        services=ServicesSettings(url=services_url),
-        supervisor=SupervisorSettings(
+        "database": DatabaseSettings(url=db_url),
+        "services": ServicesSettings(url=services_url),
+        "supervisor": SupervisorSettings(
             interval_s=0.5, failure_threshold=3, overdue_grace_s=1.5, workflow_id=f"supervisor-{suffix}"
         ),
-        default_step=FAST_STEP,
-        compensation=FAST_UNDO,
-    )
+        "default_step": FAST_STEP,
+        "compensation": FAST_UNDO,
+    }
     values.update(overrides)
     return Settings(**values)
 
 
 def order(**changes: Any) -> OrderInput:
-    base = dict(customer_id="cust-1", sku="SKU-1", quantity=2, amount_cents=1999, address="1 Test Street")
+    base = {"customer_id": "cust-1", "sku": "SKU-1", "quantity": 2, "amount_cents": 1999, "address": "1 Test Street"}
     base.update(changes)
     return OrderInput(**base)
 
@@ -62,7 +64,9 @@ class Stack:
     sessions: async_sessionmaker[AsyncSession]
     services_url: str
 
-    async def submit(self, task_id: str | None = None, payload: Any = None, workflow: str = "OrderWorkflow") -> WorkflowHandle[Any, Any]:
+    async def submit(
+        self, task_id: str | None = None, payload: Any = None, workflow: str = "OrderWorkflow"
+    ) -> WorkflowHandle[Any, Any]:
         return await self.client.start_workflow(
             workflow,
             payload if payload is not None else order(),
@@ -120,8 +124,9 @@ async def start_stack(
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
-                activities=build_activities(settings, http, sessions, "test-worker", callback_secret=CALLBACK_SECRET,
-                                            step_writer=writer),
+                activities=build_activities(
+                    settings, http, sessions, "test-worker", callback_secret=CALLBACK_SECRET, step_writer=writer
+                ),
                 identity="test-worker",
                 workflow_runner=workflow_runner(),
             )

@@ -274,20 +274,96 @@ def test_one_shot_jobs_are_not_restarted() -> None:
 
 
 # Service keys of the Compose Specification (compose-spec/schema/compose-spec.json).
-COMPOSE_SERVICE_KEYS = set(
-    """
-    develop deploy annotations attach build blkio_config cap_add cap_drop cgroup cgroup_parent command
-    configs container_name cpu_count cpu_percent cpu_shares cpu_quota cpu_period cpu_rt_period
-    cpu_rt_runtime cpus cpuset credential_spec depends_on device_cgroup_rules devices dns dns_opt
-    dns_search domainname entrypoint env_file label_file environment expose extends external_links
-    extra_hosts gpus group_add healthcheck hostname image init ipc isolation labels links logging
-    mac_address mem_limit mem_reservation mem_swappiness memswap_limit network_mode networks
-    oom_kill_disable oom_score_adj pid pids_limit platform ports post_start pre_stop privileged
-    profiles pull_policy read_only restart runtime scale security_opt shm_size secrets sysctls
-    stdin_open stop_grace_period stop_signal storage_opt tmpfs tty ulimits user uts userns_mode
-    volumes volumes_from working_dir
-    """.split()
-)
+COMPOSE_SERVICE_KEYS = {
+    "develop",
+    "deploy",
+    "annotations",
+    "attach",
+    "build",
+    "blkio_config",
+    "cap_add",
+    "cap_drop",
+    "cgroup",
+    "cgroup_parent",
+    "command",
+    "configs",
+    "container_name",
+    "cpu_count",
+    "cpu_percent",
+    "cpu_shares",
+    "cpu_quota",
+    "cpu_period",
+    "cpu_rt_period",
+    "cpu_rt_runtime",
+    "cpus",
+    "cpuset",
+    "credential_spec",
+    "depends_on",
+    "device_cgroup_rules",
+    "devices",
+    "dns",
+    "dns_opt",
+    "dns_search",
+    "domainname",
+    "entrypoint",
+    "env_file",
+    "label_file",
+    "environment",
+    "expose",
+    "extends",
+    "external_links",
+    "extra_hosts",
+    "gpus",
+    "group_add",
+    "healthcheck",
+    "hostname",
+    "image",
+    "init",
+    "ipc",
+    "isolation",
+    "labels",
+    "links",
+    "logging",
+    "mac_address",
+    "mem_limit",
+    "mem_reservation",
+    "mem_swappiness",
+    "memswap_limit",
+    "network_mode",
+    "networks",
+    "oom_kill_disable",
+    "oom_score_adj",
+    "pid",
+    "pids_limit",
+    "platform",
+    "ports",
+    "post_start",
+    "pre_stop",
+    "privileged",
+    "profiles",
+    "pull_policy",
+    "read_only",
+    "restart",
+    "runtime",
+    "scale",
+    "security_opt",
+    "shm_size",
+    "secrets",
+    "sysctls",
+    "stdin_open",
+    "stop_grace_period",
+    "stop_signal",
+    "storage_opt",
+    "tmpfs",
+    "tty",
+    "ulimits",
+    "user",
+    "uts",
+    "userns_mode",
+    "volumes",
+    "volumes_from",
+    "working_dir",
+}
 HEALTHCHECK_KEYS = {"disable", "interval", "retries", "test", "timeout", "start_period", "start_interval"}
 
 

@@ -115,8 +115,15 @@ class CleanupWorkflow:
                 message = getattr(cause, "message", None) or str(cause or err)
                 error_type = getattr(cause, "type", None) or type(cause or err).__name__
                 await self._mirror(
-                    [self._transition(step.name, StepState.COMPENSATION_FAILED, complete_by=True,
-                                      last_error=message, error_type=str(error_type))],
+                    [
+                        self._transition(
+                            step.name,
+                            StepState.COMPENSATION_FAILED,
+                            complete_by=True,
+                            last_error=message,
+                            error_type=str(error_type),
+                        )
+                    ],
                     TaskState.ERROR,
                 )
             await self._await_retry(step)
@@ -163,7 +170,13 @@ class CleanupWorkflow:
         return self._states
 
     def _transition(
-        self, step: str, state: str, *, complete_by: bool = False, last_error: str | None = None, error_type: str | None = None
+        self,
+        step: str,
+        state: str,
+        *,
+        complete_by: bool = False,
+        last_error: str | None = None,
+        error_type: str | None = None,
     ) -> StepTransition:
         return StepTransition(
             task_id=self._input.task_id,

@@ -187,8 +187,12 @@ class TaskScheduler:
         assert self._status is not None
         if self._compensate is not None and self._compensate.by not in _AUTOMATIC:
             attempted = [s.name for s in self._status.steps if s.runs > 0]
-            await self._audit("compensate", None, self._compensate,
-                              f"task {self._status.state} -> Compensating; undoing {', '.join(reversed(attempted)) or 'nothing'}")
+            await self._audit(
+                "compensate",
+                None,
+                self._compensate,
+                f"task {self._status.state} -> Compensating; undoing {', '.join(reversed(attempted)) or 'nothing'}",
+            )
         self._set_task_state(TaskState.COMPENSATING)
         self._seq += 1
         skipped = []
@@ -251,7 +255,9 @@ class TaskScheduler:
         """Wait for the Supervisor or an operator. Returns "retry" or "compensate"."""
         assert self._status is not None
         while True:
-            await workflow.wait_condition(lambda: bool(self._requests) or (self._compensate is not None and not compensating))
+            await workflow.wait_condition(
+                lambda: bool(self._requests) or (self._compensate is not None and not compensating)
+            )
             if not self._requests:
                 return "compensate"
             kind, request = self._requests.pop(0)
@@ -323,7 +329,9 @@ class TaskScheduler:
             self._event(f"park from {request.by} ignored: no step is waiting for a decision")
             return
         if request.failure_count is not None and request.failure_count <= waiting.failure_count:
-            self._event(f"park from {request.by} ignored: the decision at FailureCount {request.failure_count} was already applied")
+            self._event(
+                f"park from {request.by} ignored: the decision at FailureCount {request.failure_count} was already applied"
+            )
             return
         self._claim_count(request)
         self._requests.append(("park", request))
@@ -350,7 +358,9 @@ class TaskScheduler:
         self._note_count(request)
         self._start_compensation(request)
         assert self._status is not None
-        return OperatorAnswer(message="compensating: attempted steps are undone in reverse order", task_state=self._status.state)
+        return OperatorAnswer(
+            message="compensating: attempted steps are undone in reverse order", task_state=self._status.state
+        )
 
     @request_compensate.validator
     def _validate_compensate(self, request: OperatorRequest) -> None:
@@ -413,7 +423,9 @@ class TaskScheduler:
     def status(self) -> TaskStatus:
         if self._status is None:
             info = workflow.info()
-            return TaskStatus(task_id=info.workflow_id, task_type=self.definition.task_type, state=TaskState.PENDING, steps=[])
+            return TaskStatus(
+                task_id=info.workflow_id, task_type=self.definition.task_type, state=TaskState.PENDING, steps=[]
+            )
         return self._status
 
     # ------------------------------------------------------------ helpers
@@ -488,7 +500,9 @@ class TaskScheduler:
             stamp=MirrorStamp(seq=self._seq, failure_count=step.failure_count, task_state_on_done=task_state_on_done),
         )
 
-    def _transition(self, step: StepStatus, *, task_state: TaskState | None = None, complete_by: Any = None) -> StepTransition:
+    def _transition(
+        self, step: StepStatus, *, task_state: TaskState | None = None, complete_by: Any = None
+    ) -> StepTransition:
         return StepTransition(
             task_id=workflow.info().workflow_id,
             step=step.name,
@@ -515,8 +529,16 @@ class TaskScheduler:
         """Record an operator's action - who, when, why, what it changed - in the state store."""
         assert self._status is not None
         self._seq += 1
-        record = AuditRecord(task_id=self._status.task_id, seq=self._seq, step=step, action=action, actor=request.by,
-                             reason=request.reason, changed=changed, at=workflow.now())
+        record = AuditRecord(
+            task_id=self._status.task_id,
+            seq=self._seq,
+            step=step,
+            action=action,
+            actor=request.by,
+            reason=request.reason,
+            changed=changed,
+            at=workflow.now(),
+        )
         await workflow.execute_local_activity(
             "mirror.audit", record, start_to_close_timeout=_MIRROR_TIMEOUT, retry_policy=_MIRROR_RETRY
         )
@@ -605,5 +627,3 @@ def _describe(err: ActivityError) -> tuple[str, str, bool]:
     if isinstance(cause, CancelledError):
         return "the attempt was cancelled", "Cancelled", False
     return str(cause or err), type(cause or err).__name__, False
-
-

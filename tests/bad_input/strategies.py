@@ -38,9 +38,11 @@ currencies = st.text(string.ascii_uppercase, min_size=3, max_size=3)
 cards = st.text(string.digits, min_size=12, max_size=19)
 # Any unicode, control characters included: an address is free text.
 addresses = _trimmed(_EDGE_CHAR, _ANY_CHAR, 500)
-callback_urls = st.none() | st.builds(lambda host, path: f"https://{host}.example/{path}",
-                                      st.text(string.ascii_lowercase, min_size=1, max_size=20),
-                                      st.text(string.ascii_letters + string.digits + "/-_", max_size=50))
+callback_urls = st.none() | st.builds(
+    lambda host, path: f"https://{host}.example/{path}",
+    st.text(string.ascii_lowercase, min_size=1, max_size=20),
+    st.text(string.ascii_letters + string.digits + "/-_", max_size=50),
+)
 
 
 @st.composite
@@ -67,7 +69,7 @@ _WRONG_TYPES = st.one_of(
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
 _BAD_INTS = st.one_of(
-    st.integers(max_value=0),                                  # zero and negative
+    st.integers(max_value=0),  # zero and negative
     st.floats(allow_nan=True, allow_infinity=True).filter(lambda f: not float(f).is_integer()),
     st.text(st.characters(exclude_categories=("Nd", "Cs")), max_size=10),  # no digit at all: never a number
     _WRONG_TYPES,
@@ -80,8 +82,8 @@ def _bad_text(pattern_chars: str | None, max_size: int) -> st.SearchStrategy[Any
     options = [
         st.just(""),
         st.text(st.sampled_from(" \t\n"), min_size=1, max_size=5),  # blank once stripped
-        st.integers(1, 3).map(lambda n: "x" * (max_size + n)),     # too long
-        st.just("x" * 1_000_000),                                  # huge
+        st.integers(1, 3).map(lambda n: "x" * (max_size + n)),  # too long
+        st.just("x" * 1_000_000),  # huge
         _WRONG_TYPES,
         st.integers(),
     ]
@@ -100,8 +102,11 @@ BAD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "currency": st.one_of(st.sampled_from(["eur", "EURO", "E1R", "", "€€€"]), _WRONG_TYPES),
     "card": st.one_of(st.sampled_from(["4242", "4242 4242 4242 4242", "x" * 16, "4" * 20]), _WRONG_TYPES),
     "address": _bad_text(None, 500),
-    "callback_url": st.one_of(st.sampled_from(["ftp://x", "javascript:alert(1)", "example.com"]),
-                              st.just("https://x/" + "a" * 2000), st.integers()),
+    "callback_url": st.one_of(
+        st.sampled_from(["ftp://x", "javascript:alert(1)", "example.com"]),
+        st.just("https://x/" + "a" * 2000),
+        st.integers(),
+    ),
 }
 REQUIRED = ("customer_id", "sku", "quantity", "amount_cents", "address")
 PREORDER_FIELDS = tuple(f for f in BAD_VALUES if f != "address")
@@ -117,7 +122,9 @@ def invalid_orders(draw: st.DrawFn, preorder: bool = False) -> tuple[dict[str, A
         field = draw(st.sampled_from([f for f in REQUIRED if f in fields]))
         del order[field]
     elif how == "extra":
-        field = draw(st.text(string.ascii_lowercase + "_", min_size=1, max_size=20).filter(lambda f: f not in BAD_VALUES))
+        field = draw(
+            st.text(string.ascii_lowercase + "_", min_size=1, max_size=20).filter(lambda f: f not in BAD_VALUES)
+        )
         order[field] = draw(st.one_of(st.integers(), st.text(max_size=20), st.none()))
     else:
         field = draw(st.sampled_from(fields))
@@ -139,10 +146,7 @@ def invalid_task_ids(draw: st.DrawFn, max_size: int = 300) -> str:
         return draw(st.sampled_from("._:- ")) + draw(st.text(_ID_REST, max_size=20))
     if kind == "too long":
         return draw(valid_task_ids.filter(bool)) + "x" * draw(st.integers(129, max_size))
-    if kind == "control":
-        char = draw(_CONTROL)
-    else:
-        char = draw(_ANY_CHAR.filter(lambda c: c not in _ID_REST))
+    char = draw(_CONTROL) if kind == "control" else draw(_ANY_CHAR.filter(lambda c: c not in _ID_REST))
     head = draw(valid_task_ids)[:60]
     return head + char + draw(st.text(_ID_REST, max_size=10))
 
@@ -151,8 +155,14 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int) -> list[T]:
     """``count`` distinct-ish examples of ``strategy``, reproducibly (derandomized)."""
     drawn: list[T] = []
 
-    @settings(max_examples=count, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=count,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def collect(example: T) -> None:
         drawn.append(example)

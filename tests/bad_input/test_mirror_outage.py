@@ -29,7 +29,9 @@ pytestmark = pytest.mark.skipif(not postgres_available(), reason=f"PostgreSQL is
 
 def refuse_connections(database: str) -> None:
     _run(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
-    _run(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}' AND pid <> pg_backend_pid()")
+    _run(
+        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+    )
 
 
 def allow_connections(database: str) -> None:
@@ -47,7 +49,9 @@ async def orders_through_an_outage(
         async with start_stack(client, temporal_address, services.url, url, **overrides) as stack:
             before = [fresh_id("pg-out") for _ in range(6)]
             for task_id in before:
-                await stack.add_fault(endpoint="payment.charge", kind="latency", latency_ms=1500, match_order_id=task_id)
+                await stack.add_fault(
+                    endpoint="payment.charge", kind="latency", latency_ms=1500, match_order_id=task_id
+                )
             handles = [await stack.submit(task_id) for task_id in before]
             await wait_until(
                 lambda: asyncio.gather(*(stack.step_states(t) for t in before)),
@@ -75,8 +79,9 @@ async def test_orders_catch_up_after_the_database_refuses_connections(
         async def mirrored() -> dict[str, tuple[str | None, dict[str, str]]]:
             return {t: (await stack.task_state(t), await stack.step_states(t)) for t in task_ids}
 
-        await wait_until(mirrored, lambda m: all(v == ALL_PROCESSED for v in m.values()),
-                         what="the mirror to catch up with Temporal")
+        await wait_until(
+            mirrored, lambda m: all(v == ALL_PROCESSED for v in m.values()), what="the mirror to catch up with Temporal"
+        )
         for task_id in task_ids:
             ledger = await stack.ledger(task_id)
             assert [e["action"] for e in ledger] == ["reserve", "charge", "ship"], (task_id, ledger)
@@ -88,11 +93,14 @@ async def test_orders_catch_up_after_the_database_refuses_connections(
 async def test_a_database_outage_fails_no_step(client: Client, temporal_address: str, services: ServiceProcess) -> None:
     # The production step policy (complete-by 10 s, 3 quick attempts): long enough to ride out a 4 s outage.
     async with orders_through_an_outage(client, temporal_address, services, default_step=StepPolicyValues()) as (
-        stack, task_ids,
+        stack,
+        task_ids,
     ):
         failed = {}
         for task_id in task_ids:
             status = await stack.client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
             failed.update({f"{task_id}:{s.name}:last_error": s.last_error for s in status.steps if s.last_error})
-            failed.update({f"{task_id}:{d.step}:decision": d.kind for d in await stack.decisions(task_id) if d.kind != "wait"})
+            failed.update(
+                {f"{task_id}:{d.step}:decision": d.kind for d in await stack.decisions(task_id) if d.kind != "wait"}
+            )
         assert failed == {}

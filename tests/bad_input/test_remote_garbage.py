@@ -22,10 +22,19 @@ from task_models import TaskState, TaskStatus
 from tests.helpers import fresh_id
 from tests.stack import Stack
 
-CONTENT_TYPES = st.sampled_from([
-    None, "application/json", "application/json; charset=utf-8", "text/html; charset=utf-8", "text/plain",
-    "application/problem+json", "application/octet-stream", "application/xml", "",
-])
+CONTENT_TYPES = st.sampled_from(
+    [
+        None,
+        "application/json",
+        "application/json; charset=utf-8",
+        "text/html; charset=utf-8",
+        "text/plain",
+        "application/problem+json",
+        "application/octet-stream",
+        "application/xml",
+        "",
+    ]
+)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
@@ -33,9 +42,9 @@ JSON_VALUES = st.recursive(
 )
 BODIES = st.one_of(
     JSON_VALUES.map(lambda v: json.dumps(v).encode()),
-    st.text(max_size=200).map(str.encode),                      # any text, HTML included
+    st.text(max_size=200).map(str.encode),  # any text, HTML included
     st.just(b"<html><body><h1>502 Bad Gateway</h1></body></html>"),
-    st.just(b'{"order_id": '),                                  # truncated JSON
+    st.just(b'{"order_id": '),  # truncated JSON
     st.just(b""),
 )
 STATUSES = st.sampled_from([200, 201, 204, 301, 400, 402, 404, 408, 409, 415, 422, 425, 429, 500, 502, 503, 504])
@@ -106,7 +115,11 @@ async def test_permanent_garbage_fails_the_step_and_the_supervisor_compensates(s
     result = await handle.result()
     assert result.state == TaskState.COMPENSATED
     charge = next(s for s in result.steps if s.name == "charge")
-    assert charge.error_type == "RemoteGarbage" and not charge.permanent and "not a JSON object" in (charge.last_error or "")
+    assert (
+        charge.error_type == "RemoteGarbage"
+        and not charge.permanent
+        and "not a JSON object" in (charge.last_error or "")
+    )
     # Retried by the Supervisor below its threshold (after its "wait" decisions), compensated
     # at it; garbage never took effect.
     decisions = [(d.kind, d.failure_count) for d in await stack.decisions(task_id) if d.kind != "wait"]

@@ -29,18 +29,22 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=90)
 
 
-async def start_all(tmp_path: Path, bad: dict[str, str], commands: tuple[str, ...] = tuple(COMMANDS)) -> dict[str, subprocess.CompletedProcess[str]]:
+async def start_all(
+    tmp_path: Path, bad: dict[str, str], commands: tuple[str, ...] = tuple(COMMANDS)
+) -> dict[str, subprocess.CompletedProcess[str]]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SAS_")}
-    env.update({
-        "PYTHONPATH": str(ROOT),
-        "COLUMNS": "200",
-        # Valid, harmless defaults: a private state store and a Temporal address where nothing listens.
-        "SAS_DATABASE__URL": f"sqlite+aiosqlite:///{tmp_path / 'state.db'}",
-        "SAS_TEMPORAL__ADDRESS": f"127.0.0.1:{free_port()}",
-    })
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "COLUMNS": "200",
+            # Valid, harmless defaults: a private state store and a Temporal address where nothing listens.
+            "SAS_DATABASE__URL": f"sqlite+aiosqlite:///{tmp_path / 'state.db'}",
+            "SAS_TEMPORAL__ADDRESS": f"127.0.0.1:{free_port()}",
+        }
+    )
     env.update(bad)
     done = await asyncio.gather(*(asyncio.to_thread(_run, COMMANDS[name], env, tmp_path) for name in commands))
-    return dict(zip(commands, done))
+    return dict(zip(commands, done, strict=False))
 
 
 def assert_clear_refusal(results: dict[str, subprocess.CompletedProcess[str]], *variables: str) -> None:
@@ -55,30 +59,44 @@ def assert_clear_refusal(results: dict[str, subprocess.CompletedProcess[str]], *
 
 
 async def test_many_bad_values_at_once_are_all_named(tmp_path: Path) -> None:
-    results = await start_all(tmp_path, {
-        "SAS_SERVICES__URL": "ftp://services.internal",
-        "SAS_DATABASE__URL": f"mysql://sas:{SECRET}@db/sas",
-        "SAS_SUPERVISOR__INTERVAL_S": "every five seconds",
-        "SAS_SUPERVISOR__FAILURE_THRESHOLD": "0",
-        "SAS_DEFAULT_STEP__MAX_ATTEMPTS": "-3",
-        "SAS_TEMPORAL__ADDRESS": "no-port-here",
-        "SAS_LOG_LEVEL": "LOUD",
-    })
-    assert_clear_refusal(results, "SAS_SERVICES__URL", "SAS_DATABASE__URL", "SAS_SUPERVISOR__INTERVAL_S",
-                         "SAS_SUPERVISOR__FAILURE_THRESHOLD", "SAS_DEFAULT_STEP__MAX_ATTEMPTS", "SAS_TEMPORAL__ADDRESS",
-                         "SAS_LOG_LEVEL")
+    results = await start_all(
+        tmp_path,
+        {
+            "SAS_SERVICES__URL": "ftp://services.internal",
+            "SAS_DATABASE__URL": f"mysql://sas:{SECRET}@db/sas",
+            "SAS_SUPERVISOR__INTERVAL_S": "every five seconds",
+            "SAS_SUPERVISOR__FAILURE_THRESHOLD": "0",
+            "SAS_DEFAULT_STEP__MAX_ATTEMPTS": "-3",
+            "SAS_TEMPORAL__ADDRESS": "no-port-here",
+            "SAS_LOG_LEVEL": "LOUD",
+        },
+    )
+    assert_clear_refusal(
+        results,
+        "SAS_SERVICES__URL",
+        "SAS_DATABASE__URL",
+        "SAS_SUPERVISOR__INTERVAL_S",
+        "SAS_SUPERVISOR__FAILURE_THRESHOLD",
+        "SAS_DEFAULT_STEP__MAX_ATTEMPTS",
+        "SAS_TEMPORAL__ADDRESS",
+        "SAS_LOG_LEVEL",
+    )
 
 
 async def test_half_a_tls_pair_is_named(tmp_path: Path) -> None:
     cert = tmp_path / "client.pem"
     cert.write_text("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
-    results = await start_all(tmp_path, {"SAS_TEMPORAL__TLS__ENABLED": "true", "SAS_TEMPORAL__TLS__CLIENT_CERT_PATH": str(cert)})
+    results = await start_all(
+        tmp_path, {"SAS_TEMPORAL__TLS__ENABLED": "true", "SAS_TEMPORAL__TLS__CLIENT_CERT_PATH": str(cert)}
+    )
     assert_clear_refusal(results, "SAS_TEMPORAL__TLS")
     assert "must be set together" in results["worker"].stderr
 
 
 async def test_a_bad_encryption_key_is_named_and_not_echoed(tmp_path: Path) -> None:
-    results = await start_all(tmp_path, {"SAS_ENCRYPTION__KEYS": f'{{"k1": "{SECRET}"}}', "SAS_ENCRYPTION__CURRENT_KEY_ID": "k1"})
+    results = await start_all(
+        tmp_path, {"SAS_ENCRYPTION__KEYS": f'{{"k1": "{SECRET}"}}', "SAS_ENCRYPTION__CURRENT_KEY_ID": "k1"}
+    )
     assert_clear_refusal(results, "SAS_ENCRYPTION__KEYS")
     assert "not valid base64" in results["worker"].stderr
 
@@ -94,9 +112,13 @@ async def test_unreadable_tls_files_are_named(tmp_path: Path, problem: str) -> N
     if problem == "not PEM":
         cert.write_text("this is not a certificate\n")
         key.write_text("nor is this a key\n")
-    results = await start_all(tmp_path, {
-        "SAS_TEMPORAL__TLS__ENABLED": "true",
-        "SAS_TEMPORAL__TLS__CLIENT_CERT_PATH": str(cert),
-        "SAS_TEMPORAL__TLS__CLIENT_KEY_PATH": str(key),
-    }, commands=("worker", "supervisor"))
+    results = await start_all(
+        tmp_path,
+        {
+            "SAS_TEMPORAL__TLS__ENABLED": "true",
+            "SAS_TEMPORAL__TLS__CLIENT_CERT_PATH": str(cert),
+            "SAS_TEMPORAL__TLS__CLIENT_KEY_PATH": str(key),
+        },
+        commands=("worker", "supervisor"),
+    )
     assert_clear_refusal(results, "SAS_TEMPORAL__TLS__CLIENT_CERT_PATH")

@@ -34,8 +34,11 @@ async def waiting_for_a_decision(stack: Stack, faults: int = 2) -> WorkflowHandl
     # Two 503s use up the Agent's two quick attempts: ship Fails and waits (no Supervisor here).
     await stack.add_fault(endpoint="shipping.ship", kind="transient", times=faults, match_order_id=task_id)
     handle = await stack.submit(task_id)
-    await wait_until(lambda: handle.query("status", result_type=TaskStatus), lambda s: s.state == TaskState.FAILED,
-                     what=f"{task_id} waiting for a decision")
+    await wait_until(
+        lambda: handle.query("status", result_type=TaskStatus),
+        lambda s: s.state == TaskState.FAILED,
+        what=f"{task_id} waiting for a decision",
+    )
     return handle
 
 
@@ -85,8 +88,11 @@ async def test_malformed_signals_are_dropped_with_a_logged_error_and_a_good_one_
     async def dropped_logged() -> list[logging.LogRecord]:
         return [r for r in caplog.records if "dropping the signal" in r.getMessage() and handle.id in r.getMessage()]
 
-    dropped = await wait_until(dropped_logged, lambda found: len(found) >= 3 * len(MALFORMED),
-                               what="every malformed signal to be logged as dropped")
+    dropped = await wait_until(
+        dropped_logged,
+        lambda found: len(found) >= 3 * len(MALFORMED),
+        what="every malformed signal to be logged as dropped",
+    )
     assert all(r.levelno == logging.ERROR for r in dropped)
     status = await handle.query("status", result_type=TaskStatus)
     assert status.state == TaskState.FAILED and [s.runs for s in status.steps] == [1, 1, 1]

@@ -42,9 +42,12 @@ async def test_generated_invalid_payloads_fail_fast_naming_the_field(stack: Stac
     cases += [("PreorderWorkflow", *case) for case in draw_examples(invalid_orders(preorder=True), 2)]
     handles = [await stack.submit(fresh_id("gen-bad"), payload, workflow=wf) for wf, payload, _, _ in cases]
     messages = await asyncio.gather(
-        *(fails_with_invalid_input(stack, handle, field) for handle, (_, _, field, _) in zip(handles, cases))
+        *(
+            fails_with_invalid_input(stack, handle, field)
+            for handle, (_, _, field, _) in zip(handles, cases, strict=False)
+        )
     )
-    for (workflow, _, field, how), message in zip(cases, messages):
+    for (workflow, _, _field, how), message in zip(cases, messages, strict=False):
         assert message.startswith(f"invalid {'preorder' if workflow == 'PreorderWorkflow' else 'order'} input"), message
         if how == "missing":
             assert "Field required" in message
@@ -62,7 +65,9 @@ async def test_invalid_task_ids_fail_fast_and_leave_nothing(stack: Stack) -> Non
 
 async def test_an_empty_task_id_is_refused_at_the_client(stack: Stack) -> None:
     with pytest.raises(RPCError) as caught:
-        await stack.client.start_workflow("OrderWorkflow", order(), id="", task_queue=stack.settings.temporal.task_queue)
+        await stack.client.start_workflow(
+            "OrderWorkflow", order(), id="", task_queue=stack.settings.temporal.task_queue
+        )
     assert caught.value.status == RPCStatusCode.INVALID_ARGUMENT
 
 

@@ -22,10 +22,22 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
     if not postgres_available():
         pytest.skip(f"no PostgreSQL at {PG_ADMIN_URL}: the chaos run makes its database unreachable")
     argv = [
-        sys.executable, str(ROOT / "bench" / "chaos.py"),
-        "--orders", "40", "--kills", "2", "--seed", "6",
-        "--submit-s", "20", "--chaos-s", "30", "--timeout", "240",
-        "--pg-url", PG_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://", 1),
+        sys.executable,
+        str(ROOT / "bench" / "chaos.py"),
+        "--orders",
+        "40",
+        "--kills",
+        "2",
+        "--seed",
+        "6",
+        "--submit-s",
+        "20",
+        "--chaos-s",
+        "30",
+        "--timeout",
+        "240",
+        "--pg-url",
+        PG_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://", 1),
     ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr

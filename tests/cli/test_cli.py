@@ -14,7 +14,18 @@ from task_models import TaskState
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
 
-ORDER_FLAGS = ["--customer", "c-cli", "--sku", "BOOK-7", "--quantity", "2", "--amount-cents", "2500", "--address", "7 CLI Way"]
+ORDER_FLAGS = [
+    "--customer",
+    "c-cli",
+    "--sku",
+    "BOOK-7",
+    "--quantity",
+    "2",
+    "--amount-cents",
+    "2500",
+    "--address",
+    "7 CLI Way",
+]
 
 
 async def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +90,11 @@ async def test_retry_rejected_with_the_reason(stack: Stack) -> None:
 
 async def test_settings_errors_are_clear(stack: Stack) -> None:
     env_bad = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "sas_cli.main", "list"], capture_output=True, text=True, timeout=60,
+        subprocess.run,
+        [sys.executable, "-m", "sas_cli.main", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "SAS_DATABASE__URL": "mysql://nope", "SAS_TEMPORAL__ADDRESS": "no-port"},
     )
     assert env_bad.returncode == 2
@@ -96,8 +111,12 @@ async def test_delayed_task_does_not_start_early(stack: Stack) -> None:
     assert description.execution_time is not None and (description.execution_time - before).total_seconds() >= 3.9
     assert await stack.record(task_id) is None  # not accepted yet
 
-    record = await wait_until(lambda: stack.record(task_id), lambda r: r is not None and r.task.state == "Processed",
-                              timeout=60, what="the delayed order to run")
+    record = await wait_until(
+        lambda: stack.record(task_id),
+        lambda r: r is not None and r.task.state == "Processed",
+        timeout=60,
+        what="the delayed order to run",
+    )
     assert (record.task.created_at - before).total_seconds() >= 3.9
     done = await sas(stack, "submit", *ORDER_FLAGS, "--at", "2001-01-01T00:00:00+00:00")
     assert done.returncode == 1 and "in the past" in done.stderr
@@ -108,6 +127,7 @@ async def test_schedule_fires_and_each_run_is_its_own_task(stack: Stack) -> None
     created = await sas(stack, "schedule", "create", schedule_id, "--every", "2s", *ORDER_FLAGS)
     assert created.returncode == 0, created.stderr
     try:
+
         async def runs() -> list[str]:
             found = []
             async for wf in stack.client.list_workflows(f"TemporalScheduledById = '{schedule_id}'"):
@@ -136,8 +156,16 @@ async def test_alerts_command_lists_and_closes(stack: Stack) -> None:
     declined = fresh_id("cli-declined")
     handle = await stack.client.start_workflow(
         "OrderWorkflow",
-        {"customer_id": "c", "sku": "S-1", "quantity": 1, "amount_cents": 100, "address": "x", "card": "4000000000000002"},
-        id=declined, task_queue=stack.settings.temporal.task_queue,
+        {
+            "customer_id": "c",
+            "sku": "S-1",
+            "quantity": 1,
+            "amount_cents": 100,
+            "address": "x",
+            "card": "4000000000000002",
+        },
+        id=declined,
+        task_queue=stack.settings.temporal.task_queue,
     )
     await handle.result()
     alerts = await wait_until(lambda: stack.alerts(declined), lambda a: len(a) == 1, what="the alert")
@@ -147,6 +175,8 @@ async def test_alerts_command_lists_and_closes(stack: Stack) -> None:
     assert len(mine) == 1 and mine[0]["kind"] == "permanent_failure" and mine[0]["suggested_action"]
     assert (await sas(stack, "alerts", "ack", str(alerts[0].id))).returncode == 0
     assert (await sas(stack, "alerts", "resolve", str(alerts[0].id))).returncode == 0
-    closed = [a for a in as_json(await sas(stack, "alerts", "--status", "resolved", "--json")) if a["task_id"] == declined]
+    closed = [
+        a for a in as_json(await sas(stack, "alerts", "--status", "resolved", "--json")) if a["task_id"] == declined
+    ]
     assert closed[0]["status"] == "resolved"
     assert (await sas(stack, "alerts", "ack", "999999")).returncode == 1

@@ -13,8 +13,9 @@ from tests.stack import Stack
 
 async def test_parked_task_is_listed_then_resubmitted_and_audited(stack: Stack) -> None:
     task_id = fresh_id("dlq")
-    await stack.add_fault(endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected",
-                          match_order_id=task_id)
+    await stack.add_fault(
+        endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected", match_order_id=task_id
+    )
     refund_down = await stack.add_fault(endpoint="payment.refund", kind="transient", match_order_id=task_id)
     handle = await stack.submit(task_id)
     await wait_until(lambda: stack.task_state(task_id), lambda s: s == "Error", timeout=120, what="parked as Error")

@@ -20,12 +20,29 @@ def survivors(marker: str) -> list[str]:
 async def test_demo_runs_every_order_to_its_expected_end_and_leaves_nothing_behind(tmp_path: Path) -> None:
     state_dir = tmp_path / "demo-state"
     ports = [free_port() for _ in range(3)]
-    argv = [sys.executable, "-m", "sas_cli.main", "demo", "--orders", "10", "--exit", "--timeout", "240",
-            "--state-dir", str(state_dir), "--temporal-port", str(ports[0]), "--ui-port", str(ports[1]),
-            "--services-port", str(ports[2])]
+    argv = [
+        sys.executable,
+        "-m",
+        "sas_cli.main",
+        "demo",
+        "--orders",
+        "10",
+        "--exit",
+        "--timeout",
+        "240",
+        "--state-dir",
+        str(state_dir),
+        "--temporal-port",
+        str(ports[0]),
+        "--ui-port",
+        str(ports[1]),
+        "--services-port",
+        str(ports[2]),
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAS_")}
-    done = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=400,
-                                   env={**env, "COLUMNS": "200"}, cwd=tmp_path)
+    done = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, timeout=400, env={**env, "COLUMNS": "200"}, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all 10 orders ended where their faults put them" in done.stdout
     for label in ("completed", "compensated", "waiting for an operator", "cool-down", "cleaned up by the Supervisor"):

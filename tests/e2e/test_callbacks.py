@@ -50,8 +50,14 @@ class Receiver:
 async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
     got = Receiver()
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/events", got.handle, methods=["POST"])]),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            Starlette(routes=[Route("/events", got.handle, methods=["POST"])]),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
     task = asyncio.create_task(server.serve())
     await wait_until(lambda: asyncio.sleep(0, server.started), what="callback receiver up")
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import httpx
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
@@ -34,13 +33,17 @@ async def test_updates_reject_with_reasons_and_accept_when_they_apply(stack_no_s
     handle = await stack.submit(task_id)
 
     # While the steps run, nothing waits for a decision.
-    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("charge") == "Processing", what="charge running")
+    await wait_until(
+        lambda: stack.step_states(task_id), lambda s: s.get("charge") == "Processing", what="charge running"
+    )
     assert "no step is waiting for a decision" in await rejected(handle, "request_retry", OperatorRequest())
 
     await failed_and_waiting(stack, task_id)
     assert "unknown step 'pack'" in await rejected(handle, "request_retry", OperatorRequest(step="pack"))
     assert "step charge is Processed" in await rejected(handle, "request_retry", OperatorRequest(step="charge"))
-    answer = await handle.execute_update("request_retry", OperatorRequest(step="ship", by="alice"), result_type=OperatorAnswer)
+    answer = await handle.execute_update(
+        "request_retry", OperatorRequest(step="ship", by="alice"), result_type=OperatorAnswer
+    )
     assert answer.accepted and answer.message == "retrying step ship"
     assert (await handle.result()).state == TaskState.PROCESSED
 
@@ -58,8 +61,9 @@ async def test_compensate_update_then_compensating_is_rejected(stack_no_supervis
     handle = await stack.submit(task_id)
     await failed_and_waiting(stack, task_id)
 
-    answer = await handle.execute_update("request_compensate", OperatorRequest(by="bob", reason="customer called"),
-                                         result_type=OperatorAnswer)
+    answer = await handle.execute_update(
+        "request_compensate", OperatorRequest(by="bob", reason="customer called"), result_type=OperatorAnswer
+    )
     assert answer.accepted
     assert "the task is compensating" in await rejected(handle, "request_compensate", OperatorRequest())
     assert "no step is waiting" in await rejected(handle, "request_retry", OperatorRequest())
@@ -78,17 +82,23 @@ async def test_search_attributes_find_exactly_the_right_workflows(stack_no_super
     await done.result()
     await failed_and_waiting(stack, stuck_id)
     # Park it the way the Supervisor would, so it needs an operator.
-    await stack.client.get_workflow_handle(stuck_id).signal("park", OperatorRequest(step="ship", failure_count=3, by="test"))
+    await stack.client.get_workflow_handle(stuck_id).signal(
+        "park", OperatorRequest(step="ship", failure_count=3, by="test")
+    )
 
     async def ui_query(query: str) -> list[str]:
         async with httpx.AsyncClient() as http:
-            response = await http.get(f"{ui_url}/api/v1/namespaces/default/workflows",
-                                      params={"query": f"TaskQueue = '{queue}' AND {query}"})
+            response = await http.get(
+                f"{ui_url}/api/v1/namespaces/default/workflows", params={"query": f"TaskQueue = '{queue}' AND {query}"}
+            )
             response.raise_for_status()
             return sorted(e["execution"]["workflowId"] for e in response.json().get("executions") or [])
 
-    assert await wait_until(lambda: ui_query("SasNeedsOperator = true"), lambda ids: ids == [stuck_id],
-                            what="the UI filter for orders waiting for an operator") == [stuck_id]
+    assert await wait_until(
+        lambda: ui_query("SasNeedsOperator = true"),
+        lambda ids: ids == [stuck_id],
+        what="the UI filter for orders waiting for an operator",
+    ) == [stuck_id]
     assert await ui_query("SasFailureCount >= 3") == [stuck_id]
     assert await ui_query("SasTaskState = 'Error' AND SasCurrentStep = 'ship'") == [stuck_id]
     assert await ui_query("SasTaskState = 'Processed'") == [done_id]

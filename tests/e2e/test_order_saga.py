@@ -77,8 +77,14 @@ async def test_transient_fault_is_retried_with_the_same_key_and_one_effect(stack
 async def test_permanent_fault_compensates_completed_steps_and_alerts(stack_any_db: Stack) -> None:
     stack = stack_any_db
     task_id = fresh_id("declined")
-    await stack.add_fault(endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected",
-                          message="no such street", match_order_id=task_id)
+    await stack.add_fault(
+        endpoint="shipping.ship",
+        kind="permanent",
+        status=422,
+        error="address_rejected",
+        message="no such street",
+        match_order_id=task_id,
+    )
     handle = await stack.submit(task_id)
     result = await handle.result()
 
@@ -88,7 +94,11 @@ async def test_permanent_fault_compensates_completed_steps_and_alerts(stack_any_
     assert len(effects(ledger, "reserve")) == 1 and len(effects(ledger, "release")) == 1
     assert effects(ledger, "refund")[0]["target_key"] == f"{task_id}:charge"
     assert not effects(ledger, "ship")
-    assert await stack.step_states(task_id) == {"reserve": "Compensated", "charge": "Compensated", "ship": "Compensated"}
+    assert await stack.step_states(task_id) == {
+        "reserve": "Compensated",
+        "charge": "Compensated",
+        "ship": "Compensated",
+    }
     assert await stack.task_state(task_id) == "Compensated"
     alerts = await stack.alerts(task_id)
     # Open, or already resolved by a sweep once the task was compensated.

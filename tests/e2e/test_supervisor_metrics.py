@@ -13,38 +13,49 @@ from settings import MetricsSettings, SupervisorSettings
 from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import TaskState
 from tests.e2e.test_metrics import samples
+from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack, order
 
 
 def metric(text: str, name: str, **labels: str) -> float | None:
     """Sum of one series' samples whose labels include ``labels``; None if there are none."""
     found = [v for key, v in samples(text, name).items() if all(f'{k}="{v_}"' in key for k, v_ in labels.items())]
     return sum(found) if found else None
-from tests.helpers import fresh_id, wait_until
-from tests.stack import Stack, order
 
 
 async def test_supervisor_metrics_after_a_known_run(stack_no_supervisor: Stack) -> None:
     stack = stack_no_supervisor
     port = free_port()
-    settings = stack.settings.model_copy(update={
-        "metrics": MetricsSettings(supervisor_bind=f"127.0.0.1:{port}"),
-        "supervisor": SupervisorSettings(interval_s=0.5, max_interval_s=1.0, queue_check_s=0.5,
-                                         workflow_id=fresh_id("sup-metrics")),
-    })
-    client = await Client.connect(stack.settings.temporal.address, data_converter=pydantic_data_converter,
-                                  runtime=metrics_runtime(settings.metrics.supervisor_bind))
+    settings = stack.settings.model_copy(
+        update={
+            "metrics": MetricsSettings(supervisor_bind=f"127.0.0.1:{port}"),
+            "supervisor": SupervisorSettings(
+                interval_s=0.5, max_interval_s=1.0, queue_check_s=0.5, workflow_id=fresh_id("sup-metrics")
+            ),
+        }
+    )
+    client = await Client.connect(
+        stack.settings.temporal.address,
+        data_converter=pydantic_data_converter,
+        runtime=metrics_runtime(settings.metrics.supervisor_bind),
+    )
     happy, declined = fresh_id("m-ok"), fresh_id("m-declined")
     async with build_worker(client, settings, stack.sessions, "metrics-supervisor"):
         await ensure_supervisor_running(client, settings)
         assert (await (await stack.submit(happy)).result()).state == TaskState.PROCESSED
-        assert (await (await stack.submit(declined, order(card="4000000000000002"))).result()).state == TaskState.COMPENSATED
+        assert (
+            await (await stack.submit(declined, order(card="4000000000000002"))).result()
+        ).state == TaskState.COMPENSATED
 
         async def scrape() -> str:
             async with httpx.AsyncClient() as http:
                 return (await http.get(f"http://127.0.0.1:{port}/metrics")).text
 
         def settled(text: str) -> bool:
-            return metric(text, "sas_steps", state="Processed") == 3.0 and metric(text, "sas_steps", state="Skipped") == 1.0
+            return (
+                metric(text, "sas_steps", state="Processed") == 3.0
+                and metric(text, "sas_steps", state="Skipped") == 1.0
+            )
 
         text = await wait_until(scrape, settled, timeout=60, what="gauges to reflect the run")
         await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")

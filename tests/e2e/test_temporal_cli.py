@@ -26,8 +26,16 @@ async def temporal_cli(address: str, *args: str) -> subprocess.CompletedProcess[
 async def cli_start(stack: Stack, task_id: str, raw_input: str) -> subprocess.CompletedProcess[str]:
     return await temporal_cli(
         stack.settings.temporal.address,
-        "workflow", "start", "--type", "OrderWorkflow", "--task-queue", stack.settings.temporal.task_queue,
-        "--workflow-id", task_id, "--input", raw_input,
+        "workflow",
+        "start",
+        "--type",
+        "OrderWorkflow",
+        "--task-queue",
+        stack.settings.temporal.task_queue,
+        "--workflow-id",
+        task_id,
+        "--input",
+        raw_input,
     )
 
 
@@ -90,8 +98,17 @@ async def test_retry_signal_from_the_temporal_cli(stack_no_supervisor: Stack) ->
     assert [s.state for s in status.steps] == ["Processed", "Processed", "Failed"]
     assert await stack.step_states(task_id) == {"reserve": "Processed", "charge": "Processed", "ship": "Failed"}
 
-    sent = await temporal_cli(stack.settings.temporal.address, "workflow", "signal", "--workflow-id", task_id,
-                              "--name", "retry", "--input", json.dumps({"by": "cli-test", "reason": "service fixed"}))
+    sent = await temporal_cli(
+        stack.settings.temporal.address,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        task_id,
+        "--name",
+        "retry",
+        "--input",
+        json.dumps({"by": "cli-test", "reason": "service fixed"}),
+    )
     assert sent.returncode == 0, sent.stderr
     result = await handle.result()
     assert result.state == TaskState.PROCESSED
@@ -109,14 +126,27 @@ async def test_compensate_signal_from_the_temporal_cli(stack_no_supervisor: Stac
     handle = await stack.submit(task_id)
     await waiting_step(stack, task_id)
 
-    sent = await temporal_cli(stack.settings.temporal.address, "workflow", "signal", "--workflow-id", task_id,
-                              "--name", "compensate", "--input", json.dumps({"by": "cli-test"}))
+    sent = await temporal_cli(
+        stack.settings.temporal.address,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        task_id,
+        "--name",
+        "compensate",
+        "--input",
+        json.dumps({"by": "cli-test"}),
+    )
     assert sent.returncode == 0, sent.stderr
     result = await handle.result()
     assert result.state == TaskState.COMPENSATED
     actions = [e["action"] for e in await stack.ledger(task_id)]
     assert actions == ["reserve", "charge", "refund", "release"]
-    assert await stack.step_states(task_id) == {"reserve": "Compensated", "charge": "Compensated", "ship": "Compensated"}
+    assert await stack.step_states(task_id) == {
+        "reserve": "Compensated",
+        "charge": "Compensated",
+        "ship": "Compensated",
+    }
 
 
 async def test_signal_naming_the_wrong_step_is_ignored_and_recorded(stack_no_supervisor: Stack) -> None:

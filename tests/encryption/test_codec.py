@@ -18,9 +18,7 @@ SECRET_ADDRESS = "12 Plaintext Canary Road"
 
 
 def plain_payloads() -> list[Payload]:
-    return pydantic_data_converter.payload_converter.to_payloads(
-        [{"address": SECRET_ADDRESS}, "second", 42]
-    )
+    return pydantic_data_converter.payload_converter.to_payloads([{"address": SECRET_ADDRESS}, "second", 42])
 
 
 async def test_round_trip_restores_every_payload_exactly(encryption: EncryptionSettings) -> None:

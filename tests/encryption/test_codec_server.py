@@ -113,7 +113,11 @@ def sas_codec_server(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
     return subprocess.Popen(
         [sys.executable, "-c", script, "codec-server", *args],
-        cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -118,8 +118,11 @@ async def test_a_processed_order_leaves_no_plaintext_in_history(
 
 
 async def test_temporal_cli_reads_the_history_through_the_codec_server(
-    encrypting_client: Client, encryption: EncryptionSettings, temporal_address: str,
-    services: ServiceProcess, sqlite_url: str,
+    encrypting_client: Client,
+    encryption: EncryptionSettings,
+    temporal_address: str,
+    services: ServiceProcess,
+    sqlite_url: str,
 ) -> None:
     async with start_stack(encrypting_client, temporal_address, services.url, sqlite_url, supervisor=False) as stack:
         task_id = fresh_id("enc-cli")
@@ -142,7 +145,14 @@ async def test_a_rejected_order_keeps_its_validation_message_encrypted(
     # Validation messages quote the input they reject: without encoded failure attributes
     # the address would be readable in the failure.
     raw = await Client.connect(temporal_address)
-    bad: dict[str, Any] = dict(customer_id=CUSTOMER, sku="S", quantity=-1, amount_cents=5, address=ADDRESS, colour=ADDRESS)
+    bad: dict[str, Any] = {
+        "customer_id": CUSTOMER,
+        "sku": "S",
+        "quantity": -1,
+        "amount_cents": 5,
+        "address": ADDRESS,
+        "colour": ADDRESS,
+    }
     async with start_stack(encrypting_client, temporal_address, services.url, sqlite_url, supervisor=False) as stack:
         task_id = fresh_id("enc-bad")
         handle = await stack.submit(task_id, bad)

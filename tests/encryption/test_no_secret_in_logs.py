@@ -20,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from payload_codec import PayloadDecryptionError, data_converter
 from payload_codec.server import build_codec_app
 from sas_cli.connect import connect
-from sas_cli.runtime import describe_settings_error, configure_logging
+from sas_cli.runtime import configure_logging, describe_settings_error
 from settings import Settings
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
 
@@ -89,7 +89,7 @@ async def test_no_secret_reaches_logs_reprs_or_errors(
     temporal = settings.temporal.model_copy(update={"address": temporal_address})
     try:
         await asyncio.wait_for(connect(temporal, "test", settings.encryption), timeout=20)
-    except (RuntimeError, asyncio.TimeoutError) as err:
+    except (TimeoutError, RuntimeError) as err:
         log.exception("connect failed")
         shown.append(str(err))
 

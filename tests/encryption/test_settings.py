@@ -38,7 +38,11 @@ def test_off_by_default() -> None:
     "keys, current, message",
     [
         ({"k1": "not base64!"}, "k1", "key 'k1' is not valid base64"),
-        ({"k1": base64.b64encode(os.urandom(16)).decode()}, "k1", "key 'k1' decodes to 16 bytes; AES-256 needs exactly 32"),
+        (
+            {"k1": base64.b64encode(os.urandom(16)).decode()},
+            "k1",
+            "key 'k1' decodes to 16 bytes; AES-256 needs exactly 32",
+        ),
         ({"k 1": None}, None, "key id 'k 1': use 1-64 letters"),
         ({"k1": None}, "k9", "current_key_id\n  Value error, 'k9' is not one of the keys (k1)"),
         ({}, "k1", "'k1' is not one of the keys (none configured)"),

@@ -387,7 +387,9 @@ async def test_transient_once_then_same_key_succeeds(http: httpx.AsyncClient, ad
 
 async def test_transient_with_custom_status(http: httpx.AsyncClient, admin: RemoteServicesAdmin) -> None:
     order = order_id()
-    await admin.add_fault("inventory.reserve", "transient", status=429, error="slow_down", message="easy", match_order_id=order)
+    await admin.add_fault(
+        "inventory.reserve", "transient", status=429, error="slow_down", message="easy", match_order_id=order
+    )
     response = await post(http, "/inventory/reserve", reserve_body(order), new_key())
     assert response.status_code == 429 and response.json() == {"error": "slow_down", "message": "easy"}
 
@@ -495,7 +497,9 @@ async def test_rules_apply_in_order(http: httpx.AsyncClient, admin: RemoteServic
     order = order_id()
     await admin.add_fault("payment.charge", "permanent", error="first", times=1, match_order_id=order)
     await admin.add_fault("payment.charge", "permanent", error="second", times=1, match_order_id=order)
-    errors = [(await post(http, "/payment/charge", charge_body(order), new_key())).json().get("error") for _ in range(3)]
+    errors = [
+        (await post(http, "/payment/charge", charge_body(order), new_key())).json().get("error") for _ in range(3)
+    ]
     assert errors == ["first", "second", None]
 
 

@@ -19,8 +19,9 @@ async def happy_order(stack: Stack, task_id: str) -> None:
 
 
 async def compensated_order(stack: Stack, task_id: str) -> None:
-    await stack.add_fault(endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected",
-                          match_order_id=task_id)
+    await stack.add_fault(
+        endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected", match_order_id=task_id
+    )
     await (await stack.submit(task_id)).result()
 
 
@@ -34,8 +35,12 @@ async def parked_then_operator_retry(stack: Stack, task_id: str) -> None:
     await stack.add_fault(endpoint="shipping.ship", kind="permanent", status=422, match_order_id=task_id)
     await stack.add_fault(endpoint="payment.refund", kind="transient", times=9, match_order_id=task_id)
     handle = await stack.submit(task_id)
-    await wait_until(lambda: handle.query("status", result_type=TaskStatus), lambda s: s.state == TaskState.ERROR,
-                     timeout=90, what="the undo to be parked")
+    await wait_until(
+        lambda: handle.query("status", result_type=TaskStatus),
+        lambda s: s.state == TaskState.ERROR,
+        timeout=90,
+        what="the undo to be parked",
+    )
     await handle.execute_update("request_retry", OperatorRequest(by="replay-test"), result_type=OperatorAnswer)
     await handle.result()
 
@@ -66,8 +71,15 @@ async def terminated_then_cleaned_up(stack: Stack, task_id: str) -> str:
 def _supervisor(**changes: Any) -> dict[str, Any]:
     from settings import SupervisorSettings
 
-    base = dict(interval_s=0.5, max_interval_s=1.0, failure_threshold=3, overdue_grace_s=1.5, retry_delay_s=0.2,
-                orphan_after_s=1.0, orphan_check_s=0.5)
+    base = {
+        "interval_s": 0.5,
+        "max_interval_s": 1.0,
+        "failure_threshold": 3,
+        "overdue_grace_s": 1.5,
+        "retry_delay_s": 0.2,
+        "orphan_after_s": 1.0,
+        "orphan_check_s": 0.5,
+    }
     return {"supervisor": SupervisorSettings(**{**base, **changes})}
 
 

@@ -32,8 +32,10 @@ def recorded() -> list[Path]:
 
 
 def test_there_are_histories_for_every_task_workflow_type() -> None:
-    types = {json.loads(p.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"]
-             for p in recorded()}
+    types = {
+        json.loads(p.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"]
+        for p in recorded()
+    }
     assert {"OrderWorkflow", "PreorderWorkflow", "SupervisorWorkflow", "CleanupWorkflow"} <= types
 
 

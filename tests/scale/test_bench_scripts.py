@@ -22,9 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_bench(script: str, *args: str, timeout: float = 240) -> dict[str, str]:
     """Run ``bench/<script>``; returns its summary line as a dict."""
     env = {**os.environ, "SAS_TEST_PG_URL": PG_ADMIN_URL}
-    done = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    assert done.returncode == 0, f"bench/{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    done = subprocess.run(
+        [sys.executable, f"bench/{script}", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, (
+        f"bench/{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert lines, f"bench/{script} printed nothing"
     pairs = [field.split("=", 1) for field in lines[-1].split()]

@@ -25,15 +25,21 @@ def _self_signed(folder: Path, name: str) -> tuple[Path, Path]:
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = dt.datetime.now(dt.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + dt.timedelta(days=1))
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -54,8 +60,13 @@ def test_mtls_settings_build_a_tls_config(tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path, "worker.example")
     settings = TemporalSettings(
         address="temporal.example:7233",
-        tls=TemporalTLS(enabled=True, server_root_ca_path=str(ca), client_cert_path=str(cert),
-                        client_key_path=str(key), server_name="frontend.example"),
+        tls=TemporalTLS(
+            enabled=True,
+            server_root_ca_path=str(ca),
+            client_cert_path=str(cert),
+            client_key_path=str(key),
+            server_name="frontend.example",
+        ),
     )
     tls = tls_config(settings)
     assert isinstance(tls, TLSConfig)
@@ -73,7 +84,9 @@ def test_api_key_alone_turns_tls_on_and_plain_settings_do_not() -> None:
 async def test_connect_passes_tls_api_key_and_namespace(captured: dict[str, Any], tmp_path: Path) -> None:
     ca, _ = _self_signed(tmp_path, "ca.example")
     settings = TemporalSettings(
-        address="ns.acct.tmprl.cloud:7233", namespace="ns.acct", api_key="secret-key",
+        address="ns.acct.tmprl.cloud:7233",
+        namespace="ns.acct",
+        api_key="secret-key",
         tls=TemporalTLS(enabled=True, server_root_ca_path=str(ca)),
     )
     assert await connect(settings, "worker") == "client"

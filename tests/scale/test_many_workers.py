@@ -28,10 +28,18 @@ ORDER = {"customer_id": "c-1", "sku": "BOOK-1", "quantity": 1, "amount_cents": 1
 @pytest_asyncio.fixture(loop_scope="session")
 async def cluster(pg_url: str, tmp_path: Path) -> AsyncIterator[tuple[LocalStack, object]]:
     config = LocalStackConfig(
-        state_dir=tmp_path / "sas", temporal_port=free_port(), ui_port=free_port(), services_port=free_port(),
-        workers=3, supervisors=2, enable_faults=True,
-        extra_env={"SAS_DATABASE__URL": pg_url, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-                   "SAS_SUPERVISOR__INTERVAL_S": "1"},
+        state_dir=tmp_path / "sas",
+        temporal_port=free_port(),
+        ui_port=free_port(),
+        services_port=free_port(),
+        workers=3,
+        supervisors=2,
+        enable_faults=True,
+        extra_env={
+            "SAS_DATABASE__URL": pg_url,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "SAS_SUPERVISOR__INTERVAL_S": "1",
+        },
     )
     stack = LocalStack(config)
     await asyncio.to_thread(stack.start)
@@ -63,19 +71,29 @@ async def test_many_workers_on_postgres_no_duplicates_and_a_killed_worker_loses_
     n = 30
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
         # hold every charge a moment so orders are mid-step on every worker when one is killed
-        fault = (await http.post("/admin/faults", json={"endpoint": "payment.charge", "kind": "latency",
-                                                        "latency_ms": 2500, "times": n})).json()["id"]
+        fault = (
+            await http.post(
+                "/admin/faults", json={"endpoint": "payment.charge", "kind": "latency", "latency_ms": 2500, "times": n}
+            )
+        ).json()["id"]
         ids = [fresh_id("scale") for _ in range(n)]
-        handles = await asyncio.gather(*(client.start_workflow("OrderWorkflow", ORDER, id=i, task_queue="sas-tasks")
-                                         for i in ids))
+        handles = await asyncio.gather(
+            *(client.start_workflow("OrderWorkflow", ORDER, id=i, task_queue="sas-tasks") for i in ids)
+        )
         engine = state_store.create_engine(DatabaseSettings(url=pg_url))
         sessions = state_store.session_factory(engine)
         lockers: set[str] = set()
         try:
+
             async def charging() -> int:
                 async with sessions() as session:
-                    rows = (await session.execute(select(Step.locked_by).where(
-                        Step.task_id.in_(ids), Step.name == "charge", Step.state == "Processing"))).all()
+                    rows = (
+                        await session.execute(
+                            select(Step.locked_by).where(
+                                Step.task_id.in_(ids), Step.name == "charge", Step.state == "Processing"
+                            )
+                        )
+                    ).all()
                 lockers.update(r[0] for r in rows if r[0])
                 rules = (await http.get("/admin/faults")).json()["faults"]
                 return next(r["hits"] for r in rules if r["id"] == fault)

@@ -22,23 +22,34 @@ STEPS = [("reserve", "inventory.reserve"), ("charge", "payment.charge"), ("ship"
 
 def _accepted(task_id: str) -> TaskAccepted:
     return TaskAccepted(
-        task_id=task_id, task_type="order", workflow_type="OrderWorkflow", task_queue="q", payload={"x": 1},
-        steps=[StepPlan(name=n, position=i, agent=a, idempotency_key=f"{task_id}:{n}", policy=StepPolicyValues())
-               for i, (n, a) in enumerate(STEPS)],
+        task_id=task_id,
+        task_type="order",
+        workflow_type="OrderWorkflow",
+        task_queue="q",
+        payload={"x": 1},
+        steps=[
+            StepPlan(name=n, position=i, agent=a, idempotency_key=f"{task_id}:{n}", policy=StepPolicyValues())
+            for i, (n, a) in enumerate(STEPS)
+        ],
         accepted_at=datetime.now(UTC),
     )
 
 
-def _t(task_id: str, step: str, seq: int, state: str, attempt: int = 0, phase: Phase = Phase.SCHEDULER, **kw) -> StepTransition:
-    return StepTransition(task_id=task_id, step=step, version=version_of(seq, attempt, phase), state=state,
-                          at=datetime.now(UTC), **kw)
+def _t(
+    task_id: str, step: str, seq: int, state: str, attempt: int = 0, phase: Phase = Phase.SCHEDULER, **kw
+) -> StepTransition:
+    return StepTransition(
+        task_id=task_id, step=step, version=version_of(seq, attempt, phase), state=state, at=datetime.now(UTC), **kw
+    )
 
 
 async def test_concurrent_writers_on_postgres_keep_the_newest_write(pg_url: str) -> None:
     await state_store.upgrade_async(pg_url)
     await state_store.upgrade_async(pg_url)  # idempotent, as every process runs it at start-up
-    engines = [state_store.create_engine(DatabaseSettings(url=pg_url, pool_size=2, max_overflow=1, pool_timeout_s=10))
-               for _ in range(3)]
+    engines = [
+        state_store.create_engine(DatabaseSettings(url=pg_url, pool_size=2, max_overflow=1, pool_timeout_s=10))
+        for _ in range(3)
+    ]
     makers = [state_store.session_factory(e) for e in engines]
     writers = [make_step_writer(DatabaseSettings(url=pg_url, pool_size=2)) for _ in range(3)]
     try:
@@ -55,10 +66,39 @@ async def test_concurrent_writers_on_postgres_keep_the_newest_write(pg_url: str)
         writes = []
         for task_id in ids:
             for seq, (step, _) in enumerate(STEPS, start=1):
-                writes.append((task_id, [_t(task_id, step, seq, "Processing", 1, Phase.AGENT_STARTED, locked_by="w",
-                                            complete_by=datetime.now(UTC) + timedelta(seconds=10))]))
-                writes.append((task_id, [_t(task_id, step, seq, "Processed", 1, Phase.AGENT_DONE,
-                                            task_state="Processed" if step == "ship" else None)]))
+                writes.append(
+                    (
+                        task_id,
+                        [
+                            _t(
+                                task_id,
+                                step,
+                                seq,
+                                "Processing",
+                                1,
+                                Phase.AGENT_STARTED,
+                                locked_by="w",
+                                complete_by=datetime.now(UTC) + timedelta(seconds=10),
+                            )
+                        ],
+                    )
+                )
+                writes.append(
+                    (
+                        task_id,
+                        [
+                            _t(
+                                task_id,
+                                step,
+                                seq,
+                                "Processed",
+                                1,
+                                Phase.AGENT_DONE,
+                                task_state="Processed" if step == "ship" else None,
+                            )
+                        ],
+                    )
+                )
         random.Random(7).shuffle(writes)
 
         async def write(i: int, batch: list[StepTransition]) -> int:
@@ -91,17 +131,31 @@ async def test_supervisor_scan_on_postgres_finds_due_steps_only(pg_url: str) -> 
         await writer.accept(_accepted(due))
         await writer.accept(_accepted(fine))
         async with sessions() as session:
-            await record_transitions(session, [
-                _t(due, "reserve", 1, "Failed", failure_count=1, last_error="boom", error_type="RemoteTransient",
-                   complete_by=now - timedelta(seconds=1), task_state="Failed"),
-                _t(due, "charge", 1, "Processing", locked_by="dead", complete_by=now - timedelta(seconds=60)),
-                _t(fine, "reserve", 1, "Processing", locked_by="alive", complete_by=now + timedelta(seconds=60)),
-                _t(fine, "charge", 1, "Processed"),
-            ])
+            await record_transitions(
+                session,
+                [
+                    _t(
+                        due,
+                        "reserve",
+                        1,
+                        "Failed",
+                        failure_count=1,
+                        last_error="boom",
+                        error_type="RemoteTransient",
+                        complete_by=now - timedelta(seconds=1),
+                        task_state="Failed",
+                    ),
+                    _t(due, "charge", 1, "Processing", locked_by="dead", complete_by=now - timedelta(seconds=60)),
+                    _t(fine, "reserve", 1, "Processing", locked_by="alive", complete_by=now + timedelta(seconds=60)),
+                    _t(fine, "charge", 1, "Processed"),
+                ],
+            )
         async with sessions() as session:
             found = await due_steps(session, now, timedelta(seconds=3), 100)
         assert sorted((s.task_id, s.name, s.state) for s, _ in found) == [
-            (due, "charge", "Processing"), (due, "reserve", "Failed")]
+            (due, "charge", "Processing"),
+            (due, "reserve", "Failed"),
+        ]
         assert all(task.task_id == due for _, task in found)
     finally:
         await writer.aclose()

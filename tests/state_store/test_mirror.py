@@ -44,16 +44,38 @@ async def writer(sessions, db_url: str) -> AsyncIterator[StepWriter]:
 
 def accepted(task_id: str) -> TaskAccepted:
     return TaskAccepted(
-        task_id=task_id, task_type="order", workflow_type="OrderWorkflow", task_queue="q",
-        payload={"sku": "S"}, accepted_at=NOW,
-        steps=[StepPlan(name=n, position=i, agent=f"svc.{n}", compensation=f"svc.un{n}", idempotency_key=f"{task_id}:{n}",
-                        policy=StepPolicyValues(complete_by_s=7)) for i, n in enumerate(["reserve", "charge"])],
+        task_id=task_id,
+        task_type="order",
+        workflow_type="OrderWorkflow",
+        task_queue="q",
+        payload={"sku": "S"},
+        accepted_at=NOW,
+        steps=[
+            StepPlan(
+                name=n,
+                position=i,
+                agent=f"svc.{n}",
+                compensation=f"svc.un{n}",
+                idempotency_key=f"{task_id}:{n}",
+                policy=StepPolicyValues(complete_by_s=7),
+            )
+            for i, n in enumerate(["reserve", "charge"])
+        ],
     )
 
 
-def transition(task_id: str, seq: int, state: StepState, attempt: int = 0, phase: Phase = Phase.SCHEDULER, **kw) -> StepTransition:
-    return StepTransition(task_id=task_id, step="reserve", version=version_of(seq, attempt, phase), state=state,
-                          at=NOW + timedelta(seconds=seq), attempt=attempt or None, **kw)
+def transition(
+    task_id: str, seq: int, state: StepState, attempt: int = 0, phase: Phase = Phase.SCHEDULER, **kw
+) -> StepTransition:
+    return StepTransition(
+        task_id=task_id,
+        step="reserve",
+        version=version_of(seq, attempt, phase),
+        state=state,
+        at=NOW + timedelta(seconds=seq),
+        attempt=attempt or None,
+        **kw,
+    )
 
 
 async def test_accept_writes_task_and_steps_once(sessions, writer) -> None:
@@ -69,9 +91,15 @@ async def test_accept_writes_task_and_steps_once(sessions, writer) -> None:
     ]
     # Every column the ORM reads back, as the ORM would have written it.
     assert (record.task.payload, record.task.shard, record.task.version, record.task.updated_at) == (
-        {"sku": "S"}, shard_of(task_id), 0, NOW)
-    assert [(r.position, r.agent, r.compensation, r.shard, r.permanent, r.resets, r.locked_by, r.complete_by)
-            for r in record.steps] == [
+        {"sku": "S"},
+        shard_of(task_id),
+        0,
+        NOW,
+    )
+    assert [
+        (r.position, r.agent, r.compensation, r.shard, r.permanent, r.resets, r.locked_by, r.complete_by)
+        for r in record.steps
+    ] == [
         (0, "svc.reserve", "svc.unreserve", shard_of(task_id), False, 0, None, None),
         (1, "svc.charge", "svc.uncharge", shard_of(task_id), False, 0, None, None),
     ]
@@ -82,8 +110,10 @@ async def test_concurrent_writes_share_a_commit_but_fail_alone(sessions, writer)
     fails on its own and the others land."""
     ids = [fresh_id("grp") for _ in range(40)]
     assert await asyncio.gather(*(writer.accept(accepted(t)) for t in ids)) == [True] * len(ids)
-    writes = [transition(t, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w", task_state=TaskState.PROCESSING)
-              for t in ids]
+    writes = [
+        transition(t, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w", task_state=TaskState.PROCESSING)
+        for t in ids
+    ]
     writes[7] = writes[7].model_copy(update={"version": 2**70})  # no database stores this integer
     outcomes = await asyncio.gather(*(writer.write(w) for w in writes), return_exceptions=True)
     assert [i for i, o in enumerate(outcomes) if isinstance(o, BaseException)] == [7]
@@ -96,8 +126,16 @@ async def test_concurrent_writes_share_a_commit_but_fail_alone(sessions, writer)
 async def test_writes_are_idempotent_and_a_late_older_write_never_wins(sessions, writer) -> None:
     task_id = fresh_id("ord")
     await writer.accept(accepted(task_id))
-    started = transition(task_id, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1",
-                         complete_by=NOW + timedelta(seconds=7), task_state=TaskState.PROCESSING)
+    started = transition(
+        task_id,
+        1,
+        StepState.PROCESSING,
+        1,
+        Phase.AGENT_STARTED,
+        locked_by="w1",
+        complete_by=NOW + timedelta(seconds=7),
+        task_state=TaskState.PROCESSING,
+    )
     done = transition(task_id, 1, StepState.PROCESSED, 1, Phase.AGENT_DONE)
     async with sessions() as s:
         assert await record_transitions(s, [started]) == 1
@@ -131,9 +169,13 @@ async def test_failure_count_never_goes_back(sessions, writer) -> None:
     task_id = fresh_id("fc")
     await writer.accept(accepted(task_id))
     async with sessions() as s:
-        await record_transitions(s, [transition(task_id, 1, StepState.FAILED, failure_count=3, last_error="boom", error_type="X")])
+        await record_transitions(
+            s, [transition(task_id, 1, StepState.FAILED, failure_count=3, last_error="boom", error_type="X")]
+        )
     async with sessions() as s:
-        await record_transitions(s, [transition(task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, failure_count=1)])
+        await record_transitions(
+            s, [transition(task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, failure_count=1)]
+        )
     async with sessions() as s:
         record = await get_task(s, task_id)
     reserve = next(r for r in record.steps if r.name == "reserve")  # type: ignore[union-attr]
@@ -145,15 +187,31 @@ async def test_agent_writes_follow_the_same_rules(sessions, writer) -> None:
     task_id = fresh_id("fast")
     await writer.accept(accepted(task_id))
     async with sessions() as s:
-        await record_transitions(s, [transition(task_id, 1, StepState.FAILED, failure_count=2, last_error="boom", error_type="X")])
-    started = transition(task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1", failure_count=0,
-                         complete_by=NOW + timedelta(seconds=9), task_state=TaskState.PROCESSING)
+        await record_transitions(
+            s, [transition(task_id, 1, StepState.FAILED, failure_count=2, last_error="boom", error_type="X")]
+        )
+    started = transition(
+        task_id,
+        2,
+        StepState.PROCESSING,
+        1,
+        Phase.AGENT_STARTED,
+        locked_by="w1",
+        failure_count=0,
+        complete_by=NOW + timedelta(seconds=9),
+        task_state=TaskState.PROCESSING,
+    )
     done = transition(task_id, 2, StepState.PROCESSED, 1, Phase.AGENT_DONE, failure_count=0)
     await writer.write(started)
     async with sessions() as s:
         mid = next(r for r in (await get_task(s, task_id)).steps if r.name == "reserve")  # type: ignore[union-attr]
     assert (mid.state, mid.locked_by, mid.complete_by, mid.failure_count, mid.last_error) == (
-        "Processing", "w1", NOW + timedelta(seconds=9), 2, "boom")
+        "Processing",
+        "w1",
+        NOW + timedelta(seconds=9),
+        2,
+        "boom",
+    )
     await writer.write(done)
     await writer.write(started)  # late and older: ignored
     await writer.write(done)  # replayed: same row

@@ -38,8 +38,9 @@ async def test_required_tls_is_requested_by_the_engine() -> None:
 
 
 async def test_required_tls_is_requested_by_the_agents_writes() -> None:
-    transition = StepTransition(task_id="no-such-task", step="reserve", version=1, state=StepState.PROCESSING,
-                                at=datetime.now(UTC))
+    transition = StepTransition(
+        task_id="no-such-task", step="reserve", version=1, state=StepState.PROCESSING, at=datetime.now(UTC)
+    )
     with fresh_database() as database_url:
         await state_store.upgrade_async(database_url)
         plain = make_step_writer(DatabaseSettings(url=f"{database_url}?ssl=disable"))

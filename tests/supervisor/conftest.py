@@ -17,9 +17,9 @@ from temporalio.worker import Worker
 import state_store
 from activities import build_activities
 from settings import Settings, SupervisorSettings
+from state_store.agent_writes import make_step_writer
 from supervisor.worker import build_worker, ensure_supervisor_running
 from tests.stack import Stack, test_settings
-from state_store.agent_writes import make_step_writer
 from workflows import ALL_WORKFLOWS
 from workflows.runner import workflow_runner
 
@@ -39,9 +39,12 @@ class Rig(Stack):
         writer = make_step_writer(self.settings.database)
         self.exits.push_async_callback(writer.aclose)
         self.task_worker = Worker(
-            self.client, task_queue=self.settings.temporal.task_queue, workflows=ALL_WORKFLOWS,
+            self.client,
+            task_queue=self.settings.temporal.task_queue,
+            workflows=ALL_WORKFLOWS,
             activities=build_activities(self.settings, self.http, self.sessions, "rig-worker", step_writer=writer),
-            identity="rig-worker", workflow_runner=workflow_runner(),
+            identity="rig-worker",
+            workflow_runner=workflow_runner(),
         )
         await self.exits.enter_async_context(self.task_worker)
 
@@ -60,8 +63,10 @@ class Rig(Stack):
         # The SDK allows one worker per task queue per client: each Supervisor worker gets its own
         # connection (and runtime), as a separate Supervisor process would.
         client = await Client.connect(
-            self.settings.temporal.address, namespace=self.client.namespace,
-            data_converter=self.client.data_converter, runtime=Runtime(telemetry=TelemetryConfig()),
+            self.settings.temporal.address,
+            namespace=self.client.namespace,
+            data_converter=self.client.data_converter,
+            runtime=Runtime(telemetry=TelemetryConfig()),
         )
         worker = await self.exits.enter_async_context(build_worker(client, settings, self.sessions, identity))
         self.supervisors[identity] = worker
@@ -77,9 +82,18 @@ class Rig(Stack):
 
 
 def rig_settings(base: Settings, **supervisor: Any) -> Settings:
-    values = dict(interval_s=0.3, max_interval_s=1.0, failure_threshold=3, overdue_grace_s=1.0, retry_delay_s=0.3,
-                  orphan_after_s=1.0, orphan_check_s=0.5, queue_check_s=0.5, queue_idle_after_s=1.0,
-                  workflow_id=base.supervisor.workflow_id)
+    values = {
+        "interval_s": 0.3,
+        "max_interval_s": 1.0,
+        "failure_threshold": 3,
+        "overdue_grace_s": 1.0,
+        "retry_delay_s": 0.3,
+        "orphan_after_s": 1.0,
+        "orphan_check_s": 0.5,
+        "queue_check_s": 0.5,
+        "queue_idle_after_s": 1.0,
+        "workflow_id": base.supervisor.workflow_id,
+    }
     values.update(supervisor)
     return base.model_copy(update={"supervisor": SupervisorSettings(**values)})
 

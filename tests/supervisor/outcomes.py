@@ -33,8 +33,11 @@ KINDS: dict[str, Expected] = {
     "retry": Expected("Processed", [("retry", "ship", 1)], set(), DONE, 2),
     # Fails every time: two Supervisor retries, then the task is undone.
     "spent": Expected(
-        "Compensated", [("retry", "ship", 1), ("retry", "ship", 2), ("compensate", "ship", 3)],
-        {"failure_threshold"}, UNDONE, 3,
+        "Compensated",
+        [("retry", "ship", 1), ("retry", "ship", 2), ("compensate", "ship", 3)],
+        {"failure_threshold"},
+        UNDONE,
+        3,
     ),
     # The service said no: undone at once.
     "permanent": Expected("Compensated", [("compensate", "ship", 1)], {"permanent_failure"}, UNDONE, 1),
@@ -54,11 +57,14 @@ async def add_faults(rig: Rig, kind: str, task_id: str) -> None:
     elif kind == "spent":
         await rig.add_fault(endpoint="shipping.ship", kind="transient", match_order_id=task_id)
     elif kind == "permanent":
-        await rig.add_fault(endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected",
-                            match_order_id=task_id)
+        await rig.add_fault(
+            endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected", match_order_id=task_id
+        )
 
 
-async def submit_batch(rig: Rig, prefix: str, kinds: dict[str, int], task_ids: dict[str, list[str]] | None = None) -> Batch:
+async def submit_batch(
+    rig: Rig, prefix: str, kinds: dict[str, int], task_ids: dict[str, list[str]] | None = None
+) -> Batch:
     """Submit ``kinds[k]`` orders of each kind (ids from ``task_ids`` if given)."""
     batch = Batch(rig)
     for kind, n in kinds.items():
@@ -86,8 +92,9 @@ async def check_batch(batch: Batch, timeout: float = 90.0) -> list[Any]:
         return rows
 
     # The outbox drains: every recorded decision was carried out (or is a note).
-    rows = await wait_until(all_decisions, lambda ds: all(d.signal_sent_at is not None for d in ds), timeout=30,
-                            what="outbox drained")
+    rows = await wait_until(
+        all_decisions, lambda ds: all(d.signal_sent_at is not None for d in ds), timeout=30, what="outbox drained"
+    )
     keys = Counter((d.task_id, d.step, d.failure_count, d.kind) for d in rows)
     assert [k for k, n in keys.items() if n > 1] == [], keys
 
@@ -115,7 +122,13 @@ async def check_batch(batch: Batch, timeout: float = 90.0) -> list[Any]:
         want_retries = sum(k == "retry" for k, _, _ in expected.decisions)
         want_compensations = sum(k == "compensate" for k, _, _ in expected.decisions)
         if (ship.runs, retries, compensations) != (expected.ship_runs, want_retries, want_compensations):
-            problems.append((task_id, "runs/retries/compensations", (ship.runs, retries, compensations),
-                             (expected.ship_runs, want_retries, want_compensations)))
+            problems.append(
+                (
+                    task_id,
+                    "runs/retries/compensations",
+                    (ship.runs, retries, compensations),
+                    (expected.ship_runs, want_retries, want_compensations),
+                )
+            )
     assert problems == [], problems
     return rows

@@ -52,15 +52,24 @@ async def test_b_c_dead_worker_overdue_step_and_unpolled_queue_then_recovery(mak
         from state_store.alerts import list_alerts
 
         async with rig.sessions() as session:
-            queue = [a for a in await list_alerts(session) if a.kind == "queue_unpolled"
-                     and rig.settings.temporal.task_queue in a.message]
+            queue = [
+                a
+                for a in await list_alerts(session)
+                if a.kind == "queue_unpolled" and rig.settings.temporal.task_queue in a.message
+            ]
         return {**alerts, **({"queue_unpolled": queue[0]} if queue else {})}
 
-    found = await wait_until(kinds, lambda k: "step_overdue" in k and "queue_unpolled" in k, timeout=60,
-                             what="overdue and unpolled-queue alerts")
+    found = await wait_until(
+        kinds,
+        lambda k: "step_overdue" in k and "queue_unpolled" in k,
+        timeout=60,
+        what="overdue and unpolled-queue alerts",
+    )
     overdue, unpolled = found["step_overdue"], found["queue_unpolled"]
     assert overdue.step == "ship" and overdue.failure_count >= 2 and overdue.status == "open"  # type: ignore[attr-defined]
-    assert re.search(rf"no agent is polling queue {rig.settings.temporal.task_queue}; \d+ steps waiting", unpolled.message)  # type: ignore[attr-defined]
+    assert re.search(
+        rf"no agent is polling queue {rig.settings.temporal.task_queue}; \d+ steps waiting", unpolled.message
+    )  # type: ignore[attr-defined]
     await asyncio.sleep(0)  # let the loop breathe; the Supervisor keeps sweeping
     # One alert per incident however many sweeps saw it.
     assert Counter(a.kind for a in await rig.alerts(task_id))["step_overdue"] == 1
@@ -75,8 +84,12 @@ async def test_b_c_dead_worker_overdue_step_and_unpolled_queue_then_recovery(mak
             every = await list_alerts(session, limit=1000)
         return {a.kind: a.status for a in every if a.id in (overdue.id, unpolled.id)}  # type: ignore[attr-defined]
 
-    await wait_until(statuses, lambda s: s == {"step_overdue": "resolved", "queue_unpolled": "resolved"}, timeout=30,
-                     what="both alerts resolved by themselves")
+    await wait_until(
+        statuses,
+        lambda s: s == {"step_overdue": "resolved", "queue_unpolled": "resolved"},
+        timeout=30,
+        what="both alerts resolved by themselves",
+    )
 
 
 async def test_d_workflow_terminated_mid_saga_is_cleaned_up_from_the_mirror(make_rig) -> None:  # type: ignore[no-untyped-def]
@@ -89,9 +102,20 @@ async def test_d_workflow_terminated_mid_saga_is_cleaned_up_from_the_mirror(make
 
     done = await asyncio.to_thread(
         subprocess.run,
-        [temporal_binary(), "workflow", "terminate", "--workflow-id", task_id, "--reason", "oops, from the UI",
-         "--address", rig.settings.temporal.address],
-        capture_output=True, text=True, timeout=60,
+        [
+            temporal_binary(),
+            "workflow",
+            "terminate",
+            "--workflow-id",
+            task_id,
+            "--reason",
+            "oops, from the UI",
+            "--address",
+            rig.settings.temporal.address,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
 
@@ -115,8 +139,12 @@ async def test_e_compensation_that_keeps_failing_is_retried_then_parked(make_rig
     await rig.add_fault(endpoint="shipping.ship", kind="permanent", status=422, error="no", match_order_id=task_id)
     await rig.add_fault(endpoint="payment.refund", kind="transient", match_order_id=task_id)
     handle = await rig.submit(task_id)
-    await wait_until(lambda: rig.step_states(task_id), lambda s: s.get("charge") == "Error", timeout=60,
-                     what="the failing undo parked")
+    await wait_until(
+        lambda: rig.step_states(task_id),
+        lambda s: s.get("charge") == "Error",
+        timeout=60,
+        what="the failing undo parked",
+    )
     undo = [(d.kind, d.observed_state) for d in await rig.decisions(task_id) if d.step == "charge" and d.kind != "wait"]
     assert undo == [("retry", "CompensationFailed"), ("retry", "CompensationFailed"), ("park", "CompensationFailed")]
     failing = [a for a in await rig.alerts(task_id) if a.kind == "compensation_failing"]

@@ -23,14 +23,40 @@ async def _fill(conn: AsyncConnection) -> None:
     for i in range(ROWS):
         task_id = f"t-{i:05d}"
         done = i % 100 != 0  # 1% are still in flight
-        tasks.append(dict(task_id=task_id, task_type="order", workflow_type="OrderWorkflow", task_queue="q",
-                          state="Processed" if done else "Processing", current_step="ship", payload={}, shard=i % 4096,
-                          version=1, created_at=old, updated_at=old + timedelta(seconds=i)))
-        steps.append(dict(task_id=task_id, name="ship", position=0, agent="a", compensation=None,
-                          state="Processed" if done else ("Failed" if i % 200 == 0 else "Processing"),
-                          complete_by=None if done else old + timedelta(seconds=i), failure_count=0, attempt=1,
-                          permanent=False, idempotency_key=f"{task_id}:ship", complete_by_s=5.0, version=1,
-                          updated_at=old, shard=i % 4096))
+        tasks.append(
+            {
+                "task_id": task_id,
+                "task_type": "order",
+                "workflow_type": "OrderWorkflow",
+                "task_queue": "q",
+                "state": "Processed" if done else "Processing",
+                "current_step": "ship",
+                "payload": {},
+                "shard": i % 4096,
+                "version": 1,
+                "created_at": old,
+                "updated_at": old + timedelta(seconds=i),
+            }
+        )
+        steps.append(
+            {
+                "task_id": task_id,
+                "name": "ship",
+                "position": 0,
+                "agent": "a",
+                "compensation": None,
+                "state": "Processed" if done else ("Failed" if i % 200 == 0 else "Processing"),
+                "complete_by": None if done else old + timedelta(seconds=i),
+                "failure_count": 0,
+                "attempt": 1,
+                "permanent": False,
+                "idempotency_key": f"{task_id}:ship",
+                "complete_by_s": 5.0,
+                "version": 1,
+                "updated_at": old,
+                "shard": i % 4096,
+            }
+        )
     await conn.execute(insert(Task), tasks)
     await conn.execute(insert(Step), steps)
 
@@ -62,7 +88,9 @@ async def test_supervisor_scans_use_their_indexes_not_the_table(db_url: str) -> 
         async with engine.connect() as conn:
             due = await _plan(conn, due_steps_query(NOW, timedelta(seconds=3), 100))
             sharded = await _plan(conn, due_steps_query(NOW, timedelta(seconds=3), 100, (0, 2048)))
-            stale = await _plan(conn, stale_tasks_query("Processing", NOW, 50, (NOW - timedelta(days=40), "t"), (0, 2048)))
+            stale = await _plan(
+                conn, stale_tasks_query("Processing", NOW, 50, (NOW - timedelta(days=40), "t"), (0, 2048))
+            )
         for plan in (due, sharded):
             if engine.dialect.name == "sqlite":
                 assert "USING INDEX ix_steps_state_complete_by (state=? AND complete_by<?)" in plan, plan

@@ -95,8 +95,12 @@ async def test_a_decision_signalled_twice_reruns_the_step_once(make_rig) -> None
     await handle.signal("retry", decision)
     await handle.signal("retry", decision)  # the same decision again
     await rig.start_task_worker()
-    await wait_until(status, lambda s: ship(s).state == "Failed" and ship(s).runs >= 2, timeout=60,
-                     what="ship re-run once and Failed again")
+    await wait_until(
+        status,
+        lambda s: ship(s).state == "Failed" and ship(s).runs >= 2,
+        timeout=60,
+        what="ship re-run once and Failed again",
+    )
     # Stop the task; a stale copy of the decision would have re-run ship before this lands.
     await handle.signal("compensate", OperatorRequest(by="test", reason="test over"))
     result = await handle.result()

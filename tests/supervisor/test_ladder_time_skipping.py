@@ -38,7 +38,9 @@ HOUR = 3600.0
 @pytest_asyncio.fixture(scope="module")
 async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     path = shutil.which("temporal-test-server") or str(Path(sys.executable).parent / "temporal-test-server")
-    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=path, data_converter=pydantic_data_converter)
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=path, data_converter=pydantic_data_converter
+    )
     try:
         yield env
     finally:
@@ -65,9 +67,22 @@ class FakeStore:
             self.failed_at = self.complete_by = now
         due = []
         if self.state == "Failed" and self.complete_by is not None and self.complete_by <= now:
-            due.append(DueStep(task_id="t", task_type="order", workflow_type="OrderWorkflow", task_queue="q", step="ship",
-                               state="Failed", failure_count=self.count, version=self.version, complete_by=self.complete_by,
-                               complete_by_s=5, updated_at=self.failed_at, ladder=self.ladder))
+            due.append(
+                DueStep(
+                    task_id="t",
+                    task_type="order",
+                    workflow_type="OrderWorkflow",
+                    task_queue="q",
+                    step="ship",
+                    state="Failed",
+                    failure_count=self.count,
+                    version=self.version,
+                    complete_by=self.complete_by,
+                    complete_by_s=5,
+                    updated_at=self.failed_at,
+                    ladder=self.ladder,
+                )
+            )
         return ScanResult(policy=self.policy, due=due)
 
     @activity.defn(name="supervisor.apply")
@@ -96,7 +111,9 @@ async def test_cool_down_tries_an_hour_apart_then_the_outcome(skipping_env: Work
     queue = f"sup-skip-{uuid.uuid4().hex[:8]}"
     client = skipping_env.client
     async with Worker(client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, store.apply]):
-        handle = await client.start_workflow(SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue)
+        handle = await client.start_workflow(
+            SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue
+        )
         # Time skips while we sleep on the test server's clock.
         for _ in range(12):
             if store.state != "Failed":
@@ -120,7 +137,9 @@ async def test_idle_sweeps_back_off_and_a_wake_returns_to_the_base_interval(skip
     queue = f"sup-idle-{uuid.uuid4().hex[:8]}"
     client = skipping_env.client
     async with Worker(client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, store.apply]):
-        handle = await client.start_workflow(SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue)
+        handle = await client.start_workflow(
+            SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue
+        )
 
         async def stats() -> SweepStats:
             return await handle.query("stats", result_type=SweepStats)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,21 +13,45 @@ from supervisor.policy import decide, rung
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 POLICY = SupervisorPolicy(failure_threshold=3, overdue_grace_s=1.0)
-LADDER = Ladder(retries=2, retry_delay_s=10, retry_backoff=3, retry_max_delay_s=60, cooldown_s=3600, cooldown_tries=2,
-                outcome="compensate")
+LADDER = Ladder(
+    retries=2,
+    retry_delay_s=10,
+    retry_backoff=3,
+    retry_max_delay_s=60,
+    cooldown_s=3600,
+    cooldown_tries=2,
+    outcome="compensate",
+)
 
 
 def failed(count: int, ladder: Ladder = LADDER, **changes) -> DueStep:
-    base = dict(task_id="t-1", task_type="order", workflow_type="OrderWorkflow", task_queue="q", step="ship",
-                state="Failed", failure_count=count, version=7, complete_by=T0, complete_by_s=5.0,
-                last_error="503", error_type="RemoteTransient", updated_at=T0, ladder=ladder)
+    base = {
+        "task_id": "t-1",
+        "task_type": "order",
+        "workflow_type": "OrderWorkflow",
+        "task_queue": "q",
+        "step": "ship",
+        "state": "Failed",
+        "failure_count": count,
+        "version": 7,
+        "complete_by": T0,
+        "complete_by_s": 5.0,
+        "last_error": "503",
+        "error_type": "RemoteTransient",
+        "updated_at": T0,
+        "ladder": ladder,
+    }
     base.update(changes)
     return DueStep(**base)
 
 
 def test_rungs_retry_then_cool_down_then_outcome() -> None:
     assert [rung(n, LADDER)[:2] for n in range(1, 6)] == [
-        ("retry", 10), ("retry", 30), ("retry", 3600), ("retry", 3600), ("compensate", 0)
+        ("retry", 10),
+        ("retry", 30),
+        ("retry", 3600),
+        ("retry", 3600),
+        ("compensate", 0),
     ]
     assert rung(9, Ladder(retries=9, retry_delay_s=10, retry_backoff=3, retry_max_delay_s=60))[1] == 60
 
@@ -87,7 +112,8 @@ def test_undo_failing_is_retried_then_parked() -> None:
 
 def test_ladders_resolve_step_over_task_type_over_default() -> None:
     s = SupervisorSettings(
-        failure_threshold=4, cooldown_s=60,
+        failure_threshold=4,
+        cooldown_s=60,
         ladders={"order": {"cooldown_tries": 2, "steps": {"ship": {"retries": 0, "outcome": "park"}}}},
     )
     assert s.ladder_for("preorder", "ship").retries == 3 and s.ladder_for("preorder", "ship").cooldown_tries == 0
@@ -101,7 +127,9 @@ def test_shards_cover_every_bucket_once() -> None:
     s = SupervisorSettings(shards=3)
     ranges = [s.bucket_range(i) for i in range(3)]
     assert ranges[0][0] == 0 and ranges[-1][1] == 4096
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
-    assert all(s.bucket_range(s.shard_for_bucket(b))[0] <= b < s.bucket_range(s.shard_for_bucket(b))[1] for b in range(4096))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert all(
+        s.bucket_range(s.shard_for_bucket(b))[0] <= b < s.bucket_range(s.shard_for_bucket(b))[1] for b in range(4096)
+    )
     assert SupervisorSettings(shards=1).workflow_id_for_task("x") == "sas-supervisor"
     assert SupervisorSettings(shards=3).workflow_id_for_task("x").startswith("sas-supervisor-")

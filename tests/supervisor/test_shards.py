@@ -68,7 +68,7 @@ async def test_each_shard_decides_only_for_its_own_tasks(make_rig) -> None:  # t
         assert (await rig.client.get_workflow_handle(workflow_id).describe()).status is not None
 
     kinds = ["retry", "spent", "permanent"]
-    batch = await submit_batch(rig, "shard", {k: SHARDS for k in kinds}, ids_per_shard(rig, "shard", kinds))
+    batch = await submit_batch(rig, "shard", dict.fromkeys(kinds, SHARDS), ids_per_shard(rig, "shard", kinds))
     rows = await check_batch(batch)
 
     owner = {task_id: s.shard_for_bucket(shard_of(task_id)) for task_id in batch.expected}
@@ -108,8 +108,12 @@ async def test_sharded_supervisors_post_each_alert_once(make_rig, serve_hook) ->
     async def ours() -> list[Any]:
         return [a for a in await all_alerts(rig) if a.task_id in ids]
 
-    alerts = await wait_until(ours, lambda a: len(a) == len(ids) and all(x.delivered_at is not None for x in a),
-                              timeout=60, what="every alert delivered")
+    alerts = await wait_until(
+        ours,
+        lambda a: len(a) == len(ids) and all(x.delivered_at is not None for x in a),
+        timeout=60,
+        what="every alert delivered",
+    )
     for handle in handles:
         await handle.terminate("test over")
     assert Counter(a["id"] for a in hook.accepted()) == Counter(a.id for a in alerts)

@@ -27,23 +27,40 @@ class IncompatibleOrderWorkflow:
         raise RuntimeError("this code does not match the workflow's history")
 
 
-async def test_a_workflow_that_cannot_make_progress_raises_one_alert(client: Client, temporal_address: str, services,
-                                                                     sqlite_url: str) -> None:
+async def test_a_workflow_that_cannot_make_progress_raises_one_alert(
+    client: Client, temporal_address: str, services, sqlite_url: str
+) -> None:
     task_id = fresh_id("stuck")
     async with start_stack(client, temporal_address, services.url, sqlite_url, supervisor=False) as stack:
         await stack.add_fault(endpoint="shipping.ship", kind="transient", match_order_id=task_id)
         handle = await stack.submit(task_id)
-        await wait_until(lambda: handle.query("status", result_type=TaskStatus), lambda s: s.state == TaskState.FAILED,
-                         what="the order to wait for a decision")
+        await wait_until(
+            lambda: handle.query("status", result_type=TaskStatus),
+            lambda s: s.state == TaskState.FAILED,
+            what="the order to wait for a decision",
+        )
         settings = stack.settings
     # The old worker is gone; a worker with incompatible code takes over the queue.
-    settings = settings.model_copy(update={"supervisor": SupervisorSettings(
-        interval_s=0.5, max_interval_s=1.0, orphan_after_s=1.0, orphan_check_s=0.5, workflow_id=fresh_id("sup-stuck"))})
+    settings = settings.model_copy(
+        update={
+            "supervisor": SupervisorSettings(
+                interval_s=0.5,
+                max_interval_s=1.0,
+                orphan_after_s=1.0,
+                orphan_check_s=0.5,
+                workflow_id=fresh_id("sup-stuck"),
+            )
+        }
+    )
     engine = state_store.create_engine(settings.database)
     sessions = state_store.session_factory(engine)
     try:
-        async with Worker(client, task_queue=settings.temporal.task_queue, workflows=[IncompatibleOrderWorkflow],
-                          max_cached_workflows=0):
+        async with Worker(
+            client,
+            task_queue=settings.temporal.task_queue,
+            workflows=[IncompatibleOrderWorkflow],
+            max_cached_workflows=0,
+        ):
             await handle.signal("retry", OperatorRequest(by="test"))
             async with build_worker(client, settings, sessions, "stuck-supervisor"):
                 await ensure_supervisor_running(client, settings)
@@ -52,7 +69,9 @@ async def test_a_workflow_that_cannot_make_progress_raises_one_alert(client: Cli
                     async with sessions() as session:
                         return [a for a in await alerts_for(session, task_id) if a.kind == "workflow_stuck"]
 
-                alerts = await wait_until(stuck_alerts, lambda a: len(a) == 1, timeout=90, what="a workflow_stuck alert")
+                alerts = await wait_until(
+                    stuck_alerts, lambda a: len(a) == 1, timeout=90, what="a workflow_stuck alert"
+                )
                 await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")
     finally:
         await engine.dispose()

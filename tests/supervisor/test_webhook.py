@@ -91,7 +91,13 @@ def signature(body: bytes) -> str:
 
 
 def webhook(url: str, **changes: Any) -> WebhookSettings:
-    values: dict[str, Any] = dict(url=url, secret=SecretStr(SECRET), timeout_s=5.0, max_attempts=6, retry_delay_s=0.2)
+    values: dict[str, Any] = {
+        "url": url,
+        "secret": SecretStr(SECRET),
+        "timeout_s": 5.0,
+        "max_attempts": 6,
+        "retry_delay_s": 0.2,
+    }
     values.update(changes)
     return WebhookSettings(**values)
 
@@ -109,15 +115,25 @@ async def test_each_alert_is_posted_signed_and_a_failed_post_is_retried(make_rig
     task_ids = [fresh_id("hook") for _ in range(2)]
     handles = []
     for task_id in task_ids:
-        await rig.add_fault(endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected",
-                            message="no such street", match_order_id=task_id)
+        await rig.add_fault(
+            endpoint="shipping.ship",
+            kind="permanent",
+            status=422,
+            error="address_rejected",
+            message="no such street",
+            match_order_id=task_id,
+        )
         handles.append(await rig.submit(task_id))
 
     async def ours() -> list[Any]:
         return [a for a in await all_alerts(rig) if a.task_id in task_ids]
 
-    alerts = await wait_until(ours, lambda a: len(a) == 2 and all(x.delivered_at is not None for x in a), timeout=60,
-                              what="both alerts delivered")
+    alerts = await wait_until(
+        ours,
+        lambda a: len(a) == 2 and all(x.delivered_at is not None for x in a),
+        timeout=60,
+        what="both alerts delivered",
+    )
     by_id = {a.id: a for a in alerts}
 
     # Every post is signed over its exact body and names its alert.
@@ -133,8 +149,12 @@ async def test_each_alert_is_posted_signed_and_a_failed_post_is_retried(make_rig
     for body in accepted:
         row = by_id[body["id"]]
         assert {k: body[k] for k in ("task_id", "step", "kind", "severity", "failure_count", "status")} == {
-            "task_id": row.task_id, "step": "ship", "kind": "permanent_failure", "severity": "critical",
-            "failure_count": 1, "status": "open",
+            "task_id": row.task_id,
+            "step": "ship",
+            "kind": "permanent_failure",
+            "severity": "critical",
+            "failure_count": 1,
+            "status": "open",
         }
         assert "no such street" in body["last_error"] and body["suggested_action"] and body["message"]
     for handle in handles:
@@ -160,8 +180,9 @@ async def test_a_hung_or_dead_receiver_does_not_hold_up_sweeps(make_rig, serve_h
     if hook is not None:
         await wait_until(lambda: asyncio.sleep(0, hook.in_flight), timeout=60, what="a delivery hanging")
     else:
-        await wait_until(parked_alert, lambda a: a is not None and a.delivery_attempts >= 1, timeout=60,
-                         what="a delivery refused")
+        await wait_until(
+            parked_alert, lambda a: a is not None and a.delivery_attempts >= 1, timeout=60, what="a delivery refused"
+        )
 
     # While that delivery hangs (or keeps failing), other orders still get their decisions.
     retried = [fresh_id("hook-retry") for _ in range(2)]
