@@ -64,6 +64,8 @@ class Agent:
             at=datetime.now(UTC),
             attempt=attempt,
             failure_count=call.stamp.failure_count,
+            run_id=activity.info().workflow_run_id,
+            chain_id=call.stamp.chain_id,
             **fields,
         )
         # A state-store outage must not fail the step: keep trying while the attempt has

@@ -11,8 +11,17 @@ from temporalio import activity
 
 from settings import Settings
 from state_store.agent_writes import StepWriter
+from state_store.incarnations import refusal, resubmit_task
 from state_store.mirror import record_audit, record_transitions
-from task_models import AuditRecord, StepPlan, StepPolicyValues, TaskAccepted, TaskPlan, TransitionBatch
+from task_models import (
+    AuditRecord,
+    StepPlan,
+    StepPolicyValues,
+    TaskAccepted,
+    TaskPlan,
+    TransitionBatch,
+    incarnation_key,
+)
 
 
 class MirrorActivities:
@@ -31,13 +40,25 @@ class MirrorActivities:
     @activity.defn(name="mirror.accept")
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
         steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
+        accepted = accepted.model_copy(update={"steps": steps})
         # On the hot path, so through the Agents' writer: one statement batch, no ORM.
-        await self._writer.accept(accepted.model_copy(update={"steps": steps}))
+        outcome = await self._writer.accept(accepted)
+        if outcome.status == "other_task" and accepted.resubmission is not None:
+            async with self._sessions() as session:
+                outcome = await resubmit_task(session, accepted)
+        refused = refusal(accepted.task_id, outcome) if outcome.status == "other_task" else None
+        if refused is not None:
+            activity.logger.warning("task id reused: %s", refused)
+        if outcome.incarnation > 1:
+            n = outcome.incarnation
+            steps = [p.model_copy(update={"idempotency_key": incarnation_key(p.idempotency_key, n)}) for p in steps]
         return TaskPlan(
             steps=steps,
             compensation_policy=self._settings.compensation,
             supervisor_workflow_id=self._settings.supervisor.workflow_id_for_task(accepted.task_id),
             search_attributes=self._search_attributes,
+            refused=refused,
+            incarnation=outcome.incarnation,
         )
 
     def _policy(self, plan: StepPlan) -> StepPolicyValues:

@@ -19,21 +19,21 @@ import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from sqlalchemy.engine import make_url
 
 from settings import DatabaseSettings
 from state_store.engine import sqlite_path
 from state_store.tables import shard_of
-from task_models import StepState, StepTransition, TaskAccepted, TaskState
+from task_models import AcceptOutcome, StepState, StepTransition, TaskAccepted, TaskState
 
 _SUCCESS = (StepState.PROCESSED, StepState.COMPENSATED)
 
 
 class StepWriter(Protocol):
-    async def accept(self, accepted: TaskAccepted) -> bool:
-        """Write the task row and its step rows (Pending) in one transaction; False if already there."""
+    async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
+        """Write the task row and its step rows (Pending) in one transaction, or say who owns the id."""
         ...
 
     async def write(self, t: StepTransition) -> None: ...
@@ -47,50 +47,79 @@ def make_step_writer(db: DatabaseSettings) -> StepWriter:
 
 
 # -- the statements, one set per backend; the parameters are built by the functions below them
+#
+# A write applies only to a row of its own chain of runs (see tables.Task.chain_id); rows
+# accepted before chains were recorded (chain_id NULL) take any.
 
 _SQLITE_STEP = (
     "UPDATE steps SET state=?, version=?, updated_at=?, locked_by=?, complete_by=?, attempt=COALESCE(?, attempt),"
     " failure_count=MAX(failure_count, COALESCE(?, failure_count)),"
-    " last_error=CASE WHEN ? THEN NULL ELSE last_error END, error_type=CASE WHEN ? THEN NULL ELSE error_type END"
-    " WHERE task_id=? AND name=? AND version<?"
+    " last_error=CASE WHEN ? THEN NULL ELSE last_error END, error_type=CASE WHEN ? THEN NULL ELSE error_type END,"
+    " run_id=COALESCE(?, run_id)"
+    " WHERE task_id=? AND name=? AND version<? AND (chain_id IS NULL OR chain_id=?)"
 )
 _PG_STEP = (
     "UPDATE steps SET state=$1, version=$2, updated_at=$3, locked_by=$4, complete_by=$5,"
     " attempt=COALESCE($6, attempt), failure_count=GREATEST(failure_count, COALESCE($7, failure_count)),"
-    " last_error=CASE WHEN $8 THEN NULL ELSE last_error END, error_type=CASE WHEN $8 THEN NULL ELSE error_type END"
-    " WHERE task_id=$9 AND name=$10 AND version<$2"
+    " last_error=CASE WHEN $8 THEN NULL ELSE last_error END, error_type=CASE WHEN $8 THEN NULL ELSE error_type END,"
+    " run_id=COALESCE($11, run_id)"
+    " WHERE task_id=$9 AND name=$10 AND version<$2 AND (chain_id IS NULL OR chain_id=$12)"
 )
-_SQLITE_TASK = "UPDATE tasks SET state=?, current_step=?, version=?, updated_at=? WHERE task_id=? AND version<?"
-_PG_TASK = "UPDATE tasks SET state=$1, current_step=$2, version=$3, updated_at=$4 WHERE task_id=$5 AND version<$3"
-_TASK_COLUMNS = "task_id, task_type, workflow_type, task_queue, state, current_step, payload, shard, version, created_at, updated_at"
+_SQLITE_TASK = (
+    "UPDATE tasks SET state=?, current_step=?, version=?, updated_at=?, run_id=COALESCE(?, run_id)"
+    " WHERE task_id=? AND version<? AND (chain_id IS NULL OR chain_id=?)"
+)
+_PG_TASK = (
+    "UPDATE tasks SET state=$1, current_step=$2, version=$3, updated_at=$4, run_id=COALESCE($6, run_id)"
+    " WHERE task_id=$5 AND version<$3 AND (chain_id IS NULL OR chain_id=$7)"
+)
+_TASK_COLUMNS = (
+    "task_id, task_type, workflow_type, task_queue, state, current_step, payload, shard, version, created_at,"
+    " updated_at, chain_id, run_id, incarnation"
+)
 _STEP_COLUMNS = (
     "task_id, name, position, agent, compensation, state, locked_by, complete_by, failure_count, resets, attempt,"
-    " last_error, error_type, permanent, idempotency_key, complete_by_s, version, updated_at, shard"
+    " last_error, error_type, permanent, idempotency_key, complete_by_s, version, updated_at, shard, chain_id, run_id"
 )
-_SQLITE_NEW_TASK = f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join('?' * 11)}) ON CONFLICT DO NOTHING"
-_SQLITE_NEW_STEP = f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 19)}) ON CONFLICT DO NOTHING"
+_SQLITE_NEW_TASK = f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join('?' * 14)}) ON CONFLICT DO NOTHING"
+_SQLITE_NEW_STEP = f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 21)}) ON CONFLICT DO NOTHING"
 _PG_NEW_TASK = (
-    f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 12))}) ON CONFLICT DO NOTHING"
+    f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 15))}) ON CONFLICT DO NOTHING"
 )
 _PG_NEW_STEP = (
-    f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 20))}) ON CONFLICT DO NOTHING"
+    f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 22))}) ON CONFLICT DO NOTHING"
 )
+_SQLITE_EXISTING = "SELECT chain_id, state, incarnation FROM tasks WHERE task_id=?"
+_PG_EXISTING = "SELECT chain_id, state, incarnation FROM tasks WHERE task_id=$1"
+# A run of the task's own chain (a reset to before the accept, a retried accept) takes the rows over.
+_SQLITE_ADOPT = (
+    "UPDATE tasks SET run_id=?, chain_id=COALESCE(chain_id, ?) WHERE task_id=?",
+    "UPDATE steps SET chain_id=COALESCE(chain_id, ?) WHERE task_id=?",
+)
+_PG_ADOPT = (
+    "UPDATE tasks SET run_id=$1, chain_id=COALESCE(chain_id, $2) WHERE task_id=$3",
+    "UPDATE steps SET chain_id=COALESCE(chain_id, $1) WHERE task_id=$2",
+)
+# States in which a task can no longer be adopted by a run that cannot prove it is of the same chain.
+_FINISHED = (str(TaskState.PROCESSED), str(TaskState.COMPENSATED), str(TaskState.ERROR))
+
+
+def judge_existing(chain_id: str | None, state: str, incarnation: int, accepted: TaskAccepted) -> AcceptOutcome:
+    """Whether the run accepting ``accepted`` owns the task row already there.
+
+    The same chain of runs (a reset or a retried accept) does. A row from before chains were
+    recorded is adopted only while its task is unfinished; a finished one is never re-run."""
+    same = chain_id == accepted.chain_id if chain_id is not None else state not in _FINISHED
+    if same:
+        return AcceptOutcome(status="same_task", state=state, incarnation=incarnation)
+    return AcceptOutcome(status="other_task", state=state, incarnation=incarnation)
 
 
 def _new_task_row(a: TaskAccepted, at: Any) -> tuple[Any, ...]:
     return (
-        a.task_id,
-        a.task_type,
-        a.workflow_type,
-        a.task_queue,
-        str(TaskState.PENDING),
-        None,
-        json.dumps(a.payload),
-        shard_of(a.task_id),
-        0,
-        at,
-        at,
-    )
+        a.task_id, a.task_type, a.workflow_type, a.task_queue, str(TaskState.PENDING), None, json.dumps(a.payload),
+        shard_of(a.task_id), 0, at, at, a.chain_id, a.run_id, 1,
+    )  # fmt: skip
 
 
 def _new_step_rows(a: TaskAccepted, at: Any) -> list[tuple[Any, ...]]:
@@ -116,6 +145,8 @@ def _new_step_rows(a: TaskAccepted, at: Any) -> list[tuple[Any, ...]]:
             0,
             at,
             shard,
+            a.chain_id,
+            a.run_id,
         )
         for p in a.steps
     ]
@@ -141,17 +172,21 @@ class SqliteStepWriter:
         self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def accept(self, accepted: TaskAccepted) -> bool:
+    async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
         at = _naive(accepted.accepted_at)
         task, steps = _new_task_row(accepted, at), _new_step_rows(accepted, at)
 
-        def run(db: sqlite3.Connection) -> bool:
-            if db.execute(_SQLITE_NEW_TASK, task).rowcount == 0:
-                return False
-            db.executemany(_SQLITE_NEW_STEP, steps)
-            return True
+        def run(db: sqlite3.Connection) -> AcceptOutcome:
+            if db.execute(_SQLITE_NEW_TASK, task).rowcount:
+                db.executemany(_SQLITE_NEW_STEP, steps)
+                return AcceptOutcome(status="new")
+            outcome = judge_existing(*db.execute(_SQLITE_EXISTING, (accepted.task_id,)).fetchone(), accepted)
+            if outcome.status == "same_task":
+                db.execute(_SQLITE_ADOPT[0], (accepted.run_id, accepted.chain_id, accepted.task_id))
+                db.execute(_SQLITE_ADOPT[1], (accepted.chain_id, accepted.task_id))
+            return outcome
 
-        return bool(await self._submit(run))
+        return cast(AcceptOutcome, await self._submit(run))
 
     async def write(self, t: StepTransition) -> None:
         ok = t.state in _SUCCESS
@@ -166,11 +201,15 @@ class SqliteStepWriter:
             t.failure_count,
             ok,
             ok,
+            t.run_id,
             t.task_id,
             t.step,
             t.version,
+            t.chain_id,
         )
-        task = None if t.task_state is None else (str(t.task_state), t.step, t.version, at, t.task_id, t.version)
+        task = None
+        if t.task_state is not None:
+            task = (str(t.task_state), t.step, t.version, at, t.run_id, t.task_id, t.version, t.chain_id)
 
         def run(db: sqlite3.Connection) -> None:
             db.execute(_SQLITE_STEP, step)
@@ -213,7 +252,7 @@ class SqliteStepWriter:
         """On the writer thread: one transaction for the whole batch, a savepoint per write."""
         if self._db is None:
             self._db = sqlite3.connect(self._path, isolation_level=None, timeout=30)
-            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000"):
+            for pragma in ("journal_mode=WAL", "synchronous=FULL", "busy_timeout=30000"):
                 self._db.execute(f"PRAGMA {pragma}")
         db = self._db
         outcomes: list[tuple[bool, Any]] = []
@@ -264,14 +303,19 @@ class PostgresStepWriter:
         self._pool: Any = None
         self._starting = asyncio.Lock()
 
-    async def accept(self, accepted: TaskAccepted) -> bool:
+    async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
         at = accepted.accepted_at.astimezone(UTC)
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            if await conn.execute(_PG_NEW_TASK, *_new_task_row(accepted, at)) == "INSERT 0 0":
-                return False
-            await conn.executemany(_PG_NEW_STEP, _new_step_rows(accepted, at))
-            return True
+            if await conn.execute(_PG_NEW_TASK, *_new_task_row(accepted, at)) != "INSERT 0 0":
+                await conn.executemany(_PG_NEW_STEP, _new_step_rows(accepted, at))
+                return AcceptOutcome(status="new")
+            row = await conn.fetchrow(_PG_EXISTING, accepted.task_id)
+            outcome = judge_existing(row["chain_id"], row["state"], row["incarnation"], accepted)
+            if outcome.status == "same_task":
+                await conn.execute(_PG_ADOPT[0], accepted.run_id, accepted.chain_id, accepted.task_id)
+                await conn.execute(_PG_ADOPT[1], accepted.chain_id, accepted.task_id)
+            return outcome
 
     async def write(self, t: StepTransition) -> None:
         pool = await self._get_pool()
@@ -288,9 +332,13 @@ class PostgresStepWriter:
                 t.state in _SUCCESS,
                 t.task_id,
                 t.step,
+                t.run_id,
+                t.chain_id,
             )
             if t.task_state is not None:
-                await conn.execute(_PG_TASK, str(t.task_state), t.step, t.version, t.at, t.task_id)
+                await conn.execute(
+                    _PG_TASK, str(t.task_state), t.step, t.version, t.at, t.task_id, t.run_id, t.chain_id
+                )
 
     async def _get_pool(self) -> Any:
         import asyncpg

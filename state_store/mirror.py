@@ -8,7 +8,7 @@ is idempotent and ordered by version (see ``task_models.versions``).
 
 from __future__ import annotations
 
-from sqlalchemy import case, select, update
+from sqlalchemy import case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from state_store.tables import AuditEntry, Step, Task
@@ -38,6 +38,8 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
     }
     if t.attempt is not None:
         values["attempt"] = t.attempt
+    if t.run_id is not None:
+        values["run_id"] = t.run_id
     if t.reset_failure_count and t.failure_count is not None:
         values["failure_count"] = t.failure_count
         values["resets"] = Step.resets + 1
@@ -51,14 +53,27 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
         values["error_type"] = t.error_type
     if t.permanent is not None:
         values["permanent"] = t.permanent
+    # Only the task's own chain of runs writes its rows (see tables.Task.chain_id).
     result = await session.execute(
-        update(Step).where(Step.task_id == t.task_id, Step.name == t.step, Step.version < t.version).values(**values)
+        update(Step)
+        .where(Step.task_id == t.task_id, Step.name == t.step, Step.version < t.version)
+        .where(or_(Step.chain_id.is_(None), Step.chain_id == t.chain_id))
+        .values(**values)
     )
     if t.task_state is not None:
+        task_values: dict[str, object] = {
+            "state": t.task_state,
+            "current_step": t.step,
+            "version": t.version,
+            "updated_at": t.at,
+        }
+        if t.run_id is not None:
+            task_values["run_id"] = t.run_id
         await session.execute(
             update(Task)
             .where(Task.task_id == t.task_id, Task.version < t.version)
-            .values(state=t.task_state, current_step=t.step, version=t.version, updated_at=t.at)
+            .where(or_(Task.chain_id.is_(None), Task.chain_id == t.chain_id))
+            .values(**task_values)
         )
     return result.rowcount or 0
 
@@ -68,10 +83,12 @@ async def task_exists(session: AsyncSession, task_id: str) -> bool:
 
 
 async def record_audit(session: AsyncSession, record: AuditRecord) -> bool:
-    """Write an operator action once (keyed by task and the Scheduler's transition)."""
+    """Write an operator action once (keyed by task, run and the run's transition)."""
     async with session.begin():
         exists = await session.execute(
-            select(AuditEntry.id).where(AuditEntry.task_id == record.task_id, AuditEntry.seq == record.seq)
+            select(AuditEntry.id).where(
+                AuditEntry.task_id == record.task_id, AuditEntry.run_id == record.run_id, AuditEntry.seq == record.seq
+            )
         )
         if exists.first() is not None:
             return False

@@ -69,6 +69,13 @@ class Task(Base):
     payload: Mapped[dict[str, Any]]
     shard: Mapped[int] = mapped_column(Integer, doc="Stable hash bucket of task_id, for sharded Supervisors.")
     version: Mapped[int] = mapped_column(BigInteger, default=0)
+    chain_id: Mapped[str | None] = mapped_column(
+        String(64), doc="first_execution_run_id of the runs that own this task: a reset or continue-as-new keeps it."
+    )
+    run_id: Mapped[str | None] = mapped_column(String(64), doc="The run that wrote the row last.")
+    incarnation: Mapped[int] = mapped_column(
+        Integer, default=1, doc="1, then +1 for each `sas resubmit` of a finished task."
+    )
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -97,6 +104,8 @@ class Step(Base):
     idempotency_key: Mapped[str] = mapped_column(String(300))
     complete_by_s: Mapped[float] = mapped_column(doc="The step's complete-by, to extend CompleteBy by.")
     version: Mapped[int] = mapped_column(BigInteger, default=0, doc="Orders writes: an older one never wins.")
+    chain_id: Mapped[str | None] = mapped_column(String(64), doc="The owning chain of runs (as tasks.chain_id).")
+    run_id: Mapped[str | None] = mapped_column(String(64), doc="The run that wrote the row last.")
     updated_at: Mapped[datetime]
     shard: Mapped[int | None] = mapped_column(
         Integer, default=_step_shard, doc="The task's hash bucket (0..4095): a Supervisor shard scans a range."
@@ -172,7 +181,10 @@ class AuditEntry(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     task_id: Mapped[str] = mapped_column(String(128))
-    seq: Mapped[int] = mapped_column(Integer, doc="The Scheduler's transition number: makes the write idempotent.")
+    run_id: Mapped[str] = mapped_column(String(64), default="", doc="The run that applied the action.")
+    seq: Mapped[int] = mapped_column(
+        Integer, doc="The run's transition number: (task, run, seq) makes the write idempotent."
+    )
     step: Mapped[str | None] = mapped_column(String(64))
     action: Mapped[str] = mapped_column(String(32), doc="retry | resubmit | compensate")
     actor: Mapped[str] = mapped_column(String(200))
@@ -180,4 +192,23 @@ class AuditEntry(Base):
     changed: Mapped[str] = mapped_column(Text)
     at: Mapped[datetime]
 
-    __table_args__ = (Index("ux_audit_task_seq", "task_id", "seq", unique=True),)
+    __table_args__ = (
+        Index("ux_audit_task_run_seq", "task_id", "run_id", "seq", unique=True),
+        Index("ix_audit_task_at", "task_id", "at"),
+    )
+
+
+class TaskArchive(Base):
+    """A finished incarnation of a task, kept when `sas resubmit` starts the next one."""
+
+    __tablename__ = "task_archive"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    incarnation: Mapped[int] = mapped_column(Integer)
+    chain_id: Mapped[str | None] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(32))
+    snapshot: Mapped[dict[str, Any]] = mapped_column(doc="The task row and its step rows as they were.")
+    archived_at: Mapped[datetime]
+
+    __table_args__ = (Index("ux_task_archive_task_incarnation", "task_id", "incarnation", unique=True),)

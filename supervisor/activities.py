@@ -282,6 +282,7 @@ class SupervisorActivities:
             ],
             compensation_policy=self._settings.compensation,
             reason=d.reason,
+            chain_id=record.task.chain_id,
         )
         try:
             await self._client.start_workflow(

@@ -8,11 +8,11 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from task_models import StepPolicyValues
+from task_models.versions import CLEANUP_STAMP_BASE
 
-# Versions the Supervisor and the clean-up workflow write with, above anything a
-# Scheduler could have written (see task_models.versions): a dead workflow's late
-# writes never win over its clean-up.
-CLEANUP_SEQ = 100_000_000
+# Stamps the clean-up workflow writes with, above anything a Scheduler could have written
+# (see task_models.versions): a dead workflow's late writes never win over its clean-up.
+CLEANUP_SEQ = CLEANUP_STAMP_BASE
 
 DecisionKind = Literal["retry", "compensate", "park", "wait", "cleanup"]
 # Decisions that become a signal to the Scheduler (or the clean-up workflow); the others are notes.
@@ -184,3 +184,6 @@ class CleanupInput(BaseModel):
     steps: list[CleanupStep]
     compensation_policy: StepPolicyValues = StepPolicyValues(max_attempts=5)
     reason: str = ""
+    chain_id: str | None = Field(
+        default=None, description="The dead task's chain of runs: its rows take only its writes."
+    )

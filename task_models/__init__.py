@@ -9,8 +9,11 @@ from task_models.orders import OrderInput, PreorderInput
 from task_models.states import ACTIVE_STEP_STATES, StepState, TaskState
 from task_models.status import CallbackEvent, OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
 from task_models.steps import (
+    RESUBMIT_MEMO,
+    AcceptOutcome,
     AuditRecord,
     MirrorStamp,
+    Resubmission,
     StepCall,
     StepPlan,
     StepPolicyValues,
@@ -19,11 +22,14 @@ from task_models.steps import (
     TaskAccepted,
     TaskPlan,
     TransitionBatch,
+    incarnation_key,
 )
 
 __all__ = [
     "ACTIVE_STEP_STATES",
+    "RESUBMIT_MEMO",
     "TASK_ID_PATTERN",
+    "AcceptOutcome",
     "AuditRecord",
     "CallbackEvent",
     "MirrorStamp",
@@ -31,6 +37,7 @@ __all__ = [
     "OperatorRequest",
     "OrderInput",
     "PreorderInput",
+    "Resubmission",
     "StepCall",
     "StepPlan",
     "StepPolicyValues",
@@ -44,5 +51,6 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "TransitionBatch",
+    "incarnation_key",
     "validate_task_id",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from task_models.text import UserText
+
 
 class PreorderInput(BaseModel):
     """A pre-order: reserve stock and take payment now, ship later (a second, tiny task type)."""
@@ -25,4 +27,4 @@ class PreorderInput(BaseModel):
 class OrderInput(PreorderInput):
     """An order: reserve stock, charge the card, ship. The task id is the workflow id."""
 
-    address: str = Field(min_length=1, max_length=500)
+    address: UserText = Field(min_length=1, max_length=500)

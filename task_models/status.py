@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from task_models.states import StepState, TaskState
+from task_models.text import UserText
 
 
 class StepStatus(BaseModel):
@@ -51,8 +52,8 @@ class OperatorRequest(BaseModel):
         default=False,
         description="Start FailureCount again from 0 before retrying (sas resubmit: out of the dead letter).",
     )
-    by: str = Field(default="operator", max_length=200)
-    reason: str = Field(default="", max_length=2000)
+    by: UserText = Field(default="operator", max_length=200)
+    reason: UserText = Field(default="", max_length=2000)
 
 
 class OperatorAnswer(BaseModel):

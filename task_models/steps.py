@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from task_models.states import StepState, TaskState
+from task_models.text import CleanText, UserText
 
 
 class StepPolicyValues(BaseModel):
@@ -50,6 +51,26 @@ class StepPlan(BaseModel):
         return self.policy
 
 
+# The memo key under which `sas resubmit` starts a new run of a finished task (a Resubmission).
+RESUBMIT_MEMO = "sas_resubmission"
+
+
+class Resubmission(BaseModel):
+    """An operator's explicit request to run a finished (Compensated or Error) task again."""
+
+    of: str = Field(max_length=64, description="The chain of runs it replaces, as the operator saw it.")
+    by: UserText = Field(default="operator", max_length=200)
+    reason: UserText = Field(default="", max_length=2000)
+
+
+def incarnation_key(key: str, incarnation: int) -> str:
+    """The idempotency key of a step in a later incarnation: ``<task>#<n>:<step>``, never the first one's."""
+    if incarnation <= 1:
+        return key
+    task, _, step = key.rpartition(":")
+    return f"{task}#{incarnation}:{step}"
+
+
 class TaskAccepted(BaseModel):
     """Written in one transaction when the Scheduler accepts a task: the task row and its step rows."""
 
@@ -60,6 +81,25 @@ class TaskAccepted(BaseModel):
     payload: dict[str, Any]
     steps: list[StepPlan]
     accepted_at: datetime
+    run_id: str | None = Field(default=None, description="The run accepting the task.")
+    chain_id: str | None = Field(
+        default=None, description="Its first_execution_run_id: the same for every run of one task (resets included)."
+    )
+    resubmit_of: str | None = Field(
+        default=None,
+        description="`sas resubmit`: the chain of the finished task this run replaces, as the operator saw it.",
+    )
+
+
+class AcceptOutcome(BaseModel):
+    """What the state store found when a run asked to accept its task."""
+
+    status: Literal["new", "same_task", "other_task", "resubmitted"] = Field(
+        description="new: first accept; same_task: a run of the same chain (a reset, a retried accept); "
+        "other_task: the id already belongs to another task (a reused id); resubmitted: a new incarnation"
+    )
+    state: str | None = Field(default=None, description="The existing task's state (other_task).")
+    incarnation: int = 1
 
 
 class TaskPlan(BaseModel):
@@ -71,12 +111,17 @@ class TaskPlan(BaseModel):
     search_attributes: bool = Field(
         default=False, description="Whether the namespace has sas's search attributes (sas setup) to upsert."
     )
+    refused: str | None = Field(
+        default=None, description="Why this run may not run the task (its id belongs to another task); None: go."
+    )
+    incarnation: int = Field(default=1, description="1, then +1 for each `sas resubmit` of the finished task.")
 
 
 class MirrorStamp(BaseModel):
     """Lets an Agent write its own Processing/Processed rows in order (see task_models.versions)."""
 
-    seq: int = Field(ge=0, description="The Scheduler's transition counter for this task.")
+    seq: int = Field(ge=0, description="The Scheduler's transition stamp (task_models.versions).")
+    chain_id: str | None = Field(default=None, description="The task's chain of runs: writes from another are refused.")
     failure_count: int = Field(default=0, ge=0)
     task_state_on_done: TaskState | None = Field(
         default=None, description="Task state to record with the step's success (the last step completes the task)."
@@ -112,17 +157,19 @@ class StepTransition(BaseModel):
     version: int
     state: StepState
     at: datetime
-    locked_by: str | None = None
+    locked_by: CleanText | None = None
     complete_by: datetime | None = None
     attempt: int | None = None
     failure_count: int | None = None
-    last_error: str | None = None
-    error_type: str | None = None
+    last_error: CleanText | None = None
+    error_type: CleanText | None = None
     permanent: bool | None = None
     task_state: TaskState | None = None
     reset_failure_count: bool = Field(
         default=False, description="Set FailureCount to failure_count even if lower (an operator's resubmit)."
     )
+    run_id: str | None = Field(default=None, description="The run writing.")
+    chain_id: str | None = Field(default=None, description="Its chain: a write from another chain is refused.")
 
 
 class TransitionBatch(BaseModel):
@@ -135,10 +182,11 @@ class AuditRecord(BaseModel):
     """An operator action the Scheduler applied, for the audit log."""
 
     task_id: str
+    run_id: str = ""
     seq: int
     step: str | None = None
     action: str
-    actor: str
-    reason: str = ""
-    changed: str
+    actor: CleanText
+    reason: CleanText = ""
+    changed: CleanText
     at: datetime

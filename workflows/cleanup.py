@@ -90,7 +90,11 @@ class CleanupWorkflow:
                 target_key=step.idempotency_key,
                 compensation=True,
                 payload=self._input.payload,
-                stamp=MirrorStamp(seq=self._seq, failure_count=self._failure_counts.get(step.name, 0)),
+                stamp=MirrorStamp(
+                    seq=self._seq,
+                    chain_id=self._input.chain_id,
+                    failure_count=self._failure_counts.get(step.name, 0),
+                ),
             )
             try:
                 await workflow.execute_activity(
@@ -189,6 +193,8 @@ class CleanupWorkflow:
             failure_count=self._failure_counts.get(step, 0),
             last_error=last_error,
             error_type=error_type,
+            run_id=workflow.info().run_id,
+            chain_id=self._input.chain_id,
         )
 
     async def _mirror(self, transitions: list[StepTransition], task_state: TaskState) -> None:

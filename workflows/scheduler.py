@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
 
@@ -25,11 +25,13 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from task_models import (
+        RESUBMIT_MEMO,
         AuditRecord,
         CallbackEvent,
         MirrorStamp,
         OperatorAnswer,
         OperatorRequest,
+        Resubmission,
         StepCall,
         StepPlan,
         StepPolicyValues,
@@ -46,10 +48,12 @@ with workflow.unsafe.imports_passed_through():
         validate_task_id,
     )
     from task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
-    from task_models.versions import version_of
+    from task_models.versions import next_stamp, version_of
     from workflows.definitions import TaskDefinition
 
 INVALID_INPUT = "InvalidInput"
+# A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
+TASK_ID_REUSED = "TaskIdReused"
 # Mirror writes wait out a database outage rather than fail the task.
 _MIRROR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 _MIRROR_TIMEOUT = timedelta(seconds=15)
@@ -71,7 +75,8 @@ class TaskScheduler:
     def __init__(self) -> None:
         self._status: TaskStatus | None = None
         self._plan: TaskPlan | None = None
-        self._seq = 0
+        self._seq = 0  # this run's transitions, for the audit log
+        self._stamp = 0  # orders the mirror writes, across runs too (task_models.versions)
         self._requests: list[tuple[str, OperatorRequest]] = []
         self._compensate: OperatorRequest | None = None
         self._inflight: workflow.ActivityHandle[StepResult] | None = None
@@ -80,9 +85,10 @@ class TaskScheduler:
 
     # ------------------------------------------------------------------ run
 
-    async def execute(self, raw_input: Any) -> TaskResult:
+    async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         task_input = self._validate(raw_input)
         info = workflow.info()
+        resubmission = workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission)
         declared = [
             StepPlan(
                 name=d.name,
@@ -104,11 +110,17 @@ class TaskScheduler:
                 payload=task_input,
                 steps=declared,
                 accepted_at=workflow.now(),
+                run_id=info.run_id,
+                chain_id=info.first_execution_run_id,
+                resubmission=resubmission,
             ),
             result_type=TaskPlan,
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,
         )
+        if self._plan.refused is not None:
+            # The id belongs to another task: touch nothing of it (no rows, no keys, no callbacks).
+            raise ApplicationError(self._plan.refused, type=TASK_ID_REUSED, non_retryable=True)
         self._status = TaskStatus(
             task_id=info.workflow_id,
             task_type=self.definition.task_type,
@@ -134,13 +146,24 @@ class TaskScheduler:
         await self._callbacks_delivered()
         return self._result()
 
-    def _validate(self, raw_input: Any) -> dict[str, Any]:
+    def _validate(self, raw_input: RawValue | Any) -> dict[str, Any]:
+        """The task's input, or a non-retryable InvalidInput failure saying what is wrong with it.
+
+        Decoded here, from the raw payload, rather than by the SDK before the workflow runs: a
+        payload that does not decode (too deeply nested, not JSON) would otherwise fail every
+        workflow task, leaving the workflow Running for ever with nothing to say why."""
         try:
             validate_task_id(workflow.info().workflow_id)
+            if isinstance(raw_input, RawValue):
+                raw_input = _decode(raw_input)
             if not isinstance(raw_input, dict):
                 raise ValueError(f"input must be a JSON object, got {type(raw_input).__name__}")
             model = self.definition.input_model.model_validate(raw_input)
-        except (ValueError, ValidationError) as err:
+        except ValidationError as err:
+            raise ApplicationError(
+                f"invalid {self.definition.task_type} input: {_short(err)}", type=INVALID_INPUT, non_retryable=True
+            ) from None
+        except ValueError as err:
             raise ApplicationError(
                 f"invalid {self.definition.task_type} input: {err}", type=INVALID_INPUT, non_retryable=True
             ) from None
@@ -152,7 +175,7 @@ class TaskScheduler:
         step = self._step(plan.name)
         last = plan.position == len(self._steps_plan) - 1
         while self._compensate is None:
-            self._seq += 1
+            self._advance()
             step.runs += 1
             self._set(step, StepState.PROCESSING, TaskState.PROCESSING)
             call = self._call(plan, compensation=False, task_state_on_done=TaskState.PROCESSED if last else None)
@@ -194,7 +217,7 @@ class TaskScheduler:
                 f"task {self._status.state} -> Compensating; undoing {', '.join(reversed(attempted)) or 'nothing'}",
             )
         self._set_task_state(TaskState.COMPENSATING)
-        self._seq += 1
+        self._advance()
         skipped = []
         for step in self._status.steps:
             if step.runs == 0:
@@ -206,7 +229,7 @@ class TaskScheduler:
             if step.runs > 0:
                 await self._undo(plan, step)
         self._set_task_state(TaskState.COMPENSATED)
-        self._seq += 1
+        self._advance()
         await self._mirror([self._transition(self._status.steps[-1], task_state=TaskState.COMPENSATED)])
 
     async def _undo(self, plan: StepPlan, step: StepStatus) -> None:
@@ -216,7 +239,7 @@ class TaskScheduler:
             return
         policy = self._plan.compensation_policy
         while True:
-            self._seq += 1
+            self._advance()
             self._set(step, StepState.COMPENSATING, TaskState.COMPENSATING)
             undo = asyncio.ensure_future(
                 workflow.execute_activity(
@@ -242,7 +265,7 @@ class TaskScheduler:
         assert self._status is not None
         message, error_type, permanent = _describe(err)
         step.last_error, step.error_type, step.permanent = message, error_type, permanent
-        self._seq += 1
+        self._advance()
         task_state = TaskState.FAILED if state == StepState.FAILED else TaskState.COMPENSATING
         self._set(step, state, task_state)
         self._event(f"{step.name}: {state} ({error_type}): {message}")
@@ -265,7 +288,7 @@ class TaskScheduler:
                 step.failure_count = max(step.failure_count, request.failure_count)
                 self._publish()
             if kind == "park":
-                self._seq += 1
+                self._advance()
                 self._status.needs_operator = True  # published by _set below
                 self._set(step, StepState.ERROR, TaskState.ERROR)
                 self._event(f"{step.name}: parked as Error by {request.by}: {request.reason}")
@@ -278,7 +301,7 @@ class TaskScheduler:
             if request.reset_failure_count:
                 changed = f"FailureCount {step.failure_count} -> 0; {step.name} retried"
                 step.failure_count = 0
-                self._seq += 1
+                self._advance()
                 reset = self._transition(step).model_copy(update={"reset_failure_count": True})
                 await self._mirror([reset])
                 self._publish()
@@ -297,9 +320,11 @@ class TaskScheduler:
     # an immediate answer saying why.
 
     @workflow.signal(name="retry")
-    def retry(self, request: OperatorRequest | None = None) -> None:
+    def retry(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
         """Re-run the step that waits for a decision (or retry its failed undo)."""
-        request = request or OperatorRequest()
+        request = self._request("retry", raw)
+        if request is None:
+            return
         problem = self._retry_problem(request)
         if problem:
             # Still count it: the Supervisor may be counting an overrun of a running step.
@@ -310,9 +335,11 @@ class TaskScheduler:
         self._requests.append(("retry", request))
 
     @workflow.signal(name="compensate")
-    def compensate(self, request: OperatorRequest | None = None) -> None:
+    def compensate(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
         """Undo every attempted step, in reverse order."""
-        request = request or OperatorRequest()
+        request = self._request("compensate", raw)
+        if request is None:
+            return
         problem = self._compensate_problem(request)
         self._note_count(request)
         if problem:
@@ -321,9 +348,11 @@ class TaskScheduler:
         self._start_compensation(request)
 
     @workflow.signal(name="park")
-    def park(self, request: OperatorRequest | None = None) -> None:
+    def park(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
         """Park the waiting step as Error until an operator acts (sent by the Supervisor)."""
-        request = request or OperatorRequest()
+        request = self._request("park", raw)
+        if request is None:
+            return
         waiting = self._waiting_step()
         if waiting is None:
             self._event(f"park from {request.by} ignored: no step is waiting for a decision")
@@ -367,6 +396,24 @@ class TaskScheduler:
         problem = self._compensate_problem(request)
         if problem:
             raise ValueError(problem)
+
+    def _request(self, signal: str, raw: RawValue | None) -> OperatorRequest | None:
+        """A signal's request, or None (and an event saying why) if its payload is not one.
+
+        The signals take the raw payload and decode it here: a payload the SDK failed to
+        decode would be dropped with only a line in the worker's log."""
+        if raw is None:
+            return OperatorRequest()
+        try:
+            decoded = _decode(raw)
+            return OperatorRequest() if decoded is None else OperatorRequest.model_validate(decoded)
+        except ValidationError as err:
+            problem = _short(err)
+        except ValueError as err:
+            problem = str(err)
+        workflow.logger.warning("%s signal rejected: %s", signal, problem)
+        self._event(f"{signal} signal rejected: invalid request: {problem}")
+        return None
 
     def _retry_problem(self, request: OperatorRequest) -> str | None:
         """Why a retry request does not apply now, or None if it does."""
@@ -452,6 +499,11 @@ class TaskScheduler:
         if target:
             target.failure_count = max(target.failure_count, request.failure_count)
 
+    def _advance(self) -> None:
+        """Number the next transition: its audit seq and its mirror stamp."""
+        self._seq += 1
+        self._stamp = next_stamp(self._stamp, workflow.now())
+
     def _set(self, step: StepStatus, state: StepState, task_state: TaskState | None = None) -> None:
         """The one place a step's state changes in the Scheduler."""
         assert self._status is not None
@@ -497,7 +549,12 @@ class TaskScheduler:
             target_key=plan.idempotency_key if compensation else None,
             compensation=compensation,
             payload=self._payload,
-            stamp=MirrorStamp(seq=self._seq, failure_count=step.failure_count, task_state_on_done=task_state_on_done),
+            stamp=MirrorStamp(
+                seq=self._stamp,
+                chain_id=workflow.info().first_execution_run_id,
+                failure_count=step.failure_count,
+                task_state_on_done=task_state_on_done,
+            ),
         )
 
     def _transition(
@@ -506,7 +563,7 @@ class TaskScheduler:
         return StepTransition(
             task_id=workflow.info().workflow_id,
             step=step.name,
-            version=version_of(self._seq),
+            version=version_of(self._stamp),
             state=step.state,
             at=workflow.now(),
             complete_by=complete_by,
@@ -515,6 +572,8 @@ class TaskScheduler:
             error_type=step.error_type,
             permanent=step.permanent,
             task_state=task_state,
+            run_id=workflow.info().run_id,
+            chain_id=workflow.info().first_execution_run_id,
         )
 
     async def _mirror(self, transitions: list[StepTransition]) -> None:
@@ -528,9 +587,10 @@ class TaskScheduler:
     async def _audit(self, action: str, step: str | None, request: OperatorRequest, changed: str) -> None:
         """Record an operator's action - who, when, why, what it changed - in the state store."""
         assert self._status is not None
-        self._seq += 1
+        self._advance()
         record = AuditRecord(
             task_id=self._status.task_id,
+            run_id=workflow.info().run_id,
             seq=self._seq,
             step=step,
             action=action,
@@ -560,7 +620,7 @@ class TaskScheduler:
             return
         assert self._status is not None
         event = CallbackEvent(
-            event_id=f"{self._status.task_id}:{self._seq}:{kind}" + (f":{step}" if step else ""),
+            event_id=f"{self._status.task_id}:{self._stamp}:{kind}" + (f":{step}" if step else ""),
             kind=kind,
             task_id=self._status.task_id,
             task_type=self._status.task_type,
@@ -605,6 +665,30 @@ async def _shielded(task: asyncio.Future[Any]) -> Any:
             if task.cancelled():
                 raise
             workflow.logger.warning("cancellation ignored while compensating")
+
+
+def _decode(raw: RawValue) -> Any:
+    """A raw payload as JSON values; ValueError with a short reason if it is not decodable."""
+    if not raw.payload.data and not raw.payload.metadata:
+        return None
+    try:
+        return workflow.payload_converter().from_payload(raw.payload)
+    except RecursionError:
+        raise ValueError("the payload is nested too deeply") from None
+    except Exception as err:  # noqa: BLE001 - any decoding failure is the payload's fault
+        raise ValueError(f"the payload cannot be decoded: {type(err).__name__}") from None
+
+
+def _short(err: ValidationError) -> str:
+    """One short line per wrong field: ``items[0].quantity: must be greater than 0``."""
+    return "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in err.errors(include_url=False)[:10])
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "input"
 
 
 def _retry_policy(policy: StepPolicyValues) -> RetryPolicy:

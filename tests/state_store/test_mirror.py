@@ -42,8 +42,10 @@ async def writer(sessions, db_url: str) -> AsyncIterator[StepWriter]:
         await made.aclose()
 
 
-def accepted(task_id: str) -> TaskAccepted:
+def accepted(task_id: str, chain: str | None = None, run: str | None = None) -> TaskAccepted:
     return TaskAccepted(
+        chain_id=chain,
+        run_id=run or chain,
         task_id=task_id,
         task_type="order",
         workflow_type="OrderWorkflow",
@@ -80,8 +82,9 @@ def transition(
 
 async def test_accept_writes_task_and_steps_once(sessions, writer) -> None:
     task_id = fresh_id("acc")
-    assert await writer.accept(accepted(task_id)) is True
-    assert await writer.accept(accepted(task_id)) is False  # a retried accept changes nothing
+    assert (await writer.accept(accepted(task_id))).status == "new"
+    # a retried accept (same chain of runs) changes nothing
+    assert (await writer.accept(accepted(task_id))).status == "same_task"
     async with sessions() as s:
         record = await get_task(s, task_id)
     assert record is not None and record.task.state == TaskState.PENDING and record.task.created_at == NOW
@@ -109,7 +112,7 @@ async def test_concurrent_writes_share_a_commit_but_fail_alone(sessions, writer)
     """Many Agents writing at once (one commit on SQLite): a write that cannot be stored
     fails on its own and the others land."""
     ids = [fresh_id("grp") for _ in range(40)]
-    assert await asyncio.gather(*(writer.accept(accepted(t)) for t in ids)) == [True] * len(ids)
+    assert [o.status for o in await asyncio.gather(*(writer.accept(accepted(t)) for t in ids))] == ["new"] * len(ids)
     writes = [
         transition(t, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w", task_state=TaskState.PROCESSING)
         for t in ids
@@ -222,3 +225,50 @@ async def test_agent_writes_follow_the_same_rules(sessions, writer) -> None:
     assert reserve.failure_count == 2 and reserve.last_error is None and reserve.error_type is None
     assert reserve.version == version_of(2, 1, Phase.AGENT_DONE)
     assert record.task.state == "Processing" and record.task.version == version_of(2, 1, Phase.AGENT_STARTED)  # type: ignore[union-attr]
+
+
+async def test_an_id_belongs_to_one_chain_of_runs(sessions, writer) -> None:
+    """A run of another chain (the id reused after the task finished) is refused and changes
+    nothing; a run of the same chain (a reset) takes the rows over, and its writes apply
+    while the other chain's are refused."""
+    task_id = fresh_id("own")
+    assert (await writer.accept(accepted(task_id, chain="chain-a"))).status == "new"
+    done = transition(
+        task_id, 5, StepState.PROCESSED, task_state=TaskState.PROCESSED, run_id="chain-a", chain_id="chain-a"
+    )
+    await writer.write(done)
+    outcome = await writer.accept(accepted(task_id, chain="chain-b"))
+    assert (outcome.status, outcome.state) == ("other_task", "Processed")
+    # The other chain's writes never land, whatever their version.
+    await writer.write(
+        transition(task_id, 9, StepState.COMPENSATED, task_state=TaskState.COMPENSATED, run_id="b", chain_id="chain-b")
+    )
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+    assert record is not None and record.task.state == "Processed" and record.task.run_id == "chain-a"
+    assert next(r.state for r in record.steps if r.name == "reserve") == "Processed"
+    # A reset run of chain a (new run id, same chain) takes over.
+    outcome = await writer.accept(accepted(task_id, chain="chain-a", run="run-2"))
+    assert outcome.status == "same_task"
+    await writer.write(
+        transition(task_id, 7, StepState.PROCESSING, 1, Phase.AGENT_STARTED, run_id="run-2", chain_id="chain-a")
+    )
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+    assert record is not None and record.task.run_id == "run-2"
+    reserve = next(r for r in record.steps if r.name == "reserve")
+    assert (reserve.state, reserve.run_id) == ("Processing", "run-2")
+
+
+async def test_a_legacy_row_is_adopted_only_while_unfinished(sessions, writer) -> None:
+    """Rows accepted before chains were recorded: a reset of an unfinished task adopts them;
+    a finished task is never re-run by an id it cannot prove is its own."""
+    running, finished = fresh_id("leg"), fresh_id("leg")
+    for task_id in (running, finished):
+        assert (await writer.accept(accepted(task_id))).status == "new"
+    await writer.write(transition(finished, 3, StepState.PROCESSED, task_state=TaskState.COMPENSATED))
+    assert (await writer.accept(accepted(running, chain="c1"))).status == "same_task"
+    assert (await writer.accept(accepted(finished, chain="c2"))).status == "other_task"
+    async with sessions() as s:
+        adopted = await get_task(s, running)
+    assert adopted is not None and adopted.task.chain_id == "c1" and {r.chain_id for r in adopted.steps} == {"c1"}
