@@ -85,10 +85,7 @@ class TaskAccepted(BaseModel):
     chain_id: str | None = Field(
         default=None, description="Its first_execution_run_id: the same for every run of one task (resets included)."
     )
-    resubmit_of: str | None = Field(
-        default=None,
-        description="`sas resubmit`: the chain of the finished task this run replaces, as the operator saw it.",
-    )
+    resubmission: Resubmission | None = Field(default=None, description="Set by `sas resubmit`.")
 
 
 class AcceptOutcome(BaseModel):
