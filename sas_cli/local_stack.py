@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,7 +70,7 @@ class LocalStack:
         self.config = config
         self.group = ProcessGroup(config.state_dir / "logs")
 
-    def start(self, on_step: callable = lambda _name: None) -> None:  # type: ignore[valid-type]
+    def start(self, on_step: Callable[[str], object] = lambda _name: None) -> None:
         cfg = self.config
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         for port, what in (

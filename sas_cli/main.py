@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +40,7 @@ def _settings():  # type: ignore[no-untyped-def]
         ) from None
 
 
-def _run(make: Callable[[], Awaitable[T]]) -> T:
+def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return asyncio.run(make())
     except RuntimeError as err:

@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pydantic import ValidationError
@@ -66,7 +66,7 @@ def exit_hard(code: int) -> None:
     os._exit(code)
 
 
-def run_entry(main: Callable[[], Awaitable[None]]) -> None:
+def run_entry(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run an async entry point with friendly errors for bad settings and unreachable
     services, then exit hard (see ``exit_hard``)."""
     code = 0

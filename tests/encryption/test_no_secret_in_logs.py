@@ -89,9 +89,9 @@ async def test_no_secret_reaches_logs_reprs_or_errors(
     temporal = settings.temporal.model_copy(update={"address": temporal_address})
     try:
         await asyncio.wait_for(connect(temporal, "test", settings.encryption), timeout=20)
-    except (TimeoutError, RuntimeError) as err:
+    except (TimeoutError, RuntimeError) as failure:
         log.exception("connect failed")
-        shown.append(str(err))
+        shown.append(str(failure))
 
     # A rejected key, reported the way `sas` reports bad settings.
     too_short = secrets[0][:32]  # 24 bytes: most of the real key
