@@ -36,6 +36,15 @@ def worker_identity(settings: TemporalSettings, role: str) -> str:
     return settings.identity or f"{role}-{os.getpid()}@{socket.gethostname()}"
 
 
+class TemporalUnreachable(ConnectionError):
+    """No client could be built: the frontend is down or not at the address, or refused the
+    TLS settings or API key. temporalio reports these as a bare RuntimeError from its bridge."""
+
+    def __init__(self, address: str, cause: str) -> None:
+        super().__init__(f"cannot reach Temporal at {address}: {cause}")
+        self.address = address
+
+
 async def connect(
     settings: TemporalSettings,
     role: str = "client",
@@ -44,15 +53,19 @@ async def connect(
 ) -> Client:
     """A client (and, through it, workers) for ``role``; pass ``encryption`` wherever payloads are
     written or read, or order data goes to the history in clear and encrypted history is unreadable."""
-    return await Client.connect(
-        settings.address,
-        namespace=settings.namespace,
-        data_converter=data_converter(encryption),
-        tls=tls_config(settings),
-        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
-        identity=worker_identity(settings, role),
-        runtime=runtime,
-    )
+    try:
+        return await Client.connect(
+            settings.address,
+            namespace=settings.namespace,
+            data_converter=data_converter(encryption),
+            tls=tls_config(settings),
+            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+            identity=worker_identity(settings, role),
+            runtime=runtime,
+        )
+    except RuntimeError as err:
+        # Only the connection can fail here: Client.connect does nothing else.
+        raise TemporalUnreachable(settings.address, str(err)) from err
 
 
 def metrics_runtime(bind: str | None) -> Runtime | None:

