@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 
+from sas_cli import context
 from sas_cli.output import CliError, console
-
-if TYPE_CHECKING:
-    from settings import Settings
 
 DEFAULT_UI_ORIGINS = ["http://localhost:8233", "http://127.0.0.1:8233"]
 
@@ -30,9 +26,9 @@ def codec_server(
 
     from payload_codec import EncryptionCodec, KeyRing
     from payload_codec.server import build_codec_app
-    from sas_cli.runtime import configure_logging
+    from sas_runtime.logs import configure_logging
 
-    settings = _settings()
+    settings = context.settings()
     if not settings.encryption.enabled:
         raise CliError(
             "payload encryption is not configured: there is nothing to decode",
@@ -47,9 +43,3 @@ def codec_server(
     console.print(f"  temporal CLI: --codec-endpoint {endpoint}")
     # log_config=None: uvicorn's loggers go through sas's JSON root handler.
     uvicorn.run(build_codec_app(codec, ui_origin), host=host, port=port, log_config=None)
-
-
-def _settings() -> Settings:
-    from sas_cli.main import _settings as load
-
-    return load()

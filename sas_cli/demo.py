@@ -12,8 +12,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sas_cli.demo_plan import DEMO_ENV, base_order, check_ledger, demo_cases
-from sas_cli.local_stack import LocalStack, LocalStackConfig
 from sas_cli.output import CliError, console, styled, table
+from sas_runtime.local_stack import LocalStack, LocalStackConfig
 
 SETTLED = ("Processed", "Compensated", "Error")
 
@@ -123,7 +123,7 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
     import httpx
 
     from sas_cli import tasks
-    from sas_cli.connect import connect
+    from sas_runtime.connect import connect
     from settings import get_settings
     from state_store import create_engine, session_factory
     from state_store.queries import alerts_for, decisions_for, get_task

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
-err_console = Console(stderr=True)
+# Errors are one line each, whatever the terminal's width.
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 class CliError(Exception):

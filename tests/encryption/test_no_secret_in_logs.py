@@ -19,8 +19,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from payload_codec import PayloadDecryptionError, data_converter
 from payload_codec.server import build_codec_app
-from sas_cli.connect import TemporalUnreachable, connect
-from sas_cli.runtime import configure_logging, describe_settings_error
+from sas_runtime.connect import connect
+from sas_runtime.entry import describe_settings_error
+from sas_runtime.failures import TemporalUnreachable
+from sas_runtime.logs import configure_logging
 from settings import Settings
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from sas_cli.runtime import describe_settings_error
+from sas_runtime.entry import describe_settings_error
 from settings import EncryptionSettings, Settings
 from tests.encryption.conftest import new_key
 

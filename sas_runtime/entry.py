@@ -1,4 +1,5 @@
-"""Process plumbing shared by every sas entry point: logging, signals, clean exits."""
+"""Entry points of sas processes (worker, Supervisor, codec server, CLI): serving until a signal,
+clean exits, and one clear line for bad settings or an unreachable Temporal."""
 
 from __future__ import annotations
 
@@ -7,43 +8,14 @@ import logging
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
-from pythonjsonlogger.json import JsonFormatter
 
-
-class JsonLogFormatter(JsonFormatter):
-    """One JSON object per line, for log shippers: ``ts`` (UTC, ISO 8601), ``level``, ``logger``,
-    ``msg``, then the record's extra fields (Temporal's workflow and activity context among them)."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            ["levelname", "name", "message"],
-            rename_fields={"levelname": "level", "name": "logger", "message": "msg", "exc_info": "exc"},
-            timestamp="ts",
-        )
-
-    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
-        fields: dict[str, Any] = {}
-        super().add_fields(fields, record, message_dict)
-        # The time first, as a person scans a log; then the level, lower case as before.
-        log_data["ts"] = fields.pop("ts")
-        log_data.update(fields, level=record.levelname.lower())
-        # sas's own loggers pass their fields as extra={"fields": {...}}: give them top-level keys.
-        extra = log_data.pop("fields", None)
-        if isinstance(extra, dict):
-            log_data.update(extra)
-
-
-def configure_logging(level: str = "INFO") -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
+from sas_runtime.failures import DependencyUnreachable
 
 
 async def serve_until_signalled(*runners: Any) -> None:
@@ -72,11 +44,9 @@ def exit_hard(code: int) -> None:
     os._exit(code)
 
 
-def run_entry(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run an async entry point with friendly errors for bad settings and unreachable
-    services, then exit hard (see ``exit_hard``)."""
-    from sas_cli.connect import TemporalUnreachable
-
+def run_entry(main: Callable[[], Coroutine[Any, Any, None]], debug: bool = False) -> None:
+    """Run an async entry point; bad settings and an unreachable dependency end it with one
+    clear line (and the traceback too with ``debug``), then exit hard (see ``exit_hard``)."""
     code = 0
     try:
         asyncio.run(main())
@@ -85,8 +55,10 @@ def run_entry(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
         code = 2
     except KeyboardInterrupt:
         code = 130
-    except TemporalUnreachable as err:
-        print(f"sas: {err}\n  Is the Temporal server running? Check SAS_TEMPORAL__ADDRESS.", file=sys.stderr)
+    except DependencyUnreachable as err:
+        if debug:
+            traceback.print_exc()
+        print(f"sas: {err}\n  {err.hint}", file=sys.stderr)
         code = 1
     exit_hard(code)
 

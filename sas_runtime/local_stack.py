@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sas_cli.processes import Child, ProcessGroup, port_open, wait_for
+from sas_runtime.processes import Child, ProcessGroup, port_in_use, wait_for
+from sas_runtime.readiness import http_ready, temporal_ready
 from task_models.search_attributes import dev_server_flags
 
 
@@ -80,7 +81,7 @@ class LocalStack:
             (cfg.ui_port, "the Temporal UI"),
             (cfg.services_port, "the remote services"),
         ):
-            if port_open("127.0.0.1", port):
+            if port_in_use("127.0.0.1", port):
                 raise RuntimeError(
                     f"port {port} for {what} is already in use: stop what holds it, or pick another port"
                 )
@@ -105,7 +106,7 @@ class LocalStack:
                     *dev_server_flags(),
                 ],
             )
-            wait_for(lambda: port_open("127.0.0.1", cfg.temporal_port), server, 60, f"port {cfg.temporal_port}")
+            wait_for(lambda: temporal_ready(cfg.temporal_address), server, 60, "Temporal's health check")
             on_step("remote services")
             services_args = [
                 "-m",
@@ -120,7 +121,7 @@ class LocalStack:
             if cfg.enable_faults:
                 services_args.append("--enable-faults")
             services = self.group.python("services", services_args)
-            wait_for(lambda: port_open("127.0.0.1", cfg.services_port), services, 30, f"port {cfg.services_port}")
+            wait_for(lambda: http_ready(cfg.services_url), services, 30, f"{cfg.services_url}/healthz")
             env = cfg.env()
             on_step("state store")
             self._migrate(env)

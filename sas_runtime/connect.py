@@ -11,6 +11,7 @@ from temporalio.client import Client, TLSConfig
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from payload_codec import data_converter
+from sas_runtime.failures import TemporalUnreachable
 from settings import EncryptionSettings, TemporalSettings
 
 
@@ -34,15 +35,6 @@ def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
 def worker_identity(settings: TemporalSettings, role: str) -> str:
     """Who is running an attempt (the pattern's LockedBy): role, pid and host."""
     return settings.identity or f"{role}-{os.getpid()}@{socket.gethostname()}"
-
-
-class TemporalUnreachable(ConnectionError):
-    """No client could be built: the frontend is down or not at the address, or refused the
-    TLS settings or API key. temporalio reports these as a bare RuntimeError from its bridge."""
-
-    def __init__(self, address: str, cause: str) -> None:
-        super().__init__(f"cannot reach Temporal at {address}: {cause}")
-        self.address = address
 
 
 async def connect(
