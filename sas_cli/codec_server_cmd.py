@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
 from sas_cli import context
 from sas_cli.output import CliError, console
@@ -38,8 +39,10 @@ def codec_server(
     configure_logging(settings.log_level)
     codec = EncryptionCodec(KeyRing.from_settings(settings.encryption))
     endpoint = f"http://{host}:{port}"
-    console.print(f"codec server on {endpoint} ({codec.ring!r}), for {', '.join(ui_origin)}")
-    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {endpoint}")
-    console.print(f"  temporal CLI: --codec-endpoint {endpoint}")
+    console.print(
+        f"codec server on {escape(endpoint)} ({escape(repr(codec.ring))}), for {escape(', '.join(ui_origin))}"
+    )
+    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {escape(endpoint)}")
+    console.print(f"  temporal CLI: --codec-endpoint {escape(endpoint)}")
     # log_config=None: uvicorn's loggers go through sas's JSON root handler.
     uvicorn.run(build_codec_app(codec, ui_origin), host=host, port=port, log_config=None)

@@ -56,7 +56,7 @@ def setup() -> None:
     from sas_runtime.search_attributes import register_search_attributes
 
     added = context.run(lambda: context.with_client(register_search_attributes))
-    console.print(f"search attributes: {', '.join(added) or 'all already registered'}")
+    console.print(f"search attributes: {escape(', '.join(added)) or 'all already registered'}")
 
 
 @app.command()
@@ -148,9 +148,10 @@ def submit(
         return
     if out["submitted"]:
         when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
-        console.print(f"submitted {task_type} [bold]{task_id}[/bold]{when}; follow it with `sas status {task_id}`")
+        shown = escape(task_id)
+        console.print(f"submitted {escape(task_type)} [bold]{shown}[/bold]{when}; follow it with `sas status {shown}`")
     else:
-        console.print(f"{task_id} was already submitted: it runs once. See `sas status {task_id}`.")
+        console.print(f"{escape(task_id)} was already submitted: it runs once. See `sas status {escape(task_id)}`.")
     if wait:
         console.print(f"finished: {styled(out['result']['state'])}")
 
@@ -217,8 +218,8 @@ async def _fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | No
 
 def _print_status(data: dict[str, Any]) -> None:
     console.print(
-        f"[bold]{data['task_id']}[/bold] ({data['task_type']}): {styled(data['state'])}"
-        + (f", at step {data['current_step']}" if data.get("current_step") else "")
+        f"[bold]{escape(data['task_id'])}[/bold] ({escape(data['task_type'])}): {styled(data['state'])}"
+        + (f", at step {escape(data['current_step'])}" if data.get("current_step") else "")
         + (" - [bold red]needs an operator[/bold red]" if data.get("needs_operator") else "")
     )
     console.print(
@@ -239,7 +240,7 @@ def _print_status(data: dict[str, Any]) -> None:
         )
     )
     for event in data.get("events", [])[-10:]:
-        console.print(f"  {event}")
+        console.print(f"  {escape(str(event))}")
 
 
 async def _follow(task_id: str, as_json: bool) -> None:
@@ -253,7 +254,7 @@ async def _follow(task_id: str, as_json: bool) -> None:
         data = await _fetch_status(task_id, client)
         if data is None:
             if last is None:
-                console.print(f"{task_id}: not started yet (or unknown); waiting")
+                console.print(f"{escape(task_id)}: not started yet (or unknown); waiting")
                 last = ()
         else:
             shape = (data["state"], tuple((s["name"], s["state"], s["failure_count"]) for s in data["steps"]))
@@ -265,12 +266,12 @@ async def _follow(task_id: str, as_json: bool) -> None:
                         flush=True,
                     )
                 else:
-                    steps = "  ".join(f"{s['name']}={styled(s['state'])}" for s in data["steps"])
-                    console.print(f"{task_id}: {styled(data['state'])}  {steps}")
+                    steps = "  ".join(f"{escape(s['name'])}={styled(s['state'])}" for s in data["steps"])
+                    console.print(f"{escape(task_id)}: {styled(data['state'])}  {steps}")
                 last = shape
             for event in events[seen_events:]:
                 if not as_json:
-                    console.print(f"  {event}")
+                    console.print(f"  {escape(str(event))}")
             seen_events = len(events)
             if data["state"] in ("Processed", "Compensated"):
                 return
@@ -339,7 +340,8 @@ def _operator_action(task_id: str, update: str, done: str, **request: Any) -> No
     tasks.check_task_id(task_id)
     request["by"] = request.get("by") or f"{os.environ.get('USER', 'operator')} (sas)"
     answer = context.run(lambda: _update(task_id, update, OperatorRequest(**request)))
-    console.print(f"{task_id}: {done}{answer.message}; follow it with `sas status {task_id} --follow`")
+    shown = escape(task_id)
+    console.print(f"{shown}: {done}{escape(answer.message)}; follow it with `sas status {shown} --follow`")
 
 
 @app.command()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from temporalio.client import (
     Client,
     Schedule,
@@ -95,7 +96,7 @@ def create(
             raise CliError(f"schedule {schedule_id!r} already exists", "delete it first, or pick another id") from None
 
     context.run(go)
-    console.print(f"schedule {schedule_id} created; `sas schedule list` shows its next runs")
+    console.print(f"schedule {escape(schedule_id)} created; `sas schedule list` shows its next runs")
 
 
 @schedule_app.command("list")
@@ -162,7 +163,7 @@ def _handle_action(schedule_id: str, action: str, note: str) -> None:
             raise
 
     context.run(go)
-    console.print(f"schedule {schedule_id}: {action}d" if action != "pause" else f"schedule {schedule_id}: paused")
+    console.print(f"schedule {escape(schedule_id)}: {'paused' if action == 'pause' else action + 'd'}")
 
 
 @schedule_app.command("pause")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from sas_cli import context
 from sas_cli.output import CliError, ago, console, print_json, styled, table
@@ -31,9 +32,9 @@ def show(
         return
     task = data["task"]
     console.print(
-        f"[bold]{task_id}[/bold] ({task['task_type']}): {styled(task['state'])}"
-        + (f", at step {task['current_step']}" if task["current_step"] else "")
-        + f", queue {task['task_queue']}, updated {ago(task['updated_at'])}"
+        f"[bold]{escape(task_id)}[/bold] ({escape(task['task_type'])}): {styled(task['state'])}"
+        + (f", at step {escape(task['current_step'])}" if task["current_step"] else "")
+        + f", queue {escape(task['task_queue'])}, updated {ago(task['updated_at'])}"
     )
     console.print(
         table(
