@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from task_models.steps import StepPolicyValues as StepPolicy
 
@@ -304,6 +311,28 @@ class MetricsSettings(BaseModel):
     supervisor_bind: str | None = Field(default=None, description="e.g. 0.0.0.0:9465; unset = no endpoint.")
 
 
+class _EnvSource(EnvSettingsSource):
+    """The environment, with a group or map whose variable is not JSON left as text: it then fails
+    validation with its field's location, and is reported naming the variable, like any bad value
+    (pydantic-settings' own SettingsError says only which field, in a sentence)."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except ValueError:
+            return value
+
+
+class _DotEnvSource(DotEnvSettingsSource):
+    """The ``.env`` file, read the same way as the environment."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except ValueError:
+            return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SAS_",
@@ -332,6 +361,23 @@ class Settings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     state_dir: str = Field(default="./.sas", description="Where sas demo keeps its files.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        env_file = dotenv_settings.env_file if isinstance(dotenv_settings, DotEnvSettingsSource) else ".env"
+        return (
+            init_settings,
+            _EnvSource(settings_cls),
+            _DotEnvSource(settings_cls, env_file=env_file),
+            file_secret_settings,
+        )
 
     def step_policy(self, step: str) -> StepPolicy:
         return self.steps.get(step, self.default_step)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from sas_cli.runtime import configure_logging, run_entry, serve_until_signalled
+from sas_runtime.entry import run_entry, serve_until_signalled
+from sas_runtime.logs import configure_logging
 
 
 async def run_worker() -> None:
@@ -17,8 +18,9 @@ async def run_worker() -> None:
 
     import state_store
     from activities import build_activities
-    from sas_cli.connect import connect, metrics_runtime, worker_identity
-    from sas_cli.setup_cluster import missing_search_attributes
+    from sas_runtime.connect import connect, metrics_runtime, worker_identity
+    from sas_runtime.failures import reaching_state_store
+    from sas_runtime.search_attributes import missing_search_attributes
     from settings import get_settings
     from state_store.agent_writes import make_step_writer
     from workflows import ALL_WORKFLOWS
@@ -26,7 +28,8 @@ async def run_worker() -> None:
 
     settings = get_settings()
     configure_logging(settings.log_level)
-    await state_store.upgrade_async(settings.database.url)
+    with reaching_state_store(settings.database.url):
+        await state_store.upgrade_async(settings.database.url)
     engine = state_store.create_engine(settings.database)
     client = await connect(
         settings.temporal, "worker", settings.encryption, runtime=metrics_runtime(settings.metrics.worker_bind)

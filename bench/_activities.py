@@ -79,7 +79,7 @@ class BenchActivities:
             accepted["task_id"],
             accepted["payload"],
             datetime.fromisoformat(accepted["at"]),
-            workflow_type=activity.info().workflow_type,
+            workflow_type=activity.info().workflow_type or "",
             task_queue=self._task_queue,
         )
         if accepted.get("then"):

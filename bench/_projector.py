@@ -28,8 +28,8 @@ STEP_OF = {"bench.reserve": "reserve", "bench.charge": "charge", "bench.ship": "
 
 async def project(task_queue: str) -> None:
     from bench._activities import accept, transition
-    from sas_cli.connect import connect
-    from sas_cli.runtime import serve_until_signalled  # noqa: F401
+    from sas_runtime.connect import connect
+    from sas_runtime.entry import serve_until_signalled  # noqa: F401
     from settings import get_settings
     from state_store.agent_writes import make_step_writer
 
@@ -87,7 +87,7 @@ async def project(task_queue: str) -> None:
 
 
 def main() -> None:
-    from sas_cli.runtime import run_entry
+    from sas_runtime.entry import run_entry
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task-queue", required=True)

@@ -1,6 +1,6 @@
 """Shared plumbing of the benchmarks: a throw-away stack of real processes (Temporal dev
 server, remote services, workers) on free ports in a temporary directory, stopped on
-the way out whatever happens (children also die with us: PR_SET_PDEATHSIG)."""
+the way out whatever happens (children also die with us: sas_runtime.lifeline)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sas_cli.local_stack import LoopbackStack, temporal_binary  # noqa: E402
-from sas_cli.processes import Child, ProcessGroup, free_port, port_open, wait_for  # noqa: E402
+from sas_runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
+from sas_runtime.processes import Child, ProcessGroup, free_port, wait_for  # noqa: E402
+from sas_runtime.readiness import http_ready, temporal_ready  # noqa: E402
 from task_models.search_attributes import dev_server_flags  # noqa: E402
 
 T = TypeVar("T")
@@ -99,7 +100,7 @@ class BenchStack(LoopbackStack):
         if search_attributes:
             argv += dev_server_flags()
         child = self.group.spawn("temporal", argv)
-        wait_for(lambda: port_open("127.0.0.1", self.temporal_port), child, 60, "frontend port")
+        wait_for(lambda: temporal_ready(self.temporal_address), child, 60, "Temporal's health check")
         return child
 
     def start_services(self, enable_faults: bool = True) -> Child:
@@ -118,7 +119,7 @@ class BenchStack(LoopbackStack):
         if enable_faults:
             args.append("--enable-faults")
         child = self.group.python("services", args, {"PYTHONPATH": str(ROOT)})
-        wait_for(lambda: port_open("127.0.0.1", self.services_port), child, 30, "services port")
+        wait_for(lambda: http_ready(self.services_url), child, 30, "services /healthz")
         return child
 
     def migrate(self) -> None:
@@ -167,7 +168,7 @@ def order_payload(i: int = 0) -> dict[str, Any]:
 
 
 async def sas_client(address: str) -> Any:
-    from sas_cli.connect import connect
+    from sas_runtime.connect import connect
     from settings import TemporalSettings
 
     return await connect(TemporalSettings(address=address), "bench")

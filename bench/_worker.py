@@ -29,8 +29,8 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
     import state_store
     from bench._activities import BenchActivities
     from bench._workflows import BENCH_WORKFLOWS
-    from sas_cli.connect import connect, worker_identity
-    from sas_cli.runtime import serve_until_signalled
+    from sas_runtime.connect import connect, worker_identity
+    from sas_runtime.entry import serve_until_signalled
     from settings import get_settings
     from state_store.agent_writes import make_step_writer
 
@@ -61,8 +61,8 @@ async def run_sas_variant(search_attributes: bool) -> None:
 
     import state_store
     from activities import build_activities
-    from sas_cli.connect import connect, worker_identity
-    from sas_cli.runtime import serve_until_signalled
+    from sas_runtime.connect import connect, worker_identity
+    from sas_runtime.entry import serve_until_signalled
     from settings import get_settings
     from state_store.agent_writes import make_step_writer
     from workflows import ALL_WORKFLOWS
@@ -97,7 +97,7 @@ async def run_sas_variant(search_attributes: bool) -> None:
 
 
 def main() -> None:
-    from sas_cli.runtime import run_entry
+    from sas_runtime.entry import run_entry
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("kind", choices=["bench", "sas-variant"])

@@ -25,7 +25,7 @@ _RETRY = RetryPolicy(
     maximum_attempts=3,
 )
 _COMPLETE_BY = timedelta(seconds=10)
-_LA = {
+_LA: dict[str, Any] = {
     "start_to_close_timeout": timedelta(seconds=15),
     "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 }

@@ -53,8 +53,9 @@ import httpx  # noqa: E402
 from bench import _chaos_check as check  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
 from sas_cli.demo_plan import DEMO_ENV, base_order  # noqa: E402
-from sas_cli.local_stack import LoopbackStack, temporal_binary  # noqa: E402
-from sas_cli.processes import Child, ProcessGroup, free_port, port_open  # noqa: E402
+from sas_runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
+from sas_runtime.processes import Child, ProcessGroup, free_port, wait_for_async  # noqa: E402
+from sas_runtime.readiness import http_healthy, temporal_healthy  # noqa: E402
 from task_models.search_attributes import dev_server_flags  # noqa: E402
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -126,8 +127,7 @@ class Stack(LoopbackStack):
             "PYTHONUNBUFFERED": "1",
         }
 
-    # Spawning happens on the main thread (PR_SET_PDEATHSIG follows the spawning thread);
-    # the waiting is async so orders keep flowing meanwhile.
+    # The waiting is async so orders keep flowing meanwhile.
     def spawn(self, name: str) -> tuple[Child, int]:
         log_path = self.group.log_dir / f"{name}.log"
         offset = log_path.stat().st_size if log_path.exists() else 0
@@ -187,9 +187,11 @@ class Stack(LoopbackStack):
         started = time.monotonic()
         child, offset = self.spawn(name)
         if name == "temporal":
-            await self._until(lambda: port_open("127.0.0.1", self.temporal_port), child, timeout, "frontend port")
+            await self._until(
+                lambda: temporal_healthy(self.temporal_address), child, timeout, "Temporal's health check"
+            )
         elif name == "services":
-            await self._until(lambda: port_open("127.0.0.1", self.services_port), child, timeout, "services port")
+            await self._until(lambda: http_healthy(self.services_url), child, timeout, "services /healthz")
         elif name in ("worker", "supervisor"):
             await self._until(
                 lambda: "polling" in _read_from(child.log_path, offset), child, timeout, "'polling' in its log"
@@ -204,13 +206,7 @@ class Stack(LoopbackStack):
             raise RuntimeError(f"migrate failed:\n{child.log_tail()}")
 
     async def _until(self, ok: Any, child: Child, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not ok():
-            if not child.alive():
-                raise RuntimeError(f"{child.name} exited while starting ({what}):\n{child.log_tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{child.name} not ready after {timeout:.0f}s ({what}):\n{child.log_tail()}")
-            await asyncio.sleep(0.1)
+        await wait_for_async(ok, child, timeout, what)
 
     async def kill(self, name: str) -> None:
         self.down.add(name)
@@ -219,7 +215,7 @@ class Stack(LoopbackStack):
     async def terminate(self, name: str, grace: float = 20.0) -> None:
         child = self.children[name]
         self.down.add(name)
-        child._signal(signal.SIGTERM)
+        child.send(signal.SIGTERM)
         deadline = time.monotonic() + grace
         while child.alive() and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
@@ -478,7 +474,7 @@ class Run:
 
     async def main(self) -> int:
         args = self.args
-        from sas_cli.connect import connect
+        from sas_runtime.connect import connect
         from settings import TemporalSettings
 
         self.say(
@@ -637,7 +633,7 @@ def main(argv: list[str] | None = None) -> None:
             # stderr: the invariants stay the last line of stdout.
             print(f"logs: {args.state_dir / 'logs'}", file=sys.stderr, flush=True)
     # Skip the interpreter's shutdown: temporalio's Rust bridge can abort it (sdk-python #300).
-    from sas_cli.runtime import exit_hard
+    from sas_runtime.entry import exit_hard
 
     exit_hard(code)
 

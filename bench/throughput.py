@@ -138,11 +138,12 @@ def _profile(folder: str | None, variant: str, r: int, pid: int, gil: bool = Fal
     if not folder:
         return None
     import shutil
-    import subprocess
 
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    from sas_runtime.processes import spawn
+
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    return subprocess.Popen(
+    return spawn(
+        f"py-spy-{variant}-{r}",
         [
             spy,
             "record",
@@ -157,22 +158,20 @@ def _profile(folder: str | None, variant: str, r: int, pid: int, gil: bool = Fal
             "-o",
             str(Path(folder) / f"{variant}-{r}.txt"),
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        Path(folder) / f"{variant}-{r}.py-spy.log",
     )
 
 
 def _stop_profile(spy) -> None:
     import signal
+    import subprocess
 
     if spy is not None:
-        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        spy.send(signal.SIGINT)  # py-spy writes its output on SIGINT
         try:
-            spy.wait(30)
-        except Exception:  # noqa: BLE001
+            spy.process.wait(30)
+        except subprocess.TimeoutExpired:
             spy.kill()
-            spy.wait()
 
 
 async def bench(args: argparse.Namespace) -> dict[str, object]:

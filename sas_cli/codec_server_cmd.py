@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
+from rich.markup import escape
 
+from sas_cli import context
 from sas_cli.output import CliError, console
-
-if TYPE_CHECKING:
-    from settings import Settings
 
 DEFAULT_UI_ORIGINS = ["http://localhost:8233", "http://127.0.0.1:8233"]
 
@@ -30,9 +27,9 @@ def codec_server(
 
     from payload_codec import EncryptionCodec, KeyRing
     from payload_codec.server import build_codec_app
-    from sas_cli.runtime import configure_logging
+    from sas_runtime.logs import configure_logging
 
-    settings = _settings()
+    settings = context.settings()
     if not settings.encryption.enabled:
         raise CliError(
             "payload encryption is not configured: there is nothing to decode",
@@ -42,14 +39,10 @@ def codec_server(
     configure_logging(settings.log_level)
     codec = EncryptionCodec(KeyRing.from_settings(settings.encryption))
     endpoint = f"http://{host}:{port}"
-    console.print(f"codec server on {endpoint} ({codec.ring!r}), for {', '.join(ui_origin)}")
-    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {endpoint}")
-    console.print(f"  temporal CLI: --codec-endpoint {endpoint}")
+    console.print(
+        f"codec server on {escape(endpoint)} ({escape(repr(codec.ring))}), for {escape(', '.join(ui_origin))}"
+    )
+    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {escape(endpoint)}")
+    console.print(f"  temporal CLI: --codec-endpoint {escape(endpoint)}")
     # log_config=None: uvicorn's loggers go through sas's JSON root handler.
     uvicorn.run(build_codec_app(codec, ui_origin), host=host, port=port, log_config=None)
-
-
-def _settings() -> Settings:
-    from sas_cli.main import _settings as load
-
-    return load()

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sas_cli.demo_plan import DEMO_ENV, base_order, check_ledger, demo_cases
-from sas_cli.local_stack import LocalStack, LocalStackConfig
 from sas_cli.output import CliError, console, styled, table
+from sas_runtime.local_stack import LocalStack, LocalStackConfig
 
 SETTLED = ("Processed", "Compensated", "Error")
 
@@ -55,7 +56,7 @@ def up(
         _print_stack(stack)
         console.print("Export these to use `sas` against it from another shell:")
         for key, value in cfg.env().items():
-            console.print(f"  export {key}={value}")
+            console.print(f"  export {key}={escape(value)}")
         console.print("Ctrl-C stops everything.")
         _hold(stack)
     finally:
@@ -81,7 +82,9 @@ def demo(
         get_settings.cache_clear()
         results = asyncio.run(_run_orders(cfg, orders, timeout))
         ok = _summary(results)
-        console.print(f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]   logs: {cfg.state_dir / 'logs'}")
+        console.print(
+            f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]   logs: {escape(str(cfg.state_dir / 'logs'))}"
+        )
         if not exit_after:
             console.print("The stack stays up; Ctrl-C stops everything.")
             _hold(stack)
@@ -94,7 +97,7 @@ def _start(cfg: LocalStackConfig) -> LocalStack:
     stack = LocalStack(cfg)
     with console.status("starting") as status:
         try:
-            stack.start(lambda name: status.update(f"starting {name}"))
+            stack.start(lambda name: status.update(f"starting {escape(name)}"))
         except RuntimeError as err:
             raise CliError(str(err)) from None
     return stack
@@ -123,7 +126,7 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
     import httpx
 
     from sas_cli import tasks
-    from sas_cli.connect import connect
+    from sas_runtime.connect import connect
     from settings import get_settings
     from state_store import create_engine, session_factory
     from state_store.queries import alerts_for, decisions_for, get_task

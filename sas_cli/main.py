@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 import typer
+from rich.markup import escape
 from temporalio.service import RPCError
 
+from sas_cli import context
 from sas_cli.output import CliError, ago, console, duration, err_console, print_json, styled, table
-
-T = TypeVar("T")
 
 app = typer.Typer(
     name="sas",
@@ -28,55 +27,12 @@ app.add_typer(alerts_app, name="alerts")
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
-def _settings():  # type: ignore[no-untyped-def]
-    from sas_cli.runtime import SETTINGS_ERRORS, describe_settings_error
-    from settings import get_settings
-
-    try:
-        return get_settings()
-    except SETTINGS_ERRORS as err:
-        raise CliError(
-            f"invalid settings:\n{describe_settings_error(err)}", "fix the SAS_* environment variables or .env", code=2
-        ) from None
-
-
-def _run(make: Callable[[], Awaitable[T]]) -> T:
-    try:
-        return asyncio.run(make())
-    except RuntimeError as err:
-        if "connect" in str(err).lower():
-            address = _settings().temporal.address
-            raise CliError(
-                f"cannot reach Temporal at {address}",
-                "start it with `sas up` (or `sas demo`), or point SAS_TEMPORAL__ADDRESS at your cluster",
-            ) from None
-        raise
-
-
-async def _client():  # type: ignore[no-untyped-def]
-    from sas_cli.connect import connect
-
-    settings = _settings()
-    return await connect(settings.temporal, encryption=settings.encryption)
-
-
-async def _with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
-    from sqlalchemy.exc import OperationalError, ProgrammingError
-
-    import state_store
-
-    settings = _settings()
-    engine = state_store.create_engine(settings.database)
-    try:
-        async with state_store.session_factory(engine)() as session:
-            return await fn(session)
-    except (OperationalError, ProgrammingError) as err:
-        raise CliError(
-            f"cannot read the state store at {settings.database.url}: {err.orig}",
-            "run `sas migrate`, or check SAS_DATABASE__URL",
-        ) from None
-    finally:
-        await engine.dispose()
+@app.callback()
+def options(
+    debug: bool = typer.Option(False, "--debug", help="On failure, print the traceback as well as the one-line error."),
+) -> None:
+    """Scheduler Agent Supervisor on Temporal: tasks that complete or are undone as a whole."""
+    context.DEBUG = debug
 
 
 # ---------------------------------------------------------------- processes
@@ -86,41 +42,39 @@ async def _with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
 def migrate() -> None:
     """Create or upgrade the state store's tables (SAS_DATABASE__URL)."""
     import state_store
+    from sas_runtime.failures import mask_url, reaching_state_store
 
-    url = _settings().database.url
-    state_store.upgrade(url)
-    console.print(f"state store at {url} is up to date")
+    url = context.settings().database.url
+    with reaching_state_store(url):
+        state_store.upgrade(url)
+    console.print(f"state store at {escape(mask_url(url))} is up to date")
 
 
 @app.command()
 def setup() -> None:
     """Register sas's search attributes in the Temporal namespace (once per cluster)."""
-    from sas_cli.setup_cluster import register_search_attributes
+    from sas_runtime.search_attributes import register_search_attributes
 
-    added = _run(lambda: _with_client(register_search_attributes))
-    console.print(f"search attributes: {', '.join(added) or 'all already registered'}")
-
-
-async def _with_client(fn: Callable[[Any], Awaitable[T]]) -> T:
-    return await fn(await _client())
+    added = context.run(lambda: context.with_client(register_search_attributes))
+    console.print(f"search attributes: {escape(', '.join(added)) or 'all already registered'}")
 
 
 @app.command()
 def worker() -> None:
     """Run the Scheduler + Agents worker (same as `python worker.py`)."""
-    from sas_cli.runtime import run_entry
+    from sas_runtime.entry import run_entry
     from worker import run_worker
 
-    run_entry(run_worker)
+    run_entry(run_worker, debug=context.DEBUG)
 
 
 @app.command()
 def supervisor() -> None:
     """Run a Supervisor worker (same as `python -m supervisor`)."""
-    from sas_cli.runtime import run_entry
+    from sas_runtime.entry import run_entry
     from supervisor.worker import run_supervisor
 
-    run_entry(run_supervisor)
+    run_entry(run_supervisor, debug=context.DEBUG)
 
 
 @app.command()
@@ -175,8 +129,8 @@ def submit(
     delay = tasks.parse_when(at, after)
 
     async def go() -> dict[str, Any]:
-        client = await _client()
-        created = await tasks.submit(client, _settings(), task_type, task_id, payload, start_delay=delay)
+        client = await context.client()
+        created = await tasks.submit(client, context.settings(), task_type, task_id, payload, start_delay=delay)
         out: dict[str, Any] = {"task_id": task_id, "submitted": created}
         if delay is not None:
             out["starts_in_s"] = round(delay.total_seconds(), 1)
@@ -188,15 +142,16 @@ def submit(
             )
         return out
 
-    out = _run(go)
+    out = context.run(go)
     if as_json:
         print_json(out)
         return
     if out["submitted"]:
         when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
-        console.print(f"submitted {task_type} [bold]{task_id}[/bold]{when}; follow it with `sas status {task_id}`")
+        shown = escape(task_id)
+        console.print(f"submitted {escape(task_type)} [bold]{shown}[/bold]{when}; follow it with `sas status {shown}`")
     else:
-        console.print(f"{task_id} was already submitted: it runs once. See `sas status {task_id}`.")
+        console.print(f"{escape(task_id)} was already submitted: it runs once. See `sas status {escape(task_id)}`.")
     if wait:
         console.print(f"finished: {styled(out['result']['state'])}")
 
@@ -214,9 +169,9 @@ def status(
 
     tasks.check_task_id(task_id)
     if follow:
-        _run(lambda: _follow(task_id, as_json))
+        context.run(lambda: _follow(task_id, as_json))
         return
-    data = _run(lambda: _fetch_status(task_id))
+    data = context.run(lambda: _fetch_status(task_id))
     if data is None:
         raise CliError(f"no task {task_id!r}", "check the id with `sas list`")
     if as_json:
@@ -230,12 +185,12 @@ async def _fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | No
     from state_store.queries import get_task
 
     try:
-        live = await tasks.query_status(client or await _client(), task_id)
+        live = await tasks.query_status(client or await context.client(), task_id)
     except RPCError:
         live = None  # no worker to answer, or not started yet: the state store still knows
     if live is not None and live.steps:
         return {"source": "scheduler", **live.model_dump(mode="json")}
-    record = await _with_session(lambda s: get_task(s, task_id))
+    record = await context.with_session(lambda s: get_task(s, task_id))
     if record is None:
         return None
     return {
@@ -263,8 +218,8 @@ async def _fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | No
 
 def _print_status(data: dict[str, Any]) -> None:
     console.print(
-        f"[bold]{data['task_id']}[/bold] ({data['task_type']}): {styled(data['state'])}"
-        + (f", at step {data['current_step']}" if data.get("current_step") else "")
+        f"[bold]{escape(data['task_id'])}[/bold] ({escape(data['task_type'])}): {styled(data['state'])}"
+        + (f", at step {escape(data['current_step'])}" if data.get("current_step") else "")
         + (" - [bold red]needs an operator[/bold red]" if data.get("needs_operator") else "")
     )
     console.print(
@@ -285,21 +240,21 @@ def _print_status(data: dict[str, Any]) -> None:
         )
     )
     for event in data.get("events", [])[-10:]:
-        console.print(f"  {event}")
+        console.print(f"  {escape(str(event))}")
 
 
 async def _follow(task_id: str, as_json: bool) -> None:
     """Print each change of the task's state, steps and events until it ends."""
     import json as _json
 
-    client = await _client()
+    client = await context.client()
     seen_events = 0
     last: tuple[Any, ...] | None = None
     while True:
         data = await _fetch_status(task_id, client)
         if data is None:
             if last is None:
-                console.print(f"{task_id}: not started yet (or unknown); waiting")
+                console.print(f"{escape(task_id)}: not started yet (or unknown); waiting")
                 last = ()
         else:
             shape = (data["state"], tuple((s["name"], s["state"], s["failure_count"]) for s in data["steps"]))
@@ -311,12 +266,12 @@ async def _follow(task_id: str, as_json: bool) -> None:
                         flush=True,
                     )
                 else:
-                    steps = "  ".join(f"{s['name']}={styled(s['state'])}" for s in data["steps"])
-                    console.print(f"{task_id}: {styled(data['state'])}  {steps}")
+                    steps = "  ".join(f"{escape(s['name'])}={styled(s['state'])}" for s in data["steps"])
+                    console.print(f"{escape(task_id)}: {styled(data['state'])}  {steps}")
                 last = shape
             for event in events[seen_events:]:
                 if not as_json:
-                    console.print(f"  {event}")
+                    console.print(f"  {escape(str(event))}")
             seen_events = len(events)
             if data["state"] in ("Processed", "Compensated"):
                 return
@@ -345,7 +300,7 @@ def list_tasks(
         tasks = await query(session, wanted, limit)
         return tasks, await failure_counts(session, [t.task_id for t in tasks])
 
-    rows, counts = _run(lambda: _with_session(load))
+    rows, counts = context.run(lambda: context.with_session(load))
     if as_json:
         print_json(
             [
@@ -384,8 +339,9 @@ def _operator_action(task_id: str, update: str, done: str, **request: Any) -> No
 
     tasks.check_task_id(task_id)
     request["by"] = request.get("by") or f"{os.environ.get('USER', 'operator')} (sas)"
-    answer = _run(lambda: _update(task_id, update, OperatorRequest(**request)))
-    console.print(f"{task_id}: {done}{answer.message}; follow it with `sas status {task_id} --follow`")
+    answer = context.run(lambda: _update(task_id, update, OperatorRequest(**request)))
+    shown = escape(task_id)
+    console.print(f"{shown}: {done}{escape(answer.message)}; follow it with `sas status {shown} --follow`")
 
 
 @app.command()
@@ -414,7 +370,7 @@ def compensate(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
 async def _update(task_id: str, name: str, request: Any) -> Any:
     from sas_cli import tasks
 
-    return await tasks.update(await _client(), task_id, name, request)
+    return await tasks.update(await context.client(), task_id, name, request)
 
 
 # ------------------------------------------------------------------- alerts
@@ -435,7 +391,7 @@ def alerts(
     if status_filter not in (*ALERT_STATUSES, "all"):
         raise CliError(f"unknown status {status_filter!r}", f"use one of: {', '.join(ALERT_STATUSES)}, all")
     wanted = None if status_filter == "all" else status_filter
-    rows = _run(lambda: _with_session(lambda s: list_alerts(s, wanted, limit)))
+    rows = context.run(lambda: context.with_session(lambda s: list_alerts(s, wanted, limit)))
     if as_json:
         print_json(
             [
@@ -487,7 +443,9 @@ def _set_alert(alert_id: int, new_status: str) -> None:
 
     from state_store.alerts import set_alert_status
 
-    found = _run(lambda: _with_session(lambda s: set_alert_status(s, alert_id, new_status, datetime.now(UTC))))
+    found = context.run(
+        lambda: context.with_session(lambda s: set_alert_status(s, alert_id, new_status, datetime.now(UTC)))
+    )
     if not found:
         raise CliError(f"no alert {alert_id}", "see the ids with `sas alerts --status all`")
     console.print(f"alert {alert_id}: {new_status}")
@@ -520,17 +478,20 @@ app.add_typer(schedule_app, name="schedule")
 
 def main() -> None:
     """Entry point of the ``sas`` script."""
-    from sas_cli.runtime import exit_hard
+    from sas_runtime.entry import exit_hard
+    from sas_runtime.failures import DependencyUnreachable
 
     code = 0
     try:
         result = app(standalone_mode=False)
         code = result if isinstance(result, int) else 0
     except CliError as err:
-        err_console.print(f"[bold red]sas:[/bold red] {err.message}")
-        if err.hint:
-            err_console.print(f"  {err.hint}")
+        _print_error(err.message, err.hint)
         code = err.code
+    except DependencyUnreachable as err:
+        # Temporal or the state store cannot be reached or turned us away: one line says which and why.
+        _print_error(str(err), err.hint)
+        code = 1
     except click.exceptions.Exit as err:
         code = err.exit_code
     except click.ClickException as err:
@@ -538,7 +499,21 @@ def main() -> None:
         code = err.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         code = 130
+    except Exception as err:  # noqa: BLE001 - anything else still ends in one line, not a wall of traceback
+        _print_error(f"unexpected {type(err).__name__}: {err}", "run again with `sas --debug ...` for the traceback")
+        code = 1
     exit_hard(code)
+
+
+def _print_error(message: str, hint: str | None) -> None:
+    """`sas: <message>` and the hint, escaped: both may carry user data (ids, reasons, paths)."""
+    if context.DEBUG:
+        import traceback
+
+        traceback.print_exc()
+    err_console.print(f"[bold red]sas:[/bold red] {escape(message)}")
+    if hint:
+        err_console.print(f"  {escape(hint)}")
 
 
 if __name__ == "__main__":

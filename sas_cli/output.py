@@ -9,10 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
-err_console = Console(stderr=True)
+# Errors are one line each, whatever the terminal's width.
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 class CliError(Exception):
@@ -37,13 +40,26 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+class Markup(str):
+    """Text that is meant as rich markup (sas's own styling, with any user data in it escaped).
+    Every other string the CLI shows is printed as it is: an id or a reason like
+    ``[link=http://x]evil[/link]`` must not turn into a link."""
+
+
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> Table:
-    t = Table(title=title, title_justify="left", header_style="bold")
+    """Cells are shown literally, except Markup (see ``styled``)."""
+    t = Table(title=escape(title) if title else None, title_justify="left", header_style="bold")
     for column in columns:
-        t.add_column(column, overflow="fold")
+        t.add_column(escape(column), overflow="fold")
     for row in rows:
-        t.add_row(*["" if v is None else str(v) for v in row])
+        t.add_row(*[_cell(v) for v in row])
     return t
+
+
+def _cell(value: Any) -> Text:
+    if isinstance(value, Markup):
+        return Text.from_markup(value)
+    return Text("" if value is None else str(value))
 
 
 def ago(when: datetime | None, now: datetime | None = None) -> str:
@@ -78,6 +94,7 @@ STATE_STYLE = {
 }
 
 
-def styled(state: str) -> str:
+def styled(state: str) -> Markup:
+    """A state in its colour, as markup (the state itself escaped)."""
     style = STATE_STYLE.get(state)
-    return f"[{style}]{state}[/{style}]" if style else state
+    return Markup(f"[{style}]{escape(state)}[/{style}]" if style else escape(state))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from temporalio.client import (
     Client,
     Schedule,
@@ -23,6 +24,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from sas_cli import context
 from sas_cli.output import CliError, ago, console, print_json, table
 
 schedule_app = typer.Typer(
@@ -62,18 +64,6 @@ def build_schedule(
     )
 
 
-def _client_and_settings():  # type: ignore[no-untyped-def]
-    from sas_cli.main import _client, _settings
-
-    return _client, _settings()
-
-
-def _run(coro_fn):  # type: ignore[no-untyped-def]
-    from sas_cli.main import _run as run
-
-    return run(coro_fn)
-
-
 @schedule_app.command("create")
 def create(
     schedule_id: str = typer.Argument(..., help="Schedule id; each run's task id is <id>-<time>."),
@@ -96,27 +86,25 @@ def create(
     if task_type == "order":
         flags["address"] = address
     payload = tasks.build_input(task_type, file, flags)
-    make_client, settings = _client_and_settings()
-    schedule = build_schedule(task_type, payload, schedule_id, settings.temporal.task_queue, cron, every)
+    schedule = build_schedule(task_type, payload, schedule_id, context.settings().temporal.task_queue, cron, every)
 
     async def go() -> None:
-        client: Client = await make_client()
+        client: Client = await context.client()
         try:
             await client.create_schedule(schedule_id, schedule)
         except ScheduleAlreadyRunningError:
             raise CliError(f"schedule {schedule_id!r} already exists", "delete it first, or pick another id") from None
 
-    _run(go)
-    console.print(f"schedule {schedule_id} created; `sas schedule list` shows its next runs")
+    context.run(go)
+    console.print(f"schedule {escape(schedule_id)} created; `sas schedule list` shows its next runs")
 
 
 @schedule_app.command("list")
 def list_schedules(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List schedules with their next run times."""
-    make_client, _ = _client_and_settings()
 
     async def go() -> list[dict[str, Any]]:
-        client: Client = await make_client()
+        client: Client = await context.client()
         rows = []
         async for entry in await client.list_schedules():
             info = entry.info
@@ -134,7 +122,7 @@ def list_schedules(as_json: bool = typer.Option(False, "--json", help="Print JSO
             )
         return rows
 
-    rows = _run(go)
+    rows = context.run(go)
     if as_json:
         print_json(rows)
         return
@@ -158,10 +146,9 @@ def list_schedules(as_json: bool = typer.Option(False, "--json", help="Print JSO
 
 
 def _handle_action(schedule_id: str, action: str, note: str) -> None:
-    make_client, _ = _client_and_settings()
 
     async def go() -> None:
-        client: Client = await make_client()
+        client: Client = await context.client()
         handle = client.get_schedule_handle(schedule_id)
         try:
             if action == "pause":
@@ -175,8 +162,8 @@ def _handle_action(schedule_id: str, action: str, note: str) -> None:
                 raise CliError(f"no schedule {schedule_id!r}", "see `sas schedule list`") from None
             raise
 
-    _run(go)
-    console.print(f"schedule {schedule_id}: {action}d" if action != "pause" else f"schedule {schedule_id}: paused")
+    context.run(go)
+    console.print(f"schedule {escape(schedule_id)}: {'paused' if action == 'pause' else action + 'd'}")
 
 
 @schedule_app.command("pause")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich.markup import escape
 
+from sas_cli import context
 from sas_cli.output import CliError, ago, console, print_json, styled, table
 
 
@@ -19,12 +21,10 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Show a task's steps, the Supervisor's decision history (who, when, why, FailureCount) and its alerts."""
-    import asyncio
-
     from sas_cli import tasks
 
     tasks.check_task_id(task_id)
-    data = asyncio.run(_load(task_id))
+    data = context.run(lambda: context.with_session(lambda session: task_history(session, task_id)))
     if data is None:
         raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
     if as_json:
@@ -32,9 +32,9 @@ def show(
         return
     task = data["task"]
     console.print(
-        f"[bold]{task_id}[/bold] ({task['task_type']}): {styled(task['state'])}"
-        + (f", at step {task['current_step']}" if task["current_step"] else "")
-        + f", queue {task['task_queue']}, updated {ago(task['updated_at'])}"
+        f"[bold]{escape(task_id)}[/bold] ({escape(task['task_type'])}): {styled(task['state'])}"
+        + (f", at step {escape(task['current_step'])}" if task["current_step"] else "")
+        + f", queue {escape(task['task_queue'])}, updated {ago(task['updated_at'])}"
     )
     console.print(
         table(
@@ -112,19 +112,6 @@ def show(
             ],
         )
     )
-
-
-async def _load(task_id: str) -> dict[str, Any] | None:
-    import state_store
-    from settings import get_settings
-
-    settings = get_settings()
-    engine = state_store.create_engine(settings.database)
-    try:
-        async with state_store.session_factory(engine)() as session:
-            return await task_history(session, task_id)
-    finally:
-        await engine.dispose()
 
 
 async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:

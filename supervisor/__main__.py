@@ -1,6 +1,6 @@
 """``python -m supervisor``: run a Supervisor worker (several may run; one Supervisor acts)."""
 
-from sas_cli.runtime import run_entry
+from sas_runtime.entry import run_entry
 from supervisor.worker import run_supervisor
 
 if __name__ == "__main__":

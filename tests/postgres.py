@@ -1,4 +1,7 @@
-"""A fresh PostgreSQL database per test, on the server at 127.0.0.1:5432 (or SAS_TEST_PG_URL)."""
+"""A fresh PostgreSQL database per test, on the server at 127.0.0.1:5432 (or SAS_TEST_PG_URL).
+
+Without a reachable server the PostgreSQL tests skip and say why; in CI (``CI=true``) they fail,
+so a missing server can never turn CI green with the PostgreSQL half of the suite unrun."""
 
 from __future__ import annotations
 
@@ -8,6 +11,9 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+
+import pytest
+from sqlalchemy.engine import make_url
 
 PG_ADMIN_URL = os.environ.get("SAS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
 
@@ -41,6 +47,24 @@ def postgres_available() -> bool:
         return True
     except Exception:  # noqa: BLE001 - any failure means: not reachable
         return False
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def require_postgres() -> None:
+    """Go on only with a reachable server: otherwise skip, or fail when running in CI."""
+    if postgres_available():
+        return
+    where = make_url(PG_ADMIN_URL).render_as_string(hide_password=True)
+    if in_ci():
+        pytest.fail(
+            f"PostgreSQL is not reachable at {where}, and CI=true: the PostgreSQL tests must run in CI "
+            "(.ci/run starts a server and sets SAS_TEST_PG_URL)",
+            pytrace=False,
+        )
+    pytest.skip(f"PostgreSQL is not reachable at {where} (set SAS_TEST_PG_URL, or start a server on 127.0.0.1:5432)")
 
 
 @contextmanager

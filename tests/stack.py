@@ -52,7 +52,13 @@ def test_settings(temporal_address: str, services_url: str, db_url: str, **overr
 
 
 def order(**changes: Any) -> OrderInput:
-    base = {"customer_id": "cust-1", "sku": "SKU-1", "quantity": 2, "amount_cents": 1999, "address": "1 Test Street"}
+    base: dict[str, Any] = {
+        "customer_id": "cust-1",
+        "sku": "SKU-1",
+        "quantity": 2,
+        "amount_cents": 1999,
+        "address": "1 Test Street",
+    }
     base.update(changes)
     return OrderInput(**base)
 

@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 # Characters that are never whitespace at either end (pydantic strips str fields) and are
 # encodable (no lone surrogates).
-_ANY_CHAR = st.characters(exclude_categories=("Cs",))
+_ANY_CHAR = st.characters(exclude_categories=["Cs"])
 _EDGE_CHAR = _ANY_CHAR.filter(lambda c: not c.isspace())
 _PRINTABLE_ASCII = st.sampled_from([chr(c) for c in range(0x20, 0x7F)])
 _PRINTABLE_EDGE = st.sampled_from([chr(c) for c in range(0x21, 0x7F)])
@@ -74,7 +74,7 @@ _BAD_INTS = st.one_of(
     st.text(st.characters(exclude_categories=("Nd", "Cs")), max_size=10),  # no digit at all: never a number
     _WRONG_TYPES,
 )
-_CONTROL = st.characters(categories=("Cc",))
+_CONTROL = st.characters(categories=["Cc"])
 
 
 def _bad_text(pattern_chars: str | None, max_size: int) -> st.SearchStrategy[Any]:

@@ -18,13 +18,13 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from remote_services import ServiceProcess
 from task_models import StepPolicyValues, TaskStatus
 from tests.helpers import fresh_id, wait_until
-from tests.postgres import PG_ADMIN_URL, _run, fresh_database, postgres_available
+from tests.postgres import _run, fresh_database
 from tests.stack import Stack, start_stack
 
 OUTAGE_S = 4.0  # how long the fault lasts (not a wait for anything)
 ALL_PROCESSED = ("Processed", {"reserve": "Processed", "charge": "Processed", "ship": "Processed"})
 
-pytestmark = pytest.mark.skipif(not postgres_available(), reason=f"PostgreSQL is not reachable at {PG_ADMIN_URL}")
+pytestmark = pytest.mark.usefixtures("postgres_required")
 
 
 def refuse_connections(database: str) -> None:

@@ -20,7 +20,7 @@ from task_models import OrderInput, PreorderInput, validate_task_id
 from tests.bad_input.strategies import invalid_orders, invalid_task_ids, valid_orders, valid_task_ids
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MODELS = {False: OrderInput, True: PreorderInput}
+MODELS: dict[bool, type[OrderInput] | type[PreorderInput]] = {False: OrderInput, True: PreorderInput}
 
 
 def _converter_round_trip(model: Any) -> Any:

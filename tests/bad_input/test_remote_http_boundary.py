@@ -16,7 +16,7 @@ from remote_services import ServiceProcess
 from remote_services.schemas import ENDPOINTS
 from tests.bad_input.strategies import draw_examples
 
-VALID = {
+VALID: dict[str, dict[str, Any]] = {
     "/inventory/reserve": {"sku": "SKU-1", "quantity": 2},
     "/inventory/release": {"reserve_key": "k"},
     "/payment/charge": {"amount_cents": 1999, "currency": "EUR", "card": "4242424242424242"},
@@ -29,7 +29,7 @@ JSON_VALUES = st.recursive(
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(exclude_categories=("Cs",)), max_size=30),
+    | st.text(st.characters(exclude_categories=["Cs"]), max_size=30),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=10,
 )

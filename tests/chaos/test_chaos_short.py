@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.postgres import PG_ADMIN_URL, postgres_available
+from tests.postgres import PG_ADMIN_URL, require_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(r"^orders=(\d+) lost=(\d+) duplicates=(\d+) inconsistent=(\d+) mismatched=(\d+)(?: \S+=\S+)*$")
@@ -19,8 +19,7 @@ LAST_LINE = re.compile(r"^orders=(\d+) lost=(\d+) duplicates=(\d+) inconsistent=
 
 @pytest.mark.timeout(330)
 def test_short_chaos_run_keeps_every_invariant() -> None:
-    if not postgres_available():
-        pytest.skip(f"no PostgreSQL at {PG_ADMIN_URL}: the chaos run makes its database unreachable")
+    require_postgres()  # the chaos run makes its database unreachable, so it needs a real server
     argv = [
         sys.executable,
         str(ROOT / "bench" / "chaos.py"),

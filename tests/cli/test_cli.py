@@ -117,7 +117,7 @@ async def test_delayed_task_does_not_start_early(stack: Stack) -> None:
         timeout=60,
         what="the delayed order to run",
     )
-    assert (record.task.created_at - before).total_seconds() >= 3.9
+    assert record is not None and (record.task.created_at - before).total_seconds() >= 3.9
     done = await sas(stack, "submit", *ORDER_FLAGS, "--at", "2001-01-01T00:00:00+00:00")
     assert done.returncode == 1 and "in the past" in done.stderr
 

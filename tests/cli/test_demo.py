@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sas_cli.processes import free_port, port_open
+from sas_runtime.processes import free_port, port_in_use
 
 
 def survivors(marker: str) -> list[str]:
@@ -49,4 +49,4 @@ async def test_demo_runs_every_order_to_its_expected_end_and_leaves_nothing_behi
         assert label in done.stdout
     assert (state_dir / "temporal.db").exists() and (state_dir / "state.db").exists()
     assert not survivors(str(state_dir)), survivors(str(state_dir))
-    assert not any(port_open("127.0.0.1", p) for p in ports)
+    assert not any(port_in_use("127.0.0.1", p) for p in ports)

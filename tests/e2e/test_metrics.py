@@ -12,7 +12,7 @@ from temporalio.worker import Worker
 import state_store
 from activities import build_activities
 from remote_services.launcher import free_port
-from sas_cli.connect import metrics_runtime
+from sas_runtime.connect import metrics_runtime
 from state_store.agent_writes import make_step_writer
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order

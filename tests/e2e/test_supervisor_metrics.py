@@ -8,7 +8,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from remote_services.launcher import free_port
-from sas_cli.connect import metrics_runtime
+from sas_runtime.connect import metrics_runtime
 from settings import MetricsSettings, SupervisorSettings
 from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import TaskState

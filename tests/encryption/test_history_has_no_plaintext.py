@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from payload_codec import ENCODING
 from remote_services.launcher import ServiceProcess
-from sas_cli.connect import connect
+from sas_runtime.connect import connect
 from settings import EncryptionSettings, TemporalSettings
 from task_models import TaskResult
 from tests.conftest import temporal_binary

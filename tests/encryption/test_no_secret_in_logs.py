@@ -19,8 +19,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from payload_codec import PayloadDecryptionError, data_converter
 from payload_codec.server import build_codec_app
-from sas_cli.connect import connect
-from sas_cli.runtime import configure_logging, describe_settings_error
+from sas_runtime.connect import connect
+from sas_runtime.entry import describe_settings_error
+from sas_runtime.failures import TemporalUnreachable
+from sas_runtime.logs import configure_logging
 from settings import Settings
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
 
@@ -89,9 +91,9 @@ async def test_no_secret_reaches_logs_reprs_or_errors(
     temporal = settings.temporal.model_copy(update={"address": temporal_address})
     try:
         await asyncio.wait_for(connect(temporal, "test", settings.encryption), timeout=20)
-    except (TimeoutError, RuntimeError) as err:
+    except (TimeoutError, TemporalUnreachable) as failure:
         log.exception("connect failed")
-        shown.append(str(err))
+        shown.append(str(failure))
 
     # A rejected key, reported the way `sas` reports bad settings.
     too_short = secrets[0][:32]  # 24 bytes: most of the real key

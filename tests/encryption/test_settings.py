@@ -9,7 +9,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from sas_cli.runtime import describe_settings_error
+from sas_runtime.entry import describe_settings_error
 from settings import EncryptionSettings, Settings
 from tests.encryption.conftest import new_key
 
@@ -51,11 +51,11 @@ def test_off_by_default() -> None:
 def test_bad_keys_get_a_clear_message_that_never_echoes_the_key(
     keys: dict[str, str | None], current: str | None, message: str
 ) -> None:
-    keys = {k: v or new_key() for k, v in keys.items()}
+    filled = {k: v or new_key() for k, v in keys.items()}
     with pytest.raises(ValidationError) as caught:
-        EncryptionSettings(keys=keys, current_key_id=current)
+        EncryptionSettings(keys=filled, current_key_id=current)
     assert message in str(caught.value)
-    for value in keys.values():
+    for value in filled.values():
         assert value not in str(caught.value)
         assert value not in repr(caught.value.errors())
 

@@ -1,5 +1,5 @@
 """Scale tests: PostgreSQL and many processes. The PostgreSQL cases skip (and say why)
-when no server is reachable."""
+when no server is reachable, and fail instead when CI=true."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.postgres import PG_ADMIN_URL, fresh_database, postgres_available
+from tests.postgres import fresh_database, require_postgres
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    if not postgres_available():
-        pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL}")
+    require_postgres()
     with fresh_database() as url:
         yield url

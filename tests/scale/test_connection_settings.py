@@ -13,10 +13,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from temporalio.client import TLSConfig
+from temporalio.client import Client, TLSConfig
 
-from sas_cli import connect as connect_module
-from sas_cli.connect import connect, tls_config
+from sas_runtime.connect import connect, tls_config
 from settings import Settings, TemporalSettings, TemporalTLS
 
 
@@ -51,7 +50,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen.update(kwargs, target_host=target_host)
         return "client"
 
-    monkeypatch.setattr(connect_module.Client, "connect", fake_connect)
+    monkeypatch.setattr(Client, "connect", fake_connect)
     return seen
 
 

@@ -13,9 +13,9 @@ import state_store
 from settings import DatabaseSettings
 from state_store.agent_writes import make_step_writer
 from task_models import StepState, StepTransition
-from tests.postgres import PG_ADMIN_URL, fresh_database, postgres_available
+from tests.postgres import PG_ADMIN_URL, fresh_database
 
-pytestmark = pytest.mark.skipif(not postgres_available(), reason=f"PostgreSQL is not reachable at {PG_ADMIN_URL}")
+pytestmark = pytest.mark.usefixtures("postgres_required")
 
 
 def url(ssl: str) -> str:

@@ -98,7 +98,7 @@ async def check_batch(batch: Batch, timeout: float = 90.0) -> list[Any]:
     keys = Counter((d.task_id, d.step, d.failure_count, d.kind) for d in rows)
     assert [k for k, n in keys.items() if n > 1] == [], keys
 
-    problems = []
+    problems: list[tuple[str, str, Any, Any]] = []
     for task_id, expected in batch.expected.items():
         decided = [(d.kind, d.step, d.failure_count) for d in rows if d.task_id == task_id and d.kind != "wait"]
         if decided != expected.decisions:

@@ -7,6 +7,7 @@ import asyncio
 import re
 import subprocess
 from collections import Counter
+from typing import Any
 
 from sas_cli.supervisor_cmds import task_history
 from task_models import TaskState
@@ -47,7 +48,7 @@ async def test_b_c_dead_worker_overdue_step_and_unpolled_queue_then_recovery(mak
     await wait_until(lambda: rig.step_states(task_id), lambda s: s.get("ship") == "Processing", what="ship in flight")
     await rig.stop_task_worker()  # the agent's process dies mid-step
 
-    async def kinds() -> dict[str, object]:
+    async def kinds() -> dict[str, Any]:
         alerts = {a.kind: a for a in await rig.alerts(task_id)}
         from state_store.alerts import list_alerts
 
@@ -66,10 +67,10 @@ async def test_b_c_dead_worker_overdue_step_and_unpolled_queue_then_recovery(mak
         what="overdue and unpolled-queue alerts",
     )
     overdue, unpolled = found["step_overdue"], found["queue_unpolled"]
-    assert overdue.step == "ship" and overdue.failure_count >= 2 and overdue.status == "open"  # type: ignore[attr-defined]
+    assert overdue.step == "ship" and overdue.failure_count >= 2 and overdue.status == "open"
     assert re.search(
         rf"no agent is polling queue {rig.settings.temporal.task_queue}; \d+ steps waiting", unpolled.message
-    )  # type: ignore[attr-defined]
+    )
     await asyncio.sleep(0)  # let the loop breathe; the Supervisor keeps sweeping
     # One alert per incident however many sweeps saw it.
     assert Counter(a.kind for a in await rig.alerts(task_id))["step_overdue"] == 1

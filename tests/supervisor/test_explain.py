@@ -4,6 +4,7 @@ the query planner of each backend (SQLite EXPLAIN QUERY PLAN, PostgreSQL EXPLAIN
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -19,7 +20,8 @@ ROWS = 4000
 
 async def _fill(conn: AsyncConnection) -> None:
     old = NOW - timedelta(days=30)
-    tasks, steps = [], []
+    tasks: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
     for i in range(ROWS):
         task_id = f"t-{i:05d}"
         done = i % 100 != 0  # 1% are still in flight

@@ -6,6 +6,8 @@ real remote services, SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import itertools
+import operator
+from functools import partial
 
 import pytest
 
@@ -64,7 +66,7 @@ async def test_supervisor_worker_stopped_mid_run_loses_and_repeats_nothing(make_
     # Twice over, then let the last one finish the job.
     seen = 0
     for _ in range(2):
-        seen = await wait_until(decided, lambda n, before=seen: n > before, timeout=60, what="a new decision")
+        seen = await wait_until(decided, partial(operator.lt, seen), timeout=60, what="a new decision")
         await rig.stop_supervisor(current)
         await wait_until(waiting, lambda n: n[0] > 0 or n[1] == 0, timeout=60, what="a step waiting for a decision")
         current = next(names)

@@ -48,9 +48,9 @@ async def activities_of(rig: Rig, workflow_id: str) -> tuple[list[ApplyInput], l
             if attrs.activity_type.name == "supervisor.apply":
                 applied += await convert.decode(attrs.input.payloads, [ApplyInput])
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            attrs = event.activity_task_completed_event_attributes
-            if names.get(attrs.scheduled_event_id) == "supervisor.scan":
-                scanned += await convert.decode(attrs.result.payloads, [ScanResult])
+            completed = event.activity_task_completed_event_attributes
+            if names.get(completed.scheduled_event_id) == "supervisor.scan":
+                scanned += await convert.decode(completed.result.payloads, [ScanResult])
     return applied, scanned
 
 

