@@ -117,7 +117,9 @@ class BenchStack(LoopbackStack):
         ]
         if enable_faults:
             args.append("--enable-faults")
-        child = self.group.python("services", args, {"PYTHONPATH": str(ROOT)})
+        child = self.group.python(
+            "services", args, {"PYTHONPATH": str(ROOT), "SAS_SERVICES__ADMIN_TOKEN": self.admin_token}
+        )
         wait_for(lambda: port_open("127.0.0.1", self.services_port), child, 30, "services port")
         return child
 
