@@ -124,9 +124,12 @@ def check_host_allowed(host: str, policy: OutboundPolicy) -> None:
 def check_address(address: IPAddress, policy: OutboundPolicy, host: str | None = None) -> None:
     """Refuse an address that is not public (unless ``allow_private`` permits its kind)."""
     shown = host if host is None or host == str(address) else f"{host} ({address})"
-    for inner in _embedded_ipv4(address):
-        # ::ffff:127.0.0.1 and friends reach the IPv4 address inside them.
-        check_address(inner, policy, host or str(address))
+    embedded = _embedded_ipv4(address)
+    if embedded:
+        # ::ffff:127.0.0.1 and friends reach the IPv4 address inside them: that one is judged.
+        for inner in embedded:
+            check_address(inner, policy, host or str(address))
+        return
     kind = _never_allowed(address)
     if kind is None and not policy.allow_private:
         kind = _private(address)
