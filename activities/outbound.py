@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -137,12 +138,12 @@ class _CheckedBackend(httpcore.AsyncNetworkBackend):
 
 
 class _PinnedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, policy: OutboundPolicy, limits: httpx.Limits) -> None:
+    def __init__(self, policy: OutboundPolicy, limits: httpx.Limits, verify: ssl.SSLContext | bool) -> None:
         super().__init__(limits=limits, trust_env=False)
         # httpx has no public way to give its transport a network backend; its transport is a thin
         # adapter over this httpcore pool (httpx is pinned below 1.0 in pyproject).
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
@@ -150,11 +151,15 @@ class _PinnedTransport(httpx.AsyncHTTPTransport):
         )
 
 
-def pinned_client(policy: OutboundPolicy, max_connections: int = 20) -> httpx.AsyncClient:
-    """An HTTP client that connects only where ``policy`` allows, to the address it checked."""
+def pinned_client(
+    policy: OutboundPolicy, max_connections: int = 20, verify: ssl.SSLContext | bool = True
+) -> httpx.AsyncClient:
+    """An HTTP client that connects only where ``policy`` allows, to the address it checked.
+
+    ``verify``: the TLS context that checks receivers' certificates (system CAs by default)."""
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
     return httpx.AsyncClient(
-        transport=_PinnedTransport(policy, limits), follow_redirects=False, trust_env=False, timeout=10.0
+        transport=_PinnedTransport(policy, limits, verify), follow_redirects=False, trust_env=False, timeout=10.0
     )
 
 
