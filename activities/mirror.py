@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from settings import Settings
 from state_store.agent_writes import StepWriter
 from state_store.mirror import record_audit, record_transitions
 from task_models import AuditRecord, StepPlan, StepPolicyValues, TaskAccepted, TaskPlan, TransitionBatch
+from task_models.outbound import OutboundRefused, check_url
 
 
 class MirrorActivities:
@@ -30,6 +32,7 @@ class MirrorActivities:
 
     @activity.defn(name="mirror.accept")
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
+        self._check_callback_url(accepted)
         steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
         # On the hot path, so through the Agents' writer: one statement batch, no ORM.
         await self._writer.accept(accepted.model_copy(update={"steps": steps}))
@@ -39,6 +42,22 @@ class MirrorActivities:
             supervisor_workflow_id=self._settings.supervisor.workflow_id_for_task(accepted.task_id),
             search_attributes=self._search_attributes,
         )
+
+    def _check_callback_url(self, accepted: TaskAccepted) -> None:
+        """The outbound policy at accept time, for tasks started without ``sas submit`` (the
+        workflow itself can only check a URL's shape). No DNS here: names are resolved and
+        checked when each event is sent (activities/outbound.py)."""
+        url = accepted.payload.get("callback_url")
+        if not url:
+            return
+        try:
+            check_url(url, self._settings.outbound)
+        except OutboundRefused as err:
+            raise ApplicationError(
+                f"invalid {accepted.task_type} input: callback_url: {err}",
+                type="InvalidInput",  # the Scheduler's INVALID_INPUT: refused, never retried
+                non_retryable=True,
+            ) from None
 
     def _policy(self, plan: StepPlan) -> StepPolicyValues:
         """Where a step's policy comes from: SAS_STEPS__<NAME>__*, else the step's

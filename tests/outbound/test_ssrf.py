@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from activities.outbound import WebhookSender, pinned_client
 from sas_cli.output import CliError
@@ -213,21 +215,45 @@ async def test_an_allow_list_change_refuses_at_send_what_was_accepted(receiver: 
     assert not refused.ok and "ALLOWED_HOSTS" in refused.problem and receiver.received == []
 
 
-async def test_a_callback_accepted_under_the_dev_setting_is_refused_when_sent_under_the_strict_one(
+async def test_a_callback_to_a_name_that_resolves_to_loopback_is_accepted_but_refused_when_sent(
     client, temporal_address: str, services, sqlite_url: str, receiver: Receiver
 ) -> None:  # type: ignore[no-untyped-def]
-    # The task is accepted by a client that allows loopback; the worker that sends runs strict.
-    payload = build_input("order", None, {**order(callback_url=receiver.url).model_dump()}, outbound=DEV_OUTBOUND)
+    # Accepted: the task's checks judge the URL without asking DNS (the Temporal CLI path, and
+    # a name that resolves publicly today). The worker resolves it when it sends: loopback.
+    url = form_url(loopback_name(), receiver.port)
     async with start_stack(
         client, temporal_address, services.url, sqlite_url, supervisor=False, outbound=HTTP_BUT_PUBLIC
     ) as stack:
         task_id = fresh_id("ssrf-send")
-        handle = await stack.submit(task_id, payload)
+        handle = await stack.submit(task_id, order(callback_url=url))
         assert (await handle.result()).state == TaskState.PROCESSED  # a refused callback never fails the task
         status = await handle.query("status")
     assert receiver.received == []
     refusals = [e for e in status["events"] if "callback not delivered" in e]
     assert refusals and all("is loopback" in e for e in refusals), status["events"]
+
+
+async def test_a_task_started_without_sas_submit_is_refused_at_accept(
+    client, temporal_address: str, services, sqlite_url: str, receiver: Receiver
+) -> None:  # type: ignore[no-untyped-def]
+    # As `temporal workflow start --input '{..., "callback_url": ...}'` does: a plain JSON input.
+    payload = {**order().model_dump(exclude_none=True), "callback_url": f"http://0x7f000001:{receiver.port}/hook"}
+    async with start_stack(
+        client, temporal_address, services.url, sqlite_url, supervisor=False, outbound=HTTP_BUT_PUBLIC
+    ) as stack:
+        task_id = fresh_id("ssrf-cli")
+        handle = await stack.client.start_workflow(
+            "OrderWorkflow", payload, id=task_id, task_queue=stack.settings.temporal.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        cause = failed.value.cause
+        while cause.__cause__ is not None and not isinstance(cause, ApplicationError):
+            cause = cause.__cause__
+        assert isinstance(cause, ApplicationError) and cause.type == "InvalidInput"
+        assert "callback_url: 0x7f000001 (127.0.0.1) is loopback" in str(cause)
+        assert await stack.record(task_id) is None  # never accepted into the state store
+    assert receiver.received == []
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
