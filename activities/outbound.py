@@ -93,7 +93,8 @@ async def resolve_checked(host: str, port: int, policy: OutboundPolicy) -> list[
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as err:
-        raise OutboundRefused(f"{host} does not resolve ({err.strerror or err})") from None
+        # Not a refusal: DNS may answer on the next try (httpx reports it as a ConnectError).
+        raise httpcore.ConnectError(f"{host} does not resolve ({err.strerror or err})") from None
     addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
     for address in addresses:
         check_address(address, policy, host)  # one bad address refuses the name: no partial trust

@@ -513,6 +513,8 @@ class SupervisorActivities:
             return result
         async with self._sessions() as session:
             alerts = await undelivered_alerts(session, datetime.now(UTC), 50)
+        if not alerts:
+            return result  # most sweeps: no client (and TLS context) built for nothing
         async with WebhookSender(self._settings.outbound, hook.secret) as sender:
             for alert in alerts:
                 _beat()

@@ -287,3 +287,10 @@ async def test_an_alert_webhook_accepted_at_start_up_is_refused_when_sent_under_
     assert given_up.delivery_attempts == 1 and given_up.delivered_at is not None
     assert receiver.received == []
     await handle.terminate("test over")
+
+
+async def test_a_name_that_does_not_resolve_is_retried_not_refused() -> None:
+    # DNS may answer next time: a transient failure, unlike a policy refusal.
+    async with WebhookSender(HTTP_BUT_PUBLIC, None) as sender:
+        delivery = await sender.send("http://no-such-host.invalid/hook", "msg-1", b"{}", timeout_s=5)
+    assert not delivery.ok and delivery.retryable and "does not resolve" in delivery.problem
