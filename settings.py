@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -27,6 +27,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from task_models.steps import StepPolicyValues as StepPolicy
 
 
@@ -110,6 +111,11 @@ class ServicesSettings(BaseModel):
         description="HTTP connections a worker keeps open to the remote services. All are kept alive between calls,"
         " so a busy worker does not reconnect; about its number of concurrent activities is right.",
     )
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token of the services' /admin API (fault injection, reset): the services require it"
+        " and their callers (sas demo, tests, benchmarks) send it.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -143,14 +149,43 @@ class TaskLadder(LadderRungs):
     steps: dict[str, LadderRungs] = Field(default_factory=dict)
 
 
+_SECRET_PREFIX = "whsec_"
+_NEW_SECRET = "python -c \"import base64,os; print('whsec_' + base64.b64encode(os.urandom(32)).decode())\""
+
+
+def _standard_webhooks_secret(value: SecretStr | None) -> SecretStr | None:
+    """A Standard Webhooks signing secret: ``whsec_`` and the base64 of 24 to 64 random bytes."""
+    if value is None:
+        return None
+    raw = value.get_secret_value()
+    # Never echo the value: a near-miss of a secret is still most of a secret.
+    if not raw.startswith(_SECRET_PREFIX):
+        raise ValueError(f"must be a Standard Webhooks secret, whsec_<base64>; make one with: {_NEW_SECRET}")
+    try:
+        key = base64.b64decode(raw[len(_SECRET_PREFIX) :], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"the part after whsec_ is not valid base64; make one with: {_NEW_SECRET}") from None
+    if not 24 <= len(key) <= 64:
+        raise ValueError(f"the key decodes to {len(key)} bytes; use 24 to 64 random bytes ({_NEW_SECRET})")
+    return value
+
+
 class WebhookSettings(BaseModel):
-    url: str | None = Field(default=None, description="POST every new or escalated alert here as JSON; off if unset.")
+    model_config = ConfigDict(hide_input_in_errors=True)  # a rejected secret is not printed
+
+    url: str | None = Field(
+        default=None,
+        description="POST every new or escalated alert here as JSON; off if unset. Checked against SAS_OUTBOUND__*.",
+    )
     secret: SecretStr | None = Field(
-        default=None, description="HMAC-SHA256 key: X-Sas-Signature: sha256=<hex of the body>."
+        default=None,
+        description="Standard Webhooks secret (whsec_<base64>): signs each delivery (webhook-signature).",
     )
     timeout_s: float = Field(default=5.0, gt=0)
     max_attempts: int = Field(default=8, ge=1, description="Deliveries tried per alert before it is given up (logged).")
     retry_delay_s: float = Field(default=2.0, gt=0, description="First wait between deliveries; doubles each time.")
+
+    _secret_form = field_validator("secret")(_standard_webhooks_secret)
 
 
 class SupervisorSettings(BaseModel):
@@ -299,9 +334,14 @@ class EncryptionSettings(BaseModel):
 class CallbackSettings(BaseModel):
     """Status events posted to a task's callback URL (seed 000's response queue)."""
 
+    model_config = ConfigDict(hide_input_in_errors=True)  # a rejected secret is not printed
+
     secret: SecretStr | None = Field(
-        default=None, description="HMAC-SHA256 key; each post carries X-Sas-Signature: sha256=<hex of the body>."
+        default=None,
+        description="Standard Webhooks secret (whsec_<base64>): signs each post (webhook-signature); see docs/webhooks.md.",
     )
+
+    _secret_form = field_validator("secret")(_standard_webhooks_secret)
 
 
 class MetricsSettings(BaseModel):
@@ -350,6 +390,9 @@ class Settings(BaseSettings):
     callbacks: CallbackSettings = CallbackSettings()
     metrics: MetricsSettings = MetricsSettings()
     encryption: EncryptionSettings = EncryptionSettings()
+    outbound: OutboundPolicy = Field(
+        default_factory=OutboundPolicy, description="Where callbacks and alert webhooks may go (no SSRF)."
+    )
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,
         description="Per-step overrides, keyed by step name: SAS_STEPS__CHARGE__COMPLETE_BY_S=20.",
@@ -378,6 +421,17 @@ class Settings(BaseSettings):
             _DotEnvSource(settings_cls, env_file=env_file),
             file_secret_settings,
         )
+
+    @model_validator(mode="after")
+    def _webhook_allowed(self) -> Settings:
+        # Checked at start-up (names are resolved again at each delivery, see activities/outbound.py).
+        url = self.supervisor.webhook.url
+        if url:
+            try:
+                check_url(url, self.outbound)
+            except OutboundRefused as err:
+                raise ValueError(f"SAS_SUPERVISOR__WEBHOOK__URL refused: {err}") from None
+        return self
 
     def step_policy(self, step: str) -> StepPolicy:
         return self.steps.get(step, self.default_step)

@@ -18,6 +18,7 @@ async def run_worker() -> None:
 
     import state_store
     from activities import build_activities
+    from activities.outbound import WebhookSender
     from sas_runtime.connect import connect, metrics_runtime, worker_identity
     from sas_runtime.failures import reaching_state_store
     from sas_runtime.search_attributes import missing_search_attributes
@@ -46,7 +47,10 @@ async def run_worker() -> None:
     limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     writer = make_step_writer(settings.database)
     try:
-        async with httpx.AsyncClient(limits=limits) as http:
+        async with (
+            httpx.AsyncClient(limits=limits) as http,
+            WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
+        ):
             worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
@@ -57,8 +61,8 @@ async def run_worker() -> None:
                     state_store.session_factory(engine),
                     identity,
                     search_attributes=not missing,
-                    callback_secret=_secret(settings),
                     step_writer=writer,
+                    callback_sender=callbacks,
                 ),
                 identity=identity,
                 workflow_runner=workflow_runner(),
@@ -68,11 +72,6 @@ async def run_worker() -> None:
     finally:
         await writer.aclose()
         await engine.dispose()
-
-
-def _secret(settings) -> bytes | None:  # type: ignore[no-untyped-def]
-    secret = settings.callbacks.secret
-    return secret.get_secret_value().encode() if secret else None
 
 
 def main() -> None:

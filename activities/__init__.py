@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from activities.callbacks import CallbackActivities
 from activities.mirror import MirrorActivities
+from activities.outbound import WebhookSender
 from activities.remote import RemoteCaller
 from activities.services import InventoryAgent, PaymentAgent, ShippingAgent
 from settings import Settings
@@ -24,20 +25,21 @@ def build_activities(
     sessions: async_sessionmaker[AsyncSession],
     identity: str,
     search_attributes: bool = True,
-    callback_secret: bytes | None = None,
     step_writer: StepWriter | None = None,
+    callback_sender: WebhookSender | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity the task worker registers, with its dependencies injected.
 
-    Give ``step_writer`` (``state_store.agent_writes.make_step_writer``) to close its
-    connections at shutdown; by default one is made from the settings."""
+    Give ``step_writer`` (``state_store.agent_writes.make_step_writer``) and ``callback_sender``
+    to close their connections at shutdown; by default they are made from the settings."""
     remote = RemoteCaller(http, settings.services.url)
     writer = step_writer or make_step_writer(settings.database)
     inventory = InventoryAgent(remote, writer, identity)
     payment = PaymentAgent(remote, writer, identity)
     shipping = ShippingAgent(remote, writer, identity)
     mirror = MirrorActivities(sessions, writer, settings, search_attributes)
-    callbacks = CallbackActivities(http, callback_secret)
+    # Callbacks go out through their own checked, pinned pool, never the services' one.
+    callbacks = CallbackActivities(callback_sender or WebhookSender(settings.outbound, settings.callbacks.secret))
     return [
         inventory.reserve,
         inventory.release,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from settings import Settings
 from state_store.agent_writes import StepWriter
@@ -22,6 +23,7 @@ from task_models import (
     TransitionBatch,
     incarnation_key,
 )
+from task_models.outbound import OutboundRefused, check_url
 
 
 class MirrorActivities:
@@ -39,6 +41,7 @@ class MirrorActivities:
 
     @activity.defn(name="mirror.accept")
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
+        self._check_callback_url(accepted)
         steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
         accepted = accepted.model_copy(update={"steps": steps})
         # On the hot path, so through the Agents' writer: one statement batch, no ORM.
@@ -60,6 +63,22 @@ class MirrorActivities:
             refused=refused,
             incarnation=outcome.incarnation,
         )
+
+    def _check_callback_url(self, accepted: TaskAccepted) -> None:
+        """The outbound policy at accept time, for tasks started without ``sas submit`` (the
+        workflow itself can only check a URL's shape). No DNS here: names are resolved and
+        checked when each event is sent (activities/outbound.py)."""
+        url = accepted.payload.get("callback_url")
+        if not url:
+            return
+        try:
+            check_url(url, self._settings.outbound)
+        except OutboundRefused as err:
+            raise ApplicationError(
+                f"invalid {accepted.task_type} input: callback_url: {err}",
+                type="InvalidInput",  # the Scheduler's INVALID_INPUT: refused, never retried
+                non_retryable=True,
+            ) from None
 
     def _policy(self, plan: StepPlan) -> StepPolicyValues:
         """Where a step's policy comes from: SAS_STEPS__<NAME>__*, else the step's

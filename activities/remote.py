@@ -17,6 +17,8 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped
+
 # Error types, as seen in Temporal's history and the state store's error_type column.
 TRANSIENT = "RemoteTransient"
 REJECTED = "RemoteRejected"
@@ -45,8 +47,11 @@ class RemoteCaller:
             raise ApplicationError(
                 f"complete-by {complete_by.isoformat()} has passed; not calling {path}", type=DEADLINE
             )
-        request = self._client.post(
+        # The answer is read with a cap: a runaway service cannot fill the worker's memory.
+        request = post_capped(
+            self._client,
             f"{self._base_url}{path}",
+            SERVICE_RESPONSE_CAP,
             json=body,
             headers={"Idempotency-Key": idempotency_key},
             timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
@@ -62,6 +67,8 @@ class RemoteCaller:
                 ) from err
             except httpx.TransportError as err:
                 raise ApplicationError(f"{path} unreachable: {type(err).__name__}: {err}", type=TRANSIENT) from err
+            except ResponseTooLarge as err:
+                raise ApplicationError(f"{path} {err}", type=GARBAGE) from err
             return _classify(path, response)
         except ApplicationError as err:
             outcome = err.type or "error"

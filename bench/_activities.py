@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from state_store.agent_writes import StepWriter
-from task_models import StepPlan, StepPolicyValues, StepTransition, TaskAccepted
+from task_models import AcceptOutcome, StepPlan, StepPolicyValues, StepTransition, TaskAccepted
 from task_models.versions import version_of
 
 _BODIES = {
@@ -98,7 +98,7 @@ class BenchActivities:
 
 async def accept(
     writer: StepWriter, task_id: str, payload: dict[str, Any], at: datetime, workflow_type: str, task_queue: str
-) -> bool:
+) -> AcceptOutcome:
     steps = [
         StepPlan(name=name, position=i, agent=agent, idempotency_key=f"{task_id}:{name}", policy=StepPolicyValues())
         for i, (name, agent) in enumerate(_AGENTS.items())

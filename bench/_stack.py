@@ -118,7 +118,9 @@ class BenchStack(LoopbackStack):
         ]
         if enable_faults:
             args.append("--enable-faults")
-        child = self.group.python("services", args, {"PYTHONPATH": str(ROOT)})
+        child = self.group.python(
+            "services", args, {"PYTHONPATH": str(ROOT), "SAS_SERVICES__ADMIN_TOKEN": self.admin_token}
+        )
         wait_for(lambda: http_ready(self.services_url), child, 30, "services /healthz")
         return child
 

@@ -169,7 +169,7 @@ class Stack(LoopbackStack):
                     "--fault-seed",
                     str(self.seed + self.restarts[name]),
                 ],
-                {"PYTHONPATH": str(self.src)},
+                {"PYTHONPATH": str(self.src), "SAS_SERVICES__ADMIN_TOKEN": self.admin_token},
             )
         elif name == "worker":
             child = self.group.python(name, ["-P", str(self.src / "worker.py")], self.env())
@@ -488,7 +488,7 @@ class Run:
         await stack.migrate()
         for name in ("worker", "supervisor"):
             self.say(f"{name} ready after {await stack.start(name):.1f}s")
-        async with httpx.AsyncClient(base_url=stack.services_url, timeout=10) as http:
+        async with httpx.AsyncClient(base_url=stack.services_url, headers=stack.admin_headers, timeout=10) as http:
             await self.post_faults(http)
             self.say(
                 f"remote faults posted ({args.fault_scope} endpoints): transient {TRANSIENT:.0%}, "

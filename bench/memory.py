@@ -57,7 +57,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
         sessions = state_store.session_factory(engine)
         try:
-            async with httpx.AsyncClient(base_url=stack.services_url, timeout=10) as http:
+            async with httpx.AsyncClient(base_url=stack.services_url, headers=stack.admin_headers, timeout=10) as http:
                 await http.post(
                     "/admin/faults",
                     json={"endpoint": "inventory.reserve", "kind": "latency", "latency_ms": int(args.hold_s * 1000)},

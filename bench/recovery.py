@@ -32,7 +32,7 @@ from bench._stack import BenchStack, order_payload, poll, print_summary, sas_cli
 
 
 async def one_run(stack: BenchStack, client, worker, args, run: str):
-    async with httpx.AsyncClient(base_url=stack.services_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=stack.services_url, headers=stack.admin_headers, timeout=10) as http:
         await http.delete("/admin/faults")
         fault = (
             await http.post(

@@ -1,8 +1,9 @@
 """Run the remote services: ``python -m remote_services --port 8081 --ledger PATH [--enable-faults]``.
 
 Environment fallbacks: ``SAS_SERVICES_LEDGER`` for ``--ledger`` and
-``SAS_SERVICES_ENABLE_FAULTS=1`` for ``--enable-faults``. Bad arguments print a
-usage message and exit with status 2.
+``SAS_SERVICES_ENABLE_FAULTS=1`` for ``--enable-faults``. The ``/admin`` API also needs
+``SAS_SERVICES__ADMIN_TOKEN`` (the same variable its callers read; never a flag, which
+``ps`` would show). Bad arguments print a usage message and exit with status 2.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import uvicorn
 
-from remote_services.app import create_app
+from remote_services.app import DEFAULT_MAX_BODY_BYTES, create_app
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -53,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--fault-seed", type=int, help="seed fault probabilities for a repeatable run")
     parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="longest request body accepted; longer ones get 413 (default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], default="info", help="(default: %(default)s)"
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
@@ -83,7 +90,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         Path(ledger).parent.mkdir(parents=True, exist_ok=True)
-        app = create_app(ledger, enable_faults=enable_faults, fault_seed=args.fault_seed)
+        app = create_app(
+            ledger,
+            enable_faults=enable_faults,
+            fault_seed=args.fault_seed,
+            admin_token=os.environ.get("SAS_SERVICES__ADMIN_TOKEN") or None,
+            max_body_bytes=args.max_body_bytes,
+        )
+    except ValueError as err:
+        parser.error(f"--enable-faults: {err}")
     except (OSError, sqlite3.Error) as err:
         parser.error(f"cannot open ledger {ledger!r}: {err}")
 

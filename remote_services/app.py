@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,9 +19,11 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from remote_services.errors import ServiceError, error_response
 from remote_services.faults import FaultBook, FaultSpec
@@ -36,6 +39,8 @@ M = TypeVar("M", bound=BaseModel)
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 MAX_KEY_LENGTH = 200
+# Every request body the services read is capped; the largest real one is well under 1 KiB.
+DEFAULT_MAX_BODY_BYTES = 64 * 1024
 
 _GARBAGE = (
     "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1><p>upstream said hi</p></body></html>"
@@ -57,20 +62,32 @@ class ServiceState:
     locks: KeyLocks
 
 
-def create_app(ledger_path: str, enable_faults: bool, fault_seed: int | None = None) -> Starlette:
+def create_app(
+    ledger_path: str,
+    enable_faults: bool,
+    fault_seed: int | None = None,
+    admin_token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Starlette:
     """Build the app over the ledger at ``ledger_path`` (opened now, so a bad path fails early).
 
     Args:
         ledger_path: SQLite file of the ledger; created if missing.
         enable_faults: Serve the ``/admin`` routes; without it they answer 404.
         fault_seed: Seed for fault probabilities, for repeatable chaos runs.
+        admin_token: The bearer token every ``/admin`` call must carry; required with
+            ``enable_faults`` (an open reset endpoint is one SSRF away from a wiped ledger).
+        max_body_bytes: Longest request body read; a longer one is answered 413.
 
     Returns:
         The Starlette app; its state is at ``app.state.services``.
 
     Raises:
+        ValueError: If ``enable_faults`` is set without an ``admin_token``.
         sqlite3.Error: If the ledger cannot be opened.
     """
+    if enable_faults and not admin_token:
+        raise ValueError("the /admin API needs a token: set SAS_SERVICES__ADMIN_TOKEN")
     state = ServiceState(
         ledger=Ledger(ledger_path),
         faults=FaultBook(random.Random(fault_seed)) if enable_faults else None,
@@ -90,10 +107,12 @@ def create_app(ledger_path: str, enable_faults: bool, fault_seed: int | None = N
         *(_business_route(endpoint, state) for endpoint in ENDPOINTS),
     ]
     if state.faults is not None:
-        routes += _admin_routes(state, state.faults)
+        assert admin_token is not None  # checked above
+        routes += _admin_routes(state, state.faults, admin_token)
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, max_bytes=max_body_bytes)],
         exception_handlers={
             HTTPException: _http_error,
             ServiceError: _service_error,
@@ -227,7 +246,23 @@ async def _stall(request: Request, seconds: float) -> None:
 # --- admin ------------------------------------------------------------------------
 
 
-def _admin_routes(state: ServiceState, faults: FaultBook) -> list[BaseRoute]:
+def _admin_routes(state: ServiceState, faults: FaultBook, admin_token: str) -> list[BaseRoute]:
+    expected = f"Bearer {admin_token}".encode()
+
+    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def check_token(request: Request) -> Response:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return error_response(
+                    401,
+                    "unauthorized",
+                    "the /admin API needs Authorization: Bearer <SAS_SERVICES__ADMIN_TOKEN>",
+                    {"WWW-Authenticate": "Bearer"},
+                )
+            return await handler(request)
+
+        return check_token
+
     async def add_fault(request: Request) -> Response:
         try:
             spec = FaultSpec.model_validate_json(await request.body())
@@ -256,17 +291,51 @@ def _admin_routes(state: ServiceState, faults: FaultBook) -> list[BaseRoute]:
         return JSONResponse({"reset": True})
 
     return [
-        Route("/admin/faults", add_fault, methods=["POST"]),
-        Route("/admin/faults", list_faults, methods=["GET"]),
-        Route("/admin/faults", clear_faults, methods=["DELETE"]),
-        Route("/admin/faults/{fault_id}", delete_fault, methods=["DELETE"]),
-        Route("/admin/reset", reset, methods=["POST"]),
+        Route("/admin/faults", guarded(add_fault), methods=["POST"]),
+        Route("/admin/faults", guarded(list_faults), methods=["GET"]),
+        Route("/admin/faults", guarded(clear_faults), methods=["DELETE"]),
+        Route("/admin/faults/{fault_id}", guarded(delete_fault), methods=["DELETE"]),
+        Route("/admin/reset", guarded(reset), methods=["POST"]),
     ]
+
+
+# --- body limit -------------------------------------------------------------------
+
+
+class BodyLimit:
+    """Answer 413 to a request body longer than ``max_bytes``, declared or streamed (chunked).
+
+    The check runs as the route reads the body, so the refusal goes through the app's own
+    HTTPException handler and has the usual JSON error shape."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            if declared.isdigit() and int(declared) > self.max_bytes:
+                raise HTTPException(413, f"the request body is over {self.max_bytes} bytes")
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise HTTPException(413, f"the request body is over {self.max_bytes} bytes")
+            return message
+
+        await self.app(scope, limited_receive, send)
 
 
 # --- errors -----------------------------------------------------------------------
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
 async def _http_error(_: Request, exc: Exception) -> Response:

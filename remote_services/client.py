@@ -28,6 +28,11 @@ class RemoteServicesError(Exception):
         self.message = message
 
 
+def admin_headers(admin_token: str | None) -> dict[str, str]:
+    """The header an ``/admin`` call carries: ``Authorization: Bearer <token>``."""
+    return {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
+
+
 def _check(response: httpx.Response) -> Any:
     try:
         content = response.json()
@@ -54,10 +59,19 @@ class RemoteServicesAdmin:
         base_url: Root URL of the service, such as ``http://127.0.0.1:8081``.
         timeout_s: Timeout of each request.
         http: An existing client to use (left open by :meth:`aclose`); one is made if None.
+        admin_token: The services' admin bearer token (``SAS_SERVICES__ADMIN_TOKEN``), sent on
+            every ``/admin`` call.
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 10.0, http: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout_s: float = 10.0,
+        http: httpx.AsyncClient | None = None,
+        admin_token: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._auth = admin_headers(admin_token)
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient(timeout=timeout_s)
 
@@ -115,17 +129,17 @@ class RemoteServicesAdmin:
         }
         # Leave unset fields out so the service applies its own defaults.
         rule.update({name: value for name, value in optional.items() if value is not None})
-        content = _check(await self._http.post(f"{self.base_url}/admin/faults", json=rule))
+        content = _check(await self._http.post(f"{self.base_url}/admin/faults", json=rule, headers=self._auth))
         return str(content["id"])
 
     async def faults(self) -> list[dict[str, Any]]:
         """The fault rules, with ``remaining`` and ``hits``."""
-        return list(_check(await self._http.get(f"{self.base_url}/admin/faults"))["faults"])
+        return list(_check(await self._http.get(f"{self.base_url}/admin/faults", headers=self._auth))["faults"])
 
     async def remove_fault(self, fault_id: str) -> bool:
         """Delete one rule; False if there was none with that id."""
         try:
-            _check(await self._http.delete(f"{self.base_url}/admin/faults/{fault_id}"))
+            _check(await self._http.delete(f"{self.base_url}/admin/faults/{fault_id}", headers=self._auth))
         except RemoteServicesError as err:
             if err.error == "fault_not_found":
                 return False
@@ -134,11 +148,11 @@ class RemoteServicesAdmin:
 
     async def clear_faults(self) -> int:
         """Delete every fault rule; returns how many there were."""
-        return int(_check(await self._http.delete(f"{self.base_url}/admin/faults"))["cleared"])
+        return int(_check(await self._http.delete(f"{self.base_url}/admin/faults", headers=self._auth))["cleared"])
 
     async def reset(self) -> None:
         """Clear the fault rules and the whole ledger, idempotency store included."""
-        _check(await self._http.post(f"{self.base_url}/admin/reset"))
+        _check(await self._http.post(f"{self.base_url}/admin/reset", headers=self._auth))
 
     async def ledger(self, order_id: str | None = None, idempotency_key: str | None = None) -> list[LedgerEntry]:
         """The ledger in ``seq`` order, optionally filtered."""

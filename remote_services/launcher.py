@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -62,6 +63,7 @@ class ServiceProcess:
         ledger_path: Its ledger file.
         log_path: Where its stdout and stderr go.
         enable_faults: Whether the admin API is on.
+        admin_token: The bearer token its admin API takes (None when it is off).
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class ServiceProcess:
         log_path: str,
         enable_faults: bool,
         owns_log: bool,
+        admin_token: str | None = None,
     ) -> None:
         self._process = process
         self.host = host
@@ -81,6 +84,12 @@ class ServiceProcess:
         self.log_path = log_path
         self.enable_faults = enable_faults
         self._owns_log = owns_log
+        self.admin_token = admin_token
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header its ``/admin`` API requires."""
+        return {"Authorization": f"Bearer {self.admin_token}"} if self.admin_token else {}
 
     @property
     def url(self) -> str:
@@ -178,6 +187,7 @@ def start_service_process(
     *,
     startup_timeout_s: float = 20.0,
     fault_seed: int | None = None,
+    admin_token: str | None = None,
 ) -> ServiceProcess:
     """Spawn ``python -m remote_services`` and wait until it is healthy.
 
@@ -190,6 +200,7 @@ def start_service_process(
         host: Interface to listen on.
         startup_timeout_s: How long to wait for ``/healthz``.
         fault_seed: Seed for fault probabilities.
+        admin_token: Bearer token of the admin API; a random one if faults are on and it is None.
 
     Returns:
         The running process.
@@ -210,6 +221,10 @@ def start_service_process(
     env = dict(os.environ)
     # The caller decides, not an inherited environment variable.
     env["SAS_SERVICES_ENABLE_FAULTS"] = "1" if enable_faults else "0"
+    env.pop("SAS_SERVICES__ADMIN_TOKEN", None)
+    if enable_faults:
+        admin_token = admin_token or secrets.token_urlsafe(24)
+        env["SAS_SERVICES__ADMIN_TOKEN"] = admin_token
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
 
@@ -223,7 +238,9 @@ def start_service_process(
             start_new_session=True,
             preexec_fn=_die_with_parent(os.getpid()),
         )
-    service = ServiceProcess(process, host, port, ledger_path, log_path, enable_faults, owns_log)
+    service = ServiceProcess(
+        process, host, port, ledger_path, log_path, enable_faults, owns_log, admin_token if enable_faults else None
+    )
     deadline = time.monotonic() + startup_timeout_s
     while True:
         if process.poll() is not None:

@@ -56,7 +56,9 @@ def up(
         _print_stack(stack)
         console.print("Export these to use `sas` against it from another shell:")
         for key, value in cfg.env().items():
-            console.print(f"  export {key}={escape(value)}")
+            # The admin token is a secret: point at its file instead of printing it.
+            shown = f'"$(cat {cfg.admin_token_file})"' if key == "SAS_SERVICES__ADMIN_TOKEN" else escape(value)
+            console.print(f"  export {key}={shown}")
         console.print("Ctrl-C stops everything.")
         _hold(stack)
     finally:
@@ -135,7 +137,7 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
     client = await connect(settings.temporal, encryption=settings.encryption)
     run = time.strftime("%H%M%S")
     plan = [(f"demo-{run}-{i:03d}-{case.name}", case) for i, case in enumerate(demo_cases(count))]
-    async with httpx.AsyncClient(base_url=cfg.services_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=cfg.services_url, headers=cfg.admin_headers, timeout=10) as http:
         for index, (task_id, case) in enumerate(plan):
             for fault in case.faults:
                 (await http.post("/admin/faults", json={**fault, "match_order_id": task_id})).raise_for_status()

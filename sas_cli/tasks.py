@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from sas_cli.output import CliError
 from settings import Settings
 from task_models import OperatorAnswer, OperatorRequest, TaskStatus, validate_task_id
+from task_models.outbound import OutboundPolicy, outbound_context
 from workflows.definitions import ORDER, PREORDER, TaskDefinition
 
 TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
@@ -26,8 +27,11 @@ TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
 }
 
 
-def build_input(task_type: str, file: Path | None, flags: dict[str, Any]) -> dict[str, Any]:
-    """The task input from a JSON file (or '-' for stdin) overlaid with flags, validated."""
+def build_input(
+    task_type: str, file: Path | None, flags: dict[str, Any], outbound: OutboundPolicy | None = None
+) -> dict[str, Any]:
+    """The task input from a JSON file (or '-' for stdin) overlaid with flags, validated; its
+    callback URL against ``outbound`` (default: SAS_OUTBOUND__* from the settings)."""
     if task_type not in TASK_TYPES:
         raise CliError(f"unknown task type {task_type!r}", f"use one of: {', '.join(TASK_TYPES)}")
     data: dict[str, Any] = {}
@@ -43,10 +47,17 @@ def build_input(task_type: str, file: Path | None, flags: dict[str, Any]) -> dic
             raise CliError(f"{file}: expected a JSON object, got {type(data).__name__}")
     data.update({k: v for k, v in flags.items() if v is not None})
     model = TASK_TYPES[task_type][0].input_model
+    if outbound is None:
+        from settings import get_settings
+
+        outbound = get_settings().outbound
     try:
-        return model.model_validate(data).model_dump(mode="json")
+        return model.model_validate(data, context=outbound_context(outbound)).model_dump(mode="json")
     except ValidationError as err:
-        problems = "\n".join(f"  {'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in err.errors())
+        problems = "\n".join(
+            f"  {'.'.join(map(str, e['loc'])) or 'input'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in err.errors()
+        )
         raise CliError(
             f"invalid {task_type}:\n{problems}", "fix the fields above; `sas submit --help` lists them"
         ) from None

@@ -4,6 +4,9 @@ Supervisor workers, each a child process with its log under ``<state_dir>/logs``
 
 from __future__ import annotations
 
+import functools
+import os
+import secrets
 import shutil
 import sys
 from collections.abc import Callable
@@ -39,12 +42,25 @@ class LoopbackStack:
     def services_url(self) -> str:
         return f"http://127.0.0.1:{self.services_port}"
 
+    @functools.cached_property
+    def admin_token(self) -> str:
+        """Bearer token of this stack's services' /admin API (made per stack, never printed)."""
+        return secrets.token_urlsafe(24)
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_token}"}
+
     def stack_env(self, database_url: str) -> dict[str, str]:
         """The settings every process of the stack (and a client talking to it) needs."""
         return {
             "SAS_TEMPORAL__ADDRESS": self.temporal_address,
             "SAS_SERVICES__URL": self.services_url,
+            "SAS_SERVICES__ADMIN_TOKEN": self.admin_token,
             "SAS_DATABASE__URL": database_url,
+            # A stack on one machine: callbacks and webhooks to receivers on loopback are meant.
+            "SAS_OUTBOUND__ALLOW_HTTP": "true",
+            "SAS_OUTBOUND__ALLOW_PRIVATE": "true",
         }
 
 
@@ -62,6 +78,22 @@ class LocalStackConfig(LoopbackStack):
     @property
     def database_url(self) -> str:
         return f"sqlite+aiosqlite:///{(self.state_dir / 'state.db').resolve()}"
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.state_dir / "admin-token"
+
+    @functools.cached_property
+    def admin_token(self) -> str:
+        """Kept in ``<state_dir>/admin-token`` (mode 600), so another shell can use it."""
+        if self.admin_token_file.exists():
+            return self.admin_token_file.read_text().strip()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_urlsafe(24)
+        fd = os.open(self.admin_token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        return token
 
     def env(self) -> dict[str, str]:
         """What every process of the stack (and a client talking to it) needs to know."""
@@ -120,7 +152,7 @@ class LocalStack:
             ]
             if cfg.enable_faults:
                 services_args.append("--enable-faults")
-            services = self.group.python("services", services_args)
+            services = self.group.python("services", services_args, {"SAS_SERVICES__ADMIN_TOKEN": cfg.admin_token})
             wait_for(lambda: http_ready(cfg.services_url), services, 30, f"{cfg.services_url}/healthz")
             env = cfg.env()
             on_step("state store")

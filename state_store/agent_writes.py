@@ -180,7 +180,8 @@ class SqliteStepWriter:
             if db.execute(_SQLITE_NEW_TASK, task).rowcount:
                 db.executemany(_SQLITE_NEW_STEP, steps)
                 return AcceptOutcome(status="new")
-            outcome = judge_existing(*db.execute(_SQLITE_EXISTING, (accepted.task_id,)).fetchone(), accepted)
+            chain_id, state, incarnation = db.execute(_SQLITE_EXISTING, (accepted.task_id,)).fetchone()
+            outcome = judge_existing(chain_id, state, incarnation, accepted)
             if outcome.status == "same_task":
                 db.execute(_SQLITE_ADOPT[0], (accepted.run_id, accepted.chain_id, accepted.task_id))
                 db.execute(_SQLITE_ADOPT[1], (accepted.chain_id, accepted.task_id))

@@ -8,8 +8,6 @@ twice is ignored by the Scheduler (it carries the FailureCount).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import time
@@ -28,6 +26,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.outbound import WebhookSender
 from settings import Settings
 from state_store import tables
 from state_store.alerts import (
@@ -506,16 +505,18 @@ class SupervisorActivities:
 
     @activity.defn(name="supervisor.deliver_alerts")
     async def deliver_alerts(self) -> DeliveryResult:
-        """POST new and escalated alerts to the webhook, HMAC-signed; a failed delivery is
-        tried again later with a growing delay, never holding up a sweep."""
+        """POST new and escalated alerts to the webhook, signed (Standard Webhooks) through the
+        checked, pinned sender of activities/outbound.py; a failed delivery is tried again later
+        with a growing delay, never holding up a sweep. One the policy refuses is given up."""
         hook = self._settings.supervisor.webhook
         result = DeliveryResult()
         if not hook.url:
             return result
         async with self._sessions() as session:
             alerts = await undelivered_alerts(session, datetime.now(UTC), 50)
-        http = self._http or httpx.AsyncClient()
-        try:
+        if not alerts:
+            return result  # most sweeps: no client (and TLS context) built for nothing
+        async with WebhookSender(self._settings.outbound, hook.secret) as sender:
             for alert in alerts:
                 _beat()
                 claimed_at = datetime.now(UTC)
@@ -524,32 +525,24 @@ class SupervisorActivities:
                     if not await claim_delivery(session, alert.id, alert.delivery_attempts, claimed_at, lease):
                         continue  # another Supervisor (shard) is posting it
                 body = json.dumps(alert_payload(alert), sort_keys=True, separators=(",", ":")).encode()
-                headers = {"Content-Type": "application/json", "X-Sas-Alert-Id": str(alert.id)}
-                if hook.secret is not None:
-                    headers["X-Sas-Signature"] = sign(hook.secret.get_secret_value(), body)
-                try:
-                    response = await http.post(hook.url, content=body, headers=headers, timeout=hook.timeout_s)
-                    ok = response.status_code < 300
-                    problem = f"HTTP {response.status_code}"
-                except httpx.HTTPError as err:
-                    ok, problem = False, f"{type(err).__name__}: {err}"
+                # Same id across retries of this content; an escalation is a new message.
+                message_id = f"alert-{alert.id}-{int(alert.updated_at.timestamp() * 1000)}"
+                delivery = await sender.send(hook.url, message_id, body, hook.timeout_s)
+                ok = delivery.ok
                 now = datetime.now(UTC)
                 attempts = alert.delivery_attempts + 1
                 next_try = None
-                if not ok and attempts < hook.max_attempts:
+                if not ok and delivery.retryable and attempts < hook.max_attempts:
                     next_try = now + timedelta(seconds=hook.retry_delay_s * 2 ** (attempts - 1))
                 elif not ok:
                     log.error(
                         "webhook gave up",
-                        extra={"fields": {"alert_id": alert.id, "attempts": attempts, "error": problem}},
+                        extra={"fields": {"alert_id": alert.id, "attempts": attempts, "error": delivery.problem}},
                     )
                 async with self._sessions() as session:
                     await record_delivery(session, alert.id, now, ok, next_try)
                 result.delivered += ok
                 result.failed += not ok
-        finally:
-            if self._http is None:
-                await http.aclose()
         return result
 
 
@@ -614,11 +607,6 @@ def alert_payload(alert: tables.Alert) -> dict[str, object]:
         "created_at": alert.created_at.isoformat(),
         "updated_at": alert.updated_at.isoformat(),
     }
-
-
-def sign(secret: str, body: bytes) -> str:
-    """``X-Sas-Signature`` value: ``sha256=`` and the hex HMAC-SHA256 of the exact body."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def _log_decision(task_id: str, step: str, kind: str, failure_count: int, reason: str) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from task_models.outbound import validate_outbound_url
 from task_models.text import UserText
 
 
@@ -20,8 +21,13 @@ class PreorderInput(BaseModel):
     currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
     card: str = Field(default="4242424242424242", pattern=r"^[0-9]{12,19}$")
     callback_url: str | None = Field(
-        default=None, max_length=2000, pattern=r"^https?://", description="Where status events are posted."
+        default=None,
+        max_length=2000,
+        description="Where status events are posted; checked against SAS_OUTBOUND__* (see task_models/outbound.py).",
     )
+
+    # The shape always; the outbound policy too when the client passes it as validation context.
+    _callback_url_allowed = field_validator("callback_url")(validate_outbound_url)
 
 
 class OrderInput(PreorderInput):

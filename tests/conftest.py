@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 from remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
 from task_models.search_attributes import dev_server_flags  # noqa: E402
 from tests.postgres import require_postgres  # noqa: E402
-from tests.stack import Stack, start_stack  # noqa: E402
+from tests.stack import ADMIN_TOKEN, Stack, start_stack  # noqa: E402
 
 UI_PORT = free_port()
 
@@ -70,7 +70,11 @@ def client(temporal_env: WorkflowEnvironment) -> Client:
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     folder = tmp_path_factory.mktemp("services")
     process = start_service_process(
-        free_port(), str(folder / "ledger.db"), enable_faults=True, log_path=str(folder / "services.log")
+        free_port(),
+        str(folder / "ledger.db"),
+        enable_faults=True,
+        log_path=str(folder / "services.log"),
+        admin_token=ADMIN_TOKEN,
     )
     with process:
         yield process

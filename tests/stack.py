@@ -3,6 +3,7 @@ over a fresh state store, against the session's Temporal server and remote servi
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,16 +18,31 @@ from temporalio.worker import Worker
 
 import state_store
 from activities import build_activities
-from settings import DatabaseSettings, ServicesSettings, Settings, SupervisorSettings, TemporalSettings
+from activities.outbound import WebhookSender
+from settings import (
+    CallbackSettings,
+    DatabaseSettings,
+    ServicesSettings,
+    Settings,
+    SupervisorSettings,
+    TemporalSettings,
+)
 from state_store.agent_writes import make_step_writer
 from state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
 from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import OrderInput, StepPolicyValues, TaskResult
+from task_models.outbound import OutboundPolicy
 from tests.helpers import fresh_id
 from workflows import ALL_WORKFLOWS
 from workflows.runner import workflow_runner
 
-CALLBACK_SECRET = b"test-callback-secret"
+# A Standard Webhooks secret: whsec_ + base64 of 32 bytes (fixed, so a failure is reproducible).
+CALLBACK_SECRET = "whsec_" + base64.b64encode(b"test-callback-secret-32-bytes!!!").decode()
+# The session's remote services take this token on /admin (tests/conftest.py starts them with it).
+ADMIN_TOKEN = "test-admin-token"
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+# The test receivers listen on plain http on loopback: the local development setting allows them.
+DEV_OUTBOUND = OutboundPolicy(allow_http=True, allow_private=True)
 FAST_STEP = StepPolicyValues(
     complete_by_s=2.0, heartbeat_s=1.5, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
 )
@@ -40,7 +56,9 @@ def test_settings(temporal_address: str, services_url: str, db_url: str, **overr
             address=temporal_address, task_queue=f"tasks-{suffix}", supervisor_task_queue=f"sup-{suffix}"
         ),
         "database": DatabaseSettings(url=db_url),
-        "services": ServicesSettings(url=services_url),
+        "services": ServicesSettings(url=services_url, admin_token=ADMIN_TOKEN),
+        "callbacks": CallbackSettings(secret=CALLBACK_SECRET),
+        "outbound": DEV_OUTBOUND,
         "supervisor": SupervisorSettings(
             interval_s=0.5, failure_threshold=3, overdue_grace_s=1.5, workflow_id=f"supervisor-{suffix}"
         ),
@@ -110,7 +128,7 @@ class Stack:
 
     async def add_fault(self, **rule: Any) -> str:
         async with httpx.AsyncClient() as http:
-            response = await http.post(f"{self.services_url}/admin/faults", json=rule)
+            response = await http.post(f"{self.services_url}/admin/faults", json=rule, headers=ADMIN_HEADERS)
             response.raise_for_status()
             return response.json()["id"]
 
@@ -125,13 +143,16 @@ async def start_stack(
     sessions = state_store.session_factory(engine)
     writer = make_step_writer(settings.database)
     try:
-        async with httpx.AsyncClient() as http:
+        async with (
+            httpx.AsyncClient() as http,
+            WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
+        ):
             task_worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
                 activities=build_activities(
-                    settings, http, sessions, "test-worker", callback_secret=CALLBACK_SECRET, step_writer=writer
+                    settings, http, sessions, "test-worker", step_writer=writer, callback_sender=callbacks
                 ),
                 identity="test-worker",
                 workflow_runner=workflow_runner(),

@@ -122,3 +122,30 @@ async def test_unreadable_tls_files_are_named(tmp_path: Path, problem: str) -> N
         commands=("worker", "supervisor"),
     )
     assert_clear_refusal(results, "SAS_TEMPORAL__TLS__CLIENT_CERT_PATH")
+
+
+async def test_webhook_secrets_not_in_standard_webhooks_form_and_an_internal_webhook_url_are_named(
+    tmp_path: Path,
+) -> None:
+    results = await start_all(
+        tmp_path,
+        {
+            "SAS_CALLBACKS__SECRET": SECRET,
+            "SAS_SUPERVISOR__WEBHOOK__SECRET": f"whsec_{SECRET}!",
+            "SAS_SUPERVISOR__WEBHOOK__URL": "https://169.254.169.254/latest/meta-data/",
+        },
+    )
+    assert_clear_refusal(results, "SAS_CALLBACKS__SECRET", "SAS_SUPERVISOR__WEBHOOK__SECRET")
+    assert "whsec_" in results["worker"].stderr
+    # The URL's own check runs once the secrets are fixed.
+    good = "whsec_" + "A" * 44
+    results = await start_all(
+        tmp_path,
+        {
+            "SAS_CALLBACKS__SECRET": good,
+            "SAS_SUPERVISOR__WEBHOOK__SECRET": good,
+            "SAS_SUPERVISOR__WEBHOOK__URL": "https://169.254.169.254/latest/meta-data/",
+        },
+    )
+    assert_clear_refusal(results, "SAS_SUPERVISOR__WEBHOOK__URL")
+    assert "link-local" in results["supervisor"].stderr

@@ -8,7 +8,7 @@ import httpx
 from task_models import TaskState, TaskStatus
 from tests.cli.test_cli import as_json, sas
 from tests.helpers import fresh_id, wait_until
-from tests.stack import Stack
+from tests.stack import ADMIN_HEADERS, Stack
 
 
 async def test_parked_task_is_listed_then_resubmitted_and_audited(stack: Stack) -> None:
@@ -27,7 +27,9 @@ async def test_parked_task_is_listed_then_resubmitted_and_audited(stack: Stack) 
     assert parked.state == "Error" and parked.failure_count >= 1
 
     async with httpx.AsyncClient() as http:
-        (await http.delete(f"{stack.services_url}/admin/faults/{refund_down}")).raise_for_status()
+        (
+            await http.delete(f"{stack.services_url}/admin/faults/{refund_down}", headers=ADMIN_HEADERS)
+        ).raise_for_status()
     done = await sas(stack, "resubmit", task_id, "--by", "alice", "--reason", "refund service fixed")
     assert done.returncode == 0, done.stderr
     assert "FailureCount reset" in done.stdout

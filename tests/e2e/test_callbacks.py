@@ -1,4 +1,5 @@
-"""The submitter hears about its task: signed status events, each exactly once per event id."""
+"""The submitter hears about its task: status events signed per Standard Webhooks, each exactly
+once per event id (``webhook-id``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 import uvicorn
+from standardwebhooks import Webhook, WebhookVerificationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from activities.callbacks import EVENT_ID_HEADER, SIGNATURE_HEADER, verify
 from remote_services.launcher import free_port
 from task_models import TaskState
 from tests.helpers import fresh_id, wait_until
@@ -31,14 +32,16 @@ class Receiver:
 
     async def handle(self, request: Request) -> JSONResponse:
         body = await request.body()
-        if not verify(CALLBACK_SECRET, body, request.headers.get(SIGNATURE_HEADER, "")):
+        try:
+            Webhook(CALLBACK_SECRET).verify(body, dict(request.headers))
+        except WebhookVerificationError:
             self.bad_signatures += 1
             return JSONResponse({"error": "bad signature"}, status_code=401)
         if not self.failed_once:
             self.failed_once = True
             return JSONResponse({"error": "busy"}, status_code=503)
         event = json.loads(body)
-        assert request.headers[EVENT_ID_HEADER] == event["event_id"]
+        assert request.headers["webhook-id"] == event["event_id"]
         self.deliveries.append(event)
         return JSONResponse({"ok": True})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -86,13 +87,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
 
 @pytest_asyncio.fixture
 async def http(service: ServiceProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=service.url, timeout=10.0) as client:
+    # Some tests post fault rules straight to /admin: they carry the admin token.
+    async with httpx.AsyncClient(base_url=service.url, headers=service.admin_headers, timeout=10.0) as client:
         yield client
 
 
 @pytest_asyncio.fixture
 async def admin(service: ServiceProcess) -> AsyncIterator[RemoteServicesAdmin]:
-    async with RemoteServicesAdmin(service.url) as helper:
+    async with RemoteServicesAdmin(service.url, admin_token=service.admin_token) as helper:
         yield helper
         # Rules are process-wide; never let one leak into the next test.
         await helper.clear_faults()
@@ -533,6 +535,73 @@ async def test_admin_fault_crud_and_validation(admin: RemoteServicesAdmin, http:
     assert raised.value.status == 422 and "unknown endpoint" in raised.value.message
 
 
+# --- admin token and body limit -------------------------------------------------
+
+
+ADMIN_CALLS = [
+    ("POST", "/admin/faults"),
+    ("GET", "/admin/faults"),
+    ("DELETE", "/admin/faults"),
+    ("DELETE", "/admin/faults/x"),
+    ("POST", "/admin/reset"),
+]
+
+
+async def test_admin_calls_without_the_token_are_refused(service: ServiceProcess, admin: RemoteServicesAdmin) -> None:
+    order = order_id()
+    async with httpx.AsyncClient(base_url=service.url, timeout=10.0) as anyone:
+        await post(anyone, "/shipping/ship", ship_body(order), new_key())
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": service.admin_token or ""}):
+            for method, path in ADMIN_CALLS:
+                response = await anyone.request(method, path, json={"endpoint": "*", "kind": "down"}, headers=headers)
+                assert response.status_code == 401, (method, path, headers)
+                assert response.json()["error"] == "unauthorized"
+                assert response.headers["www-authenticate"] == "Bearer"
+    # Nothing happened: no rule added, the ledger not reset (the SSRF of issue 13 wiped it).
+    assert await admin.faults() == []
+    assert rows(await admin.ledger(order)) == [("shipping", "ship")]
+
+
+async def test_admin_calls_with_the_token_are_accepted(service: ServiceProcess) -> None:
+    async with httpx.AsyncClient(base_url=service.url, headers=service.admin_headers, timeout=10.0) as operator:
+        added = await operator.post("/admin/faults", json={"endpoint": "payment.charge", "kind": "down"})
+        assert added.status_code == 201
+        listed = (await operator.get("/admin/faults")).json()["faults"]
+        assert [r["id"] for r in listed] == [added.json()["id"]]
+        assert (await operator.delete("/admin/faults")).json() == {"cleared": 1}
+
+
+def test_faults_cannot_be_enabled_without_a_token(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SAS_SERVICES__ADMIN_TOKEN"}
+    env["PYTHONPATH"] = str(ROOT)
+    command = [sys.executable, "-m", "remote_services", "--port", str(free_port()), "--ledger", str(tmp_path / "l.db")]
+    result = subprocess.run([*command, "--enable-faults"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "SAS_SERVICES__ADMIN_TOKEN" in result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_a_body_over_the_limit_is_refused_with_413(
+    http: httpx.AsyncClient, admin: RemoteServicesAdmin, chunked: bool
+) -> None:
+    order = order_id()
+    body = ship_body(order, address="x" * 70_000)  # over the 64 KiB default
+    raw = json.dumps(body).encode()
+    headers = {"Idempotency-Key": new_key(), "Content-Type": "application/json"}
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(raw), 8192):
+            yield raw[start : start + 8192]
+
+    # Declared length, or a chunked body with no length: refused either way, before any effect.
+    response = await http.post("/shipping/ship", content=chunks() if chunked else raw, headers=headers)
+    assert response.status_code == 413
+    assert response.json()["error"] == "payload_too_large"
+    assert await admin.ledger(order) == []
+    faults = await http.post("/admin/faults", content=b" " * 70_000, headers={"Content-Type": "application/json"})
+    assert faults.status_code == 413
+
+
 # --- process lifecycle ------------------------------------------------------------
 
 
@@ -559,7 +628,10 @@ async def test_admin_routes_404_when_faults_disabled(tmp_path: Path) -> None:
 async def test_reset_and_stop(tmp_path: Path) -> None:
     process = start_service_process(free_port(), str(tmp_path / "ledger.db"))
     with process:
-        async with RemoteServicesAdmin(process.url) as helper, httpx.AsyncClient(base_url=process.url) as http:
+        async with (
+            RemoteServicesAdmin(process.url, admin_token=process.admin_token) as helper,
+            httpx.AsyncClient(base_url=process.url) as http,
+        ):
             assert await helper.health()
             order, key = order_id(), new_key()
             await post(http, "/shipping/ship", ship_body(order), key)

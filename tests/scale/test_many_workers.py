@@ -69,7 +69,7 @@ async def test_many_workers_on_postgres_no_duplicates_and_a_killed_worker_loses_
     stack, client = cluster
     url = stack.config.services_url
     n = 30
-    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=url, headers=stack.config.admin_headers, timeout=10) as http:
         # hold every charge a moment so orders are mid-step on every worker when one is killed
         fault = (
             await http.post(
@@ -113,5 +113,5 @@ async def test_many_workers_on_postgres_no_duplicates_and_a_killed_worker_loses_
         keys = [e["idempotency_key"] for e in entries]
         assert len(keys) == len(set(keys)), f"{order_id}: duplicate effects {keys}"
         assert sorted(keys) == sorted(f"{order_id}:{s}" for s in ("reserve", "charge", "ship")), keys
-    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=url, headers=stack.config.admin_headers, timeout=10) as http:
         await http.delete("/admin/faults")

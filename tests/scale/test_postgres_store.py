@@ -13,7 +13,7 @@ from settings import DatabaseSettings
 from state_store.agent_writes import make_step_writer
 from state_store.mirror import record_transitions
 from state_store.queries import due_steps, get_task
-from task_models import StepPlan, StepPolicyValues, StepTransition, TaskAccepted
+from task_models import AcceptOutcome, StepPlan, StepPolicyValues, StepTransition, TaskAccepted
 from task_models.versions import Phase, version_of
 from tests.helpers import fresh_id
 
@@ -55,7 +55,7 @@ async def test_concurrent_writers_on_postgres_keep_the_newest_write(pg_url: str)
     try:
         ids = [fresh_id("pg") for _ in range(20)]
 
-        async def accept(i: int, task_id: str) -> bool:
+        async def accept(i: int, task_id: str) -> AcceptOutcome:
             return await writers[i % 3].accept(_accepted(task_id))
 
         # accepted concurrently from different "processes"; a replayed accept changes nothing

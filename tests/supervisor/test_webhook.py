@@ -5,8 +5,7 @@ holds up a sweep."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
+import base64
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -17,6 +16,7 @@ import pytest
 import pytest_asyncio
 import uvicorn
 from pydantic import SecretStr
+from standardwebhooks import Webhook, WebhookVerificationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -29,7 +29,7 @@ from task_models import TaskState
 from tests.helpers import fresh_id, wait_until
 from tests.supervisor.conftest import Rig
 
-SECRET = "webhook-test-secret"
+SECRET = "whsec_" + base64.b64encode(b"webhook-test-secret-of-32-bytes!").decode()
 pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
@@ -86,8 +86,13 @@ async def serve_hook() -> AsyncIterator[Any]:
             await task
 
 
-def signature(body: bytes) -> str:
-    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+def verified(headers: dict[str, str], body: bytes) -> bool:
+    """What an operator's receiver does: Standard Webhooks verification with the shared secret."""
+    try:
+        Webhook(SECRET).verify(body, headers)
+    except WebhookVerificationError:
+        return False
+    return True
 
 
 def webhook(url: str, **changes: Any) -> WebhookSettings:
@@ -136,10 +141,12 @@ async def test_each_alert_is_posted_signed_and_a_failed_post_is_retried(make_rig
     )
     by_id = {a.id: a for a in alerts}
 
-    # Every post is signed over its exact body and names its alert.
-    assert hook.received and all(h.get("x-sas-signature") == signature(body) for h, body, _ in hook.received)
+    # Every post is signed over its exact body (Standard Webhooks) and its message id names its alert.
+    assert hook.received and all(verified(h, body) for h, body, _ in hook.received)
     assert all(h.get("content-type") == "application/json" for h, _, _ in hook.received)
-    assert all(h.get("x-sas-alert-id") == str(json.loads(body)["id"]) for h, body, _ in hook.received)
+    assert all(h["webhook-id"].startswith(f"alert-{json.loads(body)['id']}-") for h, body, _ in hook.received)
+    # A retry is the same message: same id, so a receiver drops a duplicate.
+    assert hook.received[0][0]["webhook-id"] in {h["webhook-id"] for h, _, status in hook.received[1:]}
     # The first post was refused and tried again; each alert was accepted exactly once.
     first = json.loads(hook.received[0][1])
     assert hook.received[0][2] == 503
