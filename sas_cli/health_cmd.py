@@ -54,12 +54,14 @@ def health(
     max_age_s: float = typer.Option(DEFAULT_MAX_AGE_S, help="Unhealthy if its last poll is older than this."),
 ) -> None:
     """Exit 0 if the worker or Supervisor on this host polls its task queue (for healthchecks)."""
+    from sas_cli.runtime import SETTINGS_ERRORS, describe_settings_error
     from settings import get_settings
 
     try:
         settings = get_settings()
-    except ValueError as err:  # pydantic's ValidationError; its messages never echo input here
-        raise CliError(f"invalid settings ({err.__class__.__name__})", "check the SAS_* variables", code=2) from None
+    except SETTINGS_ERRORS as err:
+        # describe_settings_error names the variables, never their values.
+        raise CliError(f"invalid settings:\n{describe_settings_error(err)}", code=2) from None
     queue = settings.temporal.task_queue if role is Role.worker else settings.temporal.supervisor_task_queue
     pollers = asyncio.run(_pollers(settings, queue))
     mine = [p for p in pollers if is_this_host(p.identity, role, settings.temporal.identity)]

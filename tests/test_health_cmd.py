@@ -138,3 +138,10 @@ async def test_unreachable_temporal_is_one_line_and_exit_1() -> None:
     assert result.code == 1
     assert "unhealthy: cannot reach Temporal at 127.0.0.1:" in result.err
     assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+
+
+async def test_bad_settings_are_named_not_echoed() -> None:
+    result = await sas_health("worker", env={"SAS_ENCRYPTION__KEYS": '{"k1": "not-a-key-CANARY"}'})
+    assert result.code == 2
+    assert "invalid settings" in result.err and "SAS_ENCRYPTION__KEYS" in result.err
+    assert "CANARY" not in result.err and "Traceback" not in result.err
