@@ -6,9 +6,11 @@ re-imported, and guarded, in every run), and workflows still run under it."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,12 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxMatcher, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    RestrictedWorkflowAccessError,
+    SandboxedWorkflowRunner,
+    SandboxMatcher,
+    SandboxRestrictions,
+)
 from temporalio.worker.workflow_sandbox._importer import Importer
 from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
 
@@ -43,20 +50,43 @@ def test_workflow_modules_import_nothing_heavy() -> None:
     assert not loaded & set(HEAVY), f"the workflow modules import {sorted(loaded & set(HEAVY))}"
 
 
-@pytest.mark.parametrize("name", ["OrderWorkflow", "PreorderWorkflow", "CleanupWorkflow"])
-async def test_workflows_validate_in_a_sandbox_that_refuses_heavy_modules(name: str) -> None:
-    import workflows
-
-    cls = getattr(workflows, name)
-    restrictions = dataclasses.replace(
-        SandboxRestrictions.default,
-        invalid_modules=SandboxRestrictions.default.invalid_modules | SandboxMatcher(access=set(HEAVY)),
+def refusing_heavy_modules() -> SandboxedWorkflowRunner:
+    """The workers' sandbox, told to refuse the heavy modules as well."""
+    restrictions = workflow_runner().restrictions
+    return SandboxedWorkflowRunner(
+        restrictions=dataclasses.replace(
+            restrictions, invalid_modules=restrictions.invalid_modules | SandboxMatcher(access=set(HEAVY))
+        )
     )
-    # (async: the instance is created on a running loop) Raises RestrictedWorkflowAccessError if the module, imported inside the sandbox, touches one.
-    SandboxedWorkflowRunner(restrictions=restrictions).prepare_workflow(workflow._Definition.must_from_class(cls))
 
 
 WORKFLOW_CLASSES = [*ALL_WORKFLOWS, SupervisorWorkflow]
+
+
+@pytest.mark.parametrize("cls", WORKFLOW_CLASSES, ids=lambda c: c.__name__)
+async def test_workflows_validate_in_a_sandbox_that_refuses_heavy_modules(cls: type) -> None:
+    # (async: the instance is created on a running loop) Raises RestrictedWorkflowAccessError
+    # if the module, imported inside the sandbox, touches one.
+    refusing_heavy_modules().prepare_workflow(workflow._Definition.must_from_class(cls))
+
+
+async def test_the_refusing_sandbox_does_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: a workflow module that imports httpx does not validate."""
+    module = f"heavy_probe_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "import httpx  # noqa: F401\n"
+        "from temporalio import workflow\n\n\n"
+        "@workflow.defn\n"
+        "class HeavyWorkflow:\n"
+        "    @workflow.run\n"
+        "    async def run(self) -> None:\n"
+        "        return None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    heavy = importlib.import_module(module).HeavyWorkflow
+    with pytest.raises(RestrictedWorkflowAccessError, match="httpx"):
+        refusing_heavy_modules().prepare_workflow(workflow._Definition.must_from_class(heavy))
+    monkeypatch.delitem(sys.modules, module)
 
 
 def test_the_runner_passes_through_exactly_the_data_models() -> None:
