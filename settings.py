@@ -331,6 +331,19 @@ class EncryptionSettings(BaseModel):
         return bool(self.keys)
 
 
+class CodecServerSettings(BaseModel):
+    """Who may use ``sas codec-server``: it decrypts whatever it is sent (docs/security.md)."""
+
+    token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token every /encode and /decode call must carry; unset = no token asked for.",
+    )
+    allowed_hosts: list[str] = Field(
+        default=["localhost", "127.0.0.1"],
+        description="Host header values served (port ignored, '*.example.com' allowed); others get 400.",
+    )
+
+
 class CallbackSettings(BaseModel):
     """Status events posted to a task's callback URL (seed 000's response queue)."""
 
@@ -393,6 +406,7 @@ class Settings(BaseSettings):
     outbound: OutboundPolicy = Field(
         default_factory=OutboundPolicy, description="Where callbacks and alert webhooks may go (no SSRF)."
     )
+    codec_server: CodecServerSettings = CodecServerSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,
         description="Per-step overrides, keyed by step name: SAS_STEPS__CHARGE__COMPLETE_BY_S=20.",

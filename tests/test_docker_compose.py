@@ -1,18 +1,27 @@
 """Static checks of docker-compose.yml, Dockerfile and .dockerignore.
 
 There may be no Docker engine where the tests run, so the stack is never
-started here: the compose file is parsed and checked for what would otherwise
-only break at ``docker compose up`` time - missing services, a start order that
-cannot be satisfied, settings names sas does not read, files the image does not
-have, plaintext secrets, floating image tags.
+started here: the compose file is validated against the Compose Specification's
+schema and checked for what would otherwise only break at ``docker compose up``
+time - missing services, a start order that cannot be satisfied, settings names
+sas does not read, files the image does not have, plaintext secrets, floating
+image tags - and for each "safe by default" property (issue 15): ports bound to
+loopback, one database role per user and none for the services that need no
+database, encryption keys from a secret, the codec server wired to the UI, and a
+healthcheck per process that tests that process. The deploy/ scripts are run
+here too; the roles the init script makes are tried on a real PostgreSQL in
+tests/test_compose_postgres_roles.py.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import shlex
+import stat
+import subprocess
 import sys
 import types
 import typing
@@ -109,14 +118,39 @@ def strings_in(node: Any) -> typing.Iterator[str]:
             yield from strings_in(item)
 
 
+def secret_targets(service: dict[str, Any]) -> list[str]:
+    """The file names a service's secrets get under /run/secrets."""
+    targets = []
+    for secret in service.get("secrets") or []:
+        if isinstance(secret, str):
+            targets.append(secret)
+        else:
+            targets.append(str(secret.get("target") or secret["source"]))
+    return targets
+
+
+def secret_sources(service: dict[str, Any]) -> list[str]:
+    return [secret if isinstance(secret, str) else str(secret["source"]) for secret in service.get("secrets") or []]
+
+
+def healthcheck_words(service: dict[str, Any]) -> list[str]:
+    test = (service.get("healthcheck") or {}).get("test") or []
+    if isinstance(test, str):
+        return shlex.split(test)
+    words = [str(word) for word in test]
+    return words[1:] if words and words[0] in {"CMD", "CMD-SHELL"} else words
+
+
+def option_values(argv: list[str], option: str) -> list[str]:
+    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == option]
+
+
 def dockerfile_cmd() -> list[str]:
     text = DOCKERFILE.read_text()
     cmds = re.findall(r"^CMD\s+(.+)$", text, flags=re.MULTILINE)
     assert cmds, "the Dockerfile has no CMD"
     last = cmds[-1].strip()
     if last.startswith("["):
-        import json
-
         return [str(part) for part in json.loads(last)]
     return shlex.split(last)
 
@@ -273,114 +307,35 @@ def test_one_shot_jobs_are_not_restarted() -> None:
     assert not wrong, f'one-shot services others wait to complete must have restart: "no": {wrong}'
 
 
-# Service keys of the Compose Specification (compose-spec/schema/compose-spec.json).
-COMPOSE_SERVICE_KEYS = {
-    "develop",
-    "deploy",
-    "annotations",
-    "attach",
-    "build",
-    "blkio_config",
-    "cap_add",
-    "cap_drop",
-    "cgroup",
-    "cgroup_parent",
-    "command",
-    "configs",
-    "container_name",
-    "cpu_count",
-    "cpu_percent",
-    "cpu_shares",
-    "cpu_quota",
-    "cpu_period",
-    "cpu_rt_period",
-    "cpu_rt_runtime",
-    "cpus",
-    "cpuset",
-    "credential_spec",
-    "depends_on",
-    "device_cgroup_rules",
-    "devices",
-    "dns",
-    "dns_opt",
-    "dns_search",
-    "domainname",
-    "entrypoint",
-    "env_file",
-    "label_file",
-    "environment",
-    "expose",
-    "extends",
-    "external_links",
-    "extra_hosts",
-    "gpus",
-    "group_add",
-    "healthcheck",
-    "hostname",
-    "image",
-    "init",
-    "ipc",
-    "isolation",
-    "labels",
-    "links",
-    "logging",
-    "mac_address",
-    "mem_limit",
-    "mem_reservation",
-    "mem_swappiness",
-    "memswap_limit",
-    "network_mode",
-    "networks",
-    "oom_kill_disable",
-    "oom_score_adj",
-    "pid",
-    "pids_limit",
-    "platform",
-    "ports",
-    "post_start",
-    "pre_stop",
-    "privileged",
-    "profiles",
-    "pull_policy",
-    "read_only",
-    "restart",
-    "runtime",
-    "scale",
-    "security_opt",
-    "shm_size",
-    "secrets",
-    "sysctls",
-    "stdin_open",
-    "stop_grace_period",
-    "stop_signal",
-    "storage_opt",
-    "tmpfs",
-    "tty",
-    "ulimits",
-    "user",
-    "uts",
-    "userns_mode",
-    "volumes",
-    "volumes_from",
-    "working_dir",
-}
-HEALTHCHECK_KEYS = {"disable", "interval", "retries", "test", "timeout", "start_period", "start_interval"}
+def check_compose_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema with the Compose Specification's schema it ships (vendor.compose-spec)."""
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def test_service_keys_are_compose_keys() -> None:
-    problems = []
-    for name, service in SERVICES.items():
-        unknown = [k for k in service if k not in COMPOSE_SERVICE_KEYS and not str(k).startswith("x-")]
-        if unknown:
-            problems.append(f"{name}: unknown keys {unknown}")
-        unknown_hc = [k for k in service.get("healthcheck") or {} if k not in HEALTHCHECK_KEYS]
-        if unknown_hc:
-            problems.append(f"{name}: unknown healthcheck keys {unknown_hc}")
-        if "restart" in service and not isinstance(service["restart"], str):
-            problems.append(
-                f'{name}: restart is {service["restart"]!r}; quote it (restart: "no" - bare no is a boolean)'
-            )
-    assert not problems, "\n".join(problems)
+def test_the_file_validates_against_the_compose_spec() -> None:
+    result = check_compose_schema(COMPOSE_FILE)
+    assert result.returncode == 0, f"docker-compose.yml is not a valid compose file:\n{result.stdout}{result.stderr}"
+
+
+def test_the_schema_check_rejects_what_compose_would(tmp_path: Path) -> None:
+    """The validator is live: a misspelt key and a value outside its enum both fail it."""
+    typo = COMPOSE_FILE.read_text().replace("    healthcheck:\n", "    healthchek:\n", 1)
+    bad_value = COMPOSE_FILE.read_text().replace("condition: service_healthy", "condition: service_happy", 1)
+    for name, text in (("typo.yml", typo), ("bad_value.yml", bad_value)):
+        assert text != COMPOSE_FILE.read_text(), f"{name}: the edit did not apply"
+        (tmp_path / name).write_text(text)
+        result = check_compose_schema(tmp_path / name)
+        assert result.returncode != 0, f"{name} passed the schema check"
+
+
+def test_restart_values_are_strings() -> None:
+    wrong = {n: s["restart"] for n, s in SERVICES.items() if "restart" in s and not isinstance(s["restart"], str)}
+    assert not wrong, f'quote restart values (restart: "no" - bare no is a boolean): {wrong}'
 
 
 def test_migrate_runs_migrations_then_setup() -> None:
@@ -462,20 +417,28 @@ def test_sas_environment_keys_are_real_settings() -> None:
     assert not problems, "environment variables sas would silently ignore:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", ["migrate", "worker", "supervisor"])
+@pytest.mark.parametrize("name", ["migrate", "worker", "supervisor", "codec-server"])
 def test_app_environment_validates_as_settings(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+
     import settings
 
     for key in [k for k in os.environ if k.startswith("SAS_")]:
         monkeypatch.delenv(key)
-    env = environment(SERVICES.get(name, {}))
+    service = SERVICES.get(name, {})
+    env = {k: INTERPOLATION.sub("x", v) for k, v in environment(service).items() if k.startswith("SAS_")}
+    # What deploy/env-from-secrets.sh adds: each SAS_* secret, here a key for the id "x".
+    for target in secret_targets(service):
+        env[target] = json.dumps({"x": base64.b64encode(os.urandom(32)).decode()})
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    loaded = settings.Settings(_env_file=None)  # type: ignore[call-arg]
+    if name == "codec-server":
+        assert loaded.encryption.enabled and loaded.encryption.current_key_id == "x"
+        return
     assert "SAS_DATABASE__URL" in env and "SAS_TEMPORAL__ADDRESS" in env, (
         f"{name} lacks the database / Temporal settings"
     )
-    for key, value in env.items():
-        if key.startswith("SAS_"):
-            monkeypatch.setenv(key, INTERPOLATION.sub("x", value))
-    loaded = settings.Settings(_env_file=None)
     assert loaded.database.url.startswith("postgresql+asyncpg://"), "the stack's state store should be PostgreSQL"
 
 
@@ -489,8 +452,13 @@ def test_app_addresses_point_at_services() -> None:
             "SAS_DATABASE__URL": re.sub(r"^.*@([^/:]+).*$", r"\1", env.get("SAS_DATABASE__URL", "")),
         }
         for key, host in targets.items():
-            if host not in SERVICES:
+            if key in env and host not in SERVICES:
                 problems.append(f"{name}: {key} points at host {host!r}, which is not a compose service")
+    for name in ("worker", "supervisor"):
+        env = environment(SERVICES.get(name, {}))
+        missing = {"SAS_TEMPORAL__ADDRESS", "SAS_SERVICES__URL", "SAS_DATABASE__URL"} - env.keys()
+        if missing:
+            problems.append(f"{name} lacks {sorted(missing)}")
     assert not problems, "\n".join(problems)
 
 
@@ -517,7 +485,23 @@ def test_dollar_signs_are_interpolations_or_escaped() -> None:
     assert not stray, f"unescaped `$` (use `$$` for the shell): {stray}"
 
 
-def test_images_are_pinned() -> None:
+# The newest tags when this file was last reviewed: an image older than these is a
+# downgrade. (Offline, "current" can only mean "not older than what we last saw".)
+CURRENT_AT_LEAST = {
+    "temporalio/server": (1, 32, 1),
+    "temporalio/admin-tools": (1, 32, 1),
+    "temporalio/ui": (2, 55, 0),
+    "postgres": (17, 11),
+}
+SUPPORTED_POSTGRES_MAJORS = {16, 17}  # what Temporal's postgres12 plugin is run against upstream
+
+
+def image_parts(image: str) -> tuple[str, str]:
+    name, _, tag = image.partition("@")[0].rpartition(":") if ":" in image.rpartition("/")[2] else (image, "", "")
+    return name, tag
+
+
+def test_images_are_pinned_to_full_versions() -> None:
     problems = []
     for name, service in SERVICES.items():
         image = service.get("image")
@@ -525,25 +509,65 @@ def test_images_are_pinned() -> None:
             if not service.get("build"):
                 problems.append(f"{name}: neither image nor build")
             continue
-        if "@sha256:" in image:
-            continue
-        tag = image.rpartition("/")[2].partition(":")[2]
-        if not tag or tag == "latest" or "$" in tag:
-            problems.append(f"{name}: {image!r} is not pinned to a tag")
+        _, tag = image_parts(image)
+        if not re.fullmatch(r"\d+\.\d+(\.\d+)?", tag):
+            problems.append(f"{name}: {image!r} is not pinned to a full version tag (x.y or x.y.z)")
     assert not problems, "\n".join(problems)
+
+
+def test_images_are_current() -> None:
+    seen: dict[str, set[str]] = {}
+    for service in SERVICES.values():
+        repo, tag = image_parts(service.get("image") or "")
+        if repo in CURRENT_AT_LEAST:
+            seen.setdefault(repo, set()).add(tag)
+    assert seen.keys() == CURRENT_AT_LEAST.keys(), f"expected images {sorted(CURRENT_AT_LEAST)}, found {sorted(seen)}"
+    problems = []
+    for repo, tags in seen.items():
+        if len(tags) != 1:
+            problems.append(f"{repo}: one version everywhere, found {sorted(tags)}")
+        for tag in tags:
+            version = tuple(int(part) for part in tag.split("."))
+            if version < CURRENT_AT_LEAST[repo]:
+                problems.append(f"{repo}:{tag} is older than {'.'.join(map(str, CURRENT_AT_LEAST[repo]))}")
+    # The schema job must migrate to the schema the server expects.
+    if seen.get("temporalio/server") != seen.get("temporalio/admin-tools"):
+        problems.append(f"server {seen.get('temporalio/server')} != admin-tools {seen.get('temporalio/admin-tools')}")
+    postgres = next(iter(seen.get("postgres", {"0"})))
+    if int(postgres.split(".")[0]) not in SUPPORTED_POSTGRES_MAJORS:
+        problems.append(f"postgres:{postgres}: use a major in {sorted(SUPPORTED_POSTGRES_MAJORS)}")
+    assert not problems, "\n".join(problems)
+
+
+def published_ports(service: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(host ip, host port, container port) of each published port; host ip "" if unbound."""
+    found = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            found.append((str(port.get("host_ip", "")), str(port.get("published", "")), str(port.get("target", ""))))
+            continue
+        parts = str(port).split("/")[0].rsplit(":", 2)
+        if len(parts) == 3:
+            found.append((parts[0].strip("[]"), parts[1], parts[2]))
+        elif len(parts) == 2:
+            found.append(("", parts[0], parts[1]))
+        else:  # a bare container port: a random host port on every interface
+            found.append(("", "", parts[0]))
+    return found
 
 
 def test_host_ports_are_unique() -> None:
     seen: dict[str, str] = {}
     clashes = []
     for name, service in SERVICES.items():
-        for port in service.get("ports") or []:
-            published = str(port.get("published") if isinstance(port, dict) else str(port).rsplit(":", 1)[0])
+        for _, published, _ in published_ports(service):
             if published in seen:
                 clashes.append(f"{published}: {seen[published]} and {name}")
             seen[published] = name
     assert not clashes, f"host ports published twice: {clashes}"
     assert seen.get("8233") == "temporal-ui", "the Temporal UI should be on http://localhost:8233"
+    assert seen.get("7233") == "temporal", "Temporal's frontend should be on localhost:7233 for `sas` on the host"
+    assert seen.get("8234") == "codec-server", "the codec server should be on http://localhost:8234"
 
 
 def test_volumes_are_named_and_declared() -> None:
@@ -580,7 +604,242 @@ def test_namespace_job_creates_the_namespace_sas_uses() -> None:
 
 def test_dockerignore_keeps_tests_and_local_state_out() -> None:
     assert DOCKERIGNORE.is_file(), ".dockerignore is missing: the whole repo (.git, .sas, tests) would be sent"
-    for path in (".git", ".sas", ".venv", "tests", "bench", ".env", "pkg/__pycache__"):
+    for path in (".git", ".sas", ".venv", "tests", "bench", ".env", "pkg/__pycache__", "secrets/SAS_ENCRYPTION__KEYS"):
         assert ignored_by_docker(path), f".dockerignore should exclude {path}"
-    for path in ("pyproject.toml", "worker.py", "settings.py", "supervisor/__main__.py", "state_store/alembic.ini"):
+    for path in (
+        "pyproject.toml",
+        "worker.py",
+        "settings.py",
+        "supervisor/__main__.py",
+        "state_store/alembic.ini",
+        "deploy/env-from-secrets.sh",
+    ):
         assert not ignored_by_docker(path), f".dockerignore must not exclude {path}: the image needs it"
+
+
+# ------------------------------------------------- safe by default (issue 15)
+
+DEPLOY = REPO / "deploy"
+INIT_DIR = DEPLOY / "postgres-init"
+ROLE_SCRIPT = INIT_DIR / "10-roles.sh"
+ENTRYPOINT_SCRIPT = DEPLOY / "env-from-secrets.sh"
+NEW_SECRETS_SCRIPT = DEPLOY / "new-secrets.sh"
+# Who may hold database credentials, and as which role.
+DB_ROLES = {
+    "temporal-schema": "temporal",
+    "temporal": "temporal",
+    "migrate": "sas_migrate",
+    "worker": "sas_app",
+    "supervisor": "sas_app",
+}
+KEY_SECRET_TARGET = "SAS_ENCRYPTION__KEYS"
+
+
+def test_every_published_port_is_bound_to_loopback() -> None:
+    unbound = [
+        f"{name}: {ip or '0.0.0.0'}:{published or '<random>'} -> {target}"
+        for name, service in SERVICES.items()
+        for ip, published, target in published_ports(service)
+        if ip != "127.0.0.1"
+    ]
+    assert not unbound, f"ports reachable from the network (bind them to 127.0.0.1): {unbound}"
+    assert any(published_ports(s) for s in SERVICES.values()), "no published port at all: nothing to check"
+
+
+def database_credentials(service: dict[str, Any]) -> list[str]:
+    """Every place a service's definition carries database credentials or a database URL."""
+    env = environment(service)
+    found = [f"env {k}" for k in env if re.search(r"DATABASE|POSTGRES|SQL_|_DB_", k)]
+    found += [f"url {t!r}" for t in strings_in(service) if re.search(r"postgres(ql)?(\+\w+)?://", t)]
+    return found
+
+
+def test_only_the_services_that_need_a_database_get_credentials() -> None:
+    holders = {name for name, service in SERVICES.items() if database_credentials(service)}
+    expected = set(DB_ROLES) | {"postgresql"}
+    assert holders == expected, (
+        f"database credentials held by {sorted(holders - expected)} (should have none), "
+        f"missing from {sorted(expected - holders)}"
+    )
+    for name in ("remote-services", "codec-server", "temporal-ui", "temporal-namespace"):
+        assert "SAS_DATABASE__URL" not in environment(SERVICES[name]), f"{name} must get no database URL"
+
+
+def test_each_user_connects_as_its_own_role_never_the_superuser() -> None:
+    problems = []
+    for name, role in DB_ROLES.items():
+        service = SERVICES[name]
+        env = environment(service)
+        users = set(re.findall(r"://([^:/@]+):", env.get("SAS_DATABASE__URL", "")))
+        if "POSTGRES_USER" in env:
+            users.add(env["POSTGRES_USER"])
+        users |= set(option_values(command_argv(service), "-u"))
+        for text in strings_in(service.get("command") or []):
+            users |= set(re.findall(r"\s-u\s+(\w+)", text))
+        if users != {role}:
+            problems.append(f"{name} connects as {sorted(users)}, expected only {role!r}")
+        if "POSTGRES_PASSWORD" in json.dumps(service):
+            problems.append(f"{name} has the superuser's password")
+    superuser_password = [n for n, s in SERVICES.items() if n != "postgresql" and "POSTGRES_PASSWORD" in json.dumps(s)]
+    assert not superuser_password, f"only postgresql may see POSTGRES_PASSWORD: {superuser_password}"
+    assert not problems, "\n".join(problems)
+
+
+def test_the_role_init_script_is_mounted_and_creates_the_roles() -> None:
+    postgres = SERVICES["postgresql"]
+    mounts = [str(v) for v in postgres.get("volumes") or []]
+    assert "./deploy/postgres-init:/docker-entrypoint-initdb.d:ro" in mounts, f"init scripts not mounted: {mounts}"
+    # The image *sources* a .sh that is not executable, running it inside its own shell.
+    scripts = sorted(INIT_DIR.glob("*.sh"))
+    assert scripts == [ROLE_SCRIPT], f"expected exactly {ROLE_SCRIPT.name} in {INIT_DIR}, found {scripts}"
+    assert ROLE_SCRIPT.stat().st_mode & stat.S_IXUSR, f"{ROLE_SCRIPT} must be executable"
+    text = ROLE_SCRIPT.read_text()
+    for role in set(DB_ROLES.values()):
+        assert f":-{role}}}" in text, f"{ROLE_SCRIPT.name} does not create role {role}"
+    # Its passwords are handed to postgresql from .env, the same variables the users' URLs use.
+    env = environment(postgres)
+    for variable in re.findall(r"\$\{(\w+_DB_PASSWORD):\?", text):
+        assert REQUIRED_VAR.match(env.get(variable, "")), f"postgresql must pass {variable} as ${{{variable}:?}}"
+    assert "pg_isready -h 127.0.0.1" in " ".join(healthcheck_words(postgres)), (
+        "postgresql's healthcheck must use TCP: the init-time server listens on the socket only"
+    )
+
+
+@pytest.mark.parametrize("script", [ROLE_SCRIPT, ENTRYPOINT_SCRIPT, NEW_SECRETS_SCRIPT], ids=lambda p: p.name)
+def test_shell_scripts_parse(script: Path) -> None:
+    shell = "bash" if script.read_text().startswith("#!/usr/bin/env bash") else "sh"
+    result = subprocess.run([shell, "-n", str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, f"{shell} -n {script.name}: {result.stderr}"
+
+
+def test_encryption_keys_come_from_a_secret_file() -> None:
+    declared = COMPOSE.get("secrets") or {}
+    key_secrets = {n for n, spec in declared.items() if "SAS_ENCRYPTION__KEYS" in str(spec.get("file", ""))}
+    assert len(key_secrets) == 1, f"expected one secret file for the encryption keys, got {declared}"
+    [source] = key_secrets
+    assert declared[source]["file"] == f"./secrets/{KEY_SECRET_TARGET}"
+    problems = []
+    for name, service in SERVICES.items():
+        env = environment(service)
+        if KEY_SECRET_TARGET in env:
+            problems.append(f"{name}: keys in the environment instead of the secret")
+        has_keys = source in secret_sources(service)
+        if has_keys != (name in {"worker", "supervisor", "codec-server"}):
+            problems.append(f"{name}: {'has' if has_keys else 'lacks'} the key secret")
+        if has_keys:
+            if KEY_SECRET_TARGET not in secret_targets(service):
+                problems.append(f"{name}: mount the keys as /run/secrets/{KEY_SECRET_TARGET}")
+            if service.get("entrypoint") != ["sh", "/app/deploy/env-from-secrets.sh"]:
+                problems.append(f"{name}: the secret is read only by deploy/env-from-secrets.sh as the entrypoint")
+            if not REQUIRED_VAR.match(env.get("SAS_ENCRYPTION__CURRENT_KEY_ID", "")):
+                problems.append(f"{name}: SAS_ENCRYPTION__CURRENT_KEY_ID must be a required ${{VAR:?}}: encryption on")
+    assert not problems, "\n".join(problems)
+    assert "secrets/" in (REPO / ".gitignore").read_text().splitlines(), "secrets/ must be in .gitignore"
+    assert ".env" in (REPO / ".gitignore").read_text().splitlines(), ".env must be in .gitignore"
+
+
+def test_every_interpolated_variable_is_required() -> None:
+    """No secret silently falls back to a default (or to empty)."""
+    loose = sorted({m for t in strings_in(COMPOSE) for m in INTERPOLATION.findall(t) if not REQUIRED_VAR.match(m)})
+    assert not loose, f"use ${{VAR:?message}}: {loose}"
+
+
+def test_new_secrets_writes_what_compose_needs_and_the_entrypoint_loads_the_keys(tmp_path: Path) -> None:
+    first = subprocess.run(["sh", str(NEW_SECRETS_SCRIPT), str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert first.returncode == 0, first.stderr
+    written = {p: p.read_bytes() for p in (tmp_path / ".env", tmp_path / "secrets" / KEY_SECRET_TARGET)}
+    again = subprocess.run(["sh", str(NEW_SECRETS_SCRIPT), str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert again.returncode == 0 and "left as it is" in again.stdout
+    assert {p: p.read_bytes() for p in written} == written, "a second run must not replace secrets"
+
+    assert stat.S_IMODE((tmp_path / ".env").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "secrets").stat().st_mode) == 0o700
+    # Readable by the container's user (Compose bind-mounts it with the host's mode).
+    assert stat.S_IMODE((tmp_path / "secrets" / KEY_SECRET_TARGET).stat().st_mode) == 0o644
+
+    dotenv = dict(
+        line.split("=", 1) for line in (tmp_path / ".env").read_text().splitlines() if line and line[0] != "#"
+    )
+    required = {m.group(1) for t in strings_in(COMPOSE) for m in re.finditer(r"\$\{(\w+):\?", t)}
+    assert required <= dotenv.keys(), f".env lacks {sorted(required - dotenv.keys())}"
+    for key, value in dotenv.items():
+        if key.endswith("PASSWORD"):
+            assert re.fullmatch(r"[A-Za-z0-9_-]{32}", value), f"{key} is not a URL-safe 32-character password"
+
+    # What a container does: the entrypoint exports the secret, and sas's settings take it.
+    probe = (
+        "from settings import Settings; from payload_codec import KeyRing; "
+        "s = Settings(_env_file=None); r = KeyRing.from_settings(s.encryption); print(r.key_ids, r.current_key_id)"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SAS_")}
+    loaded = subprocess.run(
+        ["sh", str(ENTRYPOINT_SCRIPT), sys.executable, "-c", probe],
+        env={
+            **clean,
+            "SAS_SECRETS_DIR": str(tmp_path / "secrets"),
+            "SAS_ENCRYPTION__CURRENT_KEY_ID": dotenv["ENCRYPTION_CURRENT_KEY_ID"],
+        },
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "['k1'] k1"
+
+
+def test_the_codec_server_runs_and_the_ui_uses_it() -> None:
+    from settings import CodecServerSettings
+
+    codec = SERVICES["codec-server"]
+    argv = command_argv(codec)
+    assert argv[:2] == ["sas", "codec-server"], f"codec-server should run `sas codec-server`, runs {argv}"
+    [port] = option_values(argv, "--port")
+    assert option_values(argv, "--host") == ["0.0.0.0"], "inside its container it must listen beyond loopback"
+    published = {target: (ip, host_port) for ip, host_port, target in published_ports(codec)}
+    assert published.get(port) == ("127.0.0.1", port), f"publish the codec server as 127.0.0.1:{port}:{port}"
+
+    ui = SERVICES["temporal-ui"]
+    endpoint = environment(ui).get("TEMPORAL_CODEC_ENDPOINT", "")
+    assert endpoint == f"http://localhost:{port}", f"the UI's TEMPORAL_CODEC_ENDPOINT is {endpoint!r}"
+    # The browser calls the endpoint from the UI's page: its origin must be allowed, and the
+    # endpoint's host name must pass the codec server's Host check.
+    [(_, ui_port, _)] = published_ports(ui)
+    origins = set(option_values(argv, "--ui-origin"))
+    assert origins == {f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}"}, origins
+    assert "SAS_CODEC_SERVER__ALLOWED_HOSTS" not in environment(codec)
+    assert "localhost" in CodecServerSettings().allowed_hosts and "127.0.0.1" in CodecServerSettings().allowed_hosts
+    assert (depends_on(ui).get("codec-server") or {}).get("condition") == "service_healthy"
+
+
+def test_each_process_has_a_healthcheck_that_tests_itself() -> None:
+    expected_role = {"worker": "worker", "supervisor": "supervisor"}
+    problems = []
+    for name, service in SERVICES.items():
+        words = healthcheck_words(service)
+        text = " ".join(words)
+        if name in expected_role:
+            if words != ["sas", "health", expected_role[name]]:
+                problems.append(f"{name}: healthcheck should be `sas health {expected_role[name]}`, is {words}")
+            continue
+        if not words:
+            continue
+        # A check may only talk to its own container.
+        for other in SERVICES:
+            if other != name and re.search(rf"(?<![\w-]){re.escape(other)}(?![\w-])", text):
+                problems.append(f"{name}: healthcheck probes {other}: {text!r}")
+        if "SAS_TEMPORAL__ADDRESS" in text or (":7233" in text and name != "temporal"):
+            problems.append(f"{name}: healthcheck probes Temporal's port: {text!r}")
+    for name in ("codec-server", "remote-services"):
+        argv = command_argv(SERVICES[name])
+        [port] = option_values(argv, "--port")
+        text = " ".join(healthcheck_words(SERVICES[name]))
+        if f"http://127.0.0.1:{port}/healthz" not in text:
+            problems.append(f"{name}: healthcheck should GET its own /healthz on port {port}: {text!r}")
+    assert not problems, "\n".join(problems)
+
+    import importlib
+
+    module = importlib.import_module("sas_cli.main")
+    commands = {c.name for c in module.app.registered_commands}
+    assert "health" in commands, "the healthchecks run `sas health`, which sas does not define"

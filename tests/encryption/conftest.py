@@ -14,7 +14,7 @@ import uvicorn
 from payload_codec import EncryptionCodec, KeyRing
 from payload_codec.server import build_codec_app
 from remote_services.launcher import free_port
-from settings import EncryptionSettings
+from settings import CodecServerSettings, EncryptionSettings
 from tests.helpers import wait_until
 
 UI = "http://localhost:8233"
@@ -39,10 +39,15 @@ def encryption() -> EncryptionSettings:
 
 
 @asynccontextmanager
-async def codec_server(codec: EncryptionCodec, ui_origins: Sequence[str] = (UI,)) -> AsyncIterator[str]:
-    """The codec server in this event loop on a free port; yields its base URL."""
+async def codec_server(
+    codec: EncryptionCodec, ui_origins: Sequence[str] = (UI,), access: CodecServerSettings | None = None
+) -> AsyncIterator[str]:
+    """The codec server in this event loop on a free port; yields its base URL.
+
+    ``access`` defaults to the settings' defaults (no token, loopback host names), never the
+    environment of whoever runs the tests."""
     port = free_port()
-    app = build_codec_app(codec, ui_origins)
+    app = build_codec_app(codec, ui_origins, access or CodecServerSettings())
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off"))
     serving = asyncio.create_task(server.serve())
 

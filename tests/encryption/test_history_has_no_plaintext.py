@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.message import Message
+from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -19,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from payload_codec import ENCODING
 from remote_services.launcher import ServiceProcess
 from sas_runtime.connect import connect
-from settings import EncryptionSettings, TemporalSettings
+from settings import CodecServerSettings, EncryptionSettings, TemporalSettings
 from task_models import TaskResult
 from tests.conftest import temporal_binary
 from tests.encryption.conftest import codec_for, codec_server
@@ -132,8 +133,10 @@ async def test_temporal_cli_reads_the_history_through_the_codec_server(
     without = await temporal_cli(temporal_address, *show)
     assert first_input(without)["metadata"]["encoding"] == base64.b64encode(ENCODING).decode()
     # What the UI does too: send the encrypted payloads to the codec server to decode.
-    async with codec_server(codec_for(encryption)) as url:
-        shown = await temporal_cli(temporal_address, *show, "--codec-endpoint", url)
+    # With a token, as the stack runs it: the CLI sends it with --codec-auth.
+    token = f"cli-{fresh_id('token')}"
+    async with codec_server(codec_for(encryption), access=CodecServerSettings(token=SecretStr(token))) as url:
+        shown = await temporal_cli(temporal_address, *show, "--codec-endpoint", url, "--codec-auth", f"Bearer {token}")
     given = first_input(shown)
     assert base64.b64decode(given["metadata"]["encoding"]) == b"json/plain"
     assert json.loads(base64.b64decode(given["data"]))["address"] == ADDRESS

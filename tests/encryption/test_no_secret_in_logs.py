@@ -32,13 +32,15 @@ log = logging.getLogger("sas.test.secrets")
 @pytest.fixture
 def secrets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     current, retired, api_key = new_key(), new_key(), f"api-key-CANARY-{uuid.uuid4().hex}"
+    codec_token = f"codec-token-CANARY-{uuid.uuid4().hex}"
     monkeypatch.setenv("SAS_ENCRYPTION__KEYS", json.dumps({"k2": current, "k1": retired}))
     monkeypatch.setenv("SAS_ENCRYPTION__CURRENT_KEY_ID", "k2")
     monkeypatch.setenv("SAS_TEMPORAL__API_KEY", api_key)
+    monkeypatch.setenv("SAS_CODEC_SERVER__TOKEN", codec_token)
     monkeypatch.setenv("SAS_LOG_LEVEL", "DEBUG")
     # A key also leaks as its raw bytes' other spellings.
     spellings = [base64.b64decode(k).hex() for k in (current, retired)]
-    return [current, retired, api_key, *spellings]
+    return [current, retired, api_key, codec_token, *spellings]
 
 
 @pytest.fixture
@@ -81,11 +83,19 @@ async def test_no_secret_reaches_logs_reprs_or_errors(
             log.exception("decode failed")
 
     # The codec server, with its access and error logs.
-    app = build_codec_app(converter.payload_codec, ["http://localhost:8233"])  # type: ignore[arg-type]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://codec") as http:
+    app = build_codec_app(converter.payload_codec, ["http://localhost:8233"], settings.codec_server)  # type: ignore[arg-type]
+    assert settings.codec_server.token is not None
+    bearer = {"Authorization": f"Bearer {settings.codec_server.token.get_secret_value()}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http:
         for body in ([payload], stranger):
-            answer = await http.post("/decode", json={"payloads": [json_format.MessageToDict(p) for p in body]})
+            answer = await http.post(
+                "/decode", json={"payloads": [json_format.MessageToDict(p) for p in body]}, headers=bearer
+            )
+            assert answer.status_code == 422, answer.text  # the decode failure, logged
             shown.append(answer.text)
+        refused = await http.post("/decode", json={"payloads": []}, headers={"Authorization": "Bearer wrong"})
+        assert refused.status_code == 401
+        shown.append(refused.text)
 
     # A connection that fails with the API key set (TLS towards a plaintext dev server).
     temporal = settings.temporal.model_copy(update={"address": temporal_address})

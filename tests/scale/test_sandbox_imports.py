@@ -1,18 +1,38 @@
-"""No heavy import sits in the workflow sandbox: the workflow modules pull in neither the
-database stack nor the HTTP client, and every workflow validates in a sandbox that
-refuses them."""
+"""What the workflow sandbox loads: the workflow modules pull in neither the database stack
+nor the HTTP client, every workflow validates in a sandbox that refuses them, the runner
+the workers use passes through exactly the data models (so the workflow modules are
+re-imported, and guarded, in every run), and workflows still run under it."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from temporalio import workflow
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxMatcher, SandboxRestrictions
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
+from temporalio.worker.workflow_sandbox import (
+    RestrictedWorkflowAccessError,
+    SandboxedWorkflowRunner,
+    SandboxMatcher,
+    SandboxRestrictions,
+)
+from temporalio.worker.workflow_sandbox._importer import Importer
+from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
+
+from supervisor.workflow import SupervisorWorkflow
+from task_models import TaskState
+from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack
+from workflows import ALL_WORKFLOWS
+from workflows.runner import workflow_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("sqlalchemy", "httpx", "httpcore", "aiosqlite", "asyncpg", "alembic", "starlette", "cryptography")
@@ -30,14 +50,114 @@ def test_workflow_modules_import_nothing_heavy() -> None:
     assert not loaded & set(HEAVY), f"the workflow modules import {sorted(loaded & set(HEAVY))}"
 
 
-@pytest.mark.parametrize("name", ["OrderWorkflow", "PreorderWorkflow"])
-async def test_workflows_validate_in_a_sandbox_that_refuses_heavy_modules(name: str) -> None:
-    import workflows
-
-    cls = getattr(workflows, name)
-    restrictions = dataclasses.replace(
-        SandboxRestrictions.default,
-        invalid_modules=SandboxRestrictions.default.invalid_modules | SandboxMatcher(access=set(HEAVY)),
+def refusing_heavy_modules() -> SandboxedWorkflowRunner:
+    """The workers' sandbox, told to refuse the heavy modules as well."""
+    restrictions = workflow_runner().restrictions
+    return SandboxedWorkflowRunner(
+        restrictions=dataclasses.replace(
+            restrictions, invalid_modules=restrictions.invalid_modules | SandboxMatcher(access=set(HEAVY))
+        )
     )
-    # (async: the instance is created on a running loop) Raises RestrictedWorkflowAccessError if the module, imported inside the sandbox, touches one.
-    SandboxedWorkflowRunner(restrictions=restrictions).prepare_workflow(workflow._Definition.must_from_class(cls))
+
+
+WORKFLOW_CLASSES = [*ALL_WORKFLOWS, SupervisorWorkflow]
+
+
+@pytest.mark.parametrize("cls", WORKFLOW_CLASSES, ids=lambda c: c.__name__)
+async def test_workflows_validate_in_a_sandbox_that_refuses_heavy_modules(cls: type) -> None:
+    # (async: the instance is created on a running loop) Raises RestrictedWorkflowAccessError
+    # if the module, imported inside the sandbox, touches one.
+    refusing_heavy_modules().prepare_workflow(workflow._Definition.must_from_class(cls))
+
+
+async def test_the_refusing_sandbox_does_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: a workflow module that imports httpx does not validate."""
+    module = f"heavy_probe_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "import httpx  # noqa: F401\n"
+        "from temporalio import workflow\n\n\n"
+        "@workflow.defn\n"
+        "class HeavyWorkflow:\n"
+        "    @workflow.run\n"
+        "    async def run(self) -> None:\n"
+        "        return None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    heavy = importlib.import_module(module).HeavyWorkflow
+    with pytest.raises(RestrictedWorkflowAccessError, match="httpx"):
+        refusing_heavy_modules().prepare_workflow(workflow._Definition.must_from_class(heavy))
+    monkeypatch.delitem(sys.modules, module)
+
+
+def test_the_runner_passes_through_exactly_the_data_models() -> None:
+    restrictions = workflow_runner().restrictions
+    added = restrictions.passthrough_modules - SandboxRestrictions.default.passthrough_modules
+    assert added == {"task_models", "supervisor.models"}
+    # The sandbox defaults it builds on still hold, pydantic among them.
+    assert restrictions.passthrough_modules >= SandboxRestrictions.default.passthrough_modules
+    assert {"pydantic", "pydantic_core", "annotated_types"} <= SandboxRestrictions.default.passthrough_modules
+    assert not restrictions.passthrough_all_modules
+    assert restrictions.invalid_modules == SandboxRestrictions.default.invalid_modules
+    assert restrictions.invalid_module_members == SandboxRestrictions.default.invalid_module_members
+
+    importer = Importer(restrictions, RestrictionContext())
+    # Neither a workflow module nor its package is shared with the host.
+    for cls in WORKFLOW_CLASSES:
+        for name in (cls.__module__, cls.__module__.partition(".")[0]):
+            assert not importer.module_configured_passthrough(name), f"{name} is passed through"
+    assert not importer.module_configured_passthrough("supervisor.activities")
+    assert importer.module_configured_passthrough("task_models.orders")
+
+
+class RecordingRunner(SandboxedWorkflowRunner):
+    """The workers' runner, keeping the instances it makes so a test can look inside."""
+
+    made: list[WorkflowInstance]
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        instance = super().create_instance(det)
+        self.made.append(instance)
+        return instance
+
+
+@pytest.mark.parametrize("cls", WORKFLOW_CLASSES, ids=lambda c: c.__name__)
+async def test_each_run_gets_its_own_copy_of_the_workflow_module(cls: type) -> None:
+    """Re-imported per run: the class in the sandbox is not the host's, and two runs do not
+    share one. The models it uses are the host's (passed through)."""
+    runner = RecordingRunner(restrictions=workflow_runner().restrictions)
+    object.__setattr__(runner, "made", [])
+    definition = workflow._Definition.must_from_class(cls)
+    runner.prepare_workflow(definition)
+    runner.prepare_workflow(definition)
+    first, second = (instance.globals_and_locals["__temporal_workflow_class"] for instance in runner.made)  # type: ignore[attr-defined]
+    assert first is not cls and second is not cls and first is not second
+    assert first.__qualname__ == cls.__qualname__
+    if cls.__module__.startswith("workflows"):
+        import task_models
+
+        # A name the module took from task_models inside the sandbox is the host's object.
+        shared = {n for n, v in vars(task_models).items() if isinstance(v, type) and n[0].isupper()}
+        used = {n for n in shared if n in first.run.__globals__}
+        assert used, f"{cls.__name__}'s module uses no task_models class"
+        assert all(first.run.__globals__[n] is getattr(task_models, n) for n in used)
+
+
+async def test_workflows_run_under_the_narrowed_sandbox(stack: Stack, client: Client) -> None:
+    """The worker (OrderWorkflow) and the Supervisor (SupervisorWorkflow) run with workflow_runner()
+    (tests/stack.py): an order completes, and neither workflow's task ever failed."""
+    task_id = fresh_id("sandbox")
+    result = await (await stack.submit(task_id)).result()
+    assert result.state == TaskState.PROCESSED
+
+    supervisor = client.get_workflow_handle(stack.settings.supervisor.workflow_id)
+
+    async def supervisor_events() -> list[EventType.ValueType]:
+        return [event.event_type async for event in supervisor.fetch_history_events()]
+
+    # One of the Supervisor's sweeps ran its activities to the end.
+    events = await wait_until(
+        supervisor_events, lambda e: EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED in e, timeout=30, what="a sweep"
+    )
+    order_events = [event.event_type async for event in client.get_workflow_handle(task_id).fetch_history_events()]
+    for history in (events, order_events):
+        assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in history
