@@ -48,6 +48,25 @@ async def claim_decision(
         return False
 
 
+async def defer_step(
+    session: AsyncSession, task_id: str, step: str, seen_version: int, seen_failure_count: int, until: datetime
+) -> bool:
+    """Put off the Supervisor's next look at a step that Temporal shows waiting (for a worker,
+    or for the workflow to take in a decision), without counting a failure."""
+    async with session.begin():
+        moved = await session.execute(
+            update(Step)
+            .where(
+                Step.task_id == task_id,
+                Step.name == step,
+                Step.version == seen_version,
+                Step.failure_count == seen_failure_count,
+            )
+            .values(complete_by=until)
+        )
+        return bool(moved.rowcount)
+
+
 async def claim_cleanup(
     session: AsyncSession, decision: Decision, seen_state: str, seen_version: int, version: int, alert: Alert | None
 ) -> bool:

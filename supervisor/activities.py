@@ -21,7 +21,7 @@ from temporalio import activity
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -39,7 +39,7 @@ from state_store.alerts import (
     resolve_recovered,
     undelivered_alerts,
 )
-from state_store.decisions import claim_cleanup, claim_decision, mark_sent, undo_retries
+from state_store.decisions import claim_cleanup, claim_decision, defer_step, mark_sent, undo_retries
 from state_store.queries import OPEN_TASK_STATES, due_steps, get_task, stale_tasks, waiting_tasks_by_queue
 from supervisor.metrics import StoreGauges, record_backlog, record_decision, record_sweep
 from supervisor.models import (
@@ -62,19 +62,15 @@ from supervisor.models import (
     ScanResult,
     SupervisorPolicy,
 )
+from supervisor.reconcile import reconcile_task
+from supervisor.temporal_view import look, waiting_reason
 from task_models import OperatorRequest
 from task_models.versions import version_of
 
 log = logging.getLogger("sas.supervisor")
 
-# The workflow was closed from outside while the mirror says it runs (detection d).
-_DEAD = {
-    WorkflowExecutionStatus.TERMINATED: "terminated",
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.TIMED_OUT: "timed out",
-    WorkflowExecutionStatus.CANCELED: "cancelled",
-}
 _CLEANUP_VERSION = version_of(CLEANUP_SEQ)
+_KIND_NAMES = {TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW: "workflow", TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY: "activity"}
 
 
 # A quiet task (see orphan_after_s) whose workflow task is on its second attempt or later has
@@ -194,6 +190,9 @@ class SupervisorActivities:
         started = time.monotonic()
         for decision in request.decisions:
             _beat()
+            if decision.kind in SIGNALLED_KINDS and await self._temporal_says_wait(decision):
+                result.deferred += 1
+                continue
             if await self._claim(decision):
                 record_decision(decision.kind)
                 result.claimed += 1
@@ -203,6 +202,43 @@ class SupervisorActivities:
         result.signalled = await self._flush_outbox(self._range(request.shard))
         record_sweep("apply", time.monotonic() - started)
         return result
+
+    async def _temporal_says_wait(self, d: Decision) -> bool:
+        """Ask Temporal before escalating: True if this decision must not be taken now.
+
+        A finished workflow gets no decision (its rows are reconciled instead); a closed or
+        unknown one is the orphan check's; a step that waits for a worker, or a decision the
+        workflow has not yet taken in, is not counted again - its look is only put off."""
+        async with self._sessions() as session:
+            task = await session.get(tables.Task, d.task_id)
+            step = await session.get(tables.Step, (d.task_id, d.step))
+        if task is None or step is None or task.version >= _CLEANUP_VERSION:
+            return False  # a clean-up workflow is undoing it: its own ladder applies
+        view = await look(self._client, d.task_id, task.chain_id, task.run_id)
+        if view.status == "completed":
+            found = await reconcile_task(self._sessions, self._client, d.task_id)
+            log.info(
+                "decision dropped: the workflow has completed; mirror reconciled",
+                extra={
+                    "fields": {"task_id": d.task_id, "decision": d.kind, "repairs": len(found.repairs) if found else 0}
+                },
+            )
+            return True
+        if view.status != "running":
+            return True  # closed from outside or gone: check_orphans raises its alert
+        s = self._settings.supervisor
+        now = datetime.now(UTC)
+        why = waiting_reason(view, (step.agent, step.compensation), now, s.overdue_grace_s)
+        if why is None:
+            return False
+        # Look again after the queue check has had its say (a no-worker incident is its alert, not this step's).
+        until = now + timedelta(seconds=max(s.queue_check_s, step.complete_by_s, s.interval_s))
+        async with self._sessions() as session:
+            await defer_step(session, d.task_id, d.step, d.seen_version, d.seen_failure_count, until)
+        log.info(
+            "decision put off: %s", why, extra={"fields": {"task_id": d.task_id, "step": d.step, "decision": d.kind}}
+        )
+        return True
 
     async def _claim(self, d: Decision) -> bool:
         now = datetime.now(UTC)
@@ -329,23 +365,45 @@ class SupervisorActivities:
                 closed = await self._closed_how(task, now)
                 if closed is not None and await self._claim_cleanup(task, closed, now):
                     result.orphans.append(task.task_id)
+                elif closed is None:
+                    found = await reconcile_task(self._sessions, self._client, task.task_id)
+                    result.repaired += len(found.repairs) if found else 0
         if result.orphans:
             await self._flush_outbox(buckets)
         return result
 
     async def _closed_how(self, task: tables.Task, now: datetime) -> str | None:
-        try:
-            described = await self._client.get_workflow_handle(task.task_id).describe()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return "gone (not found in Temporal)"
-            raise
-        how = _DEAD.get(described.status) if described.status else None
-        if how is None:
-            await self._check_stuck(task, described, now)
+        """How the task's workflow was closed from outside, or None if it was not (running,
+        completed - then reconciled - or unknown to Temporal, which only raises an alert)."""
+        view = await look(self._client, task.task_id, task.chain_id, task.run_id)
+        if view.status == "gone":
+            await self._history_gone(task, now)
             return None
-        when = described.close_time.isoformat(timespec="seconds") if described.close_time else "?"
-        return f"{how} at {when}"
+        if view.status == "running" and view.description is not None:
+            await self._check_stuck(task, view.description, now)
+        return view.how if view.status == "closed" else None
+
+    async def _history_gone(self, task: tables.Task, now: datetime) -> None:
+        """Temporal no longer knows the workflow (retention, a namespace reset). Its history was
+        the only proof of what it did, so nothing is undone on the mirror's word: one alert."""
+        spec = AlertSpec(
+            severity="critical",
+            kind="history_gone",
+            message=(
+                f"task {task.task_id}: Temporal no longer knows its workflow (history expired or the namespace was "
+                f"reset) while the mirror says {task.state}; nothing was undone"
+            ),
+            suggested_action=(
+                f"check the remote services' records for {task.task_id} (`sas show {task.task_id}`); "
+                "undo by hand what must be undone, then `sas alerts resolve`"
+            ),
+        )
+        key = f"history_gone:{task.task_id}"
+        async with self._sessions() as session, session.begin():
+            new = await active_alert(session, key) is None
+            await raise_alert(session, _alert_row(spec, task.task_id, task.current_step, 0, None, now, key=key))
+        if new:
+            _log_alert(spec, task.task_id, task.current_step, 0, None)
 
     async def _check_stuck(self, task: tables.Task, described: Any, now: datetime) -> None:
         """A running workflow whose workflow task keeps failing cannot act on any signal - the
@@ -423,19 +481,25 @@ class SupervisorActivities:
         result = QueueCheckResult(queues=len(queues))
         for queue in queues:
             _beat()
-            pollers, backlog = await self._describe_queue(queue)
+            by_kind, backlog = await self._describe_queue(queue)
+            pollers = sum(by_kind.values())
             record_backlog(queue, backlog, pollers)
             result.backlog[queue] = backlog
             n = max(waiting.get(queue, 0), backlog)
             previous = request.backlog.get(queue)
             growing = previous is not None and backlog > previous and backlog >= s.batch_size
             key = f"queue_unpolled:{queue}"
-            if pollers == 0 and n > 0:
+            missing = [kind for kind, count in by_kind.items() if count == 0]
+            if missing and n > 0:
                 result.unpolled.append(queue)
+                who = "no worker (workflows nor Agents)" if len(missing) == 2 else f"no {missing[0]} worker"
                 spec = AlertSpec(
                     severity="critical",
                     kind="queue_unpolled",
-                    message=f"no agent is polling queue {queue}; {n} steps waiting (backlog {backlog})",
+                    message=(
+                        f"{who} is polling queue {queue}; {n} steps waiting (backlog {backlog}); "
+                        "their complete-by is not counted while they wait"
+                    ),
                     suggested_action=f"start a task worker on {queue} (`sas worker` with SAS_TEMPORAL__TASK_QUEUE={queue})",
                 )
                 result.opened += await self._raise_queue_alert(key, spec, n, now)
@@ -447,7 +511,7 @@ class SupervisorActivities:
                     suggested_action=f"add task workers on {queue} or find out why they are slow",
                 )
                 result.opened += await self._raise_queue_alert(f"queue_backlog:{queue}", spec, n, now)
-            if pollers > 0:
+            if not missing:
                 result.resolved += await self._resolve_key(key, now, f"{pollers} pollers are back on {queue}")
             if not growing:
                 result.resolved += await self._resolve_key(f"queue_backlog:{queue}", now, "backlog no longer growing")
@@ -462,9 +526,11 @@ class SupervisorActivities:
             result.resolved += await self._resolve_key(alert.incident_key, now, "no steps waiting any more")
         return result
 
-    async def _describe_queue(self, queue: str) -> tuple[int, int]:
-        """(live pollers, approximate backlog) over the workflow and activity task queues."""
-        pollers = backlog = 0
+    async def _describe_queue(self, queue: str) -> tuple[dict[str, int], int]:
+        """Live pollers of the workflow and of the activity task queue, counted apart (a worker
+        whose Agents are starved still polls workflows), and their approximate backlog."""
+        pollers = {"workflow": 0, "activity": 0}
+        backlog = 0
         fresh_after = datetime.now(UTC) - timedelta(seconds=self._settings.supervisor.poller_stale_s)
         for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
             response = await self._client.workflow_service.describe_task_queue(
@@ -477,7 +543,7 @@ class SupervisorActivities:
             )
             for poller in response.pollers:
                 seen = poller.last_access_time.ToDatetime(tzinfo=UTC) if poller.HasField("last_access_time") else None
-                pollers += seen is None or seen >= fresh_after
+                pollers[_KIND_NAMES[kind]] += seen is None or seen >= fresh_after
             if response.HasField("stats"):
                 backlog += response.stats.approximate_backlog_count
             elif response.HasField("task_queue_status"):

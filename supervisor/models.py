@@ -115,6 +115,7 @@ class ApplyInput(BaseModel):
 class ApplyResult(BaseModel):
     claimed: int = 0
     skipped: int = 0
+    deferred: int = Field(default=0, description="Put off: Temporal shows the step waiting, or the workflow finished")
     signalled: int = 0
     alerts: int = 0
 
@@ -127,6 +128,7 @@ class OrphanCheckInput(BaseModel):
 class OrphanCheckResult(BaseModel):
     checked: int = 0
     orphans: list[str] = Field(default_factory=list, description="Tasks whose workflow was closed from outside")
+    repaired: int = Field(default=0, description="Rows reconciled with Temporal")
     cursor: dict[str, str] = Field(default_factory=dict)
 
 
