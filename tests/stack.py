@@ -132,6 +132,11 @@ class Stack:
             response.raise_for_status()
             return response.json()["id"]
 
+    async def remove_fault(self, fault_id: str) -> None:
+        async with httpx.AsyncClient() as http:
+            response = await http.delete(f"{self.services_url}/admin/faults/{fault_id}", headers=ADMIN_HEADERS)
+            response.raise_for_status()
+
 
 @asynccontextmanager
 async def start_stack(
