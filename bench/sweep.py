@@ -77,6 +77,9 @@ def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], li
                     "payload": "{}",
                     "shard": shard,
                     "version": 0,
+                    "chain_id": f"chain-{task_id}",
+                    "run_id": f"run-{task_id}",
+                    "incarnation": 1,
                     "created_at": now - timedelta(days=1),
                     "updated_at": now - timedelta(days=1),
                 }
@@ -105,6 +108,8 @@ def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], li
                 "last_error": None,
                 "error_type": None,
                 "permanent": False,
+                "chain_id": f"chain-{task_id}",
+                "run_id": f"run-{task_id}",
                 "idempotency_key": f"{task_id}:{name}",
                 "complete_by_s": 10.0,
                 "version": 30000,

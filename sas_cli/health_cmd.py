@@ -122,10 +122,11 @@ async def _pollers(settings: Settings, queue: str) -> list[Poller]:
 
 async def _connect(settings: Settings) -> Client:
     from sas_runtime.connect import connect
+    from sas_runtime.failures import TemporalUnreachable
 
     try:
         return await asyncio.wait_for(connect(settings.temporal, "health"), CONNECT_TIMEOUT_S)
-    except (TimeoutError, RuntimeError) as err:
+    except (TimeoutError, RuntimeError, TemporalUnreachable) as err:
         raise CliError(
             f"unhealthy: cannot reach Temporal at {settings.temporal.address} ({err.__class__.__name__})"
         ) from None

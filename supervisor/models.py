@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from task_models import StepPolicyValues
 from task_models.versions import CLEANUP_STAMP_BASE
@@ -150,6 +150,9 @@ class DeliveryResult(BaseModel):
 
 
 class SupervisorInput(BaseModel):
+    # A misspelt or foreign field is an error: the Supervisor must not start on someone else's input.
+    model_config = ConfigDict(extra="forbid")
+
     sweeps_done: int = 0
     shard: int = 0
     interval_s: float | None = Field(default=None, description="Adaptive interval carried across continue-as-new")
@@ -179,6 +182,8 @@ class CleanupStep(BaseModel):
 
 class CleanupInput(BaseModel):
     """What ``CleanupWorkflow`` needs to undo a dead task: only what the mirror recorded."""
+
+    model_config = ConfigDict(extra="forbid")
 
     task_id: str
     task_type: str

@@ -41,7 +41,7 @@ async def ensure_supervisor_running(client: Client, settings: Settings) -> None:
     process calls this, and all but the first find it running."""
     for shard in range(settings.supervisor.shards):
         await client.start_workflow(
-            SupervisorWorkflow.run,
+            "SupervisorWorkflow",  # its run takes the raw payload (workflows/inputs.py)
             SupervisorInput(shard=shard),
             id=settings.supervisor.shard_workflow_id(shard),
             task_queue=settings.temporal.supervisor_task_queue,

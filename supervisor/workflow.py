@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from supervisor.models import (
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SweepStats,
     )
     from supervisor.policy import decide
+    from workflows.inputs import decode_model
 
 # A Supervisor process killed mid-activity is noticed after this, not after the whole timeout.
 _HEARTBEAT = timedelta(seconds=10)
@@ -51,7 +52,8 @@ class SupervisorWorkflow:
         self._stats = SweepStats()
 
     @workflow.run
-    async def run(self, state: SupervisorInput) -> None:
+    async def run(self, raw: RawValue) -> None:
+        state = decode_model(raw, SupervisorInput, "Supervisor")
         self._stats.sweeps = state.sweeps_done
         shard = state.shard
         interval = state.interval_s

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         TransitionBatch,
     )
     from task_models.versions import version_of
+    from workflows.inputs import decode_model
 
 # The states in which a step may have had its effect: undo it (undoing is safe when nothing was done).
 UNDO_STATES = ("Processed", "Processing", "Failed", "Compensating", "CompensationFailed", "Error")
@@ -52,7 +53,8 @@ class CleanupWorkflow:
         self._states: dict[str, str] = {}
 
     @workflow.run
-    async def run(self, cleanup: CleanupInput) -> dict[str, str]:
+    async def run(self, raw: RawValue) -> dict[str, str]:
+        cleanup = decode_model(raw, CleanupInput, "clean-up")
         self._input = cleanup
         self._states = {s.name: s.state for s in cleanup.steps}
         ordered = sorted(cleanup.steps, key=lambda s: s.position)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from temporalio import workflow
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from task_models import TaskResult
@@ -17,7 +16,7 @@ class OrderWorkflow(TaskScheduler):
     definition = ORDER
 
     @workflow.run
-    async def run(self, order: Any) -> TaskResult:
-        # ``Any``, not OrderInput: input that fails validation must fail the workflow
+    async def run(self, order: RawValue) -> TaskResult:
+        # The raw payload, not OrderInput: input that fails to decode or validate must fail the workflow
         # with a clear, non-retryable error instead of a workflow task retried forever.
         return await self.execute(order)

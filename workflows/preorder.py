@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from temporalio import workflow
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from task_models import TaskResult
@@ -17,5 +16,5 @@ class PreorderWorkflow(TaskScheduler):
     definition = PREORDER
 
     @workflow.run
-    async def run(self, preorder: Any) -> TaskResult:
+    async def run(self, preorder: RawValue) -> TaskResult:
         return await self.execute(preorder)

@@ -50,8 +50,8 @@ with workflow.unsafe.imports_passed_through():
     from task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
     from task_models.versions import next_stamp, version_of
     from workflows.definitions import TaskDefinition
+    from workflows.inputs import INVALID_INPUT, decode, short
 
-INVALID_INPUT = "InvalidInput"
 # A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
 TASK_ID_REUSED = "TaskIdReused"
 # Mirror writes wait out a database outage rather than fail the task.
@@ -155,13 +155,13 @@ class TaskScheduler:
         try:
             validate_task_id(workflow.info().workflow_id)
             if isinstance(raw_input, RawValue):
-                raw_input = _decode(raw_input)
+                raw_input = decode(raw_input)
             if not isinstance(raw_input, dict):
                 raise ValueError(f"input must be a JSON object, got {type(raw_input).__name__}")
             model = self.definition.input_model.model_validate(raw_input)
         except ValidationError as err:
             raise ApplicationError(
-                f"invalid {self.definition.task_type} input: {_short(err)}", type=INVALID_INPUT, non_retryable=True
+                f"invalid {self.definition.task_type} input: {short(err)}", type=INVALID_INPUT, non_retryable=True
             ) from None
         except ValueError as err:
             raise ApplicationError(
@@ -405,10 +405,10 @@ class TaskScheduler:
         if raw is None:
             return OperatorRequest()
         try:
-            decoded = _decode(raw)
+            decoded = decode(raw)
             return OperatorRequest() if decoded is None else OperatorRequest.model_validate(decoded)
         except ValidationError as err:
-            problem = _short(err)
+            problem = short(err)
         except ValueError as err:
             problem = str(err)
         workflow.logger.warning("%s signal rejected: %s", signal, problem)
@@ -665,30 +665,6 @@ async def _shielded(task: asyncio.Future[Any]) -> Any:
             if task.cancelled():
                 raise
             workflow.logger.warning("cancellation ignored while compensating")
-
-
-def _decode(raw: RawValue) -> Any:
-    """A raw payload as JSON values; ValueError with a short reason if it is not decodable."""
-    if not raw.payload.data and not raw.payload.metadata:
-        return None
-    try:
-        return workflow.payload_converter().from_payload(raw.payload)
-    except RecursionError:
-        raise ValueError("the payload is nested too deeply") from None
-    except Exception as err:  # noqa: BLE001 - any decoding failure is the payload's fault
-        raise ValueError(f"the payload cannot be decoded: {type(err).__name__}") from None
-
-
-def _short(err: ValidationError) -> str:
-    """One short line per wrong field: ``items[0].quantity: must be greater than 0``."""
-    return "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in err.errors(include_url=False)[:10])
-
-
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "input"
 
 
 def _retry_policy(policy: StepPolicyValues) -> RetryPolicy:

@@ -75,25 +75,26 @@ async def test_malformed_update_payloads_are_rejected_and_change_nothing(stack_n
     await no_failed_workflow_task(handle)
 
 
-async def test_malformed_signals_are_dropped_with_a_logged_error_and_a_good_one_still_works(
+async def test_malformed_signals_are_rejected_visibly_and_a_good_one_still_works(
     stack_no_supervisor: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
     stack = stack_no_supervisor
     handle = await waiting_for_a_decision(stack)
-    caplog.set_level(logging.ERROR)
+    caplog.set_level(logging.WARNING)
     for name in ("retry", "compensate", "park"):
         for payload, _ in MALFORMED:
             await handle.signal(name, payload)
 
-    async def dropped_logged() -> list[logging.LogRecord]:
-        return [r for r in caplog.records if "dropping the signal" in r.getMessage() and handle.id in r.getMessage()]
+    async def rejected() -> list[str]:
+        status = await handle.query("status", result_type=TaskStatus)
+        return [e for e in status.events if "signal rejected: invalid request" in e]
 
-    dropped = await wait_until(
-        dropped_logged,
-        lambda found: len(found) >= 3 * len(MALFORMED),
-        what="every malformed signal to be logged as dropped",
+    # Each one is in the task's own events (sas status, the UI's query) and the worker's log.
+    seen = await wait_until(
+        rejected, lambda found: len(found) >= 3 * len(MALFORMED), what="every malformed signal to be rejected"
     )
-    assert all(r.levelno == logging.ERROR for r in dropped)
+    assert {e.split(" signal rejected")[0].split()[-1] for e in seen} == {"retry", "compensate", "park"}
+    assert [r for r in caplog.records if "signal rejected" in r.getMessage()]
     status = await handle.query("status", result_type=TaskStatus)
     assert status.state == TaskState.FAILED and [s.runs for s in status.steps] == [1, 1, 1]
     await handle.signal("retry", {"by": "alice", "reason": "fixed"})

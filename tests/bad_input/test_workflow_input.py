@@ -9,13 +9,15 @@ import asyncio
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.api.common.v1 import Payload
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from task_models import TaskState
+from task_models import TaskState, TaskStatus
 from tests.bad_input.strategies import draw_examples, invalid_orders, invalid_task_ids
-from tests.helpers import fresh_id
+from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 
 
@@ -93,8 +95,8 @@ async def test_a_one_megabyte_payload_starts_then_fails_clearly(stack: Stack) ->
     assert "at most 500 characters" in message and len(message) < 1_000
 
 
-async def test_unicode_and_control_characters_in_fields_go_through_unchanged(stack: Stack) -> None:
-    address = "Straße 1\u202e ☃ 東京 \x00\x07\x1b[31m 🚚\u200d\n2nd line"
+async def test_unicode_goes_through_unchanged_and_control_characters_are_refused(stack: Stack) -> None:
+    address = "Straße 1\u202e ☃ 東京 🚚\u200d\n2nd line"
     task_id = fresh_id("unicode")
     submitted = order(address=address, customer_id="c ~!@#$%^&*()_+{}|:<>?")
     result = await (await stack.submit(task_id, submitted)).result()
@@ -104,3 +106,55 @@ async def test_unicode_and_control_characters_in_fields_go_through_unchanged(sta
     assert record.task.payload["customer_id"] == submitted.customer_id
     ledger = await stack.ledger(task_id)
     assert [e["action"] for e in ledger] == ["reserve", "charge", "ship"]
+    # NUL and terminal escapes would break PostgreSQL and the operator's terminal: refused, visibly.
+    for bad in ("1 Main St\x00", "\x1b[31mred"):
+        handle = await stack.submit(fresh_id("ctl"), {**order().model_dump(), "address": bad})
+        assert "address: Value error, must not contain control characters" in await fails_with_invalid_input(
+            stack, handle, "address"
+        )
+
+
+def _raw(data: bytes) -> RawValue:
+    return RawValue(Payload(metadata={"encoding": b"json/plain"}, data=data))
+
+
+WEDGES = {
+    "deeply nested": (_raw(b"[" * 3000 + b"]" * 3000), "the payload cannot be decoded"),
+    "not JSON": (_raw(b"{not json"), "cannot be decoded"),
+    "a wrong object": (_raw(b'{"orders": [1, 2, 3]}'), "input"),
+}
+
+
+@pytest.mark.parametrize("workflow", ["OrderWorkflow", "PreorderWorkflow", "CleanupWorkflow", "SupervisorWorkflow"])
+@pytest.mark.parametrize("wedge", list(WEDGES))
+async def test_no_payload_wedges_a_workflow(stack: Stack, workflow: str, wedge: str) -> None:
+    """Input the SDK could not even decode used to fail every workflow task: the workflow stayed
+    Running for ever. Now every workflow type fails at once, non-retryably, saying why."""
+    raw, expected = WEDGES[wedge]
+    queue = stack.settings.temporal
+    handle = await stack.client.start_workflow(
+        workflow,
+        raw,
+        id=fresh_id("wedge"),
+        task_queue=queue.supervisor_task_queue if workflow == "SupervisorWorkflow" else queue.task_queue,
+    )
+    await fails_with_invalid_input(stack, handle, expected)
+
+
+async def test_an_undecodable_signal_is_rejected_visibly(stack_no_supervisor: Stack) -> None:
+    stack = stack_no_supervisor
+    task_id = fresh_id("sig")
+    await stack.add_fault(endpoint="payment.charge", kind="permanent", status=422, match_order_id=task_id)
+    handle = await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("charge") == "Failed", what="charge Failed")
+    await handle.signal("retry", _raw(b"[" * 3000 + b"]" * 3000))
+    await handle.signal("compensate", _raw(b'{"by": 5, "extra": true}'))
+
+    async def events() -> list[str]:
+        return (await handle.query("status", result_type=TaskStatus)).events
+
+    seen = await wait_until(events, lambda e: sum("signal rejected" in x for x in e) == 2, what="both rejections")
+    assert any("retry signal rejected: invalid request: the payload cannot be decoded" in e for e in seen)
+    assert any("compensate signal rejected: invalid request: by: Input should be a valid string" in e for e in seen)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    assert await stack.step_states(task_id) == {"reserve": "Processed", "charge": "Failed", "ship": "Pending"}

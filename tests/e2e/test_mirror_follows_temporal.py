@@ -53,7 +53,7 @@ async def _run_id(stack: Stack, task_id: str) -> str:
     return (await stack.client.get_workflow_handle(task_id).describe()).run_id
 
 
-def _actions(ledger: list[dict[str, object]]) -> list[object]:
+def _actions(ledger: list[dict[str, object]]) -> list[str]:
     return sorted(str(e["action"]) for e in ledger)
 
 

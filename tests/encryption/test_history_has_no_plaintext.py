@@ -145,8 +145,8 @@ async def test_temporal_cli_reads_the_history_through_the_codec_server(
 async def test_a_rejected_order_keeps_its_validation_message_encrypted(
     encrypting_client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
 ) -> None:
-    # Validation messages quote the input they reject: without encoded failure attributes
-    # the address would be readable in the failure.
+    # Validation messages name what they reject: without encoded failure attributes the
+    # submitter's text would be readable in the failure.
     raw = await Client.connect(temporal_address)
     bad: dict[str, Any] = {
         "customer_id": CUSTOMER,
@@ -154,7 +154,8 @@ async def test_a_rejected_order_keeps_its_validation_message_encrypted(
         "quantity": -1,
         "amount_cents": 5,
         "address": ADDRESS,
-        "colour": ADDRESS,
+        # Messages name the wrong fields, and a field's name is the submitter's text too.
+        ADDRESS: "an unknown field",
     }
     async with start_stack(encrypting_client, temporal_address, services.url, sqlite_url, supervisor=False) as stack:
         task_id = fresh_id("enc-bad")

@@ -112,7 +112,7 @@ async def test_cool_down_tries_an_hour_apart_then_the_outcome(skipping_env: Work
     client = skipping_env.client
     async with Worker(client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, store.apply]):
         handle = await client.start_workflow(
-            SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue
+            "SupervisorWorkflow", SupervisorInput(), id=f"sup-{queue}", task_queue=queue
         )
         # Time skips while we sleep on the test server's clock.
         for _ in range(12):
@@ -138,7 +138,7 @@ async def test_idle_sweeps_back_off_and_a_wake_returns_to_the_base_interval(skip
     client = skipping_env.client
     async with Worker(client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, store.apply]):
         handle = await client.start_workflow(
-            SupervisorWorkflow.run, SupervisorInput(), id=f"sup-{queue}", task_queue=queue
+            "SupervisorWorkflow", SupervisorInput(), id=f"sup-{queue}", task_queue=queue
         )
 
         async def stats() -> SweepStats:
