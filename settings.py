@@ -203,8 +203,12 @@ class SupervisorSettings(BaseModel):
     )
     retry_backoff: float = Field(default=2.0, ge=1.0)
     retry_max_delay_s: float = Field(default=300.0, ge=0)
-    cooldown_s: float = Field(default=3600.0, ge=0, description="Default ladder C: cool-down before each further try.")
-    cooldown_tries: int = Field(default=0, ge=0, description="Default ladder K: tries after a cool-down.")
+    # Seed 002: a long outage of a remote service is waited out, not turned into refunds. After the
+    # quick retries, three tries five minutes apart carry a task through a 10-minute outage.
+    cooldown_s: float = Field(
+        default=300.0, ge=0, le=7 * 86400, description="Default ladder C: cool-down before each further try."
+    )
+    cooldown_tries: int = Field(default=3, ge=0, le=1000, description="Default ladder K: tries after a cool-down.")
     outcome: Literal["compensate", "park"] = Field(default="compensate", description="Default ladder's last rung.")
     ladders: dict[str, TaskLadder] = Field(
         default_factory=dict,

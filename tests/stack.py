@@ -60,7 +60,11 @@ def test_settings(temporal_address: str, services_url: str, db_url: str, **overr
         "callbacks": CallbackSettings(secret=CALLBACK_SECRET),
         "outbound": DEV_OUTBOUND,
         "supervisor": SupervisorSettings(
-            interval_s=0.5, failure_threshold=3, overdue_grace_s=1.5, workflow_id=f"supervisor-{suffix}"
+            interval_s=0.5,
+            failure_threshold=3,
+            overdue_grace_s=1.5,
+            cooldown_tries=0,  # the tests' ladder: retries, then the outcome, in seconds
+            workflow_id=f"supervisor-{suffix}",
         ),
         "default_step": FAST_STEP,
         "compensation": FAST_UNDO,

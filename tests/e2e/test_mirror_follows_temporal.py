@@ -31,6 +31,7 @@ async def quick_stack(
     """A Supervisor that looks at quiet tasks after one second."""
     supervisor = SupervisorSettings(
         interval_s=0.5, failure_threshold=3, overdue_grace_s=1.0, orphan_after_s=1.0, orphan_check_s=0.5,
+        cooldown_tries=0,
         workflow_id=f"supervisor-{fresh_id('mf')}",
     )  # fmt: skip
     async with start_stack(client, temporal_address, services.url, sqlite_url, supervisor=True) as running:

@@ -30,7 +30,11 @@ async def test_supervisor_metrics_after_a_known_run(stack_no_supervisor: Stack) 
         update={
             "metrics": MetricsSettings(supervisor_bind=f"127.0.0.1:{port}"),
             "supervisor": SupervisorSettings(
-                interval_s=0.5, max_interval_s=1.0, queue_check_s=0.5, workflow_id=fresh_id("sup-metrics")
+                interval_s=0.5,
+                max_interval_s=1.0,
+                queue_check_s=0.5,
+                cooldown_tries=0,
+                workflow_id=fresh_id("sup-metrics"),
             ),
         }
     )

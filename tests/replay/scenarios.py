@@ -79,6 +79,7 @@ def _supervisor(**changes: Any) -> dict[str, Any]:
         "retry_delay_s": 0.2,
         "orphan_after_s": 1.0,
         "orphan_check_s": 0.5,
+        "cooldown_tries": 0,
     }
     return {"supervisor": SupervisorSettings(**{**base, **changes})}
 

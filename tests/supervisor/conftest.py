@@ -92,6 +92,7 @@ def rig_settings(base: Settings, **supervisor: Any) -> Settings:
         "orphan_check_s": 0.5,
         "queue_check_s": 0.5,
         "queue_idle_after_s": 1.0,
+        "cooldown_tries": 0,  # the tests' ladder: retries, then the outcome, in seconds
         "workflow_id": base.supervisor.workflow_id,
     }
     values.update(supervisor)

@@ -44,6 +44,7 @@ async def test_a_workflow_that_cannot_make_progress_raises_one_alert(
     settings = settings.model_copy(
         update={
             "supervisor": SupervisorSettings(
+                cooldown_tries=0,
                 interval_s=0.5,
                 max_interval_s=1.0,
                 orphan_after_s=1.0,
