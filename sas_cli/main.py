@@ -468,6 +468,7 @@ def alerts_resolve(alert_id: int) -> None:
 from sas_cli import codec_server_cmd as _codec_server_cmd  # noqa: E402  (registers `codec-server`)
 from sas_cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
 from sas_cli import health_cmd as _health_cmd  # noqa: E402  (registers `health`)
+from sas_cli import reconcile_cmd as _reconcile_cmd  # noqa: E402  (registers `reconcile`)
 from sas_cli import supervisor_cmds as _supervisor_cmds  # noqa: E402  (registers `show`)
 from sas_cli.schedules import schedule_app  # noqa: E402
 
@@ -475,6 +476,7 @@ _demo.register(app)
 _supervisor_cmds.register(app)
 _codec_server_cmd.register(app)
 _health_cmd.register(app)
+_reconcile_cmd.register(app)
 app.add_typer(schedule_app, name="schedule")
 
 
