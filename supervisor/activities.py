@@ -515,6 +515,7 @@ class SupervisorActivities:
                 result.resolved += await self._resolve_key(key, now, f"{pollers} pollers are back on {queue}")
             if not growing:
                 result.resolved += await self._resolve_key(f"queue_backlog:{queue}", now, "backlog no longer growing")
+        result.stuck = await self._reported_problems(queues, now)
         # Incidents on queues that no longer have work waiting end too.
         async with self._sessions() as session:
             stale = [
@@ -525,6 +526,55 @@ class SupervisorActivities:
         for alert in stale:
             result.resolved += await self._resolve_key(alert.incident_key, now, "no steps waiting any more")
         return result
+
+    async def _reported_problems(self, queues: dict[str, None], now: datetime) -> int:
+        """Workflows on sas's queues that Temporal marks as stuck in workflow task failures
+        (``TemporalReportedProblems``): one alert each, even for a workflow that never reached
+        the mirror (a payload its worker cannot decrypt, a non-determinism error at start).
+        Resolved when the mark goes. A server without the attribute is skipped."""
+        listed = " OR ".join(f"TaskQueue = '{q}'" for q in queues)
+        query = f"TemporalReportedProblems IS NOT NULL AND ExecutionStatus = 'Running' AND ({listed})"
+        try:
+            stuck = [w async for w in self._client.list_workflows(query, limit=100)]
+        except RPCError as err:
+            log.debug("TemporalReportedProblems not searchable here: %s", err.message)
+            return 0
+        marked = set()
+        for wf in stuck:
+            _beat()
+            problems = wf.search_attributes.get("TemporalReportedProblems") or []
+            key = f"workflow_stuck:{wf.id}"
+            marked.add(key)
+            spec = AlertSpec(
+                severity="critical",
+                kind="workflow_stuck",
+                message=(
+                    f"workflow {wf.id} ({wf.workflow_type}): its workflow task keeps failing "
+                    f"({', '.join(map(str, problems)) or 'reported by Temporal'}), so it cannot make progress"
+                ),
+                suggested_action=(
+                    "see the WorkflowTaskFailed event in the Temporal UI: a payload that cannot be decrypted "
+                    "(check SAS_ENCRYPTION__KEYS on every worker), or new code that does not match its history "
+                    "(docs/replay.md); fix the cause, or terminate it"
+                ),
+            )
+            async with self._sessions() as session, session.begin():
+                new = await active_alert(session, key) is None
+                await raise_alert(session, _alert_row(spec, wf.id, None, 0, None, now, key=key))
+            if new:
+                _log_alert(spec, wf.id, None, 0, None)
+        async with self._sessions() as session:
+            gone = [
+                a.incident_key
+                for a in await active_alerts_of_kind(session, "workflow_stuck")
+                if a.incident_key not in marked
+            ]
+        for key in gone:
+            async with self._sessions() as session:
+                task = await session.get(tables.Task, key.split(":", 1)[1])
+            if task is None:  # the mirror-based check (check_orphans) owns the rest
+                await self._resolve_key(key, now, "Temporal no longer reports a problem")
+        return len(stuck)
 
     async def _describe_queue(self, queue: str) -> tuple[dict[str, int], int]:
         """Live pollers of the workflow and of the activity task queue, counted apart (a worker

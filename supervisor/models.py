@@ -142,6 +142,7 @@ class QueueCheckResult(BaseModel):
     backlog: dict[str, int] = Field(default_factory=dict)
     opened: int = 0
     resolved: int = 0
+    stuck: int = Field(default=0, description="Workflows Temporal reports stuck in workflow task failures")
 
 
 class DeliveryResult(BaseModel):

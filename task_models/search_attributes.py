@@ -14,11 +14,18 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 
 
 def dev_server_flags() -> list[str]:
-    """``--search-attribute NAME=TYPE`` flags for ``temporal server start-dev``."""
+    """``--search-attribute NAME=TYPE`` flags for ``temporal server start-dev``, and the dynamic config
+    that makes the server mark a workflow whose workflow task keeps failing (the system search
+    attribute ``TemporalReportedProblems``), so the Supervisor can find one that never reached sas."""
     flags: list[str] = []
     for name, kind in SEARCH_ATTRIBUTES.items():
         flags += ["--search-attribute", f"{name}={kind}"]
+    flags += ["--dynamic-config-value", f"{REPORTED_PROBLEMS_CONFIG}=2"]
     return flags
+
+
+# Server dynamic config: consecutive workflow task failures before TemporalReportedProblems is set.
+REPORTED_PROBLEMS_CONFIG = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"
 
 
 # Typed keys, used by the Scheduler to upsert and by clients to build queries.
