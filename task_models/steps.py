@@ -14,14 +14,22 @@ from task_models.text import CleanText, UserText
 class StepPolicyValues(BaseModel):
     """How one step runs: its complete-by and the Agent's quick retries (Temporal's retry policy)."""
 
-    complete_by_s: float = Field(default=10.0, gt=0, description="Start-to-close timeout of one attempt.")
-    heartbeat_s: float | None = Field(
-        default=None, gt=0, description="Heartbeat timeout: a dead Agent is noticed after this. Default: complete_by/3."
+    # Upper bounds keep a typo from scheduling an attempt for a year or retrying it a million times.
+    complete_by_s: float = Field(
+        default=10.0, gt=0, le=86_400, description="Start-to-close timeout of one attempt (at most a day)."
     )
-    max_attempts: int = Field(default=3, ge=1, description="Quick retries by the Agent before the step is Failed.")
-    initial_interval_s: float = Field(default=0.5, gt=0)
-    backoff: float = Field(default=2.0, ge=1.0)
-    max_interval_s: float = Field(default=5.0, gt=0)
+    heartbeat_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="Heartbeat timeout: a dead Agent is noticed after this. Default: complete_by/3.",
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, le=1_000, description="Quick retries by the Agent before the step is Failed."
+    )
+    initial_interval_s: float = Field(default=0.5, gt=0, le=3_600)
+    backoff: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_interval_s: float = Field(default=5.0, gt=0, le=86_400)
 
     @property
     def complete_by(self) -> timedelta:
