@@ -4,8 +4,9 @@ operator or by themselves when the task recovers - and delivered to a webhook.""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import CursorResult, and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from state_store.tables import Alert, Step, Task
@@ -27,7 +28,7 @@ async def set_alert_status(session: AsyncSession, alert_id: int, status: str, at
         raise ValueError(f"unknown alert status {status!r}; use one of {', '.join(ALERT_STATUSES)}")
     async with session.begin():
         result = await session.execute(update(Alert).where(Alert.id == alert_id).values(status=status, updated_at=at))
-    return bool(result.rowcount)
+    return bool(cast("CursorResult[Any]", result).rowcount)
 
 
 async def raise_alert(session: AsyncSession, alert: Alert) -> Alert:
@@ -146,4 +147,4 @@ async def claim_delivery(
             .where(or_(Alert.next_delivery_at.is_(None), Alert.next_delivery_at <= now))
             .values(next_delivery_at=lease_until)
         )
-    return bool(result.rowcount)
+    return bool(cast("CursorResult[Any]", result).rowcount)

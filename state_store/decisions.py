@@ -8,8 +8,9 @@ never acts twice.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -42,7 +43,7 @@ async def claim_decision(
                 )
                 .values(failure_count=decision.failure_count, complete_by=next_look_at)
             )
-            return await _record_claimed(session, claimed.rowcount, decision, alert)
+            return await _record_claimed(session, cast("CursorResult[Any]", claimed).rowcount, decision, alert)
     except IntegrityError:
         # The unique (task, step, FailureCount, kind) key: someone else recorded it first.
         return False
@@ -64,7 +65,7 @@ async def defer_step(
             )
             .values(complete_by=until)
         )
-        return bool(moved.rowcount)
+        return bool(cast("CursorResult[Any]", moved).rowcount)
 
 
 async def claim_cleanup(
@@ -81,7 +82,7 @@ async def claim_cleanup(
                 .where(Task.task_id == decision.task_id, Task.state == seen_state, Task.version == seen_version)
                 .values(state="Error", version=version, updated_at=decision.decided_at)
             )
-            return await _record_claimed(session, claimed.rowcount, decision, alert)
+            return await _record_claimed(session, cast("CursorResult[Any]", claimed).rowcount, decision, alert)
     except IntegrityError:
         return False
 

@@ -8,7 +8,9 @@ is idempotent and ordered by version (see ``task_models.versions``).
 
 from __future__ import annotations
 
-from sqlalchemy import case, or_, select, update
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from state_store.tables import AuditEntry, Step, Task
@@ -75,7 +77,7 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
             .where(or_(Task.chain_id.is_(None), Task.chain_id == t.chain_id))
             .values(**task_values)
         )
-    return result.rowcount or 0
+    return cast("CursorResult[Any]", result).rowcount or 0
 
 
 async def task_exists(session: AsyncSession, task_id: str) -> bool:

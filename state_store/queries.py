@@ -40,12 +40,12 @@ async def list_tasks(session: AsyncSession, state: str | None = None, limit: int
 
 def due_steps_query(
     now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
-) -> Select[tuple[Step]]:
+) -> Select[Step]:
     """The Supervisor's scan: one index range scan on (state, complete_by) per state,
     each bounded by ``limit``, so its cost does not grow with the table. A shard's
     hash range filters the rows the range scan reads; it does not widen it."""
 
-    def part(state: str, until: datetime) -> Select[tuple[Step]]:
+    def part(state: str, until: datetime) -> Select[Step]:
         query = select(Step).where(Step.state == state, Step.complete_by <= until)
         if bucket_range is not None:
             query = query.where(Step.shard >= bucket_range[0], Step.shard < bucket_range[1])
@@ -79,7 +79,7 @@ def stale_tasks_query(
     limit: int,
     after: tuple[datetime, str] | None = None,
     bucket_range: tuple[int, int] | None = None,
-) -> Select[tuple[Task]]:
+) -> Select[Task]:
     """Tasks in ``state`` not updated since ``before``, in (updated_at, task_id) order after
     ``after``: a range scan of the (state, updated_at) index that resumes where the
     last one stopped, so every stale task gets its turn however many there are."""

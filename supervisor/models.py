@@ -7,12 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from task_models import StepPolicyValues
-from task_models.versions import CLEANUP_STAMP_BASE
-
-# Stamps the clean-up workflow writes with, above anything a Scheduler could have written
-# (see task_models.versions): a dead workflow's late writes never win over its clean-up.
-CLEANUP_SEQ = CLEANUP_STAMP_BASE
+# The clean-up workflow's input and stamps live with the models it shares with the Scheduler.
+from task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupStep  # noqa: F401
 
 DecisionKind = Literal["retry", "compensate", "park", "wait", "cleanup"]
 # Decisions that become a signal to the Scheduler (or the clean-up workflow); the others are notes.
@@ -169,29 +165,3 @@ class SweepStats(BaseModel):
     last: ApplyResult | None = None
     orphans_found: int = 0
     queue_checks: int = 0
-
-
-class CleanupStep(BaseModel):
-    """One step as the mirror recorded it when its workflow died."""
-
-    name: str
-    position: int
-    state: str
-    compensation: str | None
-    idempotency_key: str
-
-
-class CleanupInput(BaseModel):
-    """What ``CleanupWorkflow`` needs to undo a dead task: only what the mirror recorded."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    task_id: str
-    task_type: str
-    payload: dict
-    steps: list[CleanupStep]
-    compensation_policy: StepPolicyValues = StepPolicyValues(max_attempts=5)
-    reason: str = ""
-    chain_id: str | None = Field(
-        default=None, description="The dead task's chain of runs: its rows take only its writes."
-    )

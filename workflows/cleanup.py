@@ -23,7 +23,6 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from supervisor.models import CLEANUP_SEQ, CleanupInput, CleanupStep
     from task_models import (
         MirrorStamp,
         OperatorRequest,
@@ -34,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
         TransitionBatch,
     )
+    from task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupStep
     from task_models.versions import version_of
     from workflows.inputs import decode_model
 

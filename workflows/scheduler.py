@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
 
@@ -523,7 +523,7 @@ class TaskScheduler:
         (only what changed, to keep the history small)."""
         if self._status is None or self._plan is None or not self._plan.search_attributes:
             return
-        wanted = {
+        wanted: dict[SearchAttributeKey[Any], Any] = {
             TASK_STATE: str(self._status.state),
             CURRENT_STEP: self._status.current_step or "",
             FAILURE_COUNT: max((s.failure_count for s in self._status.steps), default=0),
