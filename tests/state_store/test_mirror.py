@@ -272,3 +272,32 @@ async def test_a_legacy_row_is_adopted_only_while_unfinished(sessions, writer) -
     async with sessions() as s:
         adopted = await get_task(s, running)
     assert adopted is not None and adopted.task.chain_id == "c1" and {r.chain_id for r in adopted.steps} == {"c1"}
+
+
+async def test_control_characters_in_relayed_text_are_stored_cleaned(sessions, writer) -> None:
+    """A remote service's error text (or an actor's name) may carry NUL, which PostgreSQL refuses:
+    every text that reaches the store is cleaned first, so the write lands instead of retrying for ever."""
+    from state_store.mirror import record_audit
+    from state_store.queries import audit_for
+    from task_models import AuditRecord
+
+    task_id = fresh_id("nul")
+    await writer.accept(accepted(task_id))
+    failed = transition(
+        task_id, 2, StepState.FAILED, last_error="card\x00declined\x1b[31m", error_type="Remote\x00Error",
+        locked_by="w\x00", task_state=TaskState.FAILED,
+    )  # fmt: skip
+    async with sessions() as s:
+        assert await record_transitions(s, [failed]) == 1
+        assert await record_audit(
+            s,
+            AuditRecord(task_id=task_id, run_id="r", seq=1, action="retry", actor="al\x00ice", reason="x\x00",
+                        changed="y\x07", at=NOW),
+        )  # fmt: skip
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+        audit = await audit_for(s, task_id)
+    assert record is not None
+    reserve = next(r for r in record.steps if r.name == "reserve")
+    assert (reserve.last_error, reserve.error_type) == ("card\ufffddeclined\ufffd[31m", "Remote\ufffdError")
+    assert [(a.actor, a.reason, a.changed) for a in audit] == [("al\ufffdice", "x\ufffd", "y\ufffd")]
