@@ -220,7 +220,9 @@ async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
                 "state": a.state,
                 "chain_id": a.chain_id,
                 "archived_at": a.archived_at,
-                "steps": {s["name"]: s["state"] for s in a.snapshot.get("steps", [])},
+                "steps": {
+                    s["name"]: s["state"] for s in sorted(a.snapshot.get("steps", []), key=lambda s: s["position"])
+                },
             }
             for a in await archived_incarnations(session, task_id)
         ],

@@ -173,16 +173,22 @@ async def existing_task(client: Client, task_id: str) -> CliError:
     The state comes from the mirror row when there is one (the newest Temporal run may be a
     refused reuse of the id, which says nothing about the task), else from Temporal."""
     from sas_cli import context
+    from sas_runtime.failures import StateStoreUnreachable
     from state_store.incarnations import RESUBMITTABLE
     from state_store.queries import get_task
 
-    running = await workflow_status(client, task_id) == "RUNNING"
-    record = await context.with_session(lambda s: get_task(s, task_id))
-    if running:
-        state = "still running" + (f" ({record.task.state})" if record is not None else "")
-        how = f"follow it with `sas status {task_id} --follow`, or submit under a new id"
-        return CliError(f"task {task_id} already exists and is {state}: a task id is one task", how)
-    state = record.task.state if record is not None else (await workflow_status(client, task_id) or "unknown")
+    temporal = await workflow_status(client, task_id)
+    try:
+        record = await context.with_session(lambda s: get_task(s, task_id))
+        mirrored = record.task.state if record is not None else None
+    except StateStoreUnreachable:
+        mirrored = None  # the refusal still stands; Temporal's word is enough to explain it
+    if temporal == "RUNNING":
+        return CliError(
+            f"task {task_id} is already running" + (f" ({mirrored})" if mirrored else "") + ": a task id is one task",
+            f"follow it with `sas status {task_id} --follow`, or submit under a new id",
+        )
+    state = mirrored or (f"{temporal.lower()} in Temporal" if temporal else "unknown")
     how = (
         f"`sas resubmit {task_id} --reason …` runs it again as a new incarnation, or submit under a new id"
         if state in RESUBMITTABLE

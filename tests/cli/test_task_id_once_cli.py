@@ -69,5 +69,5 @@ async def test_submit_of_a_running_task_exits_non_zero(stack: Stack) -> None:
     assert started.returncode == 0, started.stderr
     again = await sas(stack, "submit", "--id", task_id, *ORDER_FLAGS)
     assert again.returncode != 0
-    assert f"task {task_id} already exists and is still running" in again.stderr
+    assert f"task {task_id} is already running" in again.stderr
     await stack.client.get_workflow_handle(task_id).terminate("test over")
