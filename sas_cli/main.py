@@ -131,6 +131,9 @@ def submit(
     async def go() -> dict[str, Any]:
         client = await context.client()
         created = await tasks.submit(client, context.settings(), task_type, task_id, payload, start_delay=delay)
+        if not created:
+            # A task id is one task: a script must see that nothing new started.
+            raise await tasks.existing_task(client, task_id)
         out: dict[str, Any] = {"task_id": task_id, "submitted": created}
         if delay is not None:
             out["starts_in_s"] = round(delay.total_seconds(), 1)
@@ -146,12 +149,9 @@ def submit(
     if as_json:
         print_json(out)
         return
-    if out["submitted"]:
-        when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
-        shown = escape(task_id)
-        console.print(f"submitted {escape(task_type)} [bold]{shown}[/bold]{when}; follow it with `sas status {shown}`")
-    else:
-        console.print(f"{escape(task_id)} was already submitted: it runs once. See `sas status {escape(task_id)}`.")
+    when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
+    shown = escape(task_id)
+    console.print(f"submitted {escape(task_type)} [bold]{shown}[/bold]{when}; follow it with `sas status {shown}`")
     if wait:
         console.print(f"finished: {styled(out['result']['state'])}")
 
@@ -357,8 +357,28 @@ def retry(
 
 @app.command()
 def resubmit(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
-    """Take a task out of the dead letter: reset its FailureCount and retry the waiting step."""
-    _operator_action(task_id, "request_retry", "FailureCount reset; ", by=by, reason=reason, reset_failure_count=True)
+    """Run a task again. A running task parked for an operator: reset its FailureCount and retry
+    the waiting step. A finished Compensated or Error task: start its next incarnation, with
+    new rows and idempotency keys (the finished one is archived; `sas show` lists it)."""
+    from sas_cli import tasks
+
+    tasks.check_task_id(task_id)
+
+    async def still_running() -> bool:
+        return await tasks.workflow_status(await context.client(), task_id) == "RUNNING"
+
+    if context.run(still_running):
+        _operator_action(
+            task_id, "request_retry", "FailureCount reset; ", by=by, reason=reason, reset_failure_count=True
+        )
+        return
+    actor = by or f"{os.environ.get('USER', 'operator')} (sas)"
+    incarnation = context.run(lambda: context.with_client(lambda c: tasks.resubmit_finished(c, task_id, actor, reason)))
+    shown = escape(task_id)
+    console.print(
+        f"{shown}: resubmitted as incarnation {incarnation}, with new idempotency keys; "
+        f"follow it with `sas status {shown} --follow`"
+    )
 
 
 @app.command()

@@ -92,6 +92,22 @@ def show(
                 ],
             )
         )
+    if data["archived_incarnations"]:
+        console.print(
+            table(
+                "earlier incarnations (archived by `sas resubmit`)",
+                ["#", "ended", "steps", "archived"],
+                [
+                    [
+                        a["incarnation"],
+                        styled(a["state"]),
+                        " ".join(f"{name}={state}" for name, state in a["steps"].items()),
+                        a["archived_at"].isoformat(timespec="seconds"),
+                    ]
+                    for a in data["archived_incarnations"]
+                ],
+            )
+        )
     console.print(
         table(
             f"{len(data['alerts'])} alert(s)",
@@ -116,7 +132,7 @@ def show(
 
 async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
     """Everything ``sas show`` prints, as plain data (``--json``)."""
-    from state_store.queries import alerts_for, audit_for, decisions_for, get_task
+    from state_store.queries import alerts_for, archived_incarnations, audit_for, decisions_for, get_task
 
     record = await get_task(session, task_id)
     if record is None:
@@ -132,6 +148,7 @@ async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
                 "task_queue",
                 "state",
                 "current_step",
+                "incarnation",
                 "created_at",
                 "updated_at",
             )
@@ -196,5 +213,17 @@ async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
                 )
             }
             for a in await alerts_for(session, task_id)
+        ],
+        "archived_incarnations": [
+            {
+                "incarnation": a.incarnation,
+                "state": a.state,
+                "chain_id": a.chain_id,
+                "archived_at": a.archived_at,
+                "steps": {
+                    s["name"]: s["state"] for s in sorted(a.snapshot.get("steps", []), key=lambda s: s["position"])
+                },
+            }
+            for a in await archived_incarnations(session, task_id)
         ],
     }

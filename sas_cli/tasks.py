@@ -84,7 +84,8 @@ def check_task_id(task_id: str) -> str:
 async def submit(
     client: Client, settings: Settings, task_type: str, task_id: str, payload: dict[str, Any], start_delay: Any = None
 ) -> bool:
-    """Start the task's workflow (id = task id). False if it was submitted before: it runs once."""
+    """Start the task's workflow (id = task id). False if the id already names a task
+    (running or finished): nothing new started; ``existing_task`` says which and what to do."""
     try:
         await client.start_workflow(
             TASK_TYPES[task_type][1],
@@ -161,3 +162,122 @@ def parse_when(at: str | None, after: str | None) -> timedelta | None:
             raise CliError(f"--at {at} is in the past")
         return delay
     return None
+
+
+# ------------------------------------------------ a task id is one task, forever
+
+
+async def existing_task(client: Client, task_id: str) -> CliError:
+    """Why ``task_id`` cannot be submitted again: the task it already names, its state, what to do.
+
+    The state comes from the mirror row when there is one (the newest Temporal run may be a
+    refused reuse of the id, which says nothing about the task), else from Temporal."""
+    from sas_cli import context
+    from sas_runtime.failures import StateStoreUnreachable
+    from state_store.incarnations import RESUBMITTABLE
+    from state_store.queries import get_task
+
+    temporal = await workflow_status(client, task_id)
+    try:
+        record = await context.with_session(lambda s: get_task(s, task_id))
+        mirrored = record.task.state if record is not None else None
+    except StateStoreUnreachable:
+        mirrored = None  # the refusal still stands; Temporal's word is enough to explain it
+    if temporal == "RUNNING":
+        return CliError(
+            f"task {task_id} is already running" + (f" ({mirrored})" if mirrored else "") + ": a task id is one task",
+            f"follow it with `sas status {task_id} --follow`, or submit under a new id",
+        )
+    state = mirrored or (f"{temporal.lower()} in Temporal" if temporal else "unknown")
+    how = (
+        f"`sas resubmit {task_id} --reason …` runs it again as a new incarnation, or submit under a new id"
+        if state in RESUBMITTABLE
+        else "submit it under a new id"
+    )
+    return CliError(f"task {task_id} already exists and is {state}: a task id is one task", how)
+
+
+async def workflow_status(client: Client, task_id: str) -> str | None:
+    """The newest run's status name (RUNNING, COMPLETED, FAILED, …), or None if Temporal has none."""
+    try:
+        description = await client.get_workflow_handle(task_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return description.status.name if description.status is not None else None
+
+
+async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, timeout_s: float = 60) -> int:
+    """Run a finished Compensated or Error task again as its next incarnation; the new incarnation's number.
+
+    The new run of the same workflow id carries the operator's request in its memo; its
+    ``mirror.accept`` archives the finished rows, starts fresh ones under new idempotency keys
+    and audits the resubmission, or refuses it if the task changed since we looked
+    (another resubmission, a Processed task). We wait for that answer so the caller knows."""
+    import asyncio
+
+    from sas_cli import context
+    from state_store.incarnations import RESUBMITTABLE
+    from state_store.queries import get_task
+    from task_models import RESUBMIT_MEMO, Resubmission
+
+    record = await context.with_session(lambda s: get_task(s, task_id))
+    if record is None:
+        raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
+    task = record.task
+    if task.state not in RESUBMITTABLE:
+        what = "it is done and stays done" if task.state == "Processed" else "only a finished task can be resubmitted"
+        raise CliError(
+            f"{task_id} is {task.state}: {what}",
+            f"submit a new task under a new id; see `sas show {task_id}`",
+        )
+    if task.chain_id is None:
+        raise CliError(f"{task_id} has no recorded run chain: it cannot be resubmitted", f"see `sas show {task_id}`")
+    request = Resubmission(of=task.chain_id, by=by, reason=reason)
+    try:
+        handle = await client.start_workflow(
+            task.workflow_type,
+            task.payload,
+            id=task_id,
+            task_queue=task.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            memo={RESUBMIT_MEMO: request.model_dump()},
+        )
+    except WorkflowAlreadyStartedError:
+        raise await existing_task(client, task_id) from None
+    new_chain = handle.first_execution_run_id or handle.result_run_id
+
+    async def answer() -> int | CliError | None:
+        now = await context.with_session(lambda s: get_task(s, task_id))
+        if now is not None and now.task.chain_id == new_chain:
+            return now.task.incarnation
+        if await workflow_status(client, task_id) == "FAILED":
+            return await _refused(client, task_id)
+        return None
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while (outcome := await answer()) is None:
+        if loop.time() > deadline:
+            raise CliError(
+                f"{task_id}: resubmitted, but no worker has accepted the new run within {timeout_s:.0f}s",
+                f"it starts when a worker polls {task.task_queue}; follow it with `sas status {task_id} --follow`",
+            )
+        await asyncio.sleep(0.5)
+    if isinstance(outcome, CliError):
+        raise outcome
+    return outcome
+
+
+async def _refused(client: Client, task_id: str) -> CliError:
+    """The failure of a refused resubmission, as the accept worded it (a TaskIdReused error)."""
+    from temporalio.client import WorkflowFailureError
+
+    try:
+        await client.get_workflow_handle(task_id).result()
+    except WorkflowFailureError as err:
+        reason = getattr(err.cause, "message", None) or str(err.cause)
+        return CliError(f"{task_id}: resubmission refused: {reason}", f"see `sas show {task_id}`")
+    return CliError(f"{task_id}: the new run ended at once", f"see `sas show {task_id}`")

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, func, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from state_store.tables import Alert, AuditEntry, Decision, Step, Task
+from state_store.tables import Alert, AuditEntry, Decision, Step, Task, TaskArchive
 from task_models import StepState
 
 # What the Supervisor looks at, and how long past CompleteBy each state may be.
@@ -142,3 +142,9 @@ async def failure_counts(session: AsyncSession, task_ids: list[str]) -> dict[str
         return {}
     query = select(Step.task_id, func.max(Step.failure_count)).where(Step.task_id.in_(task_ids)).group_by(Step.task_id)
     return {task_id: int(count or 0) for task_id, count in (await session.execute(query)).all()}
+
+
+async def archived_incarnations(session: AsyncSession, task_id: str) -> list[TaskArchive]:
+    """The finished incarnations of a task that `sas resubmit` replaced, oldest first."""
+    query = select(TaskArchive).where(TaskArchive.task_id == task_id).order_by(TaskArchive.incarnation)
+    return list((await session.scalars(query)).all())

@@ -56,8 +56,8 @@ async def test_submit_status_list(stack: Stack) -> None:
     listed = as_json(await sas(stack, "list", "--state", "processed", "--json"))
     assert task_id in [t["task_id"] for t in listed]
 
-    again = as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--json"))
-    assert again["submitted"] is False  # runs once
+    again = await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--json")
+    assert again.returncode != 0 and "already exists and is Processed" in again.stderr  # a task id is one task
     table = await sas(stack, "status", task_id)
     assert table.returncode == 0 and "Processed" in table.stdout and "reserve" in table.stdout
 

@@ -64,3 +64,8 @@ def test_recovery_runs() -> None:
 def test_memory_runs() -> None:
     summary = run_bench("memory.py", "--tasks", "20", "--hold-s", "15", "--settle-s", "1")
     assert summary["tasks"] == "20" and float(summary["per_task_kb"]) != 0
+
+
+def test_outage_runs() -> None:
+    summary = run_bench("outage.py", "--orders", "3", "--down-s", "20")
+    assert {"orders", "completed", "compensated", "alerts", "decisions"} <= summary.keys()
