@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -226,11 +226,18 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
     if record is None:
         raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
     task = record.task
+    if task.state == "Processed":
+        raise CliError(f"{task_id} is Processed: it is done and stays done", "submit a new task under a new id")
     if task.state not in RESUBMITTABLE:
-        what = "it is done and stays done" if task.state == "Processed" else "only a finished task can be resubmitted"
+        # Another operator's resubmission got there first, or the mirror is behind Temporal.
+        if await workflow_status(client, task_id) == "RUNNING":
+            raise CliError(
+                f"{task_id} is running again (incarnation {task.incarnation}, {task.state}): nothing to resubmit",
+                f"follow it with `sas status {task_id} --follow`",
+            )
         raise CliError(
-            f"{task_id} is {task.state}: {what}",
-            f"submit a new task under a new id; see `sas show {task_id}`",
+            f"{task_id} is {task.state} in the state store but its workflow is not running: not resubmitted",
+            f"the state store is behind Temporal; see `sas show {task_id}` and `sas status {task_id}`",
         )
     if task.chain_id is None:
         raise CliError(f"{task_id} has no recorded run chain: it cannot be resubmitted", f"see `sas show {task_id}`")
@@ -253,8 +260,10 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
         now = await context.with_session(lambda s: get_task(s, task_id))
         if now is not None and now.task.chain_id == new_chain:
             return now.task.incarnation
-        if await workflow_status(client, task_id) == "FAILED":
-            return await _refused(client, task_id)
+        # This run's own status: a later run of the id (another operator's) says nothing about it.
+        description = await handle.describe()
+        if description.status is not None and description.status.name != "RUNNING":
+            return await _refused(handle, task_id)
         return None
 
     loop = asyncio.get_running_loop()
@@ -271,13 +280,13 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
     return outcome
 
 
-async def _refused(client: Client, task_id: str) -> CliError:
-    """The failure of a refused resubmission, as the accept worded it (a TaskIdReused error)."""
+async def _refused(handle: WorkflowHandle[Any, Any], task_id: str) -> CliError:
+    """Why the resubmitted run ended before it was accepted, as the accept worded it (TaskIdReused)."""
     from temporalio.client import WorkflowFailureError
 
     try:
-        await client.get_workflow_handle(task_id).result()
+        await handle.result(follow_runs=False)
     except WorkflowFailureError as err:
         reason = getattr(err.cause, "message", None) or str(err.cause)
         return CliError(f"{task_id}: resubmission refused: {reason}", f"see `sas show {task_id}`")
-    return CliError(f"{task_id}: the new run ended at once", f"see `sas show {task_id}`")
+    return CliError(f"{task_id}: the new run ended before it was accepted", f"see `sas show {task_id}`")

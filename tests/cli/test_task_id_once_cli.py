@@ -4,12 +4,17 @@ incarnation under new rows and keys, archived and audited. Run on SQLite and Pos
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from task_models import TaskResult, TaskState
 from tests.cli.test_cli import ORDER_FLAGS, as_json, sas
 from tests.helpers import fresh_id
-from tests.stack import ADMIN_HEADERS, Stack
+from tests.stack import ADMIN_HEADERS, Stack, order
+
+# A card the payment service declines: the order is compensated.
+DECLINED = "4000000000000002"
 
 
 async def test_a_compensated_order_is_resubmitted_as_a_new_incarnation(stack_any_db: Stack) -> None:
@@ -71,3 +76,26 @@ async def test_submit_of_a_running_task_exits_non_zero(stack: Stack) -> None:
     assert again.returncode != 0
     assert f"task {task_id} is already running" in again.stderr
     await stack.client.get_workflow_handle(task_id).terminate("test over")
+
+
+async def test_two_operators_resubmitting_at_once_start_one_incarnation(stack_any_db: Stack) -> None:
+    stack = stack_any_db
+    task_id = fresh_id("race")
+    first = await stack.submit(task_id, order(card=DECLINED))
+    assert (await first.result()).state == TaskState.COMPENSATED
+
+    both = await asyncio.gather(
+        sas(stack, "resubmit", task_id, "--by", "alice", "--reason", "r1"),
+        sas(stack, "resubmit", task_id, "--by", "bob", "--reason", "r2"),
+    )
+    won = [d for d in both if d.returncode == 0]
+    lost = [d for d in both if d.returncode != 0]
+    assert len(won) == 1 and "incarnation 2" in won[0].stdout, [(d.stdout, d.stderr) for d in both]
+    # The other is told why, in one line and its hint: the task changed under it, or is running.
+    assert len(lost) == 1 and task_id in lost[0].stderr and "Traceback" not in lost[0].stderr
+    assert len(lost[0].stderr.strip().splitlines()) <= 2
+
+    shown = as_json(await sas(stack, "show", task_id, "--json"))
+    assert shown["task"]["incarnation"] == 2
+    assert [a["incarnation"] for a in shown["archived_incarnations"]] == [1]
+    assert len([a for a in shown["operator_actions"] if a["action"] == "resubmit"]) == 1
