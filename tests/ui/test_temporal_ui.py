@@ -1,0 +1,107 @@
+"""The Temporal UI tells each task's story (issue 14): the session's dev server with its UI,
+tasks run into completed, compensated, parked and delayed states, and the UI's list and
+workflow pages read in headless Chromium.
+
+With ``SAS_UI_SCREENSHOTS=<folder>`` the test also saves the pages it reads as PNG files:
+``docs/img/`` is made this way (docs/operator.md says how).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from temporalio.client import Client
+
+from sas_cli.tasks import submit
+from task_models import OperatorAnswer, OperatorRequest, TaskResult, TaskState, TaskStatus
+from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack, order
+from tests.ui.chromium import Browser, chromium_binary
+
+pytestmark = pytest.mark.timeout(120)
+
+SCREENSHOTS = os.environ.get("SAS_UI_SCREENSHOTS")
+
+
+async def status_of(client: Client, task_id: str) -> TaskStatus:
+    return await client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
+
+
+async def waiting_at(client: Client, task_id: str, state: TaskState) -> TaskStatus:
+    return await wait_until(
+        lambda: status_of(client, task_id), lambda s: s.state == state, timeout=30, what=f"{task_id} {state}"
+    )
+
+
+async def test_the_ui_shows_summaries_current_details_and_a_compensated_task(
+    stack_no_supervisor: Stack, ui_url: str
+) -> None:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.fail("headless Chromium is missing: apt-get install -y chromium (.ci/run installs it)")
+    stack = stack_no_supervisor
+    client, settings, queue = stack.client, stack.settings, stack.settings.temporal.task_queue
+    done_id, undone_id, parked_id, later_id = (fresh_id(p) for p in ("ui-done", "ui-undone", "ui-parked", "ui-later"))
+    await stack.add_fault(endpoint="shipping.ship", kind="transient", match_order_id=undone_id)
+    await stack.add_fault(endpoint="payment.charge", kind="transient", match_order_id=parked_id)
+    payload = order().model_dump(mode="json")  # 2 x SKU-1, 19.99 EUR
+    # Started the way `sas submit` starts them, so they carry its summary and details.
+    for task_id in (done_id, undone_id, parked_id):
+        assert await submit(client, settings, "order", task_id, payload)
+    assert await submit(client, settings, "order", later_id, payload, start_delay=timedelta(hours=1))
+
+    # completed
+    done = await client.get_workflow_handle(done_id, result_type=TaskResult).result()
+    assert done.state == TaskState.PROCESSED
+    # compensated: ship fails; an operator compensates
+    await waiting_at(client, undone_id, TaskState.FAILED)
+    await client.get_workflow_handle(undone_id).execute_update(
+        "request_compensate", OperatorRequest(by="ui-test", reason="customer cancelled"), result_type=OperatorAnswer
+    )
+    undone = await client.get_workflow_handle(undone_id, result_type=TaskResult).result()
+    assert undone.state == TaskState.COMPENSATED
+    assert next(s for s in undone.steps if s.name == "ship").last_error  # kept after compensation
+    # parked: charge fails; parked the way the Supervisor parks it
+    await waiting_at(client, parked_id, TaskState.FAILED)
+    await client.get_workflow_handle(parked_id).signal(
+        "park", OperatorRequest(step="charge", failure_count=3, by="supervisor", reason="FailureCount 3")
+    )
+    await waiting_at(client, parked_id, TaskState.ERROR)
+
+    def read_pages() -> dict[str, str]:
+        shots = Path(SCREENSHOTS) if SCREENSHOTS else None
+        pages: dict[str, str] = {}
+        with Browser(binary) as browser:
+            # The list of this test's tasks, with the column an operator adds (SasTaskState).
+            mine = quote(f"TaskQueue = '{queue}'")
+            browser.open(f"{ui_url}/namespaces/default/workflows?query={mine}")
+            pages["list"] = browser.wait_for_text(done_id, undone_id, parked_id, later_id)
+            if shots:
+                browser.screenshot(shots / "ui-list.png")
+            # The saved view "compensated": only the undone task.
+            compensated = f"TaskQueue = '{queue}' AND SasTaskState = 'Compensated'"
+            browser.open(f"{ui_url}/namespaces/default/workflows?query={quote(compensated)}")
+            pages["compensated view"] = browser.wait_for_text(undone_id)
+            for name, task_id, needles in (
+                ("compensated", undone_id, ("Task state: Compensated", "FailureCount")),
+                ("parked", parked_id, ("Task state: Error", "needs an operator", f"sas retry {parked_id}")),
+            ):
+                browser.open(f"{ui_url}/namespaces/default/workflows/{task_id}")
+                browser.wait_for_text("User Metadata")
+                run_page = browser.evaluate("location.pathname").rsplit("/", 1)[0]
+                browser.open(f"{ui_url}{run_page}/user-metadata")
+                pages[name] = browser.wait_for_text(f"order {task_id} · 2 × SKU-1 · 19.99 EUR", *needles)
+                if shots:
+                    browser.screenshot(shots / f"ui-{name}.png")
+        return pages
+
+    pages = await asyncio.to_thread(read_pages)
+    assert "reserve → charge → ship" in pages["compensated"]
+    assert "Last error" in pages["compensated"] and "ship" in pages["compensated"]
+    assert "Compensated" in pages["compensated"]
+    assert done_id not in pages["compensated view"] and parked_id not in pages["compensated view"]
