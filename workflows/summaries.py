@@ -49,16 +49,16 @@ def task_summary(definition: TaskDefinition, task_id: str, payload: Mapping[str,
 
 def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str, Any]) -> str:
     """Markdown for the workflow page: what the task is, its steps and undos, and the commands that act on it."""
-    rows = "\n".join(
-        f"| {i + 1} | {s.name} | `{s.agent}` | {f'`{s.compensation}`' if s.compensation else '—'} |"
+    # Lists, not tables: the UI's markdown view draws tables without borders or spacing.
+    steps = "\n".join(
+        f"{i + 1}. **{s.name}**: `{s.agent}`" + (f", undone by `{s.compensation}`" if s.compensation else "")
         for i, s in enumerate(definition.steps)
     )
     what = " · ".join(p for p in (_items(payload), _amount(payload)) if p) or "—"
     return (
         f"### {definition.task_type} `{task_id}`\n\n"
         f"**What:** {what}\n\n"
-        "| # | step | agent | undo |\n| --- | --- | --- | --- |\n"
-        f"{rows}\n\n"
+        f"{steps}\n\n"
         "If it cannot complete, the attempted steps are undone in reverse order.\n\n"
         f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
         f"act: `sas retry {task_id}` or `sas compensate {task_id}`"
@@ -106,22 +106,23 @@ def current_details(status: TaskStatus) -> str:
     failed = [s for s in status.steps if s.last_error]
     last = waiting or (failed[-1] if failed else None)
     current = next((s for s in status.steps if s.name == status.current_step), None)
-    lines = [f"**Task state: {status.state}**" + (" · needs an operator" if status.needs_operator else "")]
-    if current is not None:
+    failure_count = max((s.failure_count for s in status.steps), default=0)
+    lines = [
+        f"**Task state: {status.state}**"
+        + (" · needs an operator" if status.needs_operator else "")
+        + f" · FailureCount {failure_count}"
+    ]
+    if current is not None and not status.state.terminal:
         lines.append(f"**Step:** {current.name} ({current.state}) · run {current.runs}")
-    lines.append(f"**FailureCount:** {max((s.failure_count for s in status.steps), default=0)}")
     if last is not None and last.last_error:
         lines.append(f"**Last error** ({last.name}, {last.error_type}): {last.last_error[:300]}")
     lines.append(f"**Next:** {_next_action(status, waiting)}")
-    table = "\n".join(
-        f"| {s.name} | {s.state} | {s.runs} | {s.failure_count} | {(s.last_error or '')[:80].replace('|', '/')} |"
+    steps = "\n".join(
+        f"- **{s.name}**: {s.state} · run {s.runs} · FailureCount {s.failure_count}"
+        + (f" · last error: {s.last_error[:80]}" if s.last_error else "")
         for s in status.steps
     )
-    return (
-        "\n\n".join(lines)
-        + "\n\n| step | state | runs | FailureCount | last error |\n| --- | --- | --- | --- | --- |\n"
-        + table
-    )
+    return "\n\n".join(lines) + "\n\n" + steps
 
 
 def cleanup_summary(task_type: str, task_id: str, payload: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ With ``SAS_UI_SCREENSHOTS=<folder>`` the test also saves the pages it reads as P
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +27,32 @@ from tests.ui.chromium import Browser, chromium_binary
 pytestmark = pytest.mark.timeout(120)
 
 SCREENSHOTS = os.environ.get("SAS_UI_SCREENSHOTS")
+# The list columns docs/operator.md suggests: Temporal's status beside sas's own state.
+COLUMNS = json.dumps(
+    {
+        "default": [
+            {"label": label}
+            for label in (
+                "Status",
+                "Workflow ID",
+                "SasTaskState",
+                "SasCurrentStep",
+                "SasFailureCount",
+                "Type",
+                "Start",
+                "End",
+            )
+        ]
+    }
+)
+
+
+def row(page: str, task_id: str) -> str:
+    """The list row of ``task_id`` as the page's text has it: cells separated by tabs, the
+    status badge on the line before the id's."""
+    lines = page.splitlines()
+    found = next((i for i, line in enumerate(lines) if f"{task_id}\t" in line), None)
+    return "" if found is None else " ".join(lines[max(found - 1, 0) : found + 1])
 
 
 async def status_of(client: Client, task_id: str) -> TaskStatus:
@@ -77,10 +104,14 @@ async def test_the_ui_shows_summaries_current_details_and_a_compensated_task(
         shots = Path(SCREENSHOTS) if SCREENSHOTS else None
         pages: dict[str, str] = {}
         with Browser(binary) as browser:
-            # The list of this test's tasks, with the column an operator adds (SasTaskState).
+            # The list of this test's tasks, with the columns docs/operator.md has an operator add
+            # ("Configure Columns"; the UI keeps them in the browser's local storage).
+            browser.open(f"{ui_url}/namespaces/default/workflows")
+            browser.wait_for_text("Workflows")
+            browser.evaluate(f"localStorage.setItem('namespace-workflow-table-columns', {json.dumps(COLUMNS)})")
             mine = quote(f"TaskQueue = '{queue}'")
             browser.open(f"{ui_url}/namespaces/default/workflows?query={mine}")
-            pages["list"] = browser.wait_for_text(done_id, undone_id, parked_id, later_id)
+            pages["list"] = browser.wait_for_text(done_id, undone_id, parked_id, later_id, "Compensated")
             if shots:
                 browser.screenshot(shots / "ui-list.png")
             # The saved view "compensated": only the undone task.
@@ -101,6 +132,11 @@ async def test_the_ui_shows_summaries_current_details_and_a_compensated_task(
         return pages
 
     pages = await asyncio.to_thread(read_pages)
+    # At a glance in the list: Temporal says COMPLETED for both finished orders; SasTaskState tells them apart.
+    assert "Processed" in row(pages["list"], done_id) and "COMPLETED" in row(pages["list"], done_id)
+    assert "Compensated" in row(pages["list"], undone_id) and "COMPLETED" in row(pages["list"], undone_id)
+    assert "Error" in row(pages["list"], parked_id) and "charge" in row(pages["list"], parked_id)
+    assert "RUNNING" in row(pages["list"], later_id) and "Processed" not in row(pages["list"], later_id)
     assert "reserve → charge → ship" in pages["compensated"]
     assert "Last error" in pages["compensated"] and "ship" in pages["compensated"]
     assert "Compensated" in pages["compensated"]
