@@ -92,7 +92,11 @@ async def test_the_ui_shows_summaries_current_details_and_a_compensated_task(
     )
     undone = await client.get_workflow_handle(undone_id, result_type=TaskResult).result()
     assert undone.state == TaskState.COMPENSATED
-    assert next(s for s in undone.steps if s.name == "ship").last_error  # kept after compensation
+    # The last error is kept after compensation: in the result and in the state store.
+    assert "503" in (next(s for s in undone.steps if s.name == "ship").last_error or "")
+    mirrored = await stack.record(undone_id)
+    assert mirrored is not None and mirrored.task.state == "Compensated"
+    assert "503" in (next(s for s in mirrored.steps if s.name == "ship").last_error or "")
     # parked: charge fails; parked the way the Supervisor parks it
     await waiting_at(client, parked_id, TaskState.FAILED)
     await client.get_workflow_handle(parked_id).signal(
