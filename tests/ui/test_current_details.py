@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
@@ -32,5 +33,18 @@ async def test_the_supervisor_shows_its_last_sweep_and_decisions(stack: Stack) -
     )
     assert "last sweep" in details and "steps due" in details
     assert f"`{task_id}` charge: **retry**" in details
+    # Each Agent call in the history carries its summary: the Supervisor's re-run is run 2.
+    history = await handle.fetch_history()
+    summaries = [
+        pydantic_data_converter.payload_converter.from_payload(event.user_metadata.summary, str)
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes") and event.user_metadata.HasField("summary")
+    ]
+    assert summaries == [
+        "reserve 2 × SKU-1 · run 1",
+        "charge 19.99 EUR · run 1",
+        "charge 19.99 EUR · run 2 · FailureCount 1",
+        "ship 2 × SKU-1 · run 1",
+    ]
     task_details = await current_details(stack.client, task_id)
     assert "**Task state: Processed**" in task_details and "**charge**: Processed · run 2" in task_details
