@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from temporalio.client import Client
 
@@ -103,6 +104,18 @@ async def test_the_ui_shows_summaries_current_details_and_a_compensated_task(
         "park", OperatorRequest(step="charge", failure_count=3, by="supervisor", reason="FailureCount 3")
     )
     await waiting_at(client, parked_id, TaskState.ERROR)
+
+    # The list page reads visibility once when it loads: wait until visibility has caught up.
+    async def listed(query: str) -> list[str]:
+        async with httpx.AsyncClient() as http:
+            response = await http.get(
+                f"{ui_url}/api/v1/namespaces/default/workflows", params={"query": f"TaskQueue = '{queue}' AND {query}"}
+            )
+            response.raise_for_status()
+            return sorted(e["execution"]["workflowId"] for e in response.json().get("executions") or [])
+
+    await wait_until(lambda: listed("SasTaskState = 'Compensated'"), lambda ids: ids == [undone_id], timeout=30)
+    await wait_until(lambda: listed("SasTaskState = 'Error'"), lambda ids: ids == [parked_id], timeout=30)
 
     def read_pages() -> dict[str, str]:
         shots = Path(SCREENSHOTS) if SCREENSHOTS else None
