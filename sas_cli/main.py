@@ -173,6 +173,12 @@ def status(
         return
     data = context.run(lambda: _fetch_status(task_id))
     if data is None:
+        from sas_cli import delayed
+
+        later = context.run(lambda: context.with_client(lambda c: delayed.scheduled(c, task_id)))
+        if later is not None:
+            delayed.report(later, as_json)
+            return
         raise CliError(f"no task {task_id!r}", "check the id with `sas list`")
     if as_json:
         print_json(data)

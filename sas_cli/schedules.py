@@ -47,6 +47,7 @@ def build_schedule(
     task_type: str, payload: dict[str, Any], schedule_id: str, task_queue: str, cron: str | None, every: str | None
 ) -> Schedule:
     from sas_cli.tasks import TASK_TYPES
+    from workflows.summaries import task_details, task_summary
 
     if bool(cron) == bool(every):
         raise CliError("give exactly one of --cron or --every")
@@ -56,7 +57,15 @@ def build_schedule(
         else ScheduleSpec(intervals=[ScheduleIntervalSpec(every=parse_every(every or ""))])
     )
     return Schedule(
-        action=ScheduleActionStartWorkflow(TASK_TYPES[task_type][1], payload, id=schedule_id, task_queue=task_queue),
+        action=ScheduleActionStartWorkflow(
+            TASK_TYPES[task_type][1],
+            payload,
+            id=schedule_id,
+            task_queue=task_queue,
+            # Each run's id is <schedule>-<time>; the summary names the schedule that started it.
+            static_summary=task_summary(TASK_TYPES[task_type][0], f"{schedule_id}-<time>", payload),
+            static_details=task_details(TASK_TYPES[task_type][0], f"{schedule_id}-<time>", payload),
+        ),
         spec=spec,
         # A run still going when the next is due is not doubled up; the next waits its turn.
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.BUFFER_ONE),

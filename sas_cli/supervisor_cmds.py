@@ -26,6 +26,12 @@ def show(
     tasks.check_task_id(task_id)
     data = context.run(lambda: context.with_session(lambda session: task_history(session, task_id)))
     if data is None:
+        from sas_cli import delayed
+
+        later = context.run(lambda: context.with_client(lambda c: delayed.scheduled(c, task_id)))
+        if later is not None:
+            delayed.report(later, as_json)
+            return
         raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
     if as_json:
         print_json(data)

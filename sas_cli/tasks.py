@@ -20,6 +20,7 @@ from settings import Settings
 from task_models import OperatorAnswer, OperatorRequest, TaskStatus, validate_task_id
 from task_models.outbound import OutboundPolicy, outbound_context
 from workflows.definitions import ORDER, PREORDER, TaskDefinition
+from workflows.summaries import task_details, task_summary
 
 TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
     "order": (ORDER, "OrderWorkflow"),
@@ -95,6 +96,9 @@ async def submit(
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             start_delay=start_delay,
+            # What the UI's list and workflow page show before the Scheduler has said anything.
+            static_summary=task_summary(TASK_TYPES[task_type][0], task_id, payload),
+            static_details=task_details(TASK_TYPES[task_type][0], task_id, payload),
         )
         return True
     except WorkflowAlreadyStartedError:

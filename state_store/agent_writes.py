@@ -28,7 +28,9 @@ from state_store.engine import sqlite_path
 from state_store.tables import shard_of
 from task_models import AcceptOutcome, StepState, StepTransition, TaskAccepted, TaskState
 
-_SUCCESS = (StepState.PROCESSED, StepState.COMPENSATED)
+# Only a step that went through clears its last error. An undone step keeps it: after a
+# compensation, "what failed?" is the question an operator asks (issue 14).
+_CLEARS_ERROR = (StepState.PROCESSED,)
 
 
 class StepWriter(Protocol):
@@ -190,7 +192,7 @@ class SqliteStepWriter:
         return cast(AcceptOutcome, await self._submit(run))
 
     async def write(self, t: StepTransition) -> None:
-        ok = t.state in _SUCCESS
+        ok = t.state in _CLEARS_ERROR
         at = _naive(t.at)
         step = (
             str(t.state),
@@ -330,7 +332,7 @@ class PostgresStepWriter:
                 t.complete_by,
                 t.attempt,
                 t.failure_count,
-                t.state in _SUCCESS,
+                t.state in _CLEARS_ERROR,
                 t.task_id,
                 t.step,
                 t.run_id,

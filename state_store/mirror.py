@@ -50,7 +50,8 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
         values["failure_count"] = case(
             (Step.failure_count < t.failure_count, t.failure_count), else_=Step.failure_count
         )
-    if t.last_error is not None or t.state in (StepState.PROCESSED, StepState.COMPENSATED):
+    # A step that went through clears its last error; an undone one keeps it (see agent_writes).
+    if t.last_error is not None or t.state == StepState.PROCESSED:
         values["last_error"] = t.last_error
         values["error_type"] = t.error_type
     if t.permanent is not None:

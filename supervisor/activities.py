@@ -319,6 +319,8 @@ class SupervisorActivities:
             reason=d.reason,
             chain_id=record.task.chain_id,
         )
+        from workflows.summaries import cleanup_details, cleanup_summary
+
         try:
             await self._client.start_workflow(
                 "CleanupWorkflow",
@@ -328,6 +330,8 @@ class SupervisorActivities:
                 # Started once, ever: a repeated outbox flush finds it and leaves it alone.
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=cleanup_summary(record.task.task_type, d.task_id, record.task.payload),
+                static_details=cleanup_details(d.task_id, d.reason or ""),
             )
         except WorkflowAlreadyStartedError:
             pass

@@ -43,6 +43,7 @@ _ACTIVITY_TIMEOUT = timedelta(seconds=60)
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 # A webhook delivery run is not retried by Temporal: undelivered alerts stay in the outbox.
 _ONCE = RetryPolicy(maximum_attempts=1)
+_RECENT_DECISIONS = 10
 
 
 @workflow.defn(name="SupervisorWorkflow")
@@ -50,6 +51,8 @@ class SupervisorWorkflow:
     def __init__(self) -> None:
         self._woken = False
         self._stats = SweepStats()
+        # The latest decisions, newest first, for the UI's current details (this run's only).
+        self._recent: list[str] = []
 
     @workflow.run
     async def run(self, raw: RawValue) -> None:
@@ -73,6 +76,15 @@ class SupervisorWorkflow:
                 self._stats.last = await self._activity(
                     "supervisor.apply", ApplyInput(decisions=decisions, shard=shard), ApplyResult
                 )
+            self._recent = [
+                f"{now.isoformat(timespec='seconds')} `{d.task_id}` {d.step}: **{d.kind}** "
+                f"(FailureCount {d.failure_count}) {d.reason[:120]}"
+                for d in reversed(decisions)
+                if d.kind != "wait"
+            ] + self._recent
+            del self._recent[_RECENT_DECISIONS:]
+            # Not a command: the UI reads it through a query, so a sweep adds nothing to history.
+            workflow.set_current_details(_details(shard, now, scan, decisions, self._stats, self._recent))
 
             if _due(last_orphan_check, policy.orphan_check_s, now):
                 last_orphan_check = now
@@ -150,6 +162,29 @@ class SupervisorWorkflow:
     @workflow.query(name="stats")
     def stats(self) -> SweepStats:
         return self._stats
+
+
+def _details(
+    shard: int, now: datetime, scan: ScanResult, decisions: list[Any], stats: SweepStats, recent: list[str]
+) -> str:
+    """The Supervisor's current details (markdown): its last sweep, what it found and decided."""
+    kinds: dict[str, int] = {}
+    for d in decisions:
+        kinds[d.kind] = kinds.get(d.kind, 0) + 1
+    decided = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "nothing"
+    alerts = sum(1 for d in decisions if d.alert is not None)
+    lines = [
+        f"**Supervisor, shard {shard}** · last sweep {now.isoformat(timespec='seconds')} · "
+        f"sweep {stats.sweeps + 1} · next in about {stats.interval_s or scan.policy.interval_s:.0f} s",
+        f"**Last sweep:** {len(scan.due)} steps due · decided {decided} · "
+        f"{alerts} alerts raised · {scan.resolved} alerts resolved",
+        f"**Outbox:** {scan.unsent} decisions not yet sent · {scan.undelivered} alerts waiting for the webhook",
+        f"**Since start:** {stats.orphans_found} orphaned tasks found · {stats.queue_checks} queue checks",
+        "Open alerts: `sas alerts` · one task's story: `sas show <id>`",
+    ]
+    if recent:
+        lines.append("**Recent decisions** (newest first):\n\n" + "\n".join(f"- {line}" for line in recent))
+    return "\n\n".join(lines)
 
 
 def _due(last: datetime | None, every_s: float, now: datetime) -> bool:

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from task_models.versions import next_stamp, version_of
     from workflows.definitions import TaskDefinition
     from workflows.inputs import INVALID_INPUT, decode, short
+    from workflows.summaries import current_details, step_summary
 
 # A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
 TASK_ID_REUSED = "TaskIdReused"
@@ -117,6 +118,7 @@ class TaskScheduler:
             result_type=TaskPlan,
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,
+            summary="accept the task: write its rows to the state store",
         )
         if self._plan.refused is not None:
             # The id belongs to another task: touch nothing of it (no rows, no keys, no callbacks).
@@ -187,6 +189,9 @@ class TaskScheduler:
                 heartbeat_timeout=plan.resolved_policy.heartbeat,
                 retry_policy=_retry_policy(plan.resolved_policy),
                 cancellation_type=ActivityCancellationType.TRY_CANCEL,
+                summary=step_summary(
+                    plan.name, plan.agent, self._payload, run=step.runs, failure_count=step.failure_count
+                ),
             )
             try:
                 await self._inflight
@@ -238,8 +243,10 @@ class TaskScheduler:
             self._set(step, StepState.COMPENSATED)
             return
         policy = self._plan.compensation_policy
+        undo_runs = 0
         while True:
             self._advance()
+            undo_runs += 1
             self._set(step, StepState.COMPENSATING, TaskState.COMPENSATING)
             undo = asyncio.ensure_future(
                 workflow.execute_activity(
@@ -249,6 +256,14 @@ class TaskScheduler:
                     start_to_close_timeout=policy.complete_by,
                     heartbeat_timeout=policy.heartbeat,
                     retry_policy=_retry_policy(policy),
+                    summary=step_summary(
+                        plan.name,
+                        plan.compensation,
+                        self._payload,
+                        run=undo_runs,
+                        failure_count=step.failure_count,
+                        undo=True,
+                    ),
                 )
             )
             try:
@@ -519,9 +534,14 @@ class TaskScheduler:
         self._publish()
 
     def _publish(self) -> None:
-        """Keep the search attributes an operator filters on in step with the task
-        (only what changed, to keep the history small)."""
-        if self._status is None or self._plan is None or not self._plan.search_attributes:
+        """Keep the UI's view in step with the task: the current details (the workflow page) and
+        the search attributes an operator filters on (only what changed, to keep the history small)."""
+        if self._status is None or self._plan is None:
+            return
+        # Current details are no command and no event: the UI reads them through a query, so
+        # setting them on every change costs nothing in history and replays the same.
+        workflow.set_current_details(current_details(self._status))
+        if not self._plan.search_attributes:
             return
         wanted: dict[SearchAttributeKey[Any], Any] = {
             TASK_STATE: str(self._status.state),
@@ -582,6 +602,10 @@ class TaskScheduler:
             TransitionBatch(transitions=transitions),
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,
+            summary="record "
+            + ", ".join(
+                f"{t.step} {t.state}" + (f" (task {t.task_state})" if t.task_state else "") for t in transitions
+            ),
         )
 
     async def _audit(self, action: str, step: str | None, request: OperatorRequest, changed: str) -> None:
@@ -600,7 +624,11 @@ class TaskScheduler:
             at=workflow.now(),
         )
         await workflow.execute_local_activity(
-            "mirror.audit", record, start_to_close_timeout=_MIRROR_TIMEOUT, retry_policy=_MIRROR_RETRY
+            "mirror.audit",
+            record,
+            start_to_close_timeout=_MIRROR_TIMEOUT,
+            retry_policy=_MIRROR_RETRY,
+            summary=f"audit: {action} by {request.by}",
         )
 
     async def _wake_supervisor(self) -> None:
@@ -632,7 +660,11 @@ class TaskScheduler:
         )
         self._callbacks.append(
             workflow.start_activity(
-                "callback.post", event, start_to_close_timeout=timedelta(seconds=15), retry_policy=_CALLBACK_RETRY
+                "callback.post",
+                event,
+                start_to_close_timeout=timedelta(seconds=15),
+                retry_policy=_CALLBACK_RETRY,
+                summary=f"post '{kind}' to the submitter's callback URL",  # the URL itself is not shown
             )
         )
 

@@ -227,6 +227,25 @@ async def test_agent_writes_follow_the_same_rules(sessions, writer) -> None:
     assert record.task.state == "Processing" and record.task.version == version_of(2, 1, Phase.AGENT_STARTED)  # type: ignore[union-attr]
 
 
+async def test_an_undone_step_keeps_its_last_error(sessions, writer) -> None:
+    """After compensation an operator can still see what failed: the Agent's and the
+    Scheduler's Compensated writes keep last_error and error_type."""
+    task_id = fresh_id("undone")
+    await writer.accept(accepted(task_id))
+    async with sessions() as s:
+        await record_transitions(
+            s, [transition(task_id, 1, StepState.FAILED, failure_count=1, last_error="card declined", error_type="X")]
+        )
+    await writer.write(transition(task_id, 2, StepState.COMPENSATED, 1, Phase.AGENT_DONE))
+    async with sessions() as s:
+        by_agent = next(r for r in (await get_task(s, task_id)).steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert (by_agent.state, by_agent.last_error, by_agent.error_type) == ("Compensated", "card declined", "X")
+    async with sessions() as s:
+        await record_transitions(s, [transition(task_id, 3, StepState.COMPENSATED)])
+        by_scheduler = next(r for r in (await get_task(s, task_id)).steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert (by_scheduler.state, by_scheduler.last_error) == ("Compensated", "card declined")
+
+
 async def test_an_id_belongs_to_one_chain_of_runs(sessions, writer) -> None:
     """A run of another chain (the id reused after the task finished) is refused and changes
     nothing; a run of the same chain (a reset) takes the rows over, and its writes apply

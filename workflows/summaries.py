@@ -1,0 +1,144 @@
+"""What the Temporal UI shows about a task: the workflow's static summary and details, each
+activity's summary, and the Scheduler's current details.
+
+Pure functions of the task's definition, input and status, used by every path that starts a
+task (``sas submit``, Schedules, the Supervisor's clean-up) and by the Scheduler itself, so
+the UI says the same thing whichever way a task began.
+
+What they show, and what they never show (docs/security.md): the task id and type, the item
+(quantity x SKU), the amount and currency, the step names, states, counts and error messages.
+Never the card number, the customer id, the address or the callback URL. With the payload
+codec on these texts are encrypted like any payload, but the UI shows them to everyone who
+may use the codec server, so they stay free of secrets either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from task_models import StepState, StepStatus, TaskState, TaskStatus
+from workflows.definitions import TaskDefinition
+
+# The UI truncates long summaries; keep them to one short line.
+_MAX_SUMMARY = 200
+
+
+def _amount(payload: Mapping[str, Any]) -> str | None:
+    cents = payload.get("amount_cents")
+    if not isinstance(cents, int) or isinstance(cents, bool):
+        return None
+    currency = payload.get("currency") if isinstance(payload.get("currency"), str) else "EUR"
+    return f"{cents // 100}.{cents % 100:02d} {currency}"
+
+
+def _items(payload: Mapping[str, Any]) -> str | None:
+    quantity, sku = payload.get("quantity"), payload.get("sku")
+    if not isinstance(quantity, int) or not isinstance(sku, str):
+        return None
+    return f"{quantity} × {sku}"
+
+
+def task_summary(definition: TaskDefinition, task_id: str, payload: Mapping[str, Any]) -> str:
+    """One line for the UI's workflow list: ``order o-123 · 2 × BOOK-1 · 25.98 EUR · reserve → charge → ship``."""
+    parts = [f"{definition.task_type} {task_id}"]
+    parts += [p for p in (_items(payload), _amount(payload)) if p]
+    parts.append(" → ".join(s.name for s in definition.steps))
+    return " · ".join(parts)[:_MAX_SUMMARY]
+
+
+def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str, Any]) -> str:
+    """Markdown for the workflow page: what the task is, its steps and undos, and the commands that act on it."""
+    # Lists, not tables: the UI's markdown view draws tables without borders or spacing.
+    steps = "\n".join(
+        f"{i + 1}. **{s.name}**: `{s.agent}`" + (f", undone by `{s.compensation}`" if s.compensation else "")
+        for i, s in enumerate(definition.steps)
+    )
+    what = " · ".join(p for p in (_items(payload), _amount(payload)) if p) or "—"
+    return (
+        f"### {definition.task_type} `{task_id}`\n\n"
+        f"**What:** {what}\n\n"
+        f"{steps}\n\n"
+        "If it cannot complete, the attempted steps are undone in reverse order.\n\n"
+        f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
+        f"act: `sas retry {task_id}` or `sas compensate {task_id}`"
+    )
+
+
+def step_summary(
+    step: str, agent: str, payload: Mapping[str, Any], *, run: int, failure_count: int, undo: bool = False
+) -> str:
+    """An Agent call's summary: ``charge 25.98 EUR · run 2 · FailureCount 1``.
+
+    ``run`` is the Scheduler's own count of starts of this step (the Supervisor's re-runs);
+    Temporal's quick retries of one run show as the activity's attempt beside it."""
+    service, _, action = agent.partition(".")
+    what = _amount(payload) if service == "payment" else _items(payload)
+    verb = action or step
+    label = f"{verb} (undo {step})" if undo else verb
+    parts = [f"{label} {what}" if what else label, f"run {run}"]
+    if failure_count:
+        parts.append(f"FailureCount {failure_count}")
+    return " · ".join(parts)[:_MAX_SUMMARY]
+
+
+def _next_action(status: TaskStatus, waiting: StepStatus | None) -> str:
+    task = status.task_id
+    if status.state == TaskState.PROCESSED:
+        return "nothing: the task completed"
+    if status.state == TaskState.COMPENSATED:
+        return f"nothing: the task was undone. To run it again: `sas resubmit {task}`"
+    if status.state == TaskState.ERROR or status.needs_operator:
+        return f"**an operator must decide**: `sas retry {task}` or `sas compensate {task}` (see `sas show {task}`)"
+    if waiting is not None:
+        return (
+            f"waiting for a decision from the Supervisor, or an operator: `sas retry {task}` or `sas compensate {task}`"
+        )
+    if status.state == TaskState.COMPENSATING:
+        return "undoing the attempted steps in reverse order"
+    return "running: the Supervisor looks if a step fails or overruns its complete-by"
+
+
+def current_details(status: TaskStatus) -> str:
+    """The Scheduler's current details (markdown): state, step, FailureCount, last error, what to do next."""
+    waiting_states = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
+    waiting = next((s for s in status.steps if s.state in waiting_states), None)
+    failed = [s for s in status.steps if s.last_error]
+    last = waiting or (failed[-1] if failed else None)
+    current = next((s for s in status.steps if s.name == status.current_step), None)
+    failure_count = max((s.failure_count for s in status.steps), default=0)
+    lines = [
+        f"**Task state: {status.state}**"
+        + (" · needs an operator" if status.needs_operator else "")
+        + f" · FailureCount {failure_count}"
+    ]
+    if current is not None and not status.state.terminal:
+        lines.append(f"**Step:** {current.name} ({current.state}) · run {current.runs}")
+    if last is not None and last.last_error:
+        lines.append(f"**Last error** ({last.name}, {last.error_type}): {last.last_error[:300]}")
+    lines.append(f"**Next:** {_next_action(status, waiting)}")
+    steps = "\n".join(
+        f"- **{s.name}**: {s.state} · run {s.runs} · FailureCount {s.failure_count}"
+        + (f" · last error: {s.last_error[:80]}" if s.last_error else "")
+        for s in status.steps
+    )
+    return "\n\n".join(lines) + "\n\n" + steps
+
+
+def cleanup_summary(task_type: str, task_id: str, payload: Mapping[str, Any]) -> str:
+    """The Supervisor's clean-up of a task whose workflow was closed from outside."""
+    parts = [f"clean-up of {task_type} {task_id}"]
+    parts += [p for p in (_items(payload), _amount(payload)) if p]
+    parts.append("undo the attempted steps in reverse")
+    return " · ".join(parts)[:_MAX_SUMMARY]
+
+
+def cleanup_details(task_id: str, reason: str) -> str:
+    """Markdown for the clean-up's workflow page: why the Supervisor started it."""
+    return (
+        f"### clean-up of `{task_id}`\n\n"
+        "The task's Scheduler workflow was closed from outside (terminated, failed, timed out or cancelled). "
+        "The Supervisor undoes, from the state store's record, every step that may have had an effect.\n\n"
+        f"**Why:** {reason[:500]}\n\n"
+        f"Watch: `sas show {task_id}`"
+    )
