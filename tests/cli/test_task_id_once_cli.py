@@ -83,6 +83,10 @@ async def test_two_operators_resubmitting_at_once_start_one_incarnation(stack_an
     task_id = fresh_id("race")
     first = await stack.submit(task_id, order(card=DECLINED))
     assert (await first.result()).state == TaskState.COMPENSATED
+    # Keep the new incarnation in flight (its reserve hangs), so the two requests really meet it:
+    # a declined card would compensate it again within a second, and a resubmission that looked
+    # after that would rightly resubmit incarnation 2.
+    await stack.add_fault(endpoint="inventory.reserve", kind="hang", hang_s=30, times=1, match_order_id=task_id)
 
     both = await asyncio.gather(
         sas(stack, "resubmit", task_id, "--by", "alice", "--reason", "r1"),
