@@ -15,8 +15,10 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.refused_writes import RefusedWrites
 from activities.remote import RemoteCaller
 from state_store.agent_writes import StepWriter
+from state_store.rejections import refused_for_good
 from task_models import StepCall, StepResult, StepState, StepTransition, TaskState
 from task_models.versions import Phase, version_of
 
@@ -29,10 +31,11 @@ M = TypeVar("M", bound=BaseModel)
 class Agent:
     """Base of the Agents: one per remote service, built by the worker with its dependencies."""
 
-    def __init__(self, remote: RemoteCaller, writer: StepWriter, identity: str) -> None:
+    def __init__(self, remote: RemoteCaller, writer: StepWriter, identity: str, refused: RefusedWrites) -> None:
         self._remote = remote
         self._writer = writer
         self._identity = identity
+        self._refused = refused
 
     async def perform(self, call: StepCall, path: str, body: BaseModel) -> StepResult:
         info = activity.info()
@@ -79,6 +82,11 @@ class Agent:
                 await self._writer.write(transition)
                 return
             except Exception as err:
+                if refused_for_good(err):
+                    # The step itself is fine: it goes on, Temporal records it, and an operator
+                    # is told the mirror row is stale. Retrying would refuse again for ever.
+                    await self._refused.report(call.task_id, call.step, f"{call.step} {fields.get('state')}", err)
+                    return
                 left = (deadline - datetime.now(UTC)).total_seconds()
                 if left < delay + 1.0:
                     raise
