@@ -17,6 +17,7 @@ from activities.outbound import WebhookSender
 from settings import Settings
 from state_store import tables
 from state_store.alerts import claim_delivery, record_delivery, undelivered_alerts
+from supervisor.activity_defs import AlertDeliveryDefs
 from supervisor.activity_support import beat
 from supervisor.models import DeliveryResult
 
@@ -26,7 +27,7 @@ log = logging.getLogger("sas.supervisor")
 _DELIVERY_BATCH = 50
 
 
-class AlertDeliveryActivities:
+class AlertDeliveryActivities(AlertDeliveryDefs):
     def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
         self._sessions = sessions
         self._settings = settings

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from settings import Settings
 from state_store import tables
 from state_store.decisions import claim_decision, defer_step
+from supervisor.activity_defs import ApplyDefs
 from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from supervisor.alert_rows import alert_row, log_alert, log_decision
 from supervisor.metrics import record_decision, record_sweep
@@ -30,7 +31,7 @@ from supervisor.temporal_view import look, waiting_reason
 log = logging.getLogger("sas.supervisor")
 
 
-class ApplyActivities:
+class ApplyActivities(ApplyDefs):
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],

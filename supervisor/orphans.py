@@ -21,6 +21,7 @@ from settings import Settings
 from state_store import tables
 from state_store.decisions import claim_cleanup
 from state_store.queries import OPEN_TASK_STATES, get_task, stale_tasks
+from supervisor.activity_defs import OrphanDefs
 from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
 from supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
@@ -34,7 +35,7 @@ from workflows.cleanup import UNDO_STATES
 _STUCK_AFTER_ATTEMPTS = 2
 
 
-class OrphanActivities:
+class OrphanActivities(OrphanDefs):
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],

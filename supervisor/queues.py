@@ -17,6 +17,7 @@ from temporalio.client import Client
 from settings import Settings
 from state_store.alerts import active_alerts_of_kind
 from state_store.queries import waiting_tasks_by_queue
+from supervisor.activity_defs import QueueDefs
 from supervisor.activity_support import beat
 from supervisor.alert_rows import raise_once, resolve_key
 from supervisor.metrics import record_backlog
@@ -26,7 +27,7 @@ from supervisor.reported_problems import check_reported_problems
 _KIND_NAMES = {TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW: "workflow", TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY: "activity"}
 
 
-class QueueActivities:
+class QueueActivities(QueueDefs):
     def __init__(self, sessions: async_sessionmaker[AsyncSession], client: Client, settings: Settings) -> None:
         self._sessions = sessions
         self._client = client

@@ -14,13 +14,14 @@ from state_store import tables
 from state_store.alerts import resolve_recovered, undelivered_alerts
 from state_store.decisions import undo_retries
 from state_store.queries import due_steps
+from supervisor.activity_defs import ScanDefs
 from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from supervisor.metrics import StoreGauges, record_sweep
 from supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
 from supervisor.outbox import unsent
 
 
-class ScanActivities:
+class ScanActivities(ScanDefs):
     def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
         self._sessions = sessions
         self._settings = settings

@@ -35,7 +35,7 @@ def supervisor_activities(
 ) -> list[Callable[..., Any]]:
     """Every activity the Supervisor worker registers, one class per role, dependencies injected.
 
-    Their names are those of ``supervisor/activity_stubs.py``, through which the workflow calls them."""
+    Each implements a declaration of ``supervisor/activity_defs.py``, through which the workflow calls it."""
     outbox = Outbox(sessions, client, settings)
     return [
         ScanActivities(sessions, settings).scan,

@@ -21,7 +21,7 @@ from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from supervisor import activity_stubs
+    from supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
     from supervisor.models import (
         ApplyInput,
         DeliveryResult,
@@ -69,13 +69,13 @@ class SupervisorWorkflow:
         delivery: workflow.ActivityHandle[DeliveryResult] | None = None
         sweeps_this_run = 0
         while True:
-            scan = await _run(activity_stubs.scan, ScanInput(shard=shard))
+            scan = await _run(ScanDefs.scan, ScanInput(shard=shard))
             policy = scan.policy
             now = workflow.now()
             decisions = [decide(step, policy, now) for step in scan.due]
             work = bool(decisions or scan.unsent)
             if work:
-                self._stats.last = await _run(activity_stubs.apply, ApplyInput(decisions=decisions, shard=shard))
+                self._stats.last = await _run(ApplyDefs.apply, ApplyInput(decisions=decisions, shard=shard))
             self._recent = [
                 f"{now.isoformat(timespec='seconds')} `{d.task_id}` {d.step}: **{d.kind}** "
                 f"(FailureCount {d.failure_count}) {d.reason[:120]}"
@@ -88,20 +88,20 @@ class SupervisorWorkflow:
 
             if _due(last_orphan_check, policy.orphan_check_s, now):
                 last_orphan_check = now
-                orphans = await _run(activity_stubs.check_orphans, OrphanCheckInput(shard=shard, cursor=cursor))
+                orphans = await _run(OrphanDefs.check_orphans, OrphanCheckInput(shard=shard, cursor=cursor))
                 cursor = orphans.cursor
                 self._stats.orphans_found += len(orphans.orphans)
                 work = work or bool(orphans.orphans)
             # Queues are not sharded: the first shard looks at them.
             if shard == 0 and _due(last_queue_check, policy.queue_check_s, now):
                 last_queue_check = now
-                queues = await _run(activity_stubs.check_queues, QueueCheckInput(backlog=backlog))
+                queues = await _run(QueueDefs.check_queues, QueueCheckInput(backlog=backlog))
                 backlog = queues.backlog
                 self._stats.queue_checks += 1
 
             if policy.webhook and scan.undelivered and (delivery is None or delivery.done()):
-                delivery = workflow.start_activity(
-                    activity_stubs.deliver_alerts,
+                delivery = workflow.start_activity_method(
+                    AlertDeliveryDefs.deliver_alerts,
                     start_to_close_timeout=_ACTIVITY_TIMEOUT,
                     heartbeat_timeout=_HEARTBEAT,
                     retry_policy=_ONCE,
@@ -172,10 +172,10 @@ def _details(
     return "\n\n".join(lines)
 
 
-async def _run(stub: Callable[[_Arg], Awaitable[_Result]], arg: _Arg) -> _Result:
-    """One sweep activity, retried by Temporal; its name and result type come from its stub."""
-    return await workflow.execute_activity(
-        stub,
+async def _run(declared: Callable[[Any, _Arg], Awaitable[_Result]], arg: _Arg) -> _Result:
+    """One sweep activity, retried by Temporal; its name and result type come from its declaration."""
+    return await workflow.execute_activity_method(
+        declared,
         arg,
         start_to_close_timeout=_ACTIVITY_TIMEOUT,
         heartbeat_timeout=_HEARTBEAT,

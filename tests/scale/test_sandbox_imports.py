@@ -105,7 +105,7 @@ def test_the_runner_passes_through_exactly_the_data_models() -> None:
     for cls in WORKFLOW_CLASSES:
         for name in (cls.__module__, cls.__module__.partition(".")[0]):
             assert not importer.module_configured_passthrough(name), f"{name} is passed through"
-    for name in ("supervisor.activity_stubs", "supervisor.scan", "supervisor.apply", "supervisor.orphans"):
+    for name in ("supervisor.activity_defs", "supervisor.scan", "supervisor.apply", "supervisor.orphans"):
         assert not importer.module_configured_passthrough(name), f"{name} is passed through"
     assert importer.module_configured_passthrough("task_models.orders")
 
