@@ -145,16 +145,23 @@ async def update(client: Client, task_id: str, name: str, request: OperatorReque
         raise
 
 
+# A start further off than this is almost surely a typo (a year for a month); Temporal would
+# hold the workflow, and its input, all that time.
+MAX_START_DELAY = timedelta(days=366)
+
+
 def parse_when(at: str | None, after: str | None) -> timedelta | None:
-    """Start delay from --at (ISO 8601 time) or --in (e.g. 90s, 15m, 2h, 1d)."""
+    """Start delay from --at (ISO 8601 time) or --in (e.g. 90s, 15m, 2h, 1d): after now, and
+    at most ``MAX_START_DELAY`` ahead."""
     if at and after:
         raise CliError("give --at or --in, not both")
     if after:
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", after)
         if not match:
             raise CliError(f"--in {after!r}: use a number and a unit, e.g. 90s, 15m, 2h, 1d")
-        return timedelta(seconds=float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]])
-    if at:
+        delay = timedelta(seconds=float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]])
+        what = f"--in {after}"
+    elif at:
         try:
             when = datetime.fromisoformat(at)
         except ValueError:
@@ -163,9 +170,13 @@ def parse_when(at: str | None, after: str | None) -> timedelta | None:
             when = when.astimezone()  # a local time, as a person means it
         delay = when - datetime.now(UTC)
         if delay.total_seconds() <= 0:
-            raise CliError(f"--at {at} is in the past")
-        return delay
-    return None
+            raise CliError(f"--at {at} is in the past", "give a time to come, or --in DURATION")
+        what = f"--at {at}"
+    else:
+        return None
+    if delay > MAX_START_DELAY:
+        raise CliError(f"{what} is more than {MAX_START_DELAY.days} days ahead", "give a nearer time")
+    return delay
 
 
 # ------------------------------------------------ a task id is one task, forever
