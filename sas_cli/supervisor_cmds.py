@@ -63,41 +63,15 @@ def show(
     )
     console.print(
         table(
-            f"{len(data['decisions'])} decision(s)",
-            ["when", "step", "decision", "FailureCount", "seen", "by", "why", "sent"],
+            f"history: {len(data['attempts'])} attempt(s), {len(data['decisions'])} decision(s),"
+            f" {len(data['operator_actions'])} operator action(s)",
+            ["when", "step", "what", "who", "detail"],
             [
-                [
-                    d["decided_at"].isoformat(timespec="seconds"),
-                    d["step"],
-                    d["kind"],
-                    d["failure_count"],
-                    d["observed_state"],
-                    d["decided_by"],
-                    d["reason"],
-                    "yes" if d["signal_sent_at"] else "pending",
-                ]
-                for d in data["decisions"]
+                [e["at"].strftime("%m-%d %H:%M:%S"), e["step"], e["what"], e["who"], e["detail"]]
+                for e in data["history"]
             ],
         )
     )
-    if data["operator_actions"]:
-        console.print(
-            table(
-                "operator actions",
-                ["when", "step", "action", "who", "why", "what changed"],
-                [
-                    [
-                        e["at"].isoformat(timespec="seconds"),
-                        e["step"],
-                        e["action"],
-                        e["actor"],
-                        e["reason"],
-                        e["changed"],
-                    ]
-                    for e in data["operator_actions"]
-                ],
-            )
-        )
     if data["archived_incarnations"]:
         console.print(
             table(
@@ -137,7 +111,63 @@ def show(
 
 
 async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
-    """Everything ``sas show`` prints, as plain data (``--json``)."""
+    """Everything ``sas show`` prints, as plain data (``--json``), with ``history``: the
+    attempts, decisions and operator actions merged in time order."""
+    data = await _task_data(session, task_id)
+    if data is not None:
+        data["history"] = _history(data)
+    return data
+
+
+async def _attempts_for(session: Any, task_id: str) -> list[Any]:
+    from sqlalchemy import select
+
+    from state_store.tables import StepAttempt
+
+    query = select(StepAttempt).where(StepAttempt.task_id == task_id).order_by(StepAttempt.started_at, StepAttempt.id)
+    return list((await session.scalars(query)).all())
+
+
+def _history(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One time line: each attempt (who held it, until when), decision and operator action."""
+    events: list[dict[str, Any]] = []
+    for a in data["attempts"]:
+        undo = a["state"] == "Compensating"
+        until = a["complete_by"].strftime("%H:%M:%S") if a["complete_by"] else "?"
+        events.append(
+            {
+                "at": a["started_at"],
+                "step": a["step"],
+                "what": f"{'undo ' if undo else ''}attempt {a['attempt']}",
+                "who": a["locked_by"],
+                "detail": f"CompleteBy {until}, FailureCount {a['failure_count']}",
+            }
+        )
+    for d in data["decisions"]:
+        sent = "sent" if d["signal_sent_at"] else "pending"
+        events.append(
+            {
+                "at": d["decided_at"],
+                "step": d["step"],
+                "what": f"decision: {d['kind']}",
+                "who": d["decided_by"],
+                "detail": f"FailureCount {d['failure_count']}, saw {d['observed_state']}, {sent}: {d['reason']}",
+            }
+        )
+    for e in data["operator_actions"]:
+        events.append(
+            {
+                "at": e["at"],
+                "step": e["step"],
+                "what": f"operator: {e['action']}",
+                "who": e["actor"],
+                "detail": e["changed"] + (f" ({e['reason']})" if e["reason"] else ""),
+            }
+        )
+    return sorted(events, key=lambda e: e["at"])
+
+
+async def _task_data(session: Any, task_id: str) -> dict[str, Any] | None:
     from state_store.queries import alerts_for, archived_incarnations, audit_for, decisions_for, get_task
 
     record = await get_task(session, task_id)
@@ -219,6 +249,22 @@ async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
                 )
             }
             for a in await alerts_for(session, task_id)
+        ],
+        "attempts": [
+            {
+                c: getattr(a, c)
+                for c in (
+                    "step",
+                    "state",
+                    "attempt",
+                    "failure_count",
+                    "locked_by",
+                    "complete_by",
+                    "started_at",
+                    "chain_id",
+                )
+            }
+            for a in await _attempts_for(session, task_id)
         ],
         "archived_incarnations": [
             {
