@@ -373,9 +373,7 @@ def retry(
 
 @app.command()
 def resubmit(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
-    """Run a task again. A running task parked for an operator: reset its FailureCount and retry
-    the waiting step. A finished Compensated or Error task: start its next incarnation, with
-    new rows and idempotency keys (the finished one is archived; `sas show` lists it)."""
+    """Run a task again: a parked running task retries with FailureCount 0; a finished Compensated or Error task starts its next incarnation, with new rows and keys (`sas show` lists the old one)."""
     from sas_cli import tasks
 
     tasks.check_task_id(task_id)
@@ -455,18 +453,14 @@ def alerts(
     console.print(
         table(
             f"{len(rows)} alert(s)",
-            ["id", "severity", "task", "step", "FailureCount", "what", "do", "since", "status"],
+            ["id", "task, step", "alert", "do", "status"],
             [
                 [
                     a.id,
-                    a.severity,
-                    a.task_id,
-                    a.step,
-                    a.failure_count,
-                    a.message,
+                    f"{a.task_id or '-'}\n{a.step or '-'}",
+                    f"{a.severity}, FailureCount {a.failure_count}: {a.message}",
                     a.suggested_action,
-                    ago(a.created_at),
-                    a.status,
+                    f"{a.status}\n{ago(a.created_at)}",
                 ]
                 for a in rows
             ],

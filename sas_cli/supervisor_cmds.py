@@ -20,7 +20,7 @@ def show(
     task_id: str = typer.Argument(..., help="Task id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
-    """Show a task's steps, the Supervisor's decision history (who, when, why, FailureCount) and its alerts."""
+    """Show a task's steps, its attempts, decisions and operator actions in time order, and its alerts."""
     from sas_cli import tasks
 
     tasks.check_task_id(task_id)
@@ -42,19 +42,18 @@ def show(
         + (f", at step {escape(task['current_step'])}" if task["current_step"] else "")
         + f", queue {escape(task['task_queue'])}, updated {ago(task['updated_at'])}"
     )
+    # Few, short columns, so the table fits 80 columns without breaking a state in two.
     console.print(
         table(
             "steps",
-            ["#", "step", "state", "FailureCount", "attempt", "CompleteBy", "LockedBy", "last error"],
+            ["step", "state", "FailureCount", "attempt", "LockedBy, CompleteBy", "last error"],
             [
                 [
-                    s["position"],
                     s["name"],
                     styled(s["state"]),
                     s["failure_count"],
                     s["attempt"],
-                    ago(s["complete_by"]),
-                    s["locked_by"],
+                    f"{s['locked_by']}, {ago(s['complete_by'])}" if s["locked_by"] else "",
                     s["last_error"],
                 ]
                 for s in data["steps"]
@@ -91,18 +90,14 @@ def show(
     console.print(
         table(
             f"{len(data['alerts'])} alert(s)",
-            ["id", "severity", "kind", "step", "FailureCount", "what", "do", "status", "since"],
+            ["id", "alert", "do", "status"],
             [
                 [
                     a["id"],
-                    a["severity"],
-                    a["kind"],
-                    a["step"],
-                    a["failure_count"],
-                    a["message"],
+                    f"{a['severity']} {a['kind']} at {a['step'] or '-'}, FailureCount {a['failure_count']}:"
+                    f" {a['message']}",
                     a["suggested_action"],
-                    a["status"] + (f" ({a['resolution']})" if a["resolution"] else ""),
-                    ago(a["created_at"]),
+                    f"{a['status']}, {ago(a['created_at'])}" + (f" ({a['resolution']})" if a["resolution"] else ""),
                 ]
                 for a in data["alerts"]
             ],
