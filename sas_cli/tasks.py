@@ -257,6 +257,7 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
     if task.chain_id is None:
         raise CliError(f"{task_id} has no recorded run chain: it cannot be resubmitted", f"see `sas show {task_id}`")
     request = Resubmission(of=task.chain_id, by=by, reason=reason)
+    summary, details = resubmission_metadata(task.workflow_type, task_id, task.payload, task.incarnation + 1, by)
     try:
         handle = await client.start_workflow(
             task.workflow_type,
@@ -266,6 +267,8 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             memo={RESUBMIT_MEMO: request.model_dump()},
+            static_summary=summary,
+            static_details=details,
         )
     except WorkflowAlreadyStartedError:
         raise await existing_task(client, task_id) from None
@@ -293,6 +296,23 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
     if isinstance(outcome, CliError):
         raise outcome
     return outcome
+
+
+def resubmission_metadata(
+    workflow_type: str, task_id: str, payload: dict[str, Any], incarnation: int, by: str
+) -> tuple[str | None, str | None]:
+    """The UI's summary and details of a resubmitted run: the task's own, saying which
+    incarnation it is and who started it (the reason stays in the audit log)."""
+    definition = next((d for d, name in TASK_TYPES.values() if name == workflow_type), None)
+    if definition is None:
+        return None, None
+    summary = f"{task_summary(definition, task_id, payload)} · incarnation {incarnation}"
+    details = (
+        f"{task_details(definition, task_id, payload)}\n\n"
+        f"**Incarnation {incarnation}**, resubmitted by {by} with `sas resubmit`;"
+        f" `sas show {task_id}` lists the earlier ones."
+    )
+    return summary, details
 
 
 async def _refused(handle: WorkflowHandle[Any, Any], task_id: str) -> CliError:

@@ -227,3 +227,20 @@ async def test_show_keeps_every_attempt_with_its_locked_by_and_complete_by(stack
     assert times == sorted(times) and len(shown["history"]) == 4
     table = await sas(stack, "show", task_id)
     assert table.returncode == 0 and "attempt 2" in table.stdout
+
+
+async def test_a_resubmitted_run_carries_its_own_summary_and_details(stack: Stack) -> None:
+    task_id = fresh_id("ctl-resub")
+    fault = await stack.add_fault(endpoint="shipping.ship", kind="permanent", status=422, match_order_id=task_id)
+    assert (await (await stack.submit(task_id)).result()).state == "Compensated"
+    await stack.remove_fault(fault)
+
+    done = await sas(stack, "resubmit", task_id, "--by", "dave", "--reason", "address fixed")
+    assert done.returncode == 0, done.stderr
+    described = await _describe(stack, task_id)
+    summary, details = await described.static_summary(), await described.static_details()
+    assert summary is not None and summary.startswith(f"order {task_id} ·") and summary.endswith("· incarnation 2")
+    assert details is not None and "**Incarnation 2**, resubmitted by dave" in details
+    assert "7 CLI Way" not in details + summary and "Test Street" not in details + summary  # no address
+    result = await stack.client.get_workflow_handle(task_id, result_type=TaskResult).result()
+    assert result.state == "Processed"
