@@ -6,9 +6,11 @@ Two cases, by what Temporal shows:
   Supervisor sends. The Scheduler marks the step and the task Error and mirrors it itself;
   ``sas retry`` then re-runs the step through the Scheduler's ``request_retry`` update.
 - the step's Agent is running or between Temporal's quick retries (a hung call, say):
-  Temporal's activity pause. No further attempt starts while it is paused; an attempt under
-  way runs on to its own complete-by (pausing does not cut a remote call short, so nothing
-  is left half done). The Scheduler is not told - it still awaits its activity - so once
+  Temporal's activity pause. No further attempt starts while it is paused. An attempt under
+  way learns of the pause at its next heartbeat (the Agent heartbeats while it waits for
+  the service), hangs up and ends as failed (``ActivityPause``); the next attempt, after
+  ``sas retry``, sends the same idempotency key, so an effect the hung call did have is not
+  repeated. The Scheduler is not told - it still awaits its activity - so once
   Temporal confirms the pause, sas marks the step and the task Error in the mirror, with a
   compare-and-set on the row it read and without raising its version, so any later write of
   the Scheduler or the Agent still wins. The Supervisor does not scan Error steps, and for a

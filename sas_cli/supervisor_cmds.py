@@ -32,6 +32,8 @@ def show(
         if later is not None:
             delayed.report(later, as_json)
             return
+        if _show_actions_only(task_id, as_json):
+            return
         raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
     if as_json:
         print_json(data)
@@ -103,6 +105,39 @@ def show(
             ],
         )
     )
+
+
+def _show_actions_only(task_id: str, as_json: bool) -> bool:
+    """A task that never ran (a delayed task cancelled before its start) or a cancelled
+    schedule has no rows, only its audit entries: show those. False if there are none."""
+    from state_store.queries import audit_for
+
+    entries = context.run(lambda: context.with_session(lambda s: audit_for(s, task_id)))
+    if not entries:
+        return False
+    actions = [
+        {c: getattr(e, c) for c in ("at", "step", "action", "actor", "reason", "changed")}
+        for e in sorted(entries, key=lambda e: e.at)
+    ]
+    if as_json:
+        print_json({"task_id": task_id, "task": None, "operator_actions": actions})
+        return True
+    console.print(f"[bold]{escape(task_id)}[/bold]: never ran, so it has no rows; its operator actions:")
+    console.print(
+        table(
+            None,
+            ["when", "action", "who", "what changed"],
+            [
+                [a["at"].strftime("%m-%d %H:%M:%S"), a["action"], a["actor"], a["changed"] + _why(a["reason"])]
+                for a in actions
+            ],
+        )
+    )
+    return True
+
+
+def _why(reason: str) -> str:
+    return f" ({reason})" if reason else ""
 
 
 async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:
@@ -222,7 +257,7 @@ async def _task_data(session: Any, task_id: str) -> dict[str, Any] | None:
         ],
         "operator_actions": [
             {c: getattr(e, c) for c in ("at", "step", "action", "actor", "reason", "changed")}
-            for e in await audit_for(session, task_id)
+            for e in sorted(await audit_for(session, task_id), key=lambda e: e.at)  # sas's own entries have seq 0
         ],
         "alerts": [
             {

@@ -64,6 +64,11 @@ async def test_cancel_a_delayed_task_terminates_it_before_anything_runs(stack: S
     assert (entry.action, entry.actor, entry.reason) == ("cancel", "alice", "customer called")
     assert "nothing had run" in entry.changed
 
+    shown = as_json(await sas(stack, "show", task_id, "--json"))
+    assert shown["task"] is None and [a["action"] for a in shown["operator_actions"]] == ["cancel"]
+    table = await sas(stack, "show", task_id)
+    assert table.returncode == 0 and "never ran" in table.stdout and "alice" in table.stdout
+
     again = await sas(stack, "cancel", task_id)
     assert again.returncode == 1 and "already ended (terminated)" in again.stderr
     assert len(await _audit(stack, task_id)) == 1
@@ -146,6 +151,18 @@ async def test_park_a_hung_running_step_pauses_its_activity_and_retry_resumes_it
 
     [activity] = (await _describe(stack, task_id)).raw_description.pending_activities
     assert activity.activity_type.name == "payment.charge" and activity.state in _PAUSED
+
+    # The Agent heartbeats while it waits: it learns of the pause, hangs up, and its attempt
+    # ends as paused - not at its complete-by, and no further attempt starts.
+    def stopped(view: Any) -> bool:
+        [pending] = view.raw_description.pending_activities
+        return (
+            pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED
+            and pending.last_failure.application_failure_info.type == "ActivityPause"
+        )
+
+    await wait_until(lambda: _describe(stack, task_id), stopped, what="the hung attempt stopped")
+    assert await stack.step_states(task_id) == {"reserve": "Processed", "charge": "Error", "ship": "Pending"}
     assert await stack.step_states(task_id) == {"reserve": "Processed", "charge": "Error", "ship": "Pending"}
     assert await stack.task_state(task_id) == "Error"
     listed = as_json(await sas(stack, "list", "--state", "error", "--json"))
