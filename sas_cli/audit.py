@@ -25,6 +25,17 @@ def actor(by: str | None) -> str:
     return by or f"{os.environ.get('USER', 'operator')} (sas)"
 
 
+async def check_reachable() -> None:
+    """Fail before acting, not after: an action Temporal has taken must not go unaudited
+    because the state store was down (raises StateStoreUnreachable, one line)."""
+    from sqlalchemy import select
+
+    async def probe(session: AsyncSession) -> None:
+        await session.execute(select(AuditEntry.id).limit(1))
+
+    await context.with_session(probe)
+
+
 async def record(task_id: str, action: str, by: str, reason: str, changed: str, step: str | None = None) -> None:
     """Append one entry to the audit log, in its own transaction."""
     entry = AuditEntry(

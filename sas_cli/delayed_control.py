@@ -144,6 +144,7 @@ async def _terminate(client: Client, task: Pending, why: str) -> None:
 
 
 async def _cancel(client: Client, task_id: str, by: str, reason: str) -> dict[str, Any]:
+    await audit.check_reachable()
     task = await pending(client, task_id)
     if task is None:
         return await _cancel_schedule(client, task_id, by, reason)
@@ -173,6 +174,7 @@ async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, r
     from sas_cli.tasks import TASK_TYPES
     from workflows.summaries import task_details, task_summary
 
+    await audit.check_reachable()
     task = await pending(client, task_id)
     if task is None:
         raise CliError(f"no delayed task {task_id!r}", "check the id with `sas list`")

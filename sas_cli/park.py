@@ -201,6 +201,13 @@ async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | 
     mark the row running again. None if the task has no paused activity (the Scheduler's
     ``request_retry`` handles every other case)."""
     client = await context.client()
+    # Temporal first, and only: a task with no paused activity needs nothing from the state store here.
+    try:
+        described = await client.get_workflow_handle(task_id).describe()
+    except RPCError:
+        return None  # the update that follows says what is wrong (no such task, ...)
+    if not any(a.state in _PAUSED for a in described.raw_description.pending_activities):
+        return None
     try:
         target = await _find(client, task_id, step)
     except CliError:
