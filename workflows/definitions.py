@@ -8,11 +8,15 @@ activity's start-to-close timeout; workers may override it per step name with
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from task_models import OrderInput, PreorderInput, StepPolicyValues
+from task_models.ids import MAX_STEP_NAME
+
+_STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,14 @@ class StepDefinition:
     compensation: str | None = None
     # None: the worker's SAS_DEFAULT_STEP__* settings. SAS_STEPS__<NAME>__* overrides either.
     policy: StepPolicyValues | None = None
+
+    def __post_init__(self) -> None:
+        # Checked when the worker imports the definitions, so a bad name never reaches a
+        # workflow: the name is part of every idempotency key and a mirror key (task_models/ids.py).
+        if not _STEP_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"step name {self.name!r}: use 1-{MAX_STEP_NAME} characters from a-z 0-9 _, starting with a letter"
+            )
 
 
 @dataclass(frozen=True)
