@@ -397,7 +397,7 @@ def retry(
 
 @app.command()
 def resubmit(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
-    """Run a task again: a parked running task retries with FailureCount 0; a finished Compensated or Error task starts its next incarnation, with new rows and keys (`sas show` lists the old one)."""
+    """Run a task again: a parked one with FailureCount 0, a finished Compensated or Error one as a new incarnation."""
     from sas_cli import tasks
 
     tasks.check_task_id(task_id)
