@@ -64,13 +64,25 @@ async def ensure_supervisor_running(client: Client, settings: Settings) -> None:
 
     Workflow-id uniqueness is what makes "one Supervisor per shard": every worker
     process calls this, and all but the first find it running."""
-    for shard in range(settings.supervisor.shards):
+    sup = settings.supervisor
+    for shard in range(sup.shards):
         await client.start_workflow(
             "SupervisorWorkflow",  # its run takes the raw payload (workflows/inputs.py)
             SupervisorInput(shard=shard),
-            id=settings.supervisor.shard_workflow_id(shard),
+            id=sup.shard_workflow_id(shard),
             task_queue=settings.temporal.supervisor_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # What the Temporal UI's list says of it; its current details say how the sweeps go.
+            static_summary=(
+                f"Supervisor shard {shard + 1}/{sup.shards} · sweeps every {sup.interval_s:g}-{sup.max_interval_s:g} s"
+                f" · tasks on {settings.temporal.task_queue}"
+            ),
+            static_details=(
+                f"**Supervisor** of shard {shard + 1} of {sup.shards}: scans the mirrored state table for steps "
+                f"past their CompleteBy or Failed, asks Temporal before acting, and retries, compensates or parks "
+                f"them (failure threshold {sup.failure_threshold}); raises operator alerts (`sas alerts`). "
+                "Its current details show the last sweep, counts and open alerts."
+            ),
         )
 
 
