@@ -150,9 +150,13 @@ async def start_stack(
     db_url: str,
     supervisor: bool = True,
     instrument_http: Callable[[httpx.AsyncClient], None] | None = None,
+    supervisor_settings: SupervisorSettings | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
-    """``instrument_http`` is given the Agents' HTTP client before the worker starts (tracing)."""
+    """``instrument_http`` is given the Agents' HTTP client before the worker starts (tracing).
+    ``supervisor_settings`` replace the tests' fast ladder (``supervisor`` says whether one runs)."""
+    if supervisor_settings is not None:
+        overrides["supervisor"] = supervisor_settings
     settings = test_settings(temporal_address, services_url, db_url, **overrides)
     await state_store.upgrade_async(db_url)
     engine = state_store.create_engine(settings.database)
