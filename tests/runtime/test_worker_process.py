@@ -31,8 +31,8 @@ from tests.stack import Stack, order
 ROOT = Path(__file__).resolve().parents[2]
 # Each charge stalls this long in the payment service: still in flight when the worker is told to stop,
 # and well inside the complete-by the worker waits for (SAS_DEFAULT_STEP__COMPLETE_BY_S below).
-CHARGE_LATENCY_MS = 5000
-COMPLETE_BY_S = 15
+CHARGE_LATENCY_MS = 8000
+COMPLETE_BY_S = 20
 
 
 def worker_env(settings: Settings, **more: str) -> dict[str, str]:
