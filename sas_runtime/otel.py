@@ -62,9 +62,10 @@ def tracing(enabled: bool, provider: TracerProvider | None = None) -> Tracing:
     try:
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
         from temporalio.contrib.opentelemetry import TracingInterceptor
+
+        chosen = provider or _otlp_provider()
     except ImportError as err:
         raise MissingExtra("otel", "SAS_OTEL__ENABLED is set", err) from err
-    chosen = provider or _otlp_provider()
 
     def instrument(client: httpx.AsyncClient) -> None:
         HTTPXClientInstrumentor.instrument_client(client, tracer_provider=chosen)

@@ -8,20 +8,37 @@ client); spans go to an in-memory exporter instead of OTLP."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import pytest_asyncio
+import uvicorn
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 from temporalio.client import Client
 
 from remote_services.launcher import ServiceProcess
 from sas_runtime.connect import connect
 from sas_runtime.otel import tracing
+from sas_runtime.processes import free_port
 from settings import TemporalSettings
 from task_models import TaskResult, TaskState
 from tests.helpers import fresh_id, wait_until
+from tests.runtime.test_json_logs import start_worker
 from tests.stack import order, start_stack
 
 # Agent activity -> the remote service path it posts to (activities/services.py).
@@ -133,3 +150,93 @@ async def test_one_order_is_one_trace_from_its_workflow_to_the_http_calls(
         assert call.context.trace_id == ran.context.trace_id, agent
         trace_ids.add(ran.context.trace_id)
     assert len(trace_ids) == len(AGENT_CALLS) and trace_id not in trace_ids
+
+
+class OtlpReceiver:
+    """An OTLP/HTTP endpoint (POST /v1/traces, protobuf) that keeps the spans it is sent."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[dict[str, Any], Any]] = []  # (resource attributes, span)
+
+    async def handle(self, request: Request) -> Response:
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(await request.body())
+        for resource_spans in message.resource_spans:
+            resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                self.spans += [(resource, span) for span in scope_spans.spans]
+        return Response(ExportTraceServiceResponse().SerializeToString(), media_type="application/x-protobuf")
+
+
+@pytest_asyncio.fixture
+async def otlp() -> AsyncIterator[tuple[OtlpReceiver, str]]:
+    got = OtlpReceiver()
+    port = free_port()
+    app = Starlette(routes=[Route("/v1/traces", got.handle, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    await wait_until(lambda: asyncio.sleep(0, server.started), what="OTLP receiver up")
+    try:
+        yield got, f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def string_attributes(span: Any) -> dict[str, str]:
+    return {a.key: a.value.string_value for a in span.attributes}
+
+
+async def test_python_worker_py_with_the_setting_exports_its_spans_over_otlp(
+    client: Client, temporal_address: str, services: ServiceProcess, tmp_path: Path, otlp: tuple[OtlpReceiver, str]
+) -> None:
+    """The wiring in worker.py itself: SAS_OTEL__ENABLED and the standard OTEL_* variables, spans
+    sent over OTLP/HTTP to a receiver here; an Agent's HTTP call is the child of its activity."""
+    got, endpoint = otlp
+    queue, task_id = fresh_id("otlp-queue"), fresh_id("otlp")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SAS_", "OTEL_"))}
+    env |= {
+        "SAS_TEMPORAL__ADDRESS": temporal_address,
+        "SAS_TEMPORAL__TASK_QUEUE": queue,
+        "SAS_DATABASE__URL": f"sqlite+aiosqlite:///{tmp_path / 'state.db'}",
+        "SAS_SERVICES__URL": services.url,
+        "SAS_OTEL__ENABLED": "true",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_SERVICE_NAME": "sas-worker-under-test",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",  # export within a fraction of a second, not 5 s
+    }
+    worker = start_worker(env, tmp_path / "worker.log")
+    try:
+        handle = await client.start_workflow(
+            "OrderWorkflow", order(), id=task_id, task_queue=queue, result_type=TaskResult
+        )
+        assert (await asyncio.wait_for(handle.result(), 120)).state == TaskState.PROCESSED
+
+        async def runs() -> list[Any]:
+            return [
+                span
+                for _resource, span in got.spans
+                if span.name.startswith("RunActivity:") and string_attributes(span).get("temporalWorkflowID") == task_id
+            ]
+
+        ran = await wait_until(
+            runs,
+            lambda found: {f"RunActivity:{agent}" for agent in AGENT_CALLS} <= {span.name for span in found},
+            timeout=30,
+            what="the order's Agent activity spans",
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(worker.wait, 60)
+    assert code == 0, (tmp_path / "worker.log").read_text()
+    assert {"sas-worker-under-test"} == {resource.get("service.name") for resource, _span in got.spans}
+    by_agent = {span.name.removeprefix("RunActivity:"): span for span in ran}
+    for agent, path in AGENT_CALLS.items():
+        activity_span = by_agent[agent]
+        [call] = [
+            span
+            for _resource, span in got.spans
+            if span.parent_span_id == activity_span.span_id and span.trace_id == activity_span.trace_id
+        ]
+        attributes = string_attributes(call)
+        assert urlsplit(attributes.get("url.full") or attributes.get("http.url", "")).path == path, agent
