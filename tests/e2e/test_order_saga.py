@@ -139,15 +139,20 @@ async def test_hanging_service_misses_complete_by_then_supervisor_retries_then_t
     assert [(a.kind, a.failure_count) for a in alerts] == [("failure_threshold", 3)]
 
 
-async def test_duplicate_submission_runs_once(stack: Stack) -> None:
+async def test_duplicate_submission_runs_once(stack_no_supervisor: Stack) -> None:
     """``sas submit`` of an id already taken, while the task runs and after it ended, starts nothing."""
+    stack = stack_no_supervisor
     task_id = fresh_id("dup")
-    # The charge takes a moment, so the first duplicate surely meets the task still running.
-    await stack.add_fault(endpoint="payment.charge", kind="latency", latency_ms=1500, match_order_id=task_id)
+    # The charge fails until the fault is lifted, and with no Supervisor the order waits for an
+    # operator: the first duplicate surely meets it running.
+    charge_down = await stack.add_fault(endpoint="payment.charge", kind="transient", match_order_id=task_id)
     handle = await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("charge") == "Failed", what="charge Failed")
     running = await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id)
     assert running.returncode == 1, running.stdout + running.stderr
     assert f"task {task_id} is already running" in running.stderr, running.stderr
+    await stack.remove_fault(charge_down)
+    assert (await sas(stack, "retry", task_id, "--reason", "payment back")).returncode == 0
     assert (await handle.result()).state == TaskState.PROCESSED
     finished = await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id)
     assert finished.returncode == 1, finished.stdout + finished.stderr
