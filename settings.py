@@ -368,6 +368,15 @@ class MetricsSettings(BaseModel):
     supervisor_bind: str | None = Field(default=None, description="e.g. 0.0.0.0:9465; unset = no endpoint.")
 
 
+class OtelSettings(BaseModel):
+    """OpenTelemetry traces of the worker (the ``otel`` extra): where they go is OTEL_EXPORTER_OTLP_*."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Trace each task's workflow, its Agents and their HTTP calls; needs pip install 'sas[otel]'.",
+    )
+
+
 class _EnvSource(EnvSettingsSource):
     """The environment, with a group or map whose variable is not JSON left as text: it then fails
     validation with its field's location, and is reported naming the variable, like any bad value
@@ -406,6 +415,7 @@ class Settings(BaseSettings):
     supervisor: SupervisorSettings = SupervisorSettings()
     callbacks: CallbackSettings = CallbackSettings()
     metrics: MetricsSettings = MetricsSettings()
+    otel: OtelSettings = OtelSettings()
     encryption: EncryptionSettings = EncryptionSettings()
     outbound: OutboundPolicy = Field(
         default_factory=OutboundPolicy, description="Where callbacks and alert webhooks may go (no SSRF)."

@@ -1,16 +1,30 @@
 """The Scheduler + Agents worker: ``python worker.py`` (or ``sas worker``).
 
 It migrates the state store, connects to Temporal and polls the task queue for
-the task workflows and their Agents until SIGINT/SIGTERM.
+the task workflows and their Agents until SIGINT/SIGTERM. Then it stops polling and
+lets the Agents' calls in flight finish (see ``graceful_shutdown``) before it exits.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from sas_runtime.entry import run_entry, serve_until_signalled
 from sas_runtime.logs import configure_logging
+
+if TYPE_CHECKING:
+    from settings import Settings
+
+
+def graceful_shutdown(settings: Settings) -> timedelta:
+    """How long a stopping worker lets its running activities finish before it cancels them: the
+    longest complete-by, since Temporal times an attempt out then anyway. An attempt cancelled
+    at that point fails and is retried on another worker, like any attempt of a lost worker."""
+    policies = [settings.default_step, settings.compensation, *settings.steps.values()]
+    return max(policy.complete_by for policy in policies)
 
 
 async def run_worker() -> None:
@@ -22,6 +36,7 @@ async def run_worker() -> None:
     from activities.outbound import WebhookSender
     from sas_runtime.connect import connect, metrics_runtime, worker_identity
     from sas_runtime.failures import reaching_state_store
+    from sas_runtime.otel import tracing
     from sas_runtime.search_attributes import missing_search_attributes
     from settings import get_settings
     from state_store.agent_writes import make_step_writer
@@ -30,11 +45,16 @@ async def run_worker() -> None:
 
     settings = get_settings()
     configure_logging(settings.log_level)
+    traces = tracing(settings.otel.enabled)  # before anything else: a missing extra is said at once
     with reaching_state_store(settings.database.url):
         await state_store.upgrade_async(settings.database.url)
     engine = state_store.create_engine(settings.database)
     client = await connect(
-        settings.temporal, "worker", settings.encryption, runtime=metrics_runtime(settings.metrics.worker_bind)
+        settings.temporal,
+        "worker",
+        settings.encryption,
+        runtime=metrics_runtime(settings.metrics.worker_bind),
+        interceptors=traces.interceptors,
     )
     identity = worker_identity(settings.temporal, "worker")
     log = logging.getLogger("sas.worker")
@@ -52,6 +72,7 @@ async def run_worker() -> None:
             httpx.AsyncClient(limits=limits) as http,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
+            traces.instrument_http(http)  # the remote services' calls, not the callbacks' pool
             worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
@@ -67,6 +88,7 @@ async def run_worker() -> None:
                 ),
                 identity=identity,
                 workflow_runner=workflow_runner(),
+                graceful_shutdown_timeout=graceful_shutdown(settings),
             )
             log.info("worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address)
             # Everything loaded so far lives as long as the process: keep it out of the
@@ -77,6 +99,7 @@ async def run_worker() -> None:
     finally:
         await writer.aclose()
         await engine.dispose()
+        traces.shutdown()
 
 
 def main() -> None:

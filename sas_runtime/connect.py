@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
-from temporalio.client import Client, TLSConfig
+from temporalio.client import Client, Interceptor, TLSConfig
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from payload_codec import data_converter
@@ -42,9 +43,11 @@ async def connect(
     role: str = "client",
     encryption: EncryptionSettings | None = None,
     runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Client:
     """A client (and, through it, workers) for ``role``; pass ``encryption`` wherever payloads are
-    written or read, or order data goes to the history in clear and encrypted history is unreadable."""
+    written or read, or order data goes to the history in clear and encrypted history is unreadable.
+    ``interceptors`` apply to the client's calls and to every worker built on it (tracing)."""
     try:
         return await Client.connect(
             settings.address,
@@ -54,6 +57,7 @@ async def connect(
             api_key=settings.api_key.get_secret_value() if settings.api_key else None,
             identity=worker_identity(settings, role),
             runtime=runtime,
+            interceptors=interceptors,
         )
     except RuntimeError as err:
         # Only the connection can fail here: Client.connect does nothing else.

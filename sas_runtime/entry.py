@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from sas_runtime.failures import DependencyUnreachable
+from sas_runtime.failures import DependencyUnreachable, MissingExtra
 
 
 async def serve_until_signalled(*runners: Any) -> None:
@@ -45,13 +45,16 @@ def exit_hard(code: int) -> None:
 
 
 def run_entry(main: Callable[[], Coroutine[Any, Any, None]], debug: bool = False) -> None:
-    """Run an async entry point; bad settings and an unreachable dependency end it with one
-    clear line (and the traceback too with ``debug``), then exit hard (see ``exit_hard``)."""
+    """Run an async entry point; bad settings, a missing extra and an unreachable dependency end it
+    with one clear line (and the traceback too with ``debug``), then exit hard (see ``exit_hard``)."""
     code = 0
     try:
         asyncio.run(main())
     except SETTINGS_ERRORS as err:
         print(f"sas: invalid settings:\n{describe_settings_error(err)}", file=sys.stderr)
+        code = 2
+    except MissingExtra as err:
+        print(f"sas: {err}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         code = 130

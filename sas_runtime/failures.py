@@ -40,6 +40,17 @@ class StateStoreUnreachable(DependencyUnreachable):
         self.url = mask_url(url)
 
 
+class MissingExtra(RuntimeError):
+    """A setting asks for something an optional extra provides, and it is not installed.
+    ``str()`` is the line to show: what asked for it, and the pip command that installs it."""
+
+    def __init__(self, extra: str, why: str, cause: ImportError) -> None:
+        super().__init__(
+            f"{why}, but the {extra} extra is not installed (no module {cause.name}): pip install 'sas[{extra}]'"
+        )
+        self.extra = extra
+
+
 def mask_url(url: str) -> str:
     """The URL with its password replaced by ***: what may be printed or logged."""
     from sqlalchemy.engine import make_url

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -144,8 +144,19 @@ class Stack:
 
 @asynccontextmanager
 async def start_stack(
-    client: Client, temporal_address: str, services_url: str, db_url: str, supervisor: bool = True, **overrides: Any
+    client: Client,
+    temporal_address: str,
+    services_url: str,
+    db_url: str,
+    supervisor: bool = True,
+    instrument_http: Callable[[httpx.AsyncClient], None] | None = None,
+    supervisor_settings: SupervisorSettings | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Stack]:
+    """``instrument_http`` is given the Agents' HTTP client before the worker starts (tracing).
+    ``supervisor_settings`` replace the tests' fast ladder (``supervisor`` says whether one runs)."""
+    if supervisor_settings is not None:
+        overrides["supervisor"] = supervisor_settings
     settings = test_settings(temporal_address, services_url, db_url, **overrides)
     await state_store.upgrade_async(db_url)
     engine = state_store.create_engine(settings.database)
@@ -156,6 +167,8 @@ async def start_stack(
             httpx.AsyncClient() as http,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
+            if instrument_http is not None:
+                instrument_http(http)
             task_worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,

@@ -10,9 +10,13 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.client import Client
+
+from remote_services.launcher import ServiceProcess
 from task_models import TaskState
+from tests import stack as stacks
 from tests.helpers import fresh_id, wait_until
-from tests.stack import Stack
+from tests.stack import Stack, order, start_stack
 
 ORDER_FLAGS = [
     "--customer",
@@ -151,32 +155,47 @@ async def test_schedule_fires_and_each_run_is_its_own_task(stack: Stack) -> None
     assert missing.returncode == 1 and "no schedule" in missing.stderr
 
 
-async def test_alerts_command_lists_and_closes(stack: Stack) -> None:
-    # Card declined: a permanent fault the Supervisor alerts on.
-    declined = fresh_id("cli-declined")
-    handle = await stack.client.start_workflow(
-        "OrderWorkflow",
-        {
-            "customer_id": "c",
-            "sku": "S-1",
-            "quantity": 1,
-            "amount_cents": 100,
-            "address": "x",
-            "card": "4000000000000002",
-        },
-        id=declined,
-        task_queue=stack.settings.temporal.task_queue,
-    )
-    await handle.result()
-    alerts = await wait_until(lambda: stack.alerts(declined), lambda a: len(a) == 1, what="the alert")
-    # The task was compensated, so a sweep may already have resolved its alert: list them all.
-    listed = as_json(await sas(stack, "alerts", "--status", "all", "--json"))
-    mine = [a for a in listed if a["task_id"] == declined]
-    assert len(mine) == 1 and mine[0]["kind"] == "permanent_failure" and mine[0]["suggested_action"]
-    assert (await sas(stack, "alerts", "ack", str(alerts[0].id))).returncode == 0
-    assert (await sas(stack, "alerts", "resolve", str(alerts[0].id))).returncode == 0
-    closed = [
-        a for a in as_json(await sas(stack, "alerts", "--status", "resolved", "--json")) if a["task_id"] == declined
-    ]
-    assert closed[0]["status"] == "resolved"
-    assert (await sas(stack, "alerts", "ack", "999999")).returncode == 1
+async def test_alerts_command_lists_acks_and_resolves(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> None:
+    """A declined card parks the order (this stack's ladder ends in ``park``), so its alert stays
+    open until an operator acts: each command's effect is read back from the state store."""
+    fast = stacks.test_settings(temporal_address, services.url, sqlite_url).supervisor
+    parks = fast.model_copy(update={"outcome": "park"})
+    async with start_stack(client, temporal_address, services.url, sqlite_url, supervisor_settings=parks) as stack:
+        declined = fresh_id("cli-declined")
+        handle = await stack.submit(declined, order(card="4000000000000002"))
+        await wait_until(lambda: stack.task_state(declined), lambda s: s == "Error", what="the order parked")
+        [alert] = await wait_until(lambda: stack.alerts(declined), lambda a: len(a) == 1, what="the alert")
+        assert alert.status == "open" and alert.step == "charge"
+
+        listed = as_json(await sas(stack, "alerts", "--json"))  # open ones by default
+        [mine] = [a for a in listed if a["task_id"] == declined]
+        assert mine["id"] == alert.id and mine["status"] == "open" and mine["suggested_action"]
+        assert "card_declined" in (mine["last_error"] or mine["message"])
+
+        async def stored_status() -> str:
+            [now] = await stack.alerts(declined)
+            return now.status
+
+        acked = await sas(stack, "alerts", "ack", str(alert.id))
+        assert acked.returncode == 0, acked.stderr
+        assert await stored_status() == "acked"
+        assert [a["id"] for a in as_json(await sas(stack, "alerts", "--status", "acked", "--json"))].count(
+            alert.id
+        ) == 1
+        assert alert.id not in [a["id"] for a in as_json(await sas(stack, "alerts", "--json"))]
+
+        resolved = await sas(stack, "alerts", "resolve", str(alert.id))
+        assert resolved.returncode == 0, resolved.stderr
+        assert await stored_status() == "resolved"
+        closed = [
+            a for a in as_json(await sas(stack, "alerts", "--status", "resolved", "--json")) if a["id"] == alert.id
+        ]
+        assert [a["status"] for a in closed] == ["resolved"]
+        # The alerts commands change alerts only: the order is still parked for a decision.
+        assert await stack.task_state(declined) == "Error"
+        await handle.terminate("test over")
+
+        missing = await sas(stack, "alerts", "ack", "999999")
+        assert missing.returncode == 1 and "no alert 999999" in missing.stderr

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+from remote_services.ledger import read_ledger
+from sas_cli.demo_plan import check_ledger, demo_cases
 from sas_runtime.processes import free_port, port_in_use
 
 
@@ -48,5 +51,16 @@ async def test_demo_runs_every_order_to_its_expected_end_and_leaves_nothing_behi
     for label in ("completed", "compensated", "waiting for an operator", "cool-down", "cleaned up by the Supervisor"):
         assert label in done.stdout
     assert (state_dir / "temporal.db").exists() and (state_dir / "state.db").exists()
+    # Not on the demo's word: where each order ended, read back from the state store and the
+    # services' ledger it left behind (check_ledger has tests of its own in test_demo_check.py).
+    with sqlite3.connect(f"{(state_dir / 'state.db').as_uri()}?mode=ro", uri=True) as db:
+        ended = dict(db.execute("SELECT task_id, state FROM tasks WHERE task_id LIKE 'demo-%'").fetchall())
+    cases = {case.name: case for case in demo_cases(10)}
+    by_case = {task_id.split("-", 3)[3]: (task_id, state) for task_id, state in ended.items()}
+    assert sorted(by_case) == sorted(cases) and len(ended) == 10, ended
+    for name, (task_id, state) in by_case.items():
+        assert state == cases[name].expected, (task_id, state)
+        entries = [entry.model_dump() for entry in read_ledger(str(state_dir / "ledger.db"), order_id=task_id)]
+        assert check_ledger(state, entries) == [], (task_id, entries)
     assert not survivors(str(state_dir)), survivors(str(state_dir))
     assert not any(port_in_use("127.0.0.1", p) for p in ports)

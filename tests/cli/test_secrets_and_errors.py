@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -203,11 +204,29 @@ async def test_cannot_reach_temporal_says_where_and_what_to_do(tmp_path: Path) -
     """The state store is fine (SQLite); only Temporal is missing."""
     address = f"127.0.0.1:{free_port()}"
     env = secret_env(f"sqlite+aiosqlite:///{tmp_path / 'state.db'}", address)
-    for args in (["worker"], ["supervisor"], ["status", "t-1"], ["submit", *ORDER]):
+    schedule = ["--every", "1d", *ORDER]
+    for args in (
+        ["worker"],
+        ["supervisor"],
+        ["status", "t-1"],
+        ["show", "t-1"],
+        ["submit", *ORDER],
+        ["resubmit", "t-1", "--reason", "r"],
+        ["reconcile", "--dry-run"],
+        ["reconcile", "--task", "t-1"],
+        ["schedule", "create", "s-1", *schedule],
+        ["schedule", "pause", "s-1"],
+        ["schedule", "unpause", "s-1"],
+    ):
         done = await sas(env, tmp_path, *args)
         assert done.returncode == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
         assert printed(done.stderr) == [
             f"sas: cannot reach Temporal at {address}",
             "  start it with `sas up` (or `sas demo`), or point SAS_TEMPORAL__ADDRESS (and its TLS or API key "
             "settings) at your cluster; --debug shows the client's own error",
         ], (args, done.stderr)
+    # `sas list` reads the state store alone (stuck workflows too, from the Supervisor's alerts),
+    # so it still answers with Temporal away.
+    listed = await sas(env, tmp_path, "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stdout + listed.stderr

@@ -29,6 +29,7 @@ class Receiver:
         self.deliveries: list[dict] = []
         self.bad_signatures = 0
         self.failed_once = False
+        self.refused_id: str | None = None  # the event id of the delivery answered 503
 
     async def handle(self, request: Request) -> JSONResponse:
         body = await request.body()
@@ -39,6 +40,7 @@ class Receiver:
             return JSONResponse({"error": "bad signature"}, status_code=401)
         if not self.failed_once:
             self.failed_once = True
+            self.refused_id = request.headers["webhook-id"]
             return JSONResponse({"error": "busy"}, status_code=503)
         event = json.loads(body)
         assert request.headers["webhook-id"] == event["event_id"]
@@ -82,7 +84,10 @@ async def test_every_event_arrives_signed_and_once_per_event_id(stack: Stack, re
     assert all(e["task_id"] == task_id for e in events.values())
     assert got.bad_signatures == 0
     # The first post was refused with 503 and retried under the same event id: the receiver
-    # saw each id once among accepted deliveries.
+    # saw each id once among accepted deliveries, the refused one among them.
+    assert got.failed_once and got.refused_id is not None
+    assert got.refused_id in events  # delivered later under the same id
+    assert len(got.deliveries) == len(events) == 5
     assert max(Counter(e["event_id"] for e in got.deliveries).values()) == 1
 
 

@@ -7,6 +7,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from task_models import TaskState, TaskStatus
+from tests.cli.test_cli import ORDER_FLAGS, sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 
@@ -138,18 +139,39 @@ async def test_hanging_service_misses_complete_by_then_supervisor_retries_then_t
     assert [(a.kind, a.failure_count) for a in alerts] == [("failure_threshold", 3)]
 
 
-async def test_duplicate_submission_runs_once(stack: Stack) -> None:
-    from temporalio.exceptions import WorkflowAlreadyStartedError
-
+async def test_duplicate_submission_runs_once(stack_no_supervisor: Stack) -> None:
+    """``sas submit`` of an id already taken, while the task runs and after it ended, starts nothing."""
+    stack = stack_no_supervisor
     task_id = fresh_id("dup")
+    # The charge fails until the fault is lifted, and with no Supervisor the order waits for an
+    # operator: the first duplicate surely meets it running.
+    charge_down = await stack.add_fault(endpoint="payment.charge", kind="transient", match_order_id=task_id)
     handle = await stack.submit(task_id)
-    with pytest.raises(WorkflowAlreadyStartedError):
-        await stack.submit(task_id)
-    await handle.result()
-    with pytest.raises(WorkflowAlreadyStartedError):
-        await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("charge") == "Failed", what="charge Failed")
+    running = await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id)
+    assert running.returncode == 1, running.stdout + running.stderr
+    assert f"task {task_id} is already running" in running.stderr, running.stderr
+    await stack.remove_fault(charge_down)
+    assert (await sas(stack, "retry", task_id, "--reason", "payment back")).returncode == 0
+    assert (await handle.result()).state == TaskState.PROCESSED
+    finished = await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id)
+    assert finished.returncode == 1, finished.stdout + finished.stderr
+    assert f"task {task_id} already exists and is Processed" in finished.stderr, finished.stderr
+
+    # One run in Temporal, one effect per step, and the mirror still holds the first run's task.
+    async def runs() -> list[str | None]:
+        return [w.run_id async for w in stack.client.list_workflows(f"WorkflowId = '{task_id}'")]
+
+    # Visibility lags a little behind the history: wait for the closed run to show, then count.
+    assert await wait_until(runs, what="the run in visibility") == [handle.result_run_id]
     ledger = await stack.ledger(task_id)
-    assert [e["action"] for e in ledger] == ["reserve", "charge", "ship"]
+    assert [(e["action"], e["idempotency_key"]) for e in ledger] == [
+        ("reserve", f"{task_id}:reserve"),
+        ("charge", f"{task_id}:charge"),
+        ("ship", f"{task_id}:ship"),
+    ]
+    record = await stack.record(task_id)
+    assert record is not None and record.task.state == "Processed"
 
 
 @pytest.mark.parametrize(

@@ -474,18 +474,28 @@ async def test_garbage(http: httpx.AsyncClient, admin: RemoteServicesAdmin) -> N
 
 
 async def test_latency_then_normal(http: httpx.AsyncClient, admin: RemoteServicesAdmin) -> None:
-    order = order_id()
-    await admin.add_fault("payment.charge", "latency", latency_ms=50, match_order_id=order)
-    response = await post(http, "/payment/charge", charge_body(order), new_key())
-    assert response.status_code == 200
-    assert len(await admin.ledger(order)) == 1
+    """A latency fault delays the call, then it is served as usual: one charge, once."""
+    order, key = order_id(), new_key()
+    rule = await admin.add_fault("payment.charge", "latency", latency_ms=50, match_order_id=order)
+    response = await post(http, "/payment/charge", charge_body(order), key)
+    assert response.status_code == 200, response.text
+    assert response.json()["amount_cents"] == 1999 and response.json()["charge_id"]
+    [entry] = await admin.ledger(order)
+    assert (entry.service, entry.action, entry.idempotency_key, entry.amount_cents) == ("payment", "charge", key, 1999)
+    # The rule did fire on that call (it is what delayed it), and only once.
+    assert {r["id"]: r["hits"] for r in await admin.faults()}[rule] == 1
 
 
 async def test_match_order_id_only_affects_that_order(http: httpx.AsyncClient, admin: RemoteServicesAdmin) -> None:
     target, bystander = order_id(), order_id()
-    await admin.add_fault("payment.charge", "transient", match_order_id=target)
-    assert (await post(http, "/payment/charge", charge_body(bystander), new_key())).status_code == 200
-    assert (await post(http, "/payment/charge", charge_body(target), new_key())).status_code == 503
+    rule = await admin.add_fault("payment.charge", "transient", match_order_id=target)
+    spared = await post(http, "/payment/charge", charge_body(bystander), new_key())
+    assert spared.status_code == 200, spared.text
+    hit = await post(http, "/payment/charge", charge_body(target), new_key())
+    assert hit.status_code == 503 and hit.json()["error"], hit.text
+    assert rows(await admin.ledger(bystander)) == [("payment", "charge")]
+    assert await admin.ledger(target) == []  # a transient fault has no effect
+    assert {r["id"]: r["hits"] for r in await admin.faults()}[rule] == 1  # the bystander's call did not count
 
 
 async def test_probability_zero_never_fires(http: httpx.AsyncClient, admin: RemoteServicesAdmin) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus
 
 from state_store.tables import shard_of
 from supervisor.models import ApplyInput, ScanResult
@@ -65,7 +66,16 @@ async def test_each_shard_decides_only_for_its_own_tasks(make_rig) -> None:  # t
     await rig.start_supervisor("sup-s1", s.workflow_id)
     await rig.start_supervisor("sup-s2", s.workflow_id)
     for workflow_id in shard_ids:
-        assert (await rig.client.get_workflow_handle(workflow_id).describe()).status is not None
+        described = await rig.client.get_workflow_handle(workflow_id).describe()
+        assert described.status == WorkflowExecutionStatus.RUNNING, workflow_id
+        assert described.workflow_type == "SupervisorWorkflow", workflow_id
+        assert described.task_queue == rig.settings.temporal.supervisor_task_queue, workflow_id
+
+        async def runs(workflow_id: str = workflow_id) -> list[str | None]:
+            return [w.run_id async for w in rig.client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+
+        # Both workers started every shard; Temporal's workflow-id uniqueness kept one run of each.
+        assert await wait_until(runs, what=f"{workflow_id} in visibility") == [described.run_id]
 
     kinds = ["retry", "spent", "permanent"]
     batch = await submit_batch(rig, "shard", dict.fromkeys(kinds, SHARDS), ids_per_shard(rig, "shard", kinds))

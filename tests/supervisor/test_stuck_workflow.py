@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 import state_store
 from settings import SupervisorSettings
-from state_store.queries import alerts_for
+from state_store.queries import alerts_for, decisions_for
 from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import OperatorRequest, TaskState, TaskStatus
 from tests.helpers import fresh_id, wait_until
@@ -73,9 +74,27 @@ async def test_a_workflow_that_cannot_make_progress_raises_one_alert(
                 alerts = await wait_until(
                     stuck_alerts, lambda a: len(a) == 1, timeout=90, what="a workflow_stuck alert"
                 )
+                # Once: three more sweeps raise no second one.
+                supervisor = client.get_workflow_handle(settings.supervisor.workflow_id)
+                seen = await supervisor.query("sweeps", result_type=int)
+                await wait_until(
+                    lambda: supervisor.query("sweeps", result_type=int),
+                    lambda n: n >= seen + 3,
+                    what="three more sweeps",
+                )
+                async with sessions() as session:
+                    stuck = [a for a in await alerts_for(session, task_id) if a.kind == "workflow_stuck"]
+                    climbed = [d.kind for d in await decisions_for(session, task_id) if d.kind != "wait"]
+                assert [a.id for a in stuck] == [alerts[0].id]
                 await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")
     finally:
         await engine.dispose()
     assert alerts[0].severity == "critical" and alerts[0].status == "open"
     assert "non-determinism" in alerts[0].message and "workflow.patched" in alerts[0].suggested_action
+    assert alerts[0].task_id == task_id
     await handle.terminate("test over")
+    if climbed:
+        # Known gap (reported, supervisor/ is not this test's to change): the ladder still climbs
+        # on a workflow that cannot act, and its queued signals (here a compensate) would run once
+        # fixed code is deployed. Passes outright once the Supervisor stops deciding for it.
+        pytest.xfail(f"the Supervisor still decided {climbed} for a workflow that cannot make progress")
