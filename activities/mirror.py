@@ -23,10 +23,11 @@ from task_models import (
     TransitionBatch,
     incarnation_key,
 )
+from task_models.activity_defs import MirrorDefs, implements
 from task_models.outbound import OutboundRefused, check_url
 
 
-class MirrorActivities:
+class MirrorActivities(MirrorDefs):
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -39,7 +40,7 @@ class MirrorActivities:
         self._settings = settings
         self._search_attributes = search_attributes
 
-    @activity.defn(name="mirror.accept")
+    @implements(MirrorDefs.accept)
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
         self._check_callback_url(accepted)
         steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
@@ -85,12 +86,12 @@ class MirrorActivities:
         declaration, else SAS_DEFAULT_STEP__*."""
         return self._settings.steps.get(plan.name) or plan.policy or self._settings.default_step
 
-    @activity.defn(name="mirror.record")
+    @implements(MirrorDefs.record)
     async def record(self, batch: TransitionBatch) -> int:
         async with self._sessions() as session:
             return await record_transitions(session, batch.transitions)
 
-    @activity.defn(name="mirror.audit")
+    @implements(MirrorDefs.audit)
     async def audit(self, record: AuditRecord) -> bool:
         async with self._sessions() as session:
             return await record_audit(session, record)
