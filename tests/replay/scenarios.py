@@ -94,4 +94,6 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Callable[[Stack, str], Awaitable[Any]
     "order_cooldown": (_supervisor(retries=1, cooldown_s=1.0, cooldown_tries=2), cooldown_order),
     "cleanup_after_terminate": (_supervisor(), terminated_then_cleaned_up),
     "preorder_happy": ({}, happy_preorder),
+    # Recorded with step results (the "step-results" patch): the refund carries the charge's result.
+    "order_step_results": ({}, compensated_order),
 }
