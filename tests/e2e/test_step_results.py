@@ -139,9 +139,7 @@ async def test_results_are_in_sas_show_and_in_the_callbacks(stack: Stack, receiv
     table = await sas(stack, "show", task_id)
     assert table.returncode == 0 and f"charge_id={charge_id}" in table.stdout
 
-    await wait_until(
-        lambda: _kinds(got), lambda kinds: "completed" in kinds, timeout=30, what="the completed callback"
-    )
+    await wait_until(lambda: _kinds(got), lambda kinds: "completed" in kinds, timeout=30, what="the completed callback")
     completed = next(e for e in got.deliveries if e["kind"] == "completed")
     assert completed["results"]["charge"]["charge_id"] == charge_id
     assert set(completed["results"]) == {"reserve", "charge", "ship"}
