@@ -12,7 +12,7 @@ import uuid
 import httpx
 from temporalio.client import WorkflowHandle
 
-from task_models import TaskState, TaskStatus
+from task_models import StepCall, TaskState, TaskStatus
 from task_models.results import ChargeResult, secret_fields
 from tests.cli.test_cli import as_json, sas
 from tests.e2e.test_callbacks import Receiver, receiver  # noqa: F401 - the fixture, used by name
@@ -52,6 +52,10 @@ async def test_a_refund_names_the_charge_the_charge_step_got(stack_any_db: Stack
     assert charge_id.startswith("ch_") and results["reserve"]["reservation_id"].startswith("rsv_")
     assert results["ship"] is None  # it never went through
     assert "client_secret" not in results["charge"]  # marked Secret: never shown
+
+    # The refund was handed its own forward result: the charge id came from there, not a lookup.
+    refund_call = await _agent_input(stack, task_id, "payment.refund")
+    assert refund_call.forward_result is not None and refund_call.forward_result["charge_id"] == charge_id
 
     ledger = await stack.ledger(task_id)
     charge = next(e for e in ledger if e["action"] == "charge")
@@ -139,6 +143,11 @@ async def test_results_are_in_sas_show_and_in_the_callbacks(stack: Stack, receiv
     table = await sas(stack, "show", task_id)
     assert table.returncode == 0 and f"charge_id={charge_id}" in table.stdout
 
+    # Later steps received the earlier ones' results, secrets included (they are theirs to use).
+    ship_call = await _agent_input(stack, task_id, "shipping.ship")
+    assert set(ship_call.results) == {"reserve", "charge"}
+    assert ship_call.results["charge"]["charge_id"] == charge_id and ship_call.results["charge"]["client_secret"]
+
     await wait_until(lambda: _kinds(got), lambda kinds: "completed" in kinds, timeout=30, what="the completed callback")
     completed = next(e for e in got.deliveries if e["kind"] == "completed")
     assert completed["results"]["charge"]["charge_id"] == charge_id
@@ -146,6 +155,18 @@ async def test_results_are_in_sas_show_and_in_the_callbacks(stack: Stack, receiv
     step_done = [e for e in got.deliveries if e["kind"] == "step_completed" and e["step"] == "charge"]
     assert step_done and step_done[0]["results"]["charge"]["charge_id"] == charge_id
     assert all("client_secret" not in e["results"].get("charge", {}) for e in got.deliveries)
+
+
+async def _agent_input(stack: Stack, task_id: str, activity: str) -> StepCall:
+    """What the Scheduler handed an Agent, from the workflow's history."""
+    history = await stack.client.get_workflow_handle(task_id).fetch_history()
+    for event in history.events:
+        scheduled = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes") and scheduled.activity_type.name == activity:
+            (call,) = await stack.client.data_converter.decode(scheduled.input.payloads, [StepCall])
+            assert isinstance(call, StepCall)
+            return call
+    raise AssertionError(f"{activity} was never scheduled for {task_id}")
 
 
 async def _kinds(got: Receiver) -> list[str]:
