@@ -6,6 +6,7 @@ the task workflows and their Agents until SIGINT/SIGTERM.
 
 from __future__ import annotations
 
+import gc
 import logging
 
 from sas_runtime.entry import run_entry, serve_until_signalled
@@ -68,6 +69,10 @@ async def run_worker() -> None:
                 workflow_runner=workflow_runner(),
             )
             log.info("worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address)
+            # Everything loaded so far lives as long as the process: keep it out of the
+            # collector's scans, which otherwise walk it again on every full collection
+            # (the sandbox allocates a lot per workflow run, so full collections are frequent).
+            gc.freeze()
             await serve_until_signalled(worker)
     finally:
         await writer.aclose()

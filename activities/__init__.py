@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from activities.callbacks import CallbackActivities
 from activities.mirror import MirrorActivities
 from activities.outbound import WebhookSender
+from activities.refused_writes import RefusedWrites
 from activities.remote import RemoteCaller
 from activities.services import InventoryAgent, PaymentAgent, ShippingAgent
 from settings import Settings
@@ -34,9 +35,10 @@ def build_activities(
     to close their connections at shutdown; by default they are made from the settings."""
     remote = RemoteCaller(http, settings.services.url)
     writer = step_writer or make_step_writer(settings.database)
-    inventory = InventoryAgent(remote, writer, identity)
-    payment = PaymentAgent(remote, writer, identity)
-    shipping = ShippingAgent(remote, writer, identity)
+    refused = RefusedWrites(sessions)
+    inventory = InventoryAgent(remote, writer, identity, refused)
+    payment = PaymentAgent(remote, writer, identity, refused)
+    shipping = ShippingAgent(remote, writer, identity, refused)
     mirror = MirrorActivities(sessions, writer, settings, search_attributes)
     # Callbacks go out through their own checked, pinned pool, never the services' one.
     callbacks = CallbackActivities(callback_sender or WebhookSender(settings.outbound, settings.callbacks.secret))

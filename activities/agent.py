@@ -15,8 +15,10 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.refused_writes import RefusedWrites
 from activities.remote import GARBAGE, RemoteCaller
 from state_store.agent_writes import StepWriter
+from state_store.rejections import refused_for_good
 from task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
 from task_models.activity_defs import agent_result
 from task_models.versions import Phase, version_of
@@ -30,10 +32,11 @@ M = TypeVar("M", bound=BaseModel)
 class Agent:
     """Base of the Agents: one per remote service, built by the worker with its dependencies."""
 
-    def __init__(self, remote: RemoteCaller, writer: StepWriter, identity: str) -> None:
+    def __init__(self, remote: RemoteCaller, writer: StepWriter, identity: str, refused: RefusedWrites) -> None:
         self._remote = remote
         self._writer = writer
         self._identity = identity
+        self._refused = refused
 
     async def perform(self, call: StepCall, path: str, body: BaseModel) -> StepResult:
         info = activity.info()
@@ -93,20 +96,41 @@ class Agent:
             chain_id=call.stamp.chain_id,
             **fields,
         )
-        # A state-store outage must not fail the step: keep trying while the attempt has
-        # time left (heartbeating, so Temporal knows this Agent is alive), and only then
-        # give the attempt back to Temporal's retry policy.
+        # The mirror follows Temporal: a state store that is down must not fail the step, however
+        # long it is down. The write is tried while the attempt can spare the time (half of what
+        # is left before the Processing write, so the remote call keeps the rest), then the step
+        # goes on without it: Temporal records the attempt, and the Supervisor's reconciliation
+        # writes the row from Temporal's state once the store is back. Heartbeats meanwhile tell
+        # Temporal this Agent is alive.
         info = activity.info()
         deadline = info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
+        now = datetime.now(UTC)
+        spare = (deadline - now) / 2 if phase == Phase.AGENT_STARTED else deadline - now - timedelta(seconds=1)
+        give_up_at = now + max(spare, timedelta(0))
         delay = 0.2
         while True:
+            left = (give_up_at - datetime.now(UTC)).total_seconds()
             try:
-                await self._writer.write(transition)
+                await asyncio.wait_for(self._writer.write(transition), timeout=max(left, 0.1))
                 return
-            except Exception as err:
-                left = (deadline - datetime.now(UTC)).total_seconds()
-                if left < delay + 1.0:
-                    raise
+            except Exception as err:  # noqa: BLE001 - any failure of the store: the step goes on regardless
+                if refused_for_good(err):
+                    # The step itself is fine: it goes on, Temporal records it, and an operator
+                    # is told the mirror row is stale. Retrying would refuse again for ever.
+                    await self._refused.report(call.task_id, call.step, f"{call.step} {fields.get('state')}", err)
+                    return
+                left = (give_up_at - datetime.now(UTC)).total_seconds()
+                if left < delay:
+                    log.warning(
+                        "state store unreachable: task %s step %s goes on without its %s row "
+                        "(reconciliation writes it from Temporal later): %s: %s",
+                        call.task_id,
+                        call.step,
+                        fields.get("state"),
+                        type(err).__name__,
+                        err,
+                    )
+                    return
                 log.warning("state store write failed, retrying in %.1fs: %s: %s", delay, type(err).__name__, err)
                 activity.heartbeat()
                 await asyncio.sleep(delay)

@@ -10,10 +10,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.refused_writes import RefusedWrites
 from settings import Settings
 from state_store.agent_writes import StepWriter
 from state_store.incarnations import refusal, resubmit_task
 from state_store.mirror import record_audit, record_transitions
+from state_store.rejections import refused_for_good
 from task_models import (
     AuditRecord,
     StepPlan,
@@ -39,6 +41,7 @@ class MirrorActivities(MirrorDefs):
         self._writer = writer
         self._settings = settings
         self._search_attributes = search_attributes
+        self._refused = RefusedWrites(sessions)
 
     @implements(MirrorDefs.accept)
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
@@ -46,10 +49,16 @@ class MirrorActivities(MirrorDefs):
         steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
         accepted = accepted.model_copy(update={"steps": steps})
         # On the hot path, so through the Agents' writer: one statement batch, no ORM.
-        outcome = await self._writer.accept(accepted)
-        if outcome.status == "other_task" and accepted.resubmission is not None:
-            async with self._sessions() as session:
-                outcome = await resubmit_task(session, accepted)
+        try:
+            outcome = await self._writer.accept(accepted)
+            if outcome.status == "other_task" and accepted.resubmission is not None:
+                async with self._sessions() as session:
+                    outcome = await resubmit_task(session, accepted)
+        except Exception as err:
+            if refused_for_good(err):
+                # Nothing has been done for this task yet: it fails here, visibly, and is not retried.
+                raise await self._refused.refuse(accepted.task_id, None, "accept", err) from None
+            raise
         refused = refusal(accepted.task_id, outcome) if outcome.status == "other_task" else None
         if refused is not None:
             activity.logger.warning("task id reused: %s", refused)
@@ -88,10 +97,23 @@ class MirrorActivities(MirrorDefs):
 
     @implements(MirrorDefs.record)
     async def record(self, batch: TransitionBatch) -> int:
-        async with self._sessions() as session:
-            return await record_transitions(session, batch.transitions)
+        try:
+            async with self._sessions() as session:
+                return await record_transitions(session, batch.transitions)
+        except Exception as err:
+            if refused_for_good(err) and batch.transitions:
+                first = batch.transitions[0]
+                raise await self._refused.refuse(
+                    first.task_id, first.step, f"{first.step} {first.state}", err
+                ) from None
+            raise
 
     @implements(MirrorDefs.audit)
     async def audit(self, record: AuditRecord) -> bool:
-        async with self._sessions() as session:
-            return await record_audit(session, record)
+        try:
+            async with self._sessions() as session:
+                return await record_audit(session, record)
+        except Exception as err:
+            if refused_for_good(err):
+                raise await self._refused.refuse(record.task_id, record.step, f"audit {record.action}", err) from None
+            raise

@@ -25,6 +25,8 @@ alerts_app = typer.Typer(help="Operator alerts: list, acknowledge, resolve.", in
 app.add_typer(alerts_app, name="alerts")
 
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+# `sas list`'s name for a workflow stuck in workflow task failures before the mirror saw it.
+STUCK = "Stuck"
 
 
 @app.callback()
@@ -286,30 +288,48 @@ async def _follow(task_id: str, as_json: bool) -> None:
 
 @app.command("list")
 def list_tasks(
-    state: str | None = typer.Option(None, help="Only tasks in this state (e.g. Error, Processing, Compensated)."),
+    state: str | None = typer.Option(
+        None, help="Only tasks in this state (e.g. Error, Processing, Compensated; Stuck: not yet in the mirror)."
+    ),
     limit: int = typer.Option(50, min=1, max=10_000),
     as_json: bool = JSON,
 ) -> None:
-    """List tasks from the state store, newest first."""
-    from state_store.queries import failure_counts
+    """List tasks from the state store, newest first, and workflows stuck before it saw them."""
+    from state_store.queries import failure_counts, stuck_before_the_mirror
     from state_store.queries import list_tasks as query
     from task_models import TaskState
 
     wanted = None
     if state is not None:
-        by_name = {s.value.lower(): s.value for s in TaskState}
+        by_name = {s.value.lower(): s.value for s in TaskState} | {STUCK.lower(): STUCK}
         wanted = by_name.get(state.lower())
         if wanted is None:
             raise CliError(f"unknown state {state!r}", f"use one of: {', '.join(by_name.values())}")
 
-    async def load(session: Any) -> tuple[list[Any], dict[str, int]]:
-        tasks = await query(session, wanted, limit)
-        return tasks, await failure_counts(session, [t.task_id for t in tasks])
+    async def load(session: Any) -> tuple[list[Any], dict[str, int], list[Any]]:
+        # A workflow stuck in workflow task failures before its first write has no row: the
+        # Supervisor's workflow_stuck alert (from TemporalReportedProblems) is how it is known.
+        stuck = await stuck_before_the_mirror(session, limit) if wanted in (None, STUCK) else []
+        tasks = await query(session, wanted, limit) if wanted != STUCK else []
+        return tasks, await failure_counts(session, [t.task_id for t in tasks]), stuck
 
-    rows, counts = context.run(lambda: context.with_session(load))
+    rows, counts, stuck = context.run(lambda: context.with_session(load))
     if as_json:
         print_json(
             [
+                {
+                    "task_id": a.task_id,
+                    "task_type": None,
+                    "state": STUCK,
+                    "current_step": None,
+                    "failure_count": 0,
+                    "updated_at": a.updated_at,
+                    "in_mirror": False,
+                    "why": a.message,
+                }
+                for a in stuck
+            ]
+            + [
                 {
                     "task_id": t.task_id,
                     "task_type": t.task_type,
@@ -317,6 +337,7 @@ def list_tasks(
                     "current_step": t.current_step,
                     "failure_count": counts.get(t.task_id, 0),
                     "updated_at": t.updated_at,
+                    "in_mirror": True,
                 }
                 for t in rows
             ]
@@ -324,14 +345,17 @@ def list_tasks(
         return
     console.print(
         table(
-            f"{len(rows)} task(s)",
+            f"{len(rows)} task(s)" + (f", {len(stuck)} stuck before the mirror saw them" if stuck else ""),
             ["task", "type", "state", "step", "FailureCount", "updated"],
-            [
+            [[a.task_id, "?", styled(STUCK), "-", "-", ago(a.updated_at)] for a in stuck]
+            + [
                 [t.task_id, t.task_type, styled(t.state), t.current_step, counts.get(t.task_id, 0), ago(t.updated_at)]
                 for t in rows
             ],
         )
     )
+    if stuck:
+        console.print("Stuck: its workflow task keeps failing; `sas alerts` says why and what to do.")
 
 
 BY = typer.Option(None, help="Who is acting (default: $USER).")

@@ -91,6 +91,7 @@ STATE_STYLE = {
     "CompensationFailed": "bold red",
     "Processing": "cyan",
     "Compensating": "magenta",
+    "Stuck": "bold red",
 }
 
 

@@ -26,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from sas_cli import context
 from sas_cli.output import CliError, ago, console, print_json, table
+from task_models.ids import MAX_SCHEDULE_ID
 
 schedule_app = typer.Typer(
     help="Recurring tasks (Temporal Schedules): create, list, pause, unpause, delete.", no_args_is_help=True
@@ -75,7 +76,9 @@ def build_schedule(
 
 @schedule_app.command("create")
 def create(
-    schedule_id: str = typer.Argument(..., help="Schedule id; each run's task id is <id>-<time>."),
+    schedule_id: str = typer.Argument(
+        ..., help=f"Schedule id (at most {MAX_SCHEDULE_ID} characters); each run's task id is <id>-<time>."
+    ),
     cron: str | None = typer.Option(None, help="Cron expression, e.g. '0 9 * * MON-FRI'."),
     every: str | None = typer.Option(None, help="Interval: 30s, 15m, 1h, 1d."),
     file: Path | None = typer.Option(None, "--input", help="JSON file with the task input."),
@@ -90,7 +93,7 @@ def create(
     """Create a schedule. Example: sas schedule create nightly-restock --every 1d --sku BOOK-1 --quantity 10 ..."""
     from sas_cli import tasks
 
-    tasks.check_task_id(schedule_id)
+    tasks.check_schedule_id(schedule_id)
     flags = {"customer_id": customer_id, "sku": sku, "quantity": quantity, "amount_cents": amount_cents, "card": card}
     if task_type == "order":
         flags["address"] = address

@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from sas_cli.output import CliError
 from settings import Settings
 from task_models import OperatorAnswer, OperatorRequest, TaskStatus, validate_task_id
+from task_models.ids import MAX_INCARNATION, validate_schedule_id
 from task_models.outbound import OutboundPolicy, outbound_context
 from workflows.definitions import ORDER, PREORDER, TaskDefinition
 from workflows.summaries import task_details, task_summary
@@ -78,6 +79,13 @@ def new_task_id(task_type: str) -> str:
 def check_task_id(task_id: str) -> str:
     try:
         return validate_task_id(task_id)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
+def check_schedule_id(schedule_id: str) -> str:
+    try:
+        return validate_schedule_id(schedule_id)
     except ValueError as err:
         raise CliError(str(err)) from None
 
@@ -245,6 +253,12 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
         )
     if task.chain_id is None:
         raise CliError(f"{task_id} has no recorded run chain: it cannot be resubmitted", f"see `sas show {task_id}`")
+    if task.incarnation >= MAX_INCARNATION:
+        # The incarnation is part of every idempotency key, whose length is bounded (task_models/ids.py).
+        raise CliError(
+            f"{task_id} has been run {task.incarnation} times, the most a task id can be: not resubmitted",
+            "submit it under a new id",
+        )
     request = Resubmission(of=task.chain_id, by=by, reason=reason)
     try:
         handle = await client.start_workflow(

@@ -38,3 +38,8 @@ def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # httpx logs every request at INFO; the Agents' step logs already say what was called, and a
+    # line per HTTP request costs the worker a JSON encode per remote call. Kept at DEBUG.
+    quiet = logging.WARNING if root.getEffectiveLevel() > logging.DEBUG else logging.DEBUG
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(quiet)

@@ -171,7 +171,8 @@ class SqliteStepWriter:
         self._path = path
         self._db: sqlite3.Connection | None = None  # used only on the writer thread
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="sas-step-writer")
-        self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], bool]] = []
+        self._synchronous = ""  # the connection's current PRAGMA synchronous, on the writer thread
         self._flusher: asyncio.Task[None] | None = None
 
     async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
@@ -189,7 +190,7 @@ class SqliteStepWriter:
                 db.execute(_SQLITE_ADOPT[1], (accepted.chain_id, accepted.task_id))
             return outcome
 
-        return cast(AcceptOutcome, await self._submit(run))
+        return cast(AcceptOutcome, await self._submit(run, durable=True))
 
     async def write(self, t: StepTransition) -> None:
         ok = t.state in _CLEARS_ERROR
@@ -222,9 +223,9 @@ class SqliteStepWriter:
 
         await self._submit(run)
 
-    async def _submit(self, run: Callable[[sqlite3.Connection], Any]) -> Any:
+    async def _submit(self, run: Callable[[sqlite3.Connection], Any], durable: bool = False) -> Any:
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append((run, done))
+        self._queue.append((run, done, durable))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
         return await done
@@ -234,17 +235,18 @@ class SqliteStepWriter:
         while self._queue:
             batch, self._queue = self._queue[: self._BATCH], self._queue[self._BATCH :]
             try:
-                outcomes = await loop.run_in_executor(self._thread, self._apply, [run for run, _ in batch])
+                durable = any(d for _, _, d in batch)
+                outcomes = await loop.run_in_executor(self._thread, self._apply, [run for run, _, _ in batch], durable)
             except Exception as err:  # noqa: BLE001 - handed to every write in the batch
                 outcomes = [(False, err)] * len(batch)
             except BaseException:
                 # Cancelled (the worker is shutting down): no one will flush what is waiting,
                 # so its writers must not wait for ever either.
-                for _, done in batch + self._queue:
+                for _, done, _ in batch + self._queue:
                     done.cancel()
                 self._queue = []
                 raise
-            for (_, done), (ok, value) in zip(batch, outcomes, strict=False):
+            for (_, done, _), (ok, value) in zip(batch, outcomes, strict=False):
                 if done.done():  # its Agent was cancelled meanwhile
                     continue
                 if ok:
@@ -252,13 +254,26 @@ class SqliteStepWriter:
                 else:
                     done.set_exception(value)
 
-    def _apply(self, runs: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
-        """On the writer thread: one transaction for the whole batch, a savepoint per write."""
+    def _apply(self, runs: list[Callable[[sqlite3.Connection], Any]], durable: bool) -> list[tuple[bool, Any]]:
+        """On the writer thread: one transaction for the whole batch, a savepoint per write.
+
+        A batch holding an accept commits with ``synchronous=FULL``: the WAL is on disk before
+        any accept of it returns, so an accepted task survives power loss (and so does every
+        commit before it, which the same sync carries). A batch of step transitions only
+        commits with ``NORMAL``: in WAL mode the database stays consistent, and a power loss
+        can undo the last transitions, which Temporal still holds and reconciliation writes
+        back (docs/reliability.md). That saves an fsync per batch on the hot path.
+        """
         if self._db is None:
             self._db = sqlite3.connect(self._path, isolation_level=None, timeout=30)
-            for pragma in ("journal_mode=WAL", "synchronous=FULL", "busy_timeout=30000"):
+            for pragma in ("journal_mode=WAL", "busy_timeout=30000"):
                 self._db.execute(f"PRAGMA {pragma}")
+            self._synchronous = ""
         db = self._db
+        synchronous = "FULL" if durable else "NORMAL"
+        if synchronous != self._synchronous:
+            db.execute(f"PRAGMA synchronous={synchronous}")
+            self._synchronous = synchronous
         outcomes: list[tuple[bool, Any]] = []
         try:
             db.execute("BEGIN IMMEDIATE")

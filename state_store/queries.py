@@ -38,6 +38,25 @@ async def list_tasks(session: AsyncSession, state: str | None = None, limit: int
     return list((await session.scalars(query)).all())
 
 
+async def stuck_before_the_mirror(session: AsyncSession, limit: int = 50) -> list[Alert]:
+    """Open ``workflow_stuck`` alerts of workflows the mirror has no row for: stuck in workflow
+    task failures before their first write (a payload the workers cannot decrypt, code that
+    does not match the history at start). The Supervisor raises them from Temporal's
+    ``TemporalReportedProblems``; ``sas list`` shows them beside the mirror's tasks."""
+    query = (
+        select(Alert)
+        .where(
+            Alert.kind == "workflow_stuck",
+            Alert.status.in_(("open", "acked")),
+            Alert.task_id.is_not(None),
+            ~select(Task.task_id).where(Task.task_id == Alert.task_id).exists(),
+        )
+        .order_by(Alert.updated_at.desc())
+        .limit(limit)
+    )
+    return list((await session.scalars(query)).all())
+
+
 def due_steps_query(
     now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
 ) -> Select[Step]:

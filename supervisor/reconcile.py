@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from state_store.queries import OPEN_TASK_STATES, get_task
+from state_store.rejections import alert_refused_write, refused_for_good
 from state_store.tables import AuditEntry, Step, Task
 from supervisor.temporal_view import TemporalView, look
 from task_models import StepState, TaskResult, TaskStatus
@@ -75,7 +76,16 @@ async def reconcile_task(
         if view.status == "completed" and record.task.state != truth.state:
             repairs.append(Repair(task_id, None, record.task.state, str(truth.state), record.task.version))
     if repairs and not dry_run:
-        repairs = await _apply(sessions, repairs, view)
+        try:
+            repairs = await _apply(sessions, repairs, view)
+        except Exception as err:
+            if not refused_for_good(err):
+                raise
+            # The row can't take what Temporal says (the same refusal the Agent met): one alert,
+            # no repair, and the sweep goes on with the other tasks instead of failing for ever.
+            async with sessions() as session:
+                await alert_refused_write(session, task_id, repairs[0].step, "reconcile", err, datetime.now(UTC))
+            repairs = []
     return Reconciliation(task_id, view.how or view.status, repairs)
 
 

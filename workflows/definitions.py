@@ -10,12 +10,16 @@ timeout; workers may override it per step name with ``SAS_STEPS__<STEP>__...`` s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from task_models import OrderInput, PreorderInput, StepPolicyValues
 from task_models.activity_defs import AgentRef, InventoryDefs, PaymentDefs, ShippingDefs, activity_name, agent_result
+from task_models.ids import MAX_STEP_NAME
+
+_STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,14 @@ class StepDefinition:
     def result(self) -> type[BaseModel] | None:
         """The model of the step's result: its Agent's (task_models/results.py)."""
         return agent_result(self.agent)
+
+    def __post_init__(self) -> None:
+        # Checked when the worker imports the definitions, so a bad name never reaches a
+        # workflow: the name is part of every idempotency key and a mirror key (task_models/ids.py).
+        if not _STEP_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"step name {self.name!r}: use 1-{MAX_STEP_NAME} characters from a-z 0-9 _, starting with a letter"
+            )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ Supervisor or an operator; it never gives up on its own.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -51,7 +53,8 @@ with workflow.unsafe.imports_passed_through():
         TransitionBatch,
         validate_task_id,
     )
-    from task_models.activity_defs import AgentRef, CallbackDefs, MirrorDefs, agent_result
+    from task_models.activity_defs import AgentRef, CallbackDefs, MirrorDefs, activity_name, agent_result
+    from task_models.errors import MIRROR_WRITE_REFUSED
     from task_models.results import shown
     from task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
     from task_models.versions import next_stamp, version_of
@@ -638,16 +641,17 @@ class TaskScheduler:
         )
 
     async def _mirror(self, transitions: list[StepTransition]) -> None:
-        await workflow.execute_local_activity_method(
-            MirrorDefs.record,
-            TransitionBatch(transitions=transitions),
-            start_to_close_timeout=_MIRROR_TIMEOUT,
-            retry_policy=_MIRROR_RETRY,
-            summary="record "
-            + ", ".join(
-                f"{t.step} {t.state}" + (f" (task {t.task_state})" if t.task_state else "") for t in transitions
-            ),
-        )
+        with _unless_refused(activity_name(MirrorDefs.record)):
+            await workflow.execute_local_activity_method(
+                MirrorDefs.record,
+                TransitionBatch(transitions=transitions),
+                start_to_close_timeout=_MIRROR_TIMEOUT,
+                retry_policy=_MIRROR_RETRY,
+                summary="record "
+                + ", ".join(
+                    f"{t.step} {t.state}" + (f" (task {t.task_state})" if t.task_state else "") for t in transitions
+                ),
+            )
 
     async def _audit(self, action: str, step: str | None, request: OperatorRequest, changed: str) -> None:
         """Record an operator's action - who, when, why, what it changed - in the state store."""
@@ -664,13 +668,14 @@ class TaskScheduler:
             changed=changed,
             at=workflow.now(),
         )
-        await workflow.execute_local_activity_method(
-            MirrorDefs.audit,
-            record,
-            start_to_close_timeout=_MIRROR_TIMEOUT,
-            retry_policy=_MIRROR_RETRY,
-            summary=f"audit: {action} by {request.by}",
-        )
+        with _unless_refused(activity_name(MirrorDefs.audit)):
+            await workflow.execute_local_activity_method(
+                MirrorDefs.audit,
+                record,
+                start_to_close_timeout=_MIRROR_TIMEOUT,
+                retry_policy=_MIRROR_RETRY,
+                summary=f"audit: {action} by {request.by}",
+            )
 
     async def _wake_supervisor(self) -> None:
         """Tell the Supervisor now rather than at its next tick; harmless if it is not running."""
@@ -761,3 +766,18 @@ def _describe(err: ActivityError) -> tuple[str, str, bool]:
     if isinstance(cause, CancelledError):
         return "the attempt was cancelled", "Cancelled", False
     return str(cause or err), type(cause or err).__name__, False
+
+
+@contextmanager
+def _unless_refused(activity_name: str) -> Iterator[None]:
+    """A mirror write the state store refused for good (the activity raised the alert) does not
+    stop the task: Temporal holds its state, and the row is repaired from it later."""
+    try:
+        yield
+    except (ActivityError, ApplicationError) as err:
+        # A local activity's failure reaches the workflow as the activity's own error, not
+        # wrapped in an ActivityError as a regular activity's is; both are handled.
+        cause = err.cause if isinstance(err, ActivityError) else err
+        if not (isinstance(cause, ApplicationError) and cause.type == MIRROR_WRITE_REFUSED):
+            raise
+        workflow.logger.error("%s refused for good, the task goes on: %s", activity_name, cause.message)

@@ -40,7 +40,7 @@ def allow_connections(database: str) -> None:
 
 @asynccontextmanager
 async def orders_through_an_outage(
-    client: Client, temporal_address: str, services: ServiceProcess, **overrides: Any
+    client: Client, temporal_address: str, services: ServiceProcess, outage_s: float = OUTAGE_S, **overrides: Any
 ) -> AsyncIterator[tuple[Stack, list[str]]]:
     """Six orders busy in their charge Agent when the database goes away, three more
     submitted while it is away; yields once every workflow has finished."""
@@ -63,7 +63,7 @@ async def orders_through_an_outage(
                 # These cannot even be accepted into the mirror until the database is back.
                 during = [fresh_id("pg-during") for _ in range(3)]
                 handles += [await stack.submit(task_id) for task_id in during]
-                await asyncio.sleep(OUTAGE_S)
+                await asyncio.sleep(outage_s)
             finally:
                 allow_connections(database)
             results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=120)
@@ -104,3 +104,31 @@ async def test_a_database_outage_fails_no_step(client: Client, temporal_address:
                 {f"{task_id}:{d.step}:decision": d.kind for d in await stack.decisions(task_id) if d.kind != "wait"}
             )
         assert failed == {}
+
+
+async def test_an_outage_longer_than_complete_by_is_waited_out(
+    client: Client, temporal_address: str, services: ServiceProcess
+) -> None:
+    """The database is away for 2.5 times the steps' complete-by (production policy, 10 s): the
+    Agents go on without their rows instead of failing their attempts, nothing is undone, no
+    FailureCount grows, no decision follows, and the mirror catches up from Temporal."""
+    policy = StepPolicyValues()
+    async with orders_through_an_outage(
+        client, temporal_address, services, outage_s=2.5 * policy.complete_by_s, default_step=policy
+    ) as (stack, task_ids):
+        for task_id in task_ids:
+            ledger = await stack.ledger(task_id)
+            assert [e["action"] for e in ledger] == ["reserve", "charge", "ship"], (task_id, ledger)
+            status = await stack.client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
+            assert [(s.state, s.failure_count, s.last_error) for s in status.steps] == [("Processed", 0, None)] * 3
+            assert [d.kind for d in await stack.decisions(task_id) if d.kind != "wait"] == [], task_id
+
+        async def mirrored() -> dict[str, tuple[str | None, dict[str, str]]]:
+            return {t: (await stack.task_state(t), await stack.step_states(t)) for t in task_ids}
+
+        await wait_until(
+            mirrored, lambda m: all(v == ALL_PROCESSED for v in m.values()), what="the mirror to catch up with Temporal"
+        )
+        for task_id in task_ids:
+            record = await stack.record(task_id)
+            assert record is not None and max(r.failure_count for r in record.steps) == 0

@@ -11,6 +11,7 @@ from temporalio.client import Client
 from remote_services.launcher import ServiceProcess
 from sas_runtime.connect import connect
 from settings import EncryptionSettings, TemporalSettings
+from tests.cli.test_cli import as_json, sas
 from tests.encryption.conftest import encryption_settings, new_key
 from tests.helpers import fresh_id, wait_until
 from tests.stack import order, start_stack
@@ -38,4 +39,14 @@ async def test_an_undecryptable_workflow_is_reported_once(
         assert alert.status == "open" and "keeps failing" in alert.message and "WorkflowTaskFailed" in alert.message
         assert "SAS_ENCRYPTION__KEYS" in alert.suggested_action
         assert await stack.record(task_id) is None  # it never reached the mirror
+        # ... and `sas list` shows it all the same, as stuck, with the reason.
+        listed = as_json(await sas(stack, "list", "--json"))
+        [row] = [r for r in listed if r["task_id"] == task_id]
+        assert row["state"] == "Stuck" and row["in_mirror"] is False and "keeps failing" in row["why"]
+        only_stuck = as_json(await sas(stack, "list", "--state", "stuck", "--json"))
+        assert [r["task_id"] for r in only_stuck] == [task_id]
+        shown = await sas(stack, "list")
+        assert (
+            shown.returncode == 0 and task_id in shown.stdout and "1 stuck before the mirror saw them" in shown.stdout
+        )
         await stranger.get_workflow_handle(task_id).terminate("test over")

@@ -68,6 +68,25 @@ async def terminated_then_cleaned_up(stack: Stack, task_id: str) -> str:
     return cleanup
 
 
+async def reset_mid_saga(stack: Stack, task_id: str) -> None:
+    """`temporal workflow reset` to the last workflow task while ship runs: the history kept is
+    the new run's, which starts with the old run's events and the reset's failed workflow task."""
+    from tests.e2e.test_temporal_cli import temporal_cli
+
+    await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=1500, match_order_id=task_id)
+    handle = await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("ship") == "Processing", what="ship running")
+    first_run = (await handle.describe()).run_id
+    done = await temporal_cli(
+        stack.settings.temporal.address,
+        *("workflow", "reset", "--workflow-id", task_id, "--type", "LastWorkflowTask", "--reason", "replay", "--yes"),
+    )
+    assert done.returncode == 0, done.stderr
+    new = stack.client.get_workflow_handle(task_id)
+    assert (await new.describe()).run_id != first_run
+    await new.result()
+
+
 def _supervisor(**changes: Any) -> dict[str, Any]:
     from settings import SupervisorSettings
 
@@ -94,6 +113,7 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Callable[[Stack, str], Awaitable[Any]
     "order_cooldown": (_supervisor(retries=1, cooldown_s=1.0, cooldown_tries=2), cooldown_order),
     "cleanup_after_terminate": (_supervisor(), terminated_then_cleaned_up),
     "preorder_happy": ({}, happy_preorder),
+    "order_reset_mid_saga": ({}, reset_mid_saga),
     # Recorded with step results (the "step-results" patch): the refund carries the charge's result.
     "order_step_results": ({}, compensated_order),
 }

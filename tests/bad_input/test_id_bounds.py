@@ -1,0 +1,90 @@
+"""Every id sas derives from a task id fits where it goes (task_models/ids.py states the sums):
+idempotency keys in the remote services' header limit and the mirror's column, clean-up
+workflow ids in Temporal's, scheduled runs' ids in the task-id rule; and each bound is
+refused where it enters, with a clear message."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import String
+
+from remote_services.app import MAX_KEY_LENGTH
+from state_store.tables import Step
+from task_models import TaskResult, TaskState, incarnation_key, validate_task_id
+from task_models.activity_defs import PaymentDefs
+from task_models.ids import (
+    MAX_INCARNATION,
+    MAX_SCHEDULE_ID,
+    MAX_STEP_NAME,
+    MAX_TASK_ID,
+    SCHEDULE_RUN_SUFFIX,
+    validate_schedule_id,
+)
+from tests.helpers import fresh_id
+from tests.stack import Stack, order
+from workflows.definitions import ORDER, StepDefinition
+
+# Temporal's default limit on a workflow id (limit.maxIDLength).
+TEMPORAL_MAX_ID = 1000
+
+
+def longest_task_id() -> str:
+    # ':' is allowed in a task id and is the key's separator: the worst case for parsing too.
+    return validate_task_id(("o:" * MAX_TASK_ID)[:MAX_TASK_ID])
+
+
+def test_the_longest_keys_fit_the_services_and_the_mirror() -> None:
+    task_id = longest_task_id()
+    step = "s" * MAX_STEP_NAME
+    forward = incarnation_key(f"{task_id}:{step}", MAX_INCARNATION)
+    undo = f"{forward}:undo"  # the Scheduler's compensation key (workflows/scheduler.py)
+    assert forward == f"{task_id}#{MAX_INCARNATION}:{step}"  # the task part kept whole, ':'s and all
+    assert len(undo) <= MAX_KEY_LENGTH
+    column = Step.__table__.c.idempotency_key.type
+    assert isinstance(column, String) and column.length is not None and len(undo) <= column.length
+    assert len(f"cleanup-{task_id}") <= TEMPORAL_MAX_ID
+    # A scheduled run's id is <schedule>-<time>; for the longest schedule id it is still a task id.
+    validate_task_id("x" * MAX_SCHEDULE_ID + "-2026-11-23T09:00:00Z")
+    assert MAX_SCHEDULE_ID + SCHEDULE_RUN_SUFFIX == MAX_TASK_ID
+    # Every declared step name is within its bound.
+    assert all(len(s.name) <= MAX_STEP_NAME for s in ORDER.steps)
+
+
+def test_each_bound_is_refused_where_it_enters() -> None:
+    with pytest.raises(ValueError, match=r"1-128 characters"):
+        validate_task_id("o" * (MAX_TASK_ID + 1))
+    with pytest.raises(ValueError, match=rf"at most {MAX_SCHEDULE_ID}"):
+        validate_schedule_id("s" * (MAX_SCHEDULE_ID + 1))
+    assert validate_schedule_id("s" * MAX_SCHEDULE_ID)
+    with pytest.raises(ValueError, match=rf"1-{MAX_STEP_NAME} characters"):
+        StepDefinition("s" * (MAX_STEP_NAME + 1), forward=PaymentDefs.charge)
+    with pytest.raises(ValueError, match="step name"):
+        StepDefinition("Charge Card", forward=PaymentDefs.charge)
+
+
+def test_sas_refuses_a_schedule_id_its_runs_would_outgrow() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sas_cli.main", "schedule", "create", "s" * (MAX_SCHEDULE_ID + 1), "--every", "1d"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SAS_TEMPORAL__ADDRESS": "127.0.0.1:9"},  # refused before any connection
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert f"schedule id too long ({MAX_SCHEDULE_ID + 1} characters): at most {MAX_SCHEDULE_ID}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_an_order_with_the_longest_id_runs_and_is_undone_end_to_end(stack: Stack) -> None:
+    """The real services take the longest keys: forward calls and their undos."""
+    task_id = (fresh_id("long") + ":" + "x" * MAX_TASK_ID)[:MAX_TASK_ID]
+    handle = await stack.submit(task_id, order(card="4000000000000002"))  # declined: reserve is undone
+    result: TaskResult = await handle.result()
+    assert result.state == TaskState.COMPENSATED
+    ledger = await stack.ledger(task_id)
+    assert [(e["service"], e["action"]) for e in ledger] == [("inventory", "reserve"), ("inventory", "release")]
+    assert ledger[1]["idempotency_key"] == f"{task_id}:reserve:undo"
