@@ -117,17 +117,26 @@ class _CheckedBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         async with asyncio.timeout(timeout):
-            addresses = await resolve_checked(host, port, self._policy)
-        last: Exception | None = None
-        for address in addresses:
+            # resolve_checked returns at least one address or raises.
+            *others, final = await resolve_checked(host, port, self._policy)
+        for address in others:
             try:
-                return await self._inner.connect_tcp(
-                    str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as err:
-                last = err
-        assert last is not None  # resolve_checked returns at least one address or raises
-        raise last
+                return await self._connect(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout):
+                continue  # the next address may answer
+        return await self._connect(final, port, timeout, local_address, socket_options)
+
+    async def _connect(
+        self,
+        address: IPAddress,
+        port: int,
+        timeout: float | None,
+        local_address: str | None,
+        socket_options: Iterable[Any] | None,
+    ) -> httpcore.AsyncNetworkStream:
+        return await self._inner.connect_tcp(
+            str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None

@@ -1,7 +1,10 @@
-"""A worker outage: N orders in flight, every worker process stopped for --down-s seconds,
-then restarted; the Supervisor stays up the whole time.
+"""An outage: N orders in flight, then for --down-s seconds every worker process is stopped
+(--down workers, the default; the Supervisor stays up), or the Supervisor process is
+(--down supervisor), or the state database takes no write (--down database); then it is back.
 
     python bench/outage.py --orders 10 --down-s 600
+    python bench/outage.py --orders 10 --down-s 600 --down supervisor
+    python bench/outage.py --orders 10 --down-s 600 --down database
 
 The stack: Temporal dev server (in memory), remote services with fault injection,
 ``python worker.py`` (--workers of them) and ``python -m supervisor``, all with the default
@@ -33,12 +36,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import httpx
 
 from bench._stack import BenchStack, order_payload, poll, print_summary, sas_client, wait_log
 
 # Where an order rests once the outage is over: ended, or waiting for an operator.
 SETTLED = ("Processed", "Compensated", "Error")
+
+
+@contextmanager
+def hold_write_lock(db_url: str) -> Iterator[None]:
+    db = sqlite3.connect(db_url.split(":///", 1)[1], isolation_level=None, timeout=60)
+    try:
+        db.execute("BEGIN EXCLUSIVE")
+        yield
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
 
 
 async def task_states(sessions, task_ids: list[str]) -> dict[str, str]:
@@ -49,6 +67,16 @@ async def task_states(sessions, task_ids: list[str]) -> dict[str, str]:
     async with sessions() as session:
         rows = await session.execute(select(Task.task_id, Task.state).where(Task.task_id.in_(task_ids)))
         return {row.task_id: row.state for row in rows}
+
+
+async def decision_kinds(sessions) -> dict[str, int]:
+    from sqlalchemy import func, select
+
+    from state_store.tables import Decision
+
+    async with sessions() as session:
+        rows = await session.execute(select(Decision.kind, func.count()).group_by(Decision.kind))
+        return {kind: int(n) for kind, n in rows}
 
 
 async def count_rows(sessions, table) -> int:
@@ -69,7 +97,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         stack.start_services(enable_faults=True)
         stack.migrate()
         workers = [stack.sas_worker(f"worker-{w}") for w in range(args.workers)]
-        stack.supervisor()
+        supervisor = stack.supervisor()
         for worker in workers:
             wait_log(worker, r"polling", 90)
         client = await sas_client(stack.temporal_address)
@@ -101,14 +129,25 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
 
                 await poll(hits, lambda h: h >= args.orders, 120, 0.05, "every order to be in its charge step")
 
-            for worker in workers:
-                worker.kill()  # SIGKILL to the worker's process group: nothing of it survives
-            print(f"workers down for {args.down_s:g}s with {args.orders} orders in flight", flush=True)
-            await asyncio.sleep(args.down_s)  # the outage itself: nothing to wait on but the clock
+            print(f"{args.down} down for {args.down_s:g}s with {args.orders} orders in flight", flush=True)
+            if args.down == "workers":
+                for worker in workers:
+                    worker.kill()  # SIGKILL to the worker's process group: nothing of it survives
+                await asyncio.sleep(args.down_s)  # the outage itself: nothing to wait on but the clock
+                workers = [stack.sas_worker(f"worker-{w}-again") for w in range(args.workers)]
+                for worker in workers:
+                    wait_log(worker, r"polling", 90)
+            elif args.down == "supervisor":
+                supervisor.kill()
+                await asyncio.sleep(args.down_s)
+                supervisor = stack.supervisor("supervisor-again", SAS_LOG_LEVEL="INFO")
+                wait_log(supervisor, r"polling", 90)
+            else:
+                # The state store takes no write: one connection holds its write lock throughout
+                # (the embedded SQLite store's way of being unreachable for everyone else).
+                with hold_write_lock(stack.db_url):
+                    await asyncio.sleep(args.down_s)
             restarted = time.monotonic()
-            workers = [stack.sas_worker(f"worker-{w}-again") for w in range(args.workers)]
-            for worker in workers:
-                wait_log(worker, r"polling", 90)
 
             states = await poll(
                 lambda: task_states(sessions, task_ids),
@@ -121,6 +160,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             # Late decisions and alerts count too: give the Supervisor two more sweeps.
             await asyncio.sleep(2 * defaults.supervisor.interval_s)
             alerts, decisions = await count_rows(sessions, Alert), await count_rows(sessions, Decision)
+            kinds = await decision_kinds(sessions)
         finally:
             await engine.dispose()
     ended = list(states.values())
@@ -131,6 +171,9 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         "alerts": alerts,
         "decisions": decisions,
         "parked": ended.count("Error"),
+        # "wait" rows are looks the Supervisor put off (nothing signalled); the rest were acted on.
+        "decision_kinds": ",".join(f"{k}:{n}" for k, n in sorted(kinds.items())) or "none",
+        "down": args.down,
         "down_s": f"{args.down_s:g}",
         "settle_s": round(settle_s, 1),
     }
@@ -140,7 +183,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--orders", type=int, default=10, help="orders in flight when the workers go (default 10)")
     parser.add_argument("--down-s", type=float, default=600, help="how long every worker stays down (default 600)")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes, all stopped (default 1)")
+    parser.add_argument(
+        "--down",
+        choices=("workers", "supervisor", "database"),
+        default="workers",
+        help="what goes: every worker process (killed), the Supervisor process (killed), or the state "
+        "database (its write lock held by another connection); default workers",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--latency-ms", type=int, default=3000, help="how long the charge fault holds each call")
     parser.add_argument(
         "--settle-timeout-s", type=float, default=900, help="how long the orders may take to end after the restart"

@@ -1,15 +1,20 @@
 """Start the services in a child process and stop them again.
 
-On Linux the child is asked to receive SIGKILL when its parent dies
-(``PR_SET_PDEATHSIG``), so a crashed test run or demo never leaves a server behind.
-That signal follows the *thread* that started the child: start it from a thread that
-lives as long as the service should (the main thread, typically).
+The child runs in a session (and process group) of its own, which ``stop`` and ``kill``
+signal as a whole. It never outlives its parent, so a crashed test run or demo never leaves
+a server behind: its stdin is a pipe that only the parent holds open (the lifeline). The
+kernel closes it when the parent exits, however it exits (SIGKILL included), and a thread in
+the child that waits on it then stops the server.
+
+No code runs in the forked child before ``exec`` (no ``preexec_fn``, no libc call): in a
+threaded parent that can deadlock. sas's own processes are started the same way by
+``sas_runtime/processes.py``; this package stands alone (it plays the outside services), so
+it keeps this small launcher of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import secrets
 import signal
@@ -17,15 +22,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 from remote_services.client import probe_health
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-_PR_SET_PDEATHSIG = 1
+# What the child runs: ``python -m remote_services`` with the lifeline watched (see run_child).
+_CHILD_PROGRAM = "from remote_services.launcher import run_child; run_child()"
+# How long an orphaned service gets to stop on SIGTERM before it exits at once.
+_ORPHAN_GRACE_S = 5.0
 
 
 class ServiceStartError(RuntimeError):
@@ -122,8 +130,7 @@ class ServiceProcess:
             The exit status (negative for a signal).
         """
         if self._process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._process.send_signal(signal.SIGTERM)
+            self._signal_group(signal.SIGTERM)
             try:
                 self._process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -137,13 +144,22 @@ class ServiceProcess:
             The exit status.
         """
         if self._process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._process.kill()
+            self._signal_group(signal.SIGKILL)
         self._process.wait()
         return self._finish()
 
+    def _signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the service's whole process group (its pid: it leads its session).
+
+        Only while it has not been reaped, so the pid cannot belong to another process yet."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, sig)
+
     def _finish(self) -> int:
         returncode = self._process.wait()
+        # Cut the lifeline (the child is gone): no pipe is left open.
+        if self._process.stdin is not None and not self._process.stdin.closed:
+            self._process.stdin.close()
         if self._owns_log:
             with contextlib.suppress(OSError):
                 os.unlink(self.log_path)
@@ -162,20 +178,23 @@ class ServiceProcess:
         return f"ServiceProcess(url={self.url!r}, pid={self.pid}, {state})"
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGKILL when the parent goes; None off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
-    # Resolve prctl before fork: loading a library in the child of a threaded parent can deadlock.
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
+def run_child() -> None:
+    """The child's program: ``python -m remote_services`` with ``sys.argv``'s arguments, stopped
+    when its lifeline (stdin) reaches end-of-file."""
+    from remote_services.__main__ import main
 
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # The parent may have died between fork and prctl; then no signal will come.
-        if os.getppid() != parent_pid:
-            os._exit(1)
+    threading.Thread(target=_stop_when_orphaned, name="lifeline", daemon=True).start()
+    sys.exit(main(sys.argv[1:]))
 
-    return preexec
+
+def _stop_when_orphaned() -> None:
+    # os.read, not sys.stdin: a daemon thread blocked inside a buffered reader can abort the
+    # interpreter's shutdown. The parent never writes, so the only answer is end-of-file.
+    while os.read(0, 4096):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)  # the server's own graceful shutdown
+    time.sleep(_ORPHAN_GRACE_S)
+    os._exit(1)  # still here: stop at once
 
 
 def start_service_process(
@@ -213,7 +232,7 @@ def start_service_process(
     if log_path is None:
         fd, log_path = tempfile.mkstemp(prefix=f"remote-services-{port}-", suffix=".log")
         os.close(fd)
-    command = [sys.executable, "-m", "remote_services", "--host", host, "--port", str(port), "--ledger", ledger_path]
+    command = [sys.executable, "-c", _CHILD_PROGRAM, "--host", host, "--port", str(port), "--ledger", ledger_path]
     if enable_faults:
         command.append("--enable-faults")
     if fault_seed is not None:
@@ -231,12 +250,12 @@ def start_service_process(
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             command,
-            stdin=subprocess.DEVNULL,
+            # The lifeline: never written to; the kernel closes it when we exit, however we exit.
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()),
         )
     service = ServiceProcess(
         process, host, port, ledger_path, log_path, enable_faults, owns_log, admin_token if enable_faults else None

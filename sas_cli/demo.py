@@ -54,11 +54,9 @@ def up(
     stack = _start(cfg)
     try:
         _print_stack(stack)
-        console.print("Export these to use `sas` against it from another shell:")
-        for key, value in cfg.env().items():
-            # The admin token is a secret: point at its file instead of printing it.
-            shown = f'"$(cat {cfg.admin_token_file})"' if key == "SAS_SERVICES__ADMIN_TOKEN" else escape(value)
-            console.print(f"  export {key}={shown}")
+        env_file = _write_env_file(cfg)
+        console.print("To use `sas` against it from another shell:")
+        console.print(f"  . {escape(str(env_file))}")
         console.print("Ctrl-C stops everything.")
         _hold(stack)
     finally:
@@ -84,9 +82,8 @@ def demo(
         get_settings.cache_clear()
         results = asyncio.run(_run_orders(cfg, orders, timeout))
         ok = _summary(results)
-        console.print(
-            f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]   logs: {escape(str(cfg.state_dir / 'logs'))}"
-        )
+        console.print(f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]")
+        console.print(f"logs: {escape(str(cfg.state_dir / 'logs'))}")
         if not exit_after:
             console.print("The stack stays up; Ctrl-C stops everything.")
             _hold(stack)
@@ -110,7 +107,29 @@ def _print_stack(stack: LocalStack) -> None:
     console.print(
         table("sas is up", ["process", "pid", "log"], [[c.name, c.process.pid, c.log_path] for c in stack.children()])
     )
-    console.print(f"Temporal {cfg.temporal_address}  UI http://localhost:{cfg.ui_port}  services {cfg.services_url}")
+    # One address a line: each stays whole (and clickable) on an 80-column terminal.
+    console.print(f"Temporal  {cfg.temporal_address}")
+    console.print(f"UI        http://localhost:{cfg.ui_port}")
+    console.print(f"services  {cfg.services_url}")
+
+
+def _write_env_file(cfg: LocalStackConfig) -> Path:
+    """The stack's settings as shell exports, in ``<state_dir>/env``: one short line to print
+    instead of exports whose values (absolute paths) run past 80 columns."""
+    import shlex
+
+    lines = []
+    for key, value in cfg.env().items():
+        # The admin token is a secret: the file points at the token's file instead of holding it.
+        shown = (
+            f'"$(cat {shlex.quote(str(cfg.admin_token_file.resolve()))})"'
+            if key == "SAS_SERVICES__ADMIN_TOKEN"
+            else shlex.quote(value)
+        )
+        lines.append(f"export {key}={shown}\n")
+    path = cfg.state_dir / "env"
+    path.write_text("".join(lines))
+    return path
 
 
 def _hold(stack: LocalStack) -> None:

@@ -381,15 +381,23 @@ def retry(
     by: str | None = BY,
     reason: str = REASON,
 ) -> None:
-    """Ask a task to re-run the step that waits for a decision."""
+    """Ask a task to re-run the step that waits for a decision (or was parked by `sas park`)."""
+    from sas_cli import audit, park, tasks
+
+    tasks.check_task_id(task_id)
+    # A step parked by pausing its activity (Temporal shows it paused): unpause it. Anything
+    # else goes to the Scheduler, which accepts or rejects it with the reason.
+    unparked = context.run(lambda: park.unpark(task_id, step, audit.actor(by), reason))
+    if unparked is not None:
+        shown = escape(task_id)
+        console.print(f"{shown}: {escape(unparked)}; follow it with `sas status {shown} --follow`")
+        return
     _operator_action(task_id, "request_retry", "", step=step, by=by, reason=reason)
 
 
 @app.command()
 def resubmit(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
-    """Run a task again. A running task parked for an operator: reset its FailureCount and retry
-    the waiting step. A finished Compensated or Error task: start its next incarnation, with
-    new rows and idempotency keys (the finished one is archived; `sas show` lists it)."""
+    """Run a task again: a parked one with FailureCount 0, a finished Compensated or Error one as a new incarnation."""
     from sas_cli import tasks
 
     tasks.check_task_id(task_id)
@@ -469,18 +477,14 @@ def alerts(
     console.print(
         table(
             f"{len(rows)} alert(s)",
-            ["id", "severity", "task", "step", "FailureCount", "what", "do", "since", "status"],
+            ["id", "task, step", "alert", "do", "status"],
             [
                 [
                     a.id,
-                    a.severity,
-                    a.task_id,
-                    a.step,
-                    a.failure_count,
-                    a.message,
+                    f"{a.task_id or '-'}\n{a.step or '-'}",
+                    f"{a.severity}, FailureCount {a.failure_count}: {a.message}",
                     a.suggested_action,
-                    ago(a.created_at),
-                    a.status,
+                    f"{a.status}\n{ago(a.created_at)}",
                 ]
                 for a in rows
             ],
@@ -488,36 +492,46 @@ def alerts(
     )
 
 
-def _set_alert(alert_id: int, new_status: str) -> None:
+def _set_alert(alert_id: int, action: str, as_json: bool) -> None:
+    """Ack or resolve by the alerts' state machine (docs/operator.md): a move it does not
+    allow changes nothing, says so, and exits 0 - the alert is already where the operator
+    wanted it or beyond. Only an unknown id is an error."""
     from datetime import UTC, datetime
 
     from state_store.alerts import set_alert_status
 
-    found = context.run(
-        lambda: context.with_session(lambda s: set_alert_status(s, alert_id, new_status, datetime.now(UTC)))
+    change = context.run(
+        lambda: context.with_session(lambda s: set_alert_status(s, alert_id, action, datetime.now(UTC)))
     )
-    if not found:
+    if change.before is None:
         raise CliError(f"no alert {alert_id}", "see the ids with `sas alerts --status all`")
-    console.print(f"alert {alert_id}: {new_status}")
+    if as_json:
+        print_json({"id": alert_id, "before": change.before, "status": change.after, "changed": change.changed})
+    elif change.changed:
+        console.print(f"alert {alert_id}: {change.before} -> {change.after}")
+    else:
+        console.print(f"alert {alert_id} is already {change.after}: {action} changes nothing")
 
 
 @alerts_app.command("ack")
-def alerts_ack(alert_id: int) -> None:
-    """Acknowledge an alert: someone is on it."""
-    _set_alert(alert_id, "acked")
+def alerts_ack(alert_id: int, as_json: bool = JSON) -> None:
+    """Acknowledge an open alert: someone is on it (a resolved one stays resolved)."""
+    _set_alert(alert_id, "ack", as_json)
 
 
 @alerts_app.command("resolve")
-def alerts_resolve(alert_id: int) -> None:
-    """Close an alert."""
-    _set_alert(alert_id, "resolved")
+def alerts_resolve(alert_id: int, as_json: bool = JSON) -> None:
+    """Close an open or acknowledged alert."""
+    _set_alert(alert_id, "resolve", as_json)
 
 
 # --------------------------------------------------------------- whole stack
 
 from sas_cli import codec_server_cmd as _codec_server_cmd  # noqa: E402  (registers `codec-server`)
+from sas_cli import delayed_control as _delayed_control  # noqa: E402  (registers `cancel`, `reschedule`)
 from sas_cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
 from sas_cli import health_cmd as _health_cmd  # noqa: E402  (registers `health`)
+from sas_cli import park as _park  # noqa: E402  (registers `park`)
 from sas_cli import reconcile_cmd as _reconcile_cmd  # noqa: E402  (registers `reconcile`)
 from sas_cli import supervisor_cmds as _supervisor_cmds  # noqa: E402  (registers `show`)
 from sas_cli.schedules import schedule_app  # noqa: E402
@@ -527,6 +541,8 @@ _supervisor_cmds.register(app)
 _codec_server_cmd.register(app)
 _health_cmd.register(app)
 _reconcile_cmd.register(app)
+_delayed_control.register(app)
+_park.register(app)
 app.add_typer(schedule_app, name="schedule")
 
 

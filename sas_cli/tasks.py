@@ -153,16 +153,23 @@ async def update(client: Client, task_id: str, name: str, request: OperatorReque
         raise
 
 
+# A start further off than this is almost surely a typo (a year for a month); Temporal would
+# hold the workflow, and its input, all that time.
+MAX_START_DELAY = timedelta(days=366)
+
+
 def parse_when(at: str | None, after: str | None) -> timedelta | None:
-    """Start delay from --at (ISO 8601 time) or --in (e.g. 90s, 15m, 2h, 1d)."""
+    """Start delay from --at (ISO 8601 time) or --in (e.g. 90s, 15m, 2h, 1d): after now, and
+    at most ``MAX_START_DELAY`` ahead."""
     if at and after:
         raise CliError("give --at or --in, not both")
     if after:
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", after)
         if not match:
             raise CliError(f"--in {after!r}: use a number and a unit, e.g. 90s, 15m, 2h, 1d")
-        return timedelta(seconds=float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]])
-    if at:
+        delay = timedelta(seconds=float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]])
+        what = f"--in {after}"
+    elif at:
         try:
             when = datetime.fromisoformat(at)
         except ValueError:
@@ -171,9 +178,13 @@ def parse_when(at: str | None, after: str | None) -> timedelta | None:
             when = when.astimezone()  # a local time, as a person means it
         delay = when - datetime.now(UTC)
         if delay.total_seconds() <= 0:
-            raise CliError(f"--at {at} is in the past")
-        return delay
-    return None
+            raise CliError(f"--at {at} is in the past", "give a time to come, or --in DURATION")
+        what = f"--at {at}"
+    else:
+        return None
+    if delay > MAX_START_DELAY:
+        raise CliError(f"{what} is more than {MAX_START_DELAY.days} days ahead", "give a nearer time")
+    return delay
 
 
 # ------------------------------------------------ a task id is one task, forever
@@ -260,6 +271,7 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
             "submit it under a new id",
         )
     request = Resubmission(of=task.chain_id, by=by, reason=reason)
+    summary, details = resubmission_metadata(task.workflow_type, task_id, task.payload, task.incarnation + 1, by)
     try:
         handle = await client.start_workflow(
             task.workflow_type,
@@ -269,6 +281,8 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             memo={RESUBMIT_MEMO: request.model_dump()},
+            static_summary=summary,
+            static_details=details,
         )
     except WorkflowAlreadyStartedError:
         raise await existing_task(client, task_id) from None
@@ -296,6 +310,23 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
     if isinstance(outcome, CliError):
         raise outcome
     return outcome
+
+
+def resubmission_metadata(
+    workflow_type: str, task_id: str, payload: dict[str, Any], incarnation: int, by: str
+) -> tuple[str | None, str | None]:
+    """The UI's summary and details of a resubmitted run: the task's own, saying which
+    incarnation it is and who started it (the reason stays in the audit log)."""
+    definition = next((d for d, name in TASK_TYPES.values() if name == workflow_type), None)
+    if definition is None:
+        return None, None
+    summary = f"{task_summary(definition, task_id, payload)} · incarnation {incarnation}"
+    details = (
+        f"{task_details(definition, task_id, payload)}\n\n"
+        f"**Incarnation {incarnation}**, resubmitted by {by} with `sas resubmit`;"
+        f" `sas show {task_id}` lists the earlier ones."
+    )
+    return summary, details
 
 
 async def _refused(handle: WorkflowHandle[Any, Any], task_id: str) -> CliError:

@@ -75,6 +75,18 @@ _PG_TASK = (
     "UPDATE tasks SET state=$1, current_step=$2, version=$3, updated_at=$4, run_id=COALESCE($6, run_id)"
     " WHERE task_id=$5 AND version<$3 AND (chain_id IS NULL OR chain_id=$7)"
 )
+# An attempt's start (the Agent's write with LockedBy) is also kept as a row of its own, in
+# the same transaction and only if the step write applied (so only for the task's own chain).
+_ATTEMPT_COLUMNS = (
+    "task_id, step, state, attempt, failure_count, locked_by, complete_by, started_at, version, chain_id, run_id"
+)
+_SQLITE_ATTEMPT = (
+    f"INSERT INTO step_attempts ({_ATTEMPT_COLUMNS}) VALUES ({', '.join('?' * 11)}) ON CONFLICT DO NOTHING"
+)
+_PG_ATTEMPT = (
+    f"INSERT INTO step_attempts ({_ATTEMPT_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 12))})"
+    " ON CONFLICT DO NOTHING"
+)
 _TASK_COLUMNS = (
     "task_id, task_type, workflow_type, task_queue, state, current_step, payload, shard, version, created_at,"
     " updated_at, chain_id, run_id, incarnation"
@@ -215,11 +227,14 @@ class SqliteStepWriter:
         task = None
         if t.task_state is not None:
             task = (str(t.task_state), t.step, t.version, at, t.run_id, t.task_id, t.version, t.chain_id)
+        attempt = _attempt_row(t, at, _naive(t.complete_by))
 
         def run(db: sqlite3.Connection) -> None:
-            db.execute(_SQLITE_STEP, step)
+            applied = db.execute(_SQLITE_STEP, step).rowcount
             if task is not None:
                 db.execute(_SQLITE_TASK, task)
+            if attempt is not None and applied:
+                db.execute(_SQLITE_ATTEMPT, attempt)
 
         await self._submit(run)
 
@@ -339,7 +354,7 @@ class PostgresStepWriter:
     async def write(self, t: StepTransition) -> None:
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(
+            applied = await conn.execute(
                 _PG_STEP,
                 str(t.state),
                 t.version,
@@ -359,6 +374,9 @@ class PostgresStepWriter:
                 await conn.execute(
                     _PG_TASK, str(t.task_state), t.step, t.version, t.at, t.task_id, t.run_id, t.chain_id
                 )
+            attempt = _attempt_row(t, t.at, t.complete_by)
+            if attempt is not None and applied != "UPDATE 0":
+                await conn.execute(_PG_ATTEMPT, *attempt)
 
     async def _get_pool(self) -> Any:
         import asyncpg
@@ -377,6 +395,16 @@ class PostgresStepWriter:
 def _json(value: dict[str, Any] | None) -> str | None:
     """A step's result (the Processed write) as the JSON text both drivers store; None leaves it."""
     return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _attempt_row(t: StepTransition, at: Any, complete_by: Any) -> tuple[Any, ...] | None:
+    """The kept row of an attempt, for an Agent's write that starts one (it carries LockedBy)."""
+    if t.locked_by is None or t.attempt is None:
+        return None
+    return (
+        t.task_id, t.step, str(t.state), t.attempt, t.failure_count or 0, t.locked_by, complete_by, at, t.version,
+        t.chain_id, t.run_id,
+    )  # fmt: skip
 
 
 def _naive(value: datetime | None) -> str | None:

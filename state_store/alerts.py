@@ -3,6 +3,7 @@ operator or by themselves when the task recovers - and delivered to a webhook.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -23,12 +24,54 @@ async def list_alerts(session: AsyncSession, status: str | None = None, limit: i
     return list((await session.scalars(query)).all())
 
 
-async def set_alert_status(session: AsyncSession, alert_id: int, status: str, at: datetime) -> bool:
-    if status not in ALERT_STATUSES:
-        raise ValueError(f"unknown alert status {status!r}; use one of {', '.join(ALERT_STATUSES)}")
-    async with session.begin():
-        result = await session.execute(update(Alert).where(Alert.id == alert_id).values(status=status, updated_at=at))
-    return bool(cast("CursorResult[Any]", result).rowcount)
+# The operator's transitions (docs/operator.md, "Alerts"): from each status, where `ack` and
+# `resolve` may take an alert. Anything else changes nothing. The Supervisor has two more:
+# it resolves an alert whose task recovered, and reopens a resolved one when the same
+# incident is seen again (``raise_alert``).
+TRANSITIONS: dict[str, dict[str, str]] = {
+    "ack": {"open": "acked"},
+    "resolve": {"open": "resolved", "acked": "resolved"},
+}
+OPERATOR_RESOLUTION = "resolved by an operator"
+
+
+@dataclass(frozen=True)
+class AlertChange:
+    """What an operator's ``ack`` or ``resolve`` did: ``before`` -> ``after``, or nothing
+    (``changed`` False, ``after`` the status it stays in). ``before`` is None: no such alert."""
+
+    alert_id: int
+    before: str | None
+    after: str | None
+
+    @property
+    def changed(self) -> bool:
+        return self.before is not None and self.before != self.after
+
+
+async def set_alert_status(session: AsyncSession, alert_id: int, action: str, at: datetime) -> AlertChange:
+    """Apply an operator's ``action`` (ack | resolve) to an alert, by the state machine above.
+
+    A compare-and-set on the status read, so a Supervisor resolving or reopening the alert at
+    the same moment is never overwritten: the loser re-reads and judges again."""
+    if action not in TRANSITIONS:
+        raise ValueError(f"unknown alert action {action!r}; use one of {', '.join(TRANSITIONS)}")
+    while True:
+        async with session.begin():
+            before = await session.scalar(select(Alert.status).where(Alert.id == alert_id))
+            if before is None:
+                return AlertChange(alert_id, None, None)
+            after = TRANSITIONS[action].get(before)
+            if after is None:
+                return AlertChange(alert_id, before, before)
+            values: dict[str, object] = {"status": after, "updated_at": at}
+            if after == "resolved":
+                values.update(resolved_at=at, resolution=OPERATOR_RESOLUTION)
+            result = await session.execute(
+                update(Alert).where(Alert.id == alert_id, Alert.status == before).values(**values)
+            )
+            if cast("CursorResult[Any]", result).rowcount:
+                return AlertChange(alert_id, before, after)
 
 
 async def raise_alert(session: AsyncSession, alert: Alert) -> Alert:

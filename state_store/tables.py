@@ -215,3 +215,28 @@ class TaskArchive(Base):
     archived_at: Mapped[datetime]
 
     __table_args__ = (Index("ux_task_archive_task_incarnation", "task_id", "incarnation", unique=True),)
+
+
+class StepAttempt(Base):
+    """One attempt of an Agent, kept: the LockedBy and CompleteBy it had. The step row holds
+    only the current attempt's; this row is written with it, in the same transaction."""
+
+    __tablename__ = "step_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    step: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(32), doc="Processing (the step) or Compensating (its undo).")
+    attempt: Mapped[int] = mapped_column(Integer, doc="Temporal's attempt number.")
+    failure_count: Mapped[int] = mapped_column(Integer, doc="The step's FailureCount when the attempt started.")
+    locked_by: Mapped[str | None] = mapped_column(String(200))
+    complete_by: Mapped[datetime | None]
+    started_at: Mapped[datetime]
+    version: Mapped[int] = mapped_column(BigInteger, doc="The Agent's write: (task, step, version) is one attempt.")
+    chain_id: Mapped[str | None] = mapped_column(String(64), doc="The chain of runs (incarnation) it belongs to.")
+    run_id: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (
+        Index("ux_step_attempts_task_step_version", "task_id", "step", "version", unique=True),
+        Index("ix_step_attempts_task_started", "task_id", "started_at"),
+    )

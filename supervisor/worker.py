@@ -4,7 +4,10 @@ Supervisor workflow is running."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
@@ -14,21 +17,43 @@ from sas_runtime.entry import serve_until_signalled
 from sas_runtime.failures import reaching_state_store
 from sas_runtime.logs import configure_logging
 from settings import Settings, get_settings
-from supervisor.activities import SupervisorActivities
+from supervisor.alert_delivery import AlertDeliveryActivities
+from supervisor.apply import ApplyActivities
 from supervisor.models import SupervisorInput
+from supervisor.orphans import OrphanActivities
+from supervisor.outbox import Outbox
+from supervisor.queues import QueueActivities
+from supervisor.scan import ScanActivities
 from supervisor.workflow import SupervisorWorkflow
 from workflows.runner import workflow_runner
 
 log = logging.getLogger("sas.supervisor")
 
 
-def build_worker(client: Client, settings: Settings, sessions, identity: str) -> Worker:  # type: ignore[no-untyped-def]
-    acts = SupervisorActivities(sessions, client, settings, identity)
+def supervisor_activities(
+    client: Client, settings: Settings, sessions: async_sessionmaker[AsyncSession], identity: str
+) -> list[Callable[..., Any]]:
+    """Every activity the Supervisor worker registers, one class per role, dependencies injected.
+
+    Each implements a declaration of ``supervisor/activity_defs.py``, through which the workflow calls it."""
+    outbox = Outbox(sessions, client, settings)
+    return [
+        ScanActivities(sessions, settings).scan,
+        ApplyActivities(sessions, client, settings, identity, outbox).apply,
+        OrphanActivities(sessions, client, settings, identity, outbox).check_orphans,
+        QueueActivities(sessions, client, settings).check_queues,
+        AlertDeliveryActivities(sessions, settings).deliver_alerts,
+    ]
+
+
+def build_worker(
+    client: Client, settings: Settings, sessions: async_sessionmaker[AsyncSession], identity: str
+) -> Worker:
     return Worker(
         client,
         task_queue=settings.temporal.supervisor_task_queue,
         workflows=[SupervisorWorkflow],
-        activities=[acts.scan, acts.apply, acts.check_orphans, acts.check_queues, acts.deliver_alerts],
+        activities=supervisor_activities(client, settings, sessions, identity),
         identity=identity,
         workflow_runner=workflow_runner(),
     )
@@ -39,13 +64,25 @@ async def ensure_supervisor_running(client: Client, settings: Settings) -> None:
 
     Workflow-id uniqueness is what makes "one Supervisor per shard": every worker
     process calls this, and all but the first find it running."""
-    for shard in range(settings.supervisor.shards):
+    sup = settings.supervisor
+    for shard in range(sup.shards):
         await client.start_workflow(
             "SupervisorWorkflow",  # its run takes the raw payload (workflows/inputs.py)
             SupervisorInput(shard=shard),
-            id=settings.supervisor.shard_workflow_id(shard),
+            id=sup.shard_workflow_id(shard),
             task_queue=settings.temporal.supervisor_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # What the Temporal UI's list says of it; its current details say how the sweeps go.
+            static_summary=(
+                f"Supervisor shard {shard + 1}/{sup.shards} · sweeps every {sup.interval_s:g}-{sup.max_interval_s:g} s"
+                f" · tasks on {settings.temporal.task_queue}"
+            ),
+            static_details=(
+                f"**Supervisor** of shard {shard + 1} of {sup.shards}: scans the mirrored state table for steps "
+                f"past their CompleteBy or Failed, asks Temporal before acting, and retries, compensates or parks "
+                f"them (failure threshold {sup.failure_threshold}); raises operator alerts (`sas alerts`). "
+                "Its current details show the last sweep, counts and open alerts."
+            ),
         )
 
 

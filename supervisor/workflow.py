@@ -3,7 +3,7 @@
 Temporal runs at most one workflow per id, so with a fixed id per shard there is
 exactly one Supervisor per shard however many Supervisor workers run for
 availability. Every action it takes is also claimed in the state store (see
-``supervisor/activities.py``), so even two Supervisors never act twice.
+``supervisor/apply.py``), so even two Supervisors never act twice.
 
 Between sweeps it sleeps an adaptive interval: the base interval while there is
 work, growing towards the maximum while sweeps find nothing (an empty poll costs
@@ -13,21 +13,20 @@ or a Scheduler sends ``wake``. It never sleeps past the end of a cool-down it se
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
     from supervisor.models import (
         ApplyInput,
-        ApplyResult,
         DeliveryResult,
         OrphanCheckInput,
-        OrphanCheckResult,
         QueueCheckInput,
-        QueueCheckResult,
         ScanInput,
         ScanResult,
         SupervisorInput,
@@ -44,6 +43,9 @@ _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=tim
 # A webhook delivery run is not retried by Temporal: undelivered alerts stay in the outbox.
 _ONCE = RetryPolicy(maximum_attempts=1)
 _RECENT_DECISIONS = 10
+
+_Arg = TypeVar("_Arg")
+_Result = TypeVar("_Result")
 
 
 @workflow.defn(name="SupervisorWorkflow")
@@ -67,15 +69,13 @@ class SupervisorWorkflow:
         delivery: workflow.ActivityHandle[DeliveryResult] | None = None
         sweeps_this_run = 0
         while True:
-            scan = await self._activity("supervisor.scan", ScanInput(shard=shard), ScanResult)
+            scan = await _run(ScanDefs.scan, ScanInput(shard=shard))
             policy = scan.policy
             now = workflow.now()
             decisions = [decide(step, policy, now) for step in scan.due]
             work = bool(decisions or scan.unsent)
             if work:
-                self._stats.last = await self._activity(
-                    "supervisor.apply", ApplyInput(decisions=decisions, shard=shard), ApplyResult
-                )
+                self._stats.last = await _run(ApplyDefs.apply, ApplyInput(decisions=decisions, shard=shard))
             self._recent = [
                 f"{now.isoformat(timespec='seconds')} `{d.task_id}` {d.step}: **{d.kind}** "
                 f"(FailureCount {d.failure_count}) {d.reason[:120]}"
@@ -88,25 +88,20 @@ class SupervisorWorkflow:
 
             if _due(last_orphan_check, policy.orphan_check_s, now):
                 last_orphan_check = now
-                orphans = await self._activity(
-                    "supervisor.check_orphans", OrphanCheckInput(shard=shard, cursor=cursor), OrphanCheckResult
-                )
+                orphans = await _run(OrphanDefs.check_orphans, OrphanCheckInput(shard=shard, cursor=cursor))
                 cursor = orphans.cursor
                 self._stats.orphans_found += len(orphans.orphans)
                 work = work or bool(orphans.orphans)
             # Queues are not sharded: the first shard looks at them.
             if shard == 0 and _due(last_queue_check, policy.queue_check_s, now):
                 last_queue_check = now
-                queues = await self._activity(
-                    "supervisor.check_queues", QueueCheckInput(backlog=backlog), QueueCheckResult
-                )
+                queues = await _run(QueueDefs.check_queues, QueueCheckInput(backlog=backlog))
                 backlog = queues.backlog
                 self._stats.queue_checks += 1
 
             if policy.webhook and scan.undelivered and (delivery is None or delivery.done()):
-                delivery = workflow.start_activity(
-                    "supervisor.deliver_alerts",
-                    result_type=DeliveryResult,
+                delivery = workflow.start_activity_method(
+                    AlertDeliveryDefs.deliver_alerts,
                     start_to_close_timeout=_ACTIVITY_TIMEOUT,
                     heartbeat_timeout=_HEARTBEAT,
                     retry_policy=_ONCE,
@@ -139,16 +134,6 @@ class SupervisorWorkflow:
                 pass
             if self._woken:
                 interval = policy.interval_s
-
-    async def _activity(self, name: str, arg: Any, result_type: type) -> Any:
-        return await workflow.execute_activity(
-            name,
-            arg,
-            result_type=result_type,
-            start_to_close_timeout=_ACTIVITY_TIMEOUT,
-            heartbeat_timeout=_HEARTBEAT,
-            retry_policy=_RETRY,
-        )
 
     @workflow.signal(name="wake")
     def wake(self) -> None:
@@ -185,6 +170,17 @@ def _details(
     if recent:
         lines.append("**Recent decisions** (newest first):\n\n" + "\n".join(f"- {line}" for line in recent))
     return "\n\n".join(lines)
+
+
+async def _run(declared: Callable[[Any, _Arg], Awaitable[_Result]], arg: _Arg) -> _Result:
+    """One sweep activity, retried by Temporal; its name and result type come from its declaration."""
+    return await workflow.execute_activity_method(
+        declared,
+        arg,
+        start_to_close_timeout=_ACTIVITY_TIMEOUT,
+        heartbeat_timeout=_HEARTBEAT,
+        retry_policy=_RETRY,
+    )
 
 
 def _due(last: datetime | None, every_s: float, now: datetime) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError
 
@@ -41,6 +41,17 @@ with workflow.unsafe.imports_passed_through():
 UNDO_STATES = ("Processed", "Processing", "Failed", "Compensating", "CompensationFailed", "Error")
 _MIRROR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 _MIRROR_TIMEOUT = timedelta(seconds=15)
+
+
+class _MirrorWrites:
+    """The mirror write this workflow makes, declared so that it is called by reference with its
+    types. ``activities/mirror.py`` implements it (``MirrorActivities.record``), but loads the
+    database stack that a workflow module must not (tests/scale/test_sandbox_imports.py). The
+    name is recorded in every clean-up history: renaming it breaks replay."""
+
+    @activity.defn(name="mirror.record")
+    async def record(self, batch: TransitionBatch) -> int:
+        raise NotImplementedError("a declaration for the workflow; the worker runs MirrorActivities.record")
 
 
 @workflow.defn(name="CleanupWorkflow")
@@ -99,6 +110,8 @@ class CleanupWorkflow:
                 ),
             )
             try:
+                # By name: the undo is whichever Agent the mirror recorded for the step when the
+                # task ran, data this workflow is given, not a reference its code holds.
                 await workflow.execute_activity(
                     step.compensation,
                     call,
@@ -201,8 +214,8 @@ class CleanupWorkflow:
 
     async def _mirror(self, transitions: list[StepTransition], task_state: TaskState) -> None:
         transitions[-1] = transitions[-1].model_copy(update={"task_state": task_state})
-        await workflow.execute_local_activity(
-            "mirror.record",
+        await workflow.execute_local_activity_method(
+            _MirrorWrites.record,
             TransitionBatch(transitions=transitions),
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,

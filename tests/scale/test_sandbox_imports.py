@@ -39,10 +39,10 @@ HEAVY = ("sqlalchemy", "httpx", "httpcore", "aiosqlite", "asyncpg", "alembic", "
 
 
 def test_workflow_modules_import_nothing_heavy() -> None:
-    """In a fresh interpreter: what importing the workflows (what the sandbox loads, and what
-    its passthrough imports load in the host) adds to sys.modules."""
+    """In a fresh interpreter: what importing the workflows, the Supervisor's among them (what the
+    sandbox loads, and what its passthrough imports load in the host), adds to sys.modules."""
     code = (
-        "import sys, json; before = set(sys.modules); import workflows; "
+        "import sys, json; before = set(sys.modules); import workflows, supervisor.workflow; "
         "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
@@ -105,7 +105,8 @@ def test_the_runner_passes_through_exactly_the_data_models() -> None:
     for cls in WORKFLOW_CLASSES:
         for name in (cls.__module__, cls.__module__.partition(".")[0]):
             assert not importer.module_configured_passthrough(name), f"{name} is passed through"
-    assert not importer.module_configured_passthrough("supervisor.activities")
+    for name in ("supervisor.activity_defs", "supervisor.scan", "supervisor.apply", "supervisor.orphans"):
+        assert not importer.module_configured_passthrough(name), f"{name} is passed through"
     assert importer.module_configured_passthrough("task_models.orders")
 
 

@@ -32,6 +32,12 @@ async def test_the_supervisor_shows_its_last_sweep_and_decisions(stack: Stack) -
         what="the Supervisor's current details to name the task",
     )
     assert "last sweep" in details and "steps due" in details
+    # Its list entry in the UI says what it is (the summary it was started with).
+    described = await stack.client.get_workflow_handle(supervisor_id).describe()
+    summary = await described.static_summary()
+    assert summary is not None and summary.startswith("Supervisor shard 1/1 · sweeps every")
+    assert stack.settings.temporal.task_queue in summary
+    assert "failure threshold" in (await described.static_details() or "")
     assert f"`{task_id}` charge: **retry**" in details
     # Each Agent call in the history carries its summary: the Supervisor's re-run is run 2.
     history = await handle.fetch_history()

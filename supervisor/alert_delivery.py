@@ -1,0 +1,93 @@
+"""``supervisor.deliver_alerts``: new and escalated alerts POSTed to the operators' webhook.
+
+Signed (Standard Webhooks) and sent through the checked, pinned sender of
+``activities/outbound.py``; a failed delivery is tried again later with a growing delay,
+never holding up a sweep, and given up after the configured attempts."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio import activity
+
+from activities.outbound import WebhookSender
+from settings import Settings
+from state_store import tables
+from state_store.alerts import claim_delivery, record_delivery, undelivered_alerts
+from supervisor.activity_defs import AlertDeliveryDefs
+from supervisor.activity_support import beat
+from supervisor.models import DeliveryResult
+
+log = logging.getLogger("sas.supervisor")
+
+# Alerts posted per run; the rest wait for the next one.
+_DELIVERY_BATCH = 50
+
+
+class AlertDeliveryActivities(AlertDeliveryDefs):
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+        self._sessions = sessions
+        self._settings = settings
+
+    @activity.defn(name="supervisor.deliver_alerts")
+    async def deliver_alerts(self) -> DeliveryResult:
+        """POST new and escalated alerts to the webhook, signed (Standard Webhooks) through the
+        checked, pinned sender of activities/outbound.py; a failed delivery is tried again later
+        with a growing delay, never holding up a sweep. One the policy refuses is given up."""
+        hook = self._settings.supervisor.webhook
+        result = DeliveryResult()
+        if not hook.url:
+            return result
+        async with self._sessions() as session:
+            alerts = await undelivered_alerts(session, datetime.now(UTC), _DELIVERY_BATCH)
+        if not alerts:
+            return result  # most sweeps: no client (and TLS context) built for nothing
+        async with WebhookSender(self._settings.outbound, hook.secret) as sender:
+            for alert in alerts:
+                beat()
+                claimed_at = datetime.now(UTC)
+                lease = claimed_at + timedelta(seconds=hook.timeout_s + 5)
+                async with self._sessions() as session:
+                    if not await claim_delivery(session, alert.id, alert.delivery_attempts, claimed_at, lease):
+                        continue  # another Supervisor (shard) is posting it
+                body = json.dumps(alert_payload(alert), sort_keys=True, separators=(",", ":")).encode()
+                # Same id across retries of this content; an escalation is a new message.
+                message_id = f"alert-{alert.id}-{int(alert.updated_at.timestamp() * 1000)}"
+                delivery = await sender.send(hook.url, message_id, body, hook.timeout_s)
+                ok = delivery.ok
+                now = datetime.now(UTC)
+                attempts = alert.delivery_attempts + 1
+                next_try = None
+                if not ok and delivery.retryable and attempts < hook.max_attempts:
+                    next_try = now + timedelta(seconds=hook.retry_delay_s * 2 ** (attempts - 1))
+                elif not ok:
+                    log.error(
+                        "webhook gave up",
+                        extra={"fields": {"alert_id": alert.id, "attempts": attempts, "error": delivery.problem}},
+                    )
+                async with self._sessions() as session:
+                    await record_delivery(session, alert.id, now, ok, next_try)
+                result.delivered += ok
+                result.failed += not ok
+        return result
+
+
+def alert_payload(alert: tables.Alert) -> dict[str, object]:
+    """The webhook's JSON body."""
+    return {
+        "id": alert.id,
+        "severity": alert.severity,
+        "kind": alert.kind,
+        "task_id": alert.task_id,
+        "step": alert.step,
+        "failure_count": alert.failure_count,
+        "message": alert.message,
+        "last_error": alert.last_error,
+        "suggested_action": alert.suggested_action,
+        "status": alert.status,
+        "created_at": alert.created_at.isoformat(),
+        "updated_at": alert.updated_at.isoformat(),
+    }

@@ -1,0 +1,127 @@
+"""``supervisor.apply``: carry out the workflow's decisions, each exactly once.
+
+Before a decision that signals the Scheduler, Temporal is asked whether it still applies (the
+mirror follows Temporal, never leads it). Each decision is then claimed with a compare-and-set
+keyed (task, step, FailureCount, kind) and only after that sent, through the outbox
+(``supervisor/outbox.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio import activity
+from temporalio.client import Client
+
+from settings import Settings
+from state_store import tables
+from state_store.decisions import claim_decision, defer_step
+from supervisor.activity_defs import ApplyDefs
+from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
+from supervisor.alert_rows import alert_row, log_alert, log_decision
+from supervisor.metrics import record_decision, record_sweep
+from supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision
+from supervisor.outbox import Outbox
+from supervisor.reconcile import reconcile_task
+from supervisor.temporal_view import look, waiting_reason
+
+log = logging.getLogger("sas.supervisor")
+
+
+class ApplyActivities(ApplyDefs):
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        client: Client,
+        settings: Settings,
+        identity: str,
+        outbox: Outbox,
+    ) -> None:
+        self._sessions = sessions
+        self._client = client
+        self._settings = settings
+        self._identity = identity
+        self._outbox = outbox
+
+    @activity.defn(name="supervisor.apply")
+    async def apply(self, request: ApplyInput) -> ApplyResult:
+        result = ApplyResult()
+        started = time.monotonic()
+        for decision in request.decisions:
+            beat()
+            if decision.kind in SIGNALLED_KINDS and await self._temporal_says_wait(decision):
+                result.deferred += 1
+                continue
+            if await self._claim(decision):
+                record_decision(decision.kind)
+                result.claimed += 1
+                result.alerts += decision.alert is not None
+            else:
+                result.skipped += 1
+        result.signalled = await self._outbox.flush(shard_buckets(self._settings, request.shard))
+        record_sweep("apply", time.monotonic() - started)
+        return result
+
+    async def _temporal_says_wait(self, d: Decision) -> bool:
+        """Ask Temporal before escalating: True if this decision must not be taken now.
+
+        A finished workflow gets no decision (its rows are reconciled instead); a closed or
+        unknown one is the orphan check's; a step that waits for a worker, or a decision the
+        workflow has not yet taken in, is not counted again - its look is only put off."""
+        async with self._sessions() as session:
+            task = await session.get(tables.Task, d.task_id)
+            step = await session.get(tables.Step, (d.task_id, d.step))
+        if task is None or step is None or task.version >= CLEANUP_VERSION:
+            return False  # a clean-up workflow is undoing it: its own ladder applies
+        view = await look(self._client, d.task_id, task.chain_id, task.run_id)
+        if view.status == "completed":
+            found = await reconcile_task(self._sessions, self._client, d.task_id)
+            log.info(
+                "decision dropped: the workflow has completed; mirror reconciled",
+                extra={
+                    "fields": {"task_id": d.task_id, "decision": d.kind, "repairs": len(found.repairs) if found else 0}
+                },
+            )
+            return True
+        if view.status != "running":
+            return True  # closed from outside or gone: check_orphans raises its alert
+        s = self._settings.supervisor
+        now = datetime.now(UTC)
+        why = waiting_reason(view, (step.agent, step.compensation), now, s.overdue_grace_s)
+        if why is None:
+            return False
+        # Look again after the queue check has had its say (a no-worker incident is its alert, not this step's).
+        until = now + timedelta(seconds=max(s.queue_check_s, step.complete_by_s, s.interval_s))
+        async with self._sessions() as session:
+            await defer_step(session, d.task_id, d.step, d.seen_version, d.seen_failure_count, until)
+        log.info(
+            "decision put off: %s", why, extra={"fields": {"task_id": d.task_id, "step": d.step, "decision": d.kind}}
+        )
+        return True
+
+    async def _claim(self, d: Decision) -> bool:
+        now = datetime.now(UTC)
+        row = tables.Decision(
+            task_id=d.task_id,
+            step=d.step,
+            failure_count=d.failure_count,
+            kind=d.kind,
+            epoch=d.epoch,
+            observed_state=d.observed_state,
+            reason=d.reason,
+            decided_by=self._identity,
+            decided_at=now,
+            # A wait is a note, not a message: nothing to send.
+            signal_sent_at=None if d.kind in SIGNALLED_KINDS else now,
+        )
+        alert = alert_row(d.alert, d.task_id, d.step, d.failure_count, d.last_error, now) if d.alert else None
+        async with self._sessions() as session:
+            claimed = await claim_decision(session, row, d.seen_failure_count, d.seen_version, d.next_look_at, alert)
+        if claimed:
+            log_decision(d.task_id, d.step, d.kind, d.failure_count, d.reason)
+            if d.alert is not None:
+                log_alert(d.alert, d.task_id, d.step, d.failure_count, d.last_error)
+        return claimed

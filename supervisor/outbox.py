@@ -1,0 +1,128 @@
+"""The decision outbox: decisions claimed in the state store but not yet carried out.
+
+A decision row is written (claimed) first and sent after, so a Supervisor that dies between
+the two leaves it here and the next sweep sends it. Sending twice is harmless: the Scheduler
+ignores a signal whose FailureCount it has already seen, and a clean-up workflow is started
+once per task, ever.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from settings import Settings
+from state_store import tables
+from state_store.decisions import mark_sent
+from state_store.queries import get_task
+from supervisor.activity_support import beat
+from supervisor.models import CleanupInput, CleanupStep
+from task_models import OperatorRequest
+from workflows.summaries import cleanup_details, cleanup_summary
+
+log = logging.getLogger("sas.supervisor")
+
+# Decisions sent per flush; the rest wait for the next sweep.
+_FLUSH_BATCH = 500
+
+
+def cleanup_workflow_id(task_id: str) -> str:
+    return f"cleanup-{task_id}"
+
+
+async def unsent(session: AsyncSession, limit: int, buckets: tuple[int, int] | None) -> list[tables.Decision]:
+    """The oldest decisions not yet sent, of the shard's buckets (all of them when None)."""
+    query = select(tables.Decision).where(tables.Decision.signal_sent_at.is_(None))
+    if buckets is not None:
+        query = query.join(tables.Task, tables.Task.task_id == tables.Decision.task_id).where(
+            tables.Task.shard >= buckets[0], tables.Task.shard < buckets[1]
+        )
+    return list((await session.scalars(query.order_by(tables.Decision.id).limit(limit))).all())
+
+
+class Outbox:
+    """Sends what the outbox holds: a signal to the task's workflow, or a clean-up workflow's start."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], client: Client, settings: Settings) -> None:
+        self._sessions = sessions
+        self._client = client
+        self._settings = settings
+
+    async def flush(self, buckets: tuple[int, int] | None) -> int:
+        """Send the unsent decisions of ``buckets``; the number of signals delivered."""
+        sent = 0
+        async with self._sessions() as session:
+            pending = await unsent(session, _FLUSH_BATCH, buckets)
+        for d in pending:
+            beat()
+            if d.kind == "cleanup":
+                await self._start_cleanup(d)
+            elif await self._signal(d):
+                sent += 1
+            async with self._sessions() as session:
+                await mark_sent(session, d.id, datetime.now(UTC))
+        return sent
+
+    async def _signal(self, d: tables.Decision) -> bool:
+        request = OperatorRequest(
+            step=d.step, failure_count=d.failure_count, decision_id=str(d.id), by="supervisor", reason=d.reason[:2000]
+        )
+        # The task's own workflow; if it has ended, the clean-up workflow undoing it.
+        for workflow_id in (d.task_id, cleanup_workflow_id(d.task_id)):
+            try:
+                await self._client.get_workflow_handle(workflow_id).signal(d.kind, request)
+                return True
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise  # Temporal unreachable: retried with the activity, outbox intact
+        # Nobody is left to act on this decision.
+        log.warning(
+            "decision for a closed workflow dropped", extra={"fields": {"task_id": d.task_id, "decision": d.kind}}
+        )
+        return False
+
+    async def _start_cleanup(self, d: tables.Decision) -> None:
+        async with self._sessions() as session:
+            record = await get_task(session, d.task_id)
+        if record is None:
+            return
+        cleanup = CleanupInput(
+            task_id=d.task_id,
+            task_type=record.task.task_type,
+            payload=record.task.payload,
+            steps=[
+                CleanupStep(
+                    name=s.name,
+                    position=s.position,
+                    state=s.state,
+                    compensation=s.compensation,
+                    idempotency_key=s.idempotency_key,
+                )
+                for s in record.steps
+            ],
+            compensation_policy=self._settings.compensation,
+            reason=d.reason,
+            chain_id=record.task.chain_id,
+        )
+        try:
+            await self._client.start_workflow(
+                "CleanupWorkflow",  # its run takes the raw payload (workflows/inputs.py)
+                cleanup,
+                id=cleanup_workflow_id(d.task_id),
+                task_queue=record.task.task_queue,
+                # Started once, ever: a repeated outbox flush finds it and leaves it alone.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=cleanup_summary(record.task.task_type, d.task_id, record.task.payload),
+                static_details=cleanup_details(d.task_id, d.reason or ""),
+            )
+        except WorkflowAlreadyStartedError:
+            pass
+        log.info("clean-up started", extra={"fields": {"task_id": d.task_id, "queue": record.task.task_queue}})

@@ -1,0 +1,98 @@
+"""``supervisor.scan``: what a sweep has to look at - the steps due (failed, or past their
+complete-by), the size of the decision outbox, and the alerts whose task has recovered."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio import activity
+
+from settings import Settings
+from state_store import tables
+from state_store.alerts import resolve_recovered, undelivered_alerts
+from state_store.decisions import undo_retries
+from state_store.queries import due_steps
+from supervisor.activity_defs import ScanDefs
+from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
+from supervisor.metrics import StoreGauges, record_sweep
+from supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
+from supervisor.outbox import unsent
+
+
+class ScanActivities(ScanDefs):
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+        self._sessions = sessions
+        self._settings = settings
+        self._gauges = StoreGauges() if settings.metrics.supervisor_bind else None
+
+    def policy(self) -> SupervisorPolicy:
+        """The settings the workflow decides with, handed over with every scan (so recorded in history)."""
+        s = self._settings.supervisor
+        return SupervisorPolicy(
+            failure_threshold=s.failure_threshold,
+            overdue_grace_s=s.overdue_grace_s,
+            batch_size=s.batch_size,
+            interval_s=s.interval_s,
+            max_interval_s=max(s.max_interval_s, s.interval_s),
+            idle_backoff=s.idle_backoff,
+            sweeps_per_run=s.sweeps_per_run,
+            queue_check_s=s.queue_check_s,
+            orphan_check_s=s.orphan_check_s,
+            shards=s.shards,
+            webhook=bool(s.webhook.url),
+        )
+
+    @activity.defn(name="supervisor.scan")
+    async def scan(self, request: ScanInput | None = None) -> ScanResult:
+        """Due steps (one bounded index scan), the outbox's size, and alerts whose task recovered."""
+        request = request or ScanInput()
+        s = self._settings.supervisor
+        now = datetime.now(UTC)
+        started = time.monotonic()
+        buckets = shard_buckets(self._settings, request.shard)
+        async with self._sessions() as session:
+            rows = await due_steps(session, now, timedelta(seconds=s.overdue_grace_s), s.batch_size, buckets)
+            due = []
+            for step, task in rows:
+                beat()
+                if task.version >= CLEANUP_VERSION > step.version:
+                    continue  # a dead workflow's row: its clean-up workflow rewrites it
+                undo = await undo_retries(session, step.task_id, step.name) if step.state == "CompensationFailed" else 0
+                due.append(self._due(step, task, undo))
+            pending = len(await unsent(session, 1, buckets))
+        async with self._sessions() as session:
+            resolved = await resolve_recovered(session, now, buckets)
+        undelivered = 0
+        if s.webhook.url:
+            async with self._sessions() as session:
+                undelivered = len(await undelivered_alerts(session, now, 1))
+        record_sweep("scan", time.monotonic() - started)
+        if self._gauges is not None:
+            async with self._sessions() as session:
+                await self._gauges.refresh(session, timedelta(seconds=s.overdue_grace_s))
+        return ScanResult(policy=self.policy(), due=due, unsent=pending, resolved=resolved, undelivered=undelivered)
+
+    def _due(self, step: tables.Step, task: tables.Task, undo: int) -> DueStep:
+        ladder = self._settings.supervisor.ladder_for(task.task_type, step.name)
+        return DueStep(
+            task_id=step.task_id,
+            task_type=task.task_type,
+            workflow_type=task.workflow_type,
+            task_queue=task.task_queue,
+            step=step.name,
+            state=step.state,
+            failure_count=step.failure_count,
+            resets=step.resets,
+            version=step.version,
+            complete_by=step.complete_by,
+            complete_by_s=step.complete_by_s,
+            locked_by=step.locked_by,
+            last_error=step.last_error,
+            error_type=step.error_type,
+            permanent=step.permanent,
+            updated_at=step.updated_at,
+            undo_retries=undo,
+            ladder=Ladder(**ladder.model_dump()),
+        )
