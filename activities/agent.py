@@ -16,10 +16,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.refused_writes import RefusedWrites
-from activities.remote import RemoteCaller
+from activities.remote import GARBAGE, RemoteCaller
 from state_store.agent_writes import StepWriter
 from state_store.rejections import refused_for_good
-from task_models import StepCall, StepResult, StepState, StepTransition, TaskState
+from task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
+from task_models.activity_defs import agent_result
 from task_models.versions import Phase, version_of
 
 INVALID_INPUT = "InvalidInput"
@@ -55,9 +56,33 @@ class Agent:
             complete_by=complete_by,
             task_state=TaskState.COMPENSATING if call.compensation else TaskState.PROCESSING,
         )
-        data = await self._remote.post(path, body.model_dump(mode="json"), call.idempotency_key, complete_by)
-        await self._record(call, Phase.AGENT_DONE, info.attempt, state=done, task_state=call.stamp.task_state_on_done)
+        answer = await self._remote.post(path, body.model_dump(mode="json"), call.idempotency_key, complete_by)
+        model = agent_result(info.activity_type)
+        data = _validated(model, path, answer) if model is not None else answer
+        # The result rides on the Processed write itself (one statement, no extra round trip),
+        # without its secret fields. An undo's result is not stored: the step keeps its forward one.
+        stored = shown(model, data) if model is not None and not call.compensation else None
+        await self._record(
+            call, Phase.AGENT_DONE, info.attempt, state=done, task_state=call.stamp.task_state_on_done, result=stored
+        )
         return StepResult(data=data)
+
+    async def forward_id(self, call: StepCall, service: str, field: str) -> str | None:
+        """For an undo: the service's id of the forward effect, which the undo must name.
+
+        From the forward step's result when the Scheduler has it; otherwise (the forward answer
+        never arrived, or a clean-up working from the state store) looked up by our forward key.
+        None: the service did nothing under that key, so there is nothing to name."""
+        known = (call.forward_result or {}).get(field)
+        if isinstance(known, str) and known:
+            return known
+        if not call.target_key:
+            return None
+        info = activity.info()
+        complete_by = info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
+        found = await self._remote.get(f"/{service}/lookup", {"idempotency_key": call.target_key}, complete_by)
+        value = found.get(field)
+        return value if isinstance(value, str) and value else None
 
     async def _record(self, call: StepCall, phase: Phase, attempt: int, **fields: Any) -> None:
         transition = StepTransition(
@@ -110,6 +135,16 @@ class Agent:
                 activity.heartbeat()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+
+def _validated(model: type[BaseModel], path: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The service's answer as the step's result model; an answer that is not one is garbage
+    (retryable: a misbehaving service, not a refusal)."""
+    try:
+        return model.model_validate(answer).model_dump(mode="json")
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
+        raise ApplicationError(f"{path} answered without a valid {model.__name__}: {problems}", type=GARBAGE) from None
 
 
 def parse_payload(model: type[M], call: StepCall, **extra: Any) -> M:

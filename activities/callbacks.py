@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import json
 
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.outbound import WebhookSender
 from task_models import CallbackEvent
+from task_models.activity_defs import CallbackDefs, implements
 
 _TIMEOUT_S = 10.0
 
 
-class CallbackActivities:
+class CallbackActivities(CallbackDefs):
     def __init__(self, sender: WebhookSender) -> None:
         self._sender = sender
 
-    @activity.defn(name="callback.post")
+    @implements(CallbackDefs.post)
     async def post(self, event: CallbackEvent) -> None:
         body = json.dumps(event.model_dump(mode="json", exclude={"url"}), sort_keys=True).encode()
         delivery = await self._sender.send(event.url, event.event_id, body, _TIMEOUT_S)

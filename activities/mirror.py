@@ -25,10 +25,11 @@ from task_models import (
     TransitionBatch,
     incarnation_key,
 )
+from task_models.activity_defs import MirrorDefs, implements
 from task_models.outbound import OutboundRefused, check_url
 
 
-class MirrorActivities:
+class MirrorActivities(MirrorDefs):
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -42,7 +43,7 @@ class MirrorActivities:
         self._search_attributes = search_attributes
         self._refused = RefusedWrites(sessions)
 
-    @activity.defn(name="mirror.accept")
+    @implements(MirrorDefs.accept)
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
         self._check_callback_url(accepted)
         steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
@@ -94,7 +95,7 @@ class MirrorActivities:
         declaration, else SAS_DEFAULT_STEP__*."""
         return self._settings.steps.get(plan.name) or plan.policy or self._settings.default_step
 
-    @activity.defn(name="mirror.record")
+    @implements(MirrorDefs.record)
     async def record(self, batch: TransitionBatch) -> int:
         try:
             async with self._sessions() as session:
@@ -107,7 +108,7 @@ class MirrorActivities:
                 ) from None
             raise
 
-    @activity.defn(name="mirror.audit")
+    @implements(MirrorDefs.audit)
     async def audit(self, record: AuditRecord) -> bool:
         try:
             async with self._sessions() as session:

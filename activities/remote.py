@@ -17,7 +17,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped
+from activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
 
 # Error types, as seen in Temporal's history and the state store's error_type column.
 TRANSIENT = "RemoteTransient"
@@ -40,13 +40,8 @@ class RemoteCaller:
     async def post(
         self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime
     ) -> dict[str, Any]:
-        time_left = (complete_by - datetime.now(UTC)).total_seconds()
-        if time_left < _MIN_TIME_LEFT_S:
-            # The Scheduler already counts this attempt as failed; a request now could
-            # race the next attempt. Stop without calling.
-            raise ApplicationError(
-                f"complete-by {complete_by.isoformat()} has passed; not calling {path}", type=DEADLINE
-            )
+        """A business call under our Idempotency-Key; the service's answer (a JSON object)."""
+        time_left = self._time_left(path, complete_by)
         # The answer is read with a cap: a runaway service cannot fill the worker's memory.
         request = post_capped(
             self._client,
@@ -56,6 +51,31 @@ class RemoteCaller:
             headers={"Idempotency-Key": idempotency_key},
             timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
         )
+        return await self._exchange(path, request, time_left)
+
+    async def get(self, path: str, params: dict[str, str], complete_by: datetime) -> dict[str, Any]:
+        """A read (an undo looking up the service's id of its forward effect); same rules as ``post``."""
+        time_left = self._time_left(path, complete_by)
+        request = _get_capped(
+            self._client,
+            f"{self._base_url}{path}",
+            params=params,
+            timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
+        )
+        return await self._exchange(path, request, time_left)
+
+    @staticmethod
+    def _time_left(path: str, complete_by: datetime) -> float:
+        time_left = (complete_by - datetime.now(UTC)).total_seconds()
+        if time_left < _MIN_TIME_LEFT_S:
+            # The Scheduler already counts this attempt as failed; a request now could
+            # race the next attempt. Stop without calling.
+            raise ApplicationError(
+                f"complete-by {complete_by.isoformat()} has passed; not calling {path}", type=DEADLINE
+            )
+        return time_left
+
+    async def _exchange(self, path: str, request: Any, time_left: float) -> dict[str, Any]:
         started = time.monotonic()
         outcome = "ok"
         try:
@@ -78,6 +98,18 @@ class RemoteCaller:
             raise
         finally:
             _record_call(path, outcome, time.monotonic() - started)
+
+
+async def _get_capped(client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:
+    """GET and read the answer with the same cap as a business call."""
+    request = client.build_request("GET", url, **kwargs)
+    response = await client.send(request, stream=True)
+    try:
+        body = await read_capped(response, SERVICE_RESPONSE_CAP)
+    finally:
+        await response.aclose()
+    headers = [(k, v) for k, v in response.headers.multi_items() if k not in ("content-encoding", "content-length")]
+    return httpx.Response(response.status_code, headers=headers, content=body, request=request)
 
 
 def _record_call(path: str, outcome: str, seconds: float) -> None:

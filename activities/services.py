@@ -1,16 +1,18 @@
 """The Agents: one per remote service, each with its forward action and its compensation.
 
-Activity names are ``<service>.<action>``; a step declares them by name
-(see ``workflows/definitions.py``).
+Each implements its declaration in ``task_models/activity_defs.py`` (the activity's name,
+``<service>.<action>``, and its result model); the steps of a task type reference those
+declarations (``workflows/definitions.py``). An undo names the service's own id of the effect
+it undoes, from its forward step's result (``Agent.forward_id``).
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
-from temporalio import activity
 
 from activities.agent import Agent, parse_payload
 from task_models import StepCall, StepResult
+from task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs, implements
 
 
 class ReserveRequest(BaseModel):
@@ -22,6 +24,7 @@ class ReserveRequest(BaseModel):
 class ReleaseRequest(BaseModel):
     order_id: str
     reserve_key: str
+    reservation_id: str | None
 
 
 class ChargeRequest(BaseModel):
@@ -34,6 +37,7 @@ class ChargeRequest(BaseModel):
 class RefundRequest(BaseModel):
     order_id: str
     charge_key: str
+    charge_id: str | None
 
 
 class ShipRequest(BaseModel):
@@ -44,38 +48,42 @@ class ShipRequest(BaseModel):
 class CancelShipmentRequest(BaseModel):
     order_id: str
     ship_key: str
+    shipment_id: str | None
 
 
-class InventoryAgent(Agent):
-    @activity.defn(name="inventory.reserve")
+class InventoryAgent(Agent, InventoryDefs):
+    @implements(InventoryDefs.reserve)
     async def reserve(self, call: StepCall) -> StepResult:
         return await self.perform(
             call, "/inventory/reserve", parse_payload(ReserveRequest, call, order_id=call.task_id)
         )
 
-    @activity.defn(name="inventory.release")
+    @implements(InventoryDefs.release)
     async def release(self, call: StepCall) -> StepResult:
-        body = ReleaseRequest(order_id=call.task_id, reserve_key=call.target_key or "")
+        reservation_id = await self.forward_id(call, "inventory", "reservation_id")
+        body = ReleaseRequest(order_id=call.task_id, reserve_key=call.target_key or "", reservation_id=reservation_id)
         return await self.perform(call, "/inventory/release", body)
 
 
-class PaymentAgent(Agent):
-    @activity.defn(name="payment.charge")
+class PaymentAgent(Agent, PaymentDefs):
+    @implements(PaymentDefs.charge)
     async def charge(self, call: StepCall) -> StepResult:
         return await self.perform(call, "/payment/charge", parse_payload(ChargeRequest, call, order_id=call.task_id))
 
-    @activity.defn(name="payment.refund")
+    @implements(PaymentDefs.refund)
     async def refund(self, call: StepCall) -> StepResult:
-        body = RefundRequest(order_id=call.task_id, charge_key=call.target_key or "")
+        charge_id = await self.forward_id(call, "payment", "charge_id")
+        body = RefundRequest(order_id=call.task_id, charge_key=call.target_key or "", charge_id=charge_id)
         return await self.perform(call, "/payment/refund", body)
 
 
-class ShippingAgent(Agent):
-    @activity.defn(name="shipping.ship")
+class ShippingAgent(Agent, ShippingDefs):
+    @implements(ShippingDefs.ship)
     async def ship(self, call: StepCall) -> StepResult:
         return await self.perform(call, "/shipping/ship", parse_payload(ShipRequest, call, order_id=call.task_id))
 
-    @activity.defn(name="shipping.cancel")
+    @implements(ShippingDefs.cancel)
     async def cancel(self, call: StepCall) -> StepResult:
-        body = CancelShipmentRequest(order_id=call.task_id, ship_key=call.target_key or "")
+        shipment_id = await self.forward_id(call, "shipping", "shipment_id")
+        body = CancelShipmentRequest(order_id=call.task_id, ship_key=call.target_key or "", shipment_id=shipment_id)
         return await self.perform(call, "/shipping/cancel", body)

@@ -105,6 +105,7 @@ def create_app(
         Route("/healthz", _healthz, methods=["GET"]),
         Route("/ledger", _ledger_route(state), methods=["GET"]),
         *(_business_route(endpoint, state) for endpoint in ENDPOINTS),
+        *(_lookup_route(endpoint, state) for endpoint in ENDPOINTS if endpoint.undoes is None),
     ]
     if state.faults is not None:
         assert admin_token is not None  # checked above
@@ -139,6 +140,25 @@ def _ledger_route(state: ServiceState) -> Callable[[Request], Awaitable[Response
 
 
 # --- business endpoints -----------------------------------------------------------
+
+
+def _lookup_route(endpoint: Endpoint, state: ServiceState) -> Route:
+    """``GET /<service>/lookup?idempotency_key=K``: the service's id of what it did under our key.
+
+    As a real provider's search by metadata: an undo whose forward answer never arrived (the
+    attempt timed out, the workflow died) finds the id it must name this way."""
+
+    async def lookup(request: Request) -> Response:
+        key = request.query_params.get("idempotency_key", "")
+        if not 1 <= len(key) <= MAX_KEY_LENGTH or not key.isprintable():
+            raise ServiceError(
+                400, "invalid_request", f"idempotency_key is required: 1 to {MAX_KEY_LENGTH} printable characters"
+            )
+        found = await state.ledger.lookup(endpoint.service, endpoint.action, key)
+        return JSONResponse({endpoint.id_field: found.provider_id if found is not None else None})
+
+    lookup.__name__ = f"{endpoint.service}_lookup"
+    return Route(f"/{endpoint.service}/lookup", lookup, methods=["GET"])
 
 
 def _business_route(endpoint: Endpoint, state: ServiceState) -> Route:

@@ -32,7 +32,9 @@ CREATE TABLE IF NOT EXISTS ledger (
     idempotency_key TEXT NOT NULL,
     target_key TEXT,
     amount_cents INTEGER,
-    at TEXT NOT NULL
+    at TEXT NOT NULL,
+    provider_id TEXT,
+    target_id TEXT
 );
 CREATE INDEX IF NOT EXISTS ledger_order ON ledger (order_id, seq);
 CREATE INDEX IF NOT EXISTS ledger_key ON ledger (service, idempotency_key);
@@ -54,7 +56,10 @@ CREATE TABLE IF NOT EXISTS voids (
 );
 """
 
-_COLUMNS = "seq, service, action, order_id, idempotency_key, target_key, amount_cents, at"
+_COLUMNS = "seq, service, action, order_id, idempotency_key, target_key, amount_cents, at, provider_id, target_id"
+# Ledgers written before the services issued their own ids get the columns on open.
+_ADDED_COLUMNS = ("provider_id", "target_id")
+_ID_INDEX = "CREATE INDEX IF NOT EXISTS ledger_provider_id ON ledger (service, provider_id)"
 
 
 class LedgerEntry(BaseModel):
@@ -69,6 +74,8 @@ class LedgerEntry(BaseModel):
         target_key: For a compensation, the forward key it undid; otherwise None.
         amount_cents: Money moved (charge, refund); otherwise None.
         at: When it was committed (UTC).
+        provider_id: The service's own id of this effect (``ch_…``, ``rsv_…``, ``shp_…``, ``re_…``).
+        target_id: For a compensation, the service's id of the effect it undid.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -81,6 +88,8 @@ class LedgerEntry(BaseModel):
     target_key: str | None = None
     amount_cents: int | None = None
     at: datetime
+    provider_id: str | None = None
+    target_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,8 @@ class Effect:
     idempotency_key: str
     target_key: str | None = None
     amount_cents: int | None = None
+    provider_id: str | None = None
+    target_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,11 +166,28 @@ class LedgerTx:
         ).fetchone()
         return None if row is None else _entry(row)
 
+    def effect_by_id(self, service: str, action: str, provider_id: str) -> LedgerEntry | None:
+        """The forward effect the service knows by ``provider_id``, undone or not."""
+        row = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM ledger WHERE service = ? AND action = ? AND provider_id = ? ORDER BY seq LIMIT 1",
+            (service, action, provider_id),
+        ).fetchone()
+        return None if row is None else _entry(row)
+
+    def forward_by_key(self, service: str, action: str, key: str) -> LedgerEntry | None:
+        """The forward effect done under our idempotency ``key``, undone or not."""
+        row = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM ledger WHERE service = ? AND action = ? AND idempotency_key = ?"
+            " ORDER BY seq LIMIT 1",
+            (service, action, key),
+        ).fetchone()
+        return None if row is None else _entry(row)
+
     def record_effect(self, effect: Effect) -> None:
         """Append an effect to the ledger."""
         self._conn.execute(
-            "INSERT INTO ledger (service, action, order_id, idempotency_key, target_key, amount_cents, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO ledger (service, action, order_id, idempotency_key, target_key, amount_cents, at,"
+            " provider_id, target_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 effect.service,
                 effect.action,
@@ -168,6 +196,8 @@ class LedgerTx:
                 effect.target_key,
                 effect.amount_cents,
                 _now(),
+                effect.provider_id,
+                effect.target_id,
             ),
         )
 
@@ -211,6 +241,11 @@ class Ledger:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.executescript(_SCHEMA)
+            present = {row[1] for row in self._conn.execute("PRAGMA table_info(ledger)")}
+            for column in _ADDED_COLUMNS:
+                if column not in present:
+                    self._conn.execute(f"ALTER TABLE ledger ADD COLUMN {column} TEXT")
+            self._conn.execute(_ID_INDEX)
         except sqlite3.Error:
             self._conn.close()
             raise
@@ -236,6 +271,10 @@ class Ledger:
         """
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._transaction, operation)
+
+    async def lookup(self, service: str, action: str, key: str) -> LedgerEntry | None:
+        """The forward effect of ``service`` done under our idempotency ``key``, if any."""
+        return await self.run(lambda tx: tx.forward_by_key(service, action, key))
 
     async def entries(self, order_id: str | None = None, idempotency_key: str | None = None) -> list[LedgerEntry]:
         """The ledger in ``seq`` order, optionally filtered."""

@@ -92,47 +92,87 @@ def _forward(tx: LedgerTx, endpoint: Endpoint, key: str, body: RequestBody) -> d
             f"{endpoint.name} with Idempotency-Key {key!r} was compensated before it arrived; it was not performed",
         )
     amount: int | None = None
+    provider_id = _new_id(endpoint.id_prefix)
     result: dict[str, Any]
     if isinstance(body, ReserveBody):
         if body.sku == OUT_OF_STOCK_SKU:
             raise ServiceError(409, "out_of_stock", f"SKU {body.sku!r} is out of stock")
-        result = {
-            "reservation_id": _new_id("rsv"),
-            "order_id": body.order_id,
-            "sku": body.sku,
-            "quantity": body.quantity,
-        }
+        result = {"order_id": body.order_id, "sku": body.sku, "quantity": body.quantity}
     elif isinstance(body, ChargeBody):
         if body.card == DECLINED_CARD:
             raise ServiceError(402, "card_declined", "the card was declined")
         amount = body.amount_cents
-        result = {"charge_id": _new_id("ch"), "amount_cents": amount}
+        # As a real provider's payment intent: a secret the payer's device would confirm with.
+        result = {"amount_cents": amount, "client_secret": f"{provider_id}_secret_{uuid.uuid4().hex}"}
     elif isinstance(body, ShipBody):
-        result = {"shipment_id": _new_id("shp")}
+        result = {}
     else:  # pragma: no cover - the endpoint catalogue pairs forward actions with these bodies
         raise TypeError(f"no forward action for {type(body).__name__}")
-    tx.record_effect(Effect(endpoint.service, endpoint.action, body.order_id, key, amount_cents=amount))
-    return result
+    tx.record_effect(
+        Effect(endpoint.service, endpoint.action, body.order_id, key, amount_cents=amount, provider_id=provider_id)
+    )
+    return {endpoint.id_field: provider_id, **result}
 
 
 def _compensate(tx: LedgerTx, endpoint: Endpoint, key: str, body: RequestBody) -> dict[str, Any]:
+    """Undo the forward effect the body names, by the service's id of it, as real providers do.
+
+    The id is required whenever there is something to undo: an undo without it, or with an id
+    that is not the effect done under ``target_key``, is refused (422) and changes nothing.
+    Without an id and with nothing done under ``target_key``, there is nothing to undo: the key
+    is tombstoned all the same (a late forward request must not take effect), and the answer
+    says nothing was undone."""
     assert endpoint.undoes is not None
     target = endpoint.target_key(body) or ""
+    wanted = endpoint.target_id(body)
+    named = tx.effect_by_id(endpoint.service, endpoint.undoes, wanted) if wanted is not None else None
+    if wanted is not None and named is None:
+        raise ServiceError(
+            404, f"unknown_{endpoint.id_field}", f"{endpoint.service} has no {endpoint.undoes} with id {wanted!r}"
+        )
+    if named is not None and (named.order_id != body.order_id or (target and named.idempotency_key != target)):
+        raise ServiceError(
+            422,
+            f"wrong_{endpoint.id_field}",
+            f"{endpoint.id_field} {wanted!r} is not the {endpoint.undoes} of this order and key",
+        )
     done: LedgerEntry | None = None
     if target:
         done = tx.effect_in_force(endpoint.service, endpoint.undoes, target)
+        if done is not None and wanted is None:
+            raise ServiceError(
+                422,
+                f"{endpoint.id_field}_required",
+                f"{endpoint.name} must name the {endpoint.undoes} it undoes: {endpoint.id_field} is required",
+            )
         # Tombstone even when nothing was done: the forward request may still be in
         # flight (a zombie) and must not take effect after its undo.
         tx.void(endpoint.service, target, by_key=key)
+    elif named is not None:
+        done = tx.effect_in_force(endpoint.service, endpoint.undoes, named.idempotency_key)
+    undo_id: str | None = None
     if done is not None:
+        undo_id = _new_id(_UNDO_PREFIX[endpoint.action])
         tx.record_effect(
             Effect(
-                endpoint.service, endpoint.action, body.order_id, key, target_key=target, amount_cents=done.amount_cents
+                endpoint.service,
+                endpoint.action,
+                body.order_id,
+                key,
+                target_key=done.idempotency_key,
+                amount_cents=done.amount_cents,
+                provider_id=undo_id,
+                target_id=done.provider_id,
             )
         )
     undone = done is not None
     if endpoint.action == "release":
         return {"released": undone}
     if endpoint.action == "refund":
-        return {"refunded": undone, "amount_cents": (done.amount_cents or 0) if done is not None else 0}
+        refunded = {"refunded": undone, "amount_cents": (done.amount_cents or 0) if done is not None else 0}
+        return {**refunded, "refund_id": undo_id} if undo_id else refunded
     return {"cancelled": undone}
+
+
+# The services' ids of the undo effects (a refund has its own id at a real provider too).
+_UNDO_PREFIX = {"release": "rel", "refund": "re", "cancel": "cxl"}

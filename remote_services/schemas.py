@@ -14,6 +14,9 @@ Action = Literal["reserve", "release", "charge", "refund", "ship", "cancel"]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 # A compensation may name an empty key (its step never got one): nothing to undo, not an error.
 TargetKey = Annotated[str, StringConstraints(max_length=200)]
+# The services' own ids (rsv_…, ch_…, shp_…): an undo must name the effect it undoes by it, as a
+# real provider's refund names the charge.
+ProviderId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class RequestBody(BaseModel):
@@ -37,6 +40,7 @@ class ReleaseBody(RequestBody):
     """``POST /inventory/release``."""
 
     reserve_key: TargetKey
+    reservation_id: ProviderId | None = None
 
 
 class ChargeBody(RequestBody):
@@ -51,6 +55,7 @@ class RefundBody(RequestBody):
     """``POST /payment/refund``."""
 
     charge_key: TargetKey
+    charge_id: ProviderId | None = None
 
 
 class ShipBody(RequestBody):
@@ -63,6 +68,7 @@ class CancelBody(RequestBody):
     """``POST /shipping/cancel``."""
 
     ship_key: TargetKey
+    shipment_id: ProviderId | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,9 @@ class Endpoint:
         model: Its request body.
         undoes: For a compensation, the forward action it undoes; None for a forward action.
         target_field: For a compensation, the body field naming the forward key it undoes.
+        id_field: For a forward action, the answer's field with the service's id of the effect;
+            for a compensation, the body field that must name it.
+        id_prefix: How the service's ids of the forward effect begin.
     """
 
     service: Service
@@ -82,6 +91,8 @@ class Endpoint:
     model: type[RequestBody]
     undoes: Action | None = None
     target_field: str | None = None
+    id_field: str = "id"
+    id_prefix: str = "id"
 
     @property
     def name(self) -> str:
@@ -97,14 +108,21 @@ class Endpoint:
         """The forward key a compensation body undoes; None for a forward action."""
         return None if self.target_field is None else str(getattr(body, self.target_field))
 
+    def target_id(self, body: BaseModel) -> str | None:
+        """The service's id of the effect a compensation body undoes, if it names one."""
+        value = getattr(body, self.id_field, None) if self.undoes else None
+        return None if value is None else str(value)
+
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("inventory", "reserve", ReserveBody),
-    Endpoint("inventory", "release", ReleaseBody, undoes="reserve", target_field="reserve_key"),
-    Endpoint("payment", "charge", ChargeBody),
-    Endpoint("payment", "refund", RefundBody, undoes="charge", target_field="charge_key"),
-    Endpoint("shipping", "ship", ShipBody),
-    Endpoint("shipping", "cancel", CancelBody, undoes="ship", target_field="ship_key"),
+    Endpoint("inventory", "reserve", ReserveBody, id_field="reservation_id", id_prefix="rsv"),
+    Endpoint(
+        "inventory", "release", ReleaseBody, undoes="reserve", target_field="reserve_key", id_field="reservation_id"
+    ),
+    Endpoint("payment", "charge", ChargeBody, id_field="charge_id", id_prefix="ch"),
+    Endpoint("payment", "refund", RefundBody, undoes="charge", target_field="charge_key", id_field="charge_id"),
+    Endpoint("shipping", "ship", ShipBody, id_field="shipment_id", id_prefix="shp"),
+    Endpoint("shipping", "cancel", CancelBody, undoes="ship", target_field="ship_key", id_field="shipment_id"),
 )
 
 ENDPOINT_NAMES: frozenset[str] = frozenset(e.name for e in ENDPOINTS)

@@ -62,6 +62,16 @@ def show(
             ],
         )
     )
+    results = [s for s in data["steps"] if s["result"]]
+    if results:
+        # What each step got back from its service (secret fields are never stored).
+        console.print(
+            table(
+                "results",
+                ["step", "result"],
+                [[s["name"], ", ".join(f"{k}={v}" for k, v in s["result"].items())] for s in results],
+            )
+        )
     console.print(
         table(
             f"history: {len(data['attempts'])} attempt(s), {len(data['decisions'])} decision(s),"
@@ -234,6 +244,7 @@ async def _task_data(session: Any, task_id: str) -> dict[str, Any] | None:
                     "error_type",
                     "permanent",
                     "idempotency_key",
+                    "result",
                 )
             }
             for s in record.steps

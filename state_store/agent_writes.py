@@ -57,14 +57,14 @@ _SQLITE_STEP = (
     "UPDATE steps SET state=?, version=?, updated_at=?, locked_by=?, complete_by=?, attempt=COALESCE(?, attempt),"
     " failure_count=MAX(failure_count, COALESCE(?, failure_count)),"
     " last_error=CASE WHEN ? THEN NULL ELSE last_error END, error_type=CASE WHEN ? THEN NULL ELSE error_type END,"
-    " run_id=COALESCE(?, run_id)"
+    " run_id=COALESCE(?, run_id), result=COALESCE(?, result)"
     " WHERE task_id=? AND name=? AND version<? AND (chain_id IS NULL OR chain_id=?)"
 )
 _PG_STEP = (
     "UPDATE steps SET state=$1, version=$2, updated_at=$3, locked_by=$4, complete_by=$5,"
     " attempt=COALESCE($6, attempt), failure_count=GREATEST(failure_count, COALESCE($7, failure_count)),"
     " last_error=CASE WHEN $8 THEN NULL ELSE last_error END, error_type=CASE WHEN $8 THEN NULL ELSE error_type END,"
-    " run_id=COALESCE($11, run_id)"
+    " run_id=COALESCE($11, run_id), result=COALESCE($13, result)"
     " WHERE task_id=$9 AND name=$10 AND version<$2 AND (chain_id IS NULL OR chain_id=$12)"
 )
 _SQLITE_TASK = (
@@ -218,6 +218,7 @@ class SqliteStepWriter:
             ok,
             ok,
             t.run_id,
+            _json(t.result),
             t.task_id,
             t.step,
             t.version,
@@ -367,6 +368,7 @@ class PostgresStepWriter:
                 t.step,
                 t.run_id,
                 t.chain_id,
+                _json(t.result),
             )
             if t.task_state is not None:
                 await conn.execute(
@@ -388,6 +390,11 @@ class PostgresStepWriter:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+def _json(value: dict[str, Any] | None) -> str | None:
+    """A step's result (the Processed write) as the JSON text both drivers store; None leaves it."""
+    return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
 def _attempt_row(t: StepTransition, at: Any, complete_by: Any) -> tuple[Any, ...] | None:

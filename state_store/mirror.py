@@ -56,6 +56,8 @@ async def _apply(session: AsyncSession, t: StepTransition) -> int:
         values["error_type"] = t.error_type
     if t.permanent is not None:
         values["permanent"] = t.permanent
+    if t.result is not None:
+        values["result"] = t.result
     # Only the task's own chain of runs writes its rows (see tables.Task.chain_id).
     result = await session.execute(
         update(Step)

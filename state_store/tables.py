@@ -103,6 +103,9 @@ class Step(Base):
     permanent: Mapped[bool] = mapped_column(Boolean, default=False)
     idempotency_key: Mapped[str] = mapped_column(String(300))
     complete_by_s: Mapped[float] = mapped_column(doc="The step's complete-by, to extend CompleteBy by.")
+    result: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON, doc="The forward result (task_models.results) without its secret fields; set with Processed."
+    )
     version: Mapped[int] = mapped_column(BigInteger, default=0, doc="Orders writes: an older one never wins.")
     chain_id: Mapped[str | None] = mapped_column(String(64), doc="The owning chain of runs (as tasks.chain_id).")
     run_id: Mapped[str | None] = mapped_column(String(64), doc="The run that wrote the row last.")

@@ -6,6 +6,7 @@ so a field can be added without breaking a running workflow.
 
 from task_models.ids import TASK_ID_PATTERN, validate_task_id
 from task_models.orders import OrderInput, PreorderInput
+from task_models.results import Secret, secret_fields, shown
 from task_models.states import ACTIVE_STEP_STATES, StepState, TaskState
 from task_models.status import CallbackEvent, OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
 from task_models.steps import (
@@ -38,6 +39,7 @@ __all__ = [
     "OrderInput",
     "PreorderInput",
     "Resubmission",
+    "Secret",
     "StepCall",
     "StepPlan",
     "StepPolicyValues",
@@ -52,5 +54,7 @@ __all__ = [
     "TaskStatus",
     "TransitionBatch",
     "incarnation_key",
+    "secret_fields",
+    "shown",
     "validate_task_id",
 ]

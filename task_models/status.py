@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +20,9 @@ class StepStatus(BaseModel):
     last_error: str | None = None
     error_type: str | None = None
     permanent: bool = False
+    result: dict[str, Any] | None = Field(
+        default=None, description="The forward result, without its secret fields (task_models.results)."
+    )
 
 
 class TaskStatus(BaseModel):
@@ -76,3 +80,6 @@ class CallbackEvent(BaseModel):
     detail: str | None = None
     at: datetime
     url: str
+    results: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The results of the steps done so far, by step, without secret fields."
+    )

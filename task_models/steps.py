@@ -145,10 +145,17 @@ class StepCall(BaseModel):
     compensation: bool = False
     payload: dict[str, Any]
     stamp: MirrorStamp
+    results: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The results of the steps done before this one, by step name."
+    )
+    forward_result: dict[str, Any] | None = Field(
+        default=None, description="For an undo: its own forward step's result; None if that never arrived."
+    )
 
 
 class StepResult(BaseModel):
-    """What an Agent returns: the remote service's answer."""
+    """What an Agent returns: the remote service's answer, as the step's result model
+    (task_models.results) dumped to JSON, secret fields included."""
 
     data: dict[str, Any] = {}
     replayed: bool = Field(default=False, description="The service answered from its idempotency store.")
@@ -175,6 +182,9 @@ class StepTransition(BaseModel):
     )
     run_id: str | None = Field(default=None, description="The run writing.")
     chain_id: str | None = Field(default=None, description="Its chain: a write from another chain is refused.")
+    result: dict[str, Any] | None = Field(
+        default=None, description="The step's result without its secret fields (a Processed write); None: unchanged."
+    )
 
 
 class TransitionBatch(BaseModel):

@@ -1,9 +1,11 @@
 """Task types, declared as data: each step names its Agent, its compensation and its policy.
 
 Adding a task type is a definition here plus a five-line workflow class (see
-``workflows/preorder.py``). A step's ``policy.complete_by_s`` is the Agent
-activity's start-to-close timeout; workers may override it per step name with
-``SAS_STEPS__<STEP>__...`` settings.
+``workflows/preorder.py``). A step references its Agents by their declarations in
+``task_models/activity_defs.py`` (``PaymentDefs.charge``), which also declare the model of
+each one's result (``ChargeResult``): that is the step's result, handed to later steps and to
+the step's own undo. A step's ``policy.complete_by_s`` is the Agent activity's start-to-close
+timeout; workers may override it per step name with ``SAS_STEPS__<STEP>__...`` settings.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from task_models import OrderInput, PreorderInput, StepPolicyValues
+from task_models.activity_defs import AgentRef, InventoryDefs, PaymentDefs, ShippingDefs, activity_name, agent_result
 from task_models.ids import MAX_STEP_NAME
 
 _STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
@@ -22,10 +25,24 @@ _STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
 @dataclass(frozen=True)
 class StepDefinition:
     name: str
-    agent: str
-    compensation: str | None = None
+    forward: AgentRef
+    undo: AgentRef | None = None
     # None: the worker's SAS_DEFAULT_STEP__* settings. SAS_STEPS__<NAME>__* overrides either.
     policy: StepPolicyValues | None = None
+
+    @property
+    def agent(self) -> str:
+        """The forward Agent's activity name, as recorded in the plan and the state store."""
+        return activity_name(self.forward)
+
+    @property
+    def compensation(self) -> str | None:
+        return None if self.undo is None else activity_name(self.undo)
+
+    @property
+    def result(self) -> type[BaseModel] | None:
+        """The model of the step's result: its Agent's (task_models/results.py)."""
+        return agent_result(self.agent)
 
     def __post_init__(self) -> None:
         # Checked when the worker imports the definitions, so a bad name never reaches a
@@ -42,10 +59,17 @@ class TaskDefinition:
     input_model: type[BaseModel]
     steps: tuple[StepDefinition, ...]
 
+    def agents(self) -> dict[str, AgentRef]:
+        """Every Agent of the task type by activity name: the Scheduler finds a step's typed
+        reference here from the name its accepted plan recorded."""
+        refs = [(s.agent, s.forward) for s in self.steps]
+        refs += [(activity_name(s.undo), s.undo) for s in self.steps if s.undo is not None]
+        return dict(refs)
 
-RESERVE = StepDefinition("reserve", agent="inventory.reserve", compensation="inventory.release")
-CHARGE = StepDefinition("charge", agent="payment.charge", compensation="payment.refund")
-SHIP = StepDefinition("ship", agent="shipping.ship", compensation="shipping.cancel")
+
+RESERVE = StepDefinition("reserve", forward=InventoryDefs.reserve, undo=InventoryDefs.release)
+CHARGE = StepDefinition("charge", forward=PaymentDefs.charge, undo=PaymentDefs.refund)
+SHIP = StepDefinition("ship", forward=ShippingDefs.ship, undo=ShippingDefs.cancel)
 
 ORDER = TaskDefinition("order", OrderInput, (RESERVE, CHARGE, SHIP))
 PREORDER = TaskDefinition("preorder", PreorderInput, (RESERVE, CHARGE))

@@ -5,6 +5,10 @@ Every change of a step's state happens in this class, in ``_set``; each is
 mirrored to the state store - by the Agent itself when an attempt starts and
 succeeds, and through the ``mirror.record`` local activity otherwise.
 
+Each step's result (what its Agent got back, such as the provider's charge id) is kept
+here: later steps receive the results of earlier ones, and a step's undo its own forward
+result. Activities are called through their typed declarations (task_models/activity_defs.py).
+
 When a step fails after its Agent's quick retries, the Scheduler records it as
 Failed and waits for a decision (``retry``, ``compensate`` or ``park``) from the
 Supervisor or an operator; it never gives up on its own.
@@ -49,13 +53,17 @@ with workflow.unsafe.imports_passed_through():
         TransitionBatch,
         validate_task_id,
     )
+    from task_models.activity_defs import AgentRef, CallbackDefs, MirrorDefs, activity_name, agent_result
     from task_models.errors import MIRROR_WRITE_REFUSED
+    from task_models.results import shown
     from task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
     from task_models.versions import next_stamp, version_of
     from workflows.definitions import TaskDefinition
     from workflows.inputs import INVALID_INPUT, decode, short
     from workflows.summaries import current_details, step_summary
 
+# Runs started before step results existed replay without them (docs/replay.md).
+STEP_RESULTS_PATCH = "step-results"
 # A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
 TASK_ID_REUSED = "TaskIdReused"
 # Mirror writes wait out a database outage rather than fail the task.
@@ -86,6 +94,9 @@ class TaskScheduler:
         self._inflight: workflow.ActivityHandle[StepResult] | None = None
         self._published: dict[str, Any] = {}
         self._callbacks: list[workflow.ActivityHandle[None]] = []
+        # Forward results by step (secret fields included: they go only to the Agents).
+        self._results: dict[str, dict[str, Any]] = {}
+        self._with_results = False
 
     # ------------------------------------------------------------------ run
 
@@ -93,6 +104,9 @@ class TaskScheduler:
         task_input = self._validate(raw_input)
         info = workflow.info()
         resubmission = workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission)
+        # Asked once, first: a run recorded before results were kept goes on without them
+        # (its Agents then look the provider's id up by our key), whatever point it replays to.
+        self._with_results = workflow.patched(STEP_RESULTS_PATCH)
         declared = [
             StepPlan(
                 name=d.name,
@@ -104,8 +118,8 @@ class TaskScheduler:
             )
             for i, d in enumerate(self.definition.steps)
         ]
-        self._plan = await workflow.execute_local_activity(
-            "mirror.accept",
+        self._plan = await workflow.execute_local_activity_method(
+            MirrorDefs.accept,
             TaskAccepted(
                 task_id=info.workflow_id,
                 task_type=self.definition.task_type,
@@ -118,7 +132,6 @@ class TaskScheduler:
                 chain_id=info.first_execution_run_id,
                 resubmission=resubmission,
             ),
-            result_type=TaskPlan,
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,
             summary="accept the task: write its rows to the state store",
@@ -184,10 +197,9 @@ class TaskScheduler:
             step.runs += 1
             self._set(step, StepState.PROCESSING, TaskState.PROCESSING)
             call = self._call(plan, compensation=False, task_state_on_done=TaskState.PROCESSED if last else None)
-            self._inflight = workflow.start_activity(
-                plan.agent,
+            self._inflight = workflow.start_activity_method(
+                self._agent(plan.agent),
                 call,
-                result_type=StepResult,
                 start_to_close_timeout=plan.resolved_policy.complete_by,
                 heartbeat_timeout=plan.resolved_policy.heartbeat,
                 retry_policy=_retry_policy(plan.resolved_policy),
@@ -197,7 +209,8 @@ class TaskScheduler:
                 ),
             )
             try:
-                await self._inflight
+                done = await self._inflight
+                self._keep_result(plan, step, done)
                 self._set(step, StepState.PROCESSED, TaskState.PROCESSED if last else TaskState.PROCESSING)
                 self._notify("step_completed", step.name)
                 return
@@ -252,10 +265,9 @@ class TaskScheduler:
             undo_runs += 1
             self._set(step, StepState.COMPENSATING, TaskState.COMPENSATING)
             undo = asyncio.ensure_future(
-                workflow.execute_activity(
-                    plan.compensation,
+                workflow.execute_activity_method(
+                    self._agent(plan.compensation),
                     self._call(plan, compensation=True),
-                    result_type=StepResult,
                     start_to_close_timeout=policy.complete_by,
                     heartbeat_timeout=policy.heartbeat,
                     retry_policy=_retry_policy(policy),
@@ -495,6 +507,26 @@ class TaskScheduler:
 
     # ------------------------------------------------------------ helpers
 
+    def _agent(self, name: str) -> AgentRef:
+        """The typed reference of the Agent a plan names. The plan (recorded in history when the
+        task was accepted) decides which Agent runs; the registered name stays what it was."""
+        ref = self.definition.agents().get(name)
+        if ref is None:
+            raise ApplicationError(f"no Agent {name!r} is declared for {self.definition.task_type} tasks")
+        return ref
+
+    def _keep_result(self, plan: StepPlan, step: StepStatus, done: StepResult) -> None:
+        """Keep a forward result for the later steps and the undo; show it without its secrets."""
+        if not self._with_results:
+            return
+        self._results[plan.name] = done.data
+        model = agent_result(plan.agent)
+        step.result = shown(model, done.data) if model is not None else done.data
+
+    def _shown_results(self) -> dict[str, dict[str, Any]]:
+        assert self._status is not None
+        return {s.name: s.result for s in self._status.steps if s.result is not None}
+
     @property
     def _steps_plan(self) -> list[StepPlan]:
         assert self._plan is not None
@@ -578,6 +610,15 @@ class TaskScheduler:
                 failure_count=step.failure_count,
                 task_state_on_done=task_state_on_done,
             ),
+            # The steps before this one, in order; an undo gets its own step's result.
+            results={}
+            if compensation
+            else {
+                p.name: self._results[p.name]
+                for p in self._steps_plan
+                if p.position < plan.position and p.name in self._results
+            },
+            forward_result=self._results.get(plan.name) if compensation else None,
         )
 
     def _transition(
@@ -600,9 +641,9 @@ class TaskScheduler:
         )
 
     async def _mirror(self, transitions: list[StepTransition]) -> None:
-        with _unless_refused("mirror.record"):
-            await workflow.execute_local_activity(
-                "mirror.record",
+        with _unless_refused(activity_name(MirrorDefs.record)):
+            await workflow.execute_local_activity_method(
+                MirrorDefs.record,
                 TransitionBatch(transitions=transitions),
                 start_to_close_timeout=_MIRROR_TIMEOUT,
                 retry_policy=_MIRROR_RETRY,
@@ -627,9 +668,9 @@ class TaskScheduler:
             changed=changed,
             at=workflow.now(),
         )
-        with _unless_refused("mirror.audit"):
-            await workflow.execute_local_activity(
-                "mirror.audit",
+        with _unless_refused(activity_name(MirrorDefs.audit)):
+            await workflow.execute_local_activity_method(
+                MirrorDefs.audit,
                 record,
                 start_to_close_timeout=_MIRROR_TIMEOUT,
                 retry_policy=_MIRROR_RETRY,
@@ -662,10 +703,11 @@ class TaskScheduler:
             detail=detail,
             at=workflow.now(),
             url=url,
+            results=self._shown_results(),
         )
         self._callbacks.append(
-            workflow.start_activity(
-                "callback.post",
+            workflow.start_activity_method(
+                CallbackDefs.post,
                 event,
                 start_to_close_timeout=timedelta(seconds=15),
                 retry_policy=_CALLBACK_RETRY,

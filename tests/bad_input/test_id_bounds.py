@@ -15,6 +15,7 @@ from sqlalchemy import String
 from remote_services.app import MAX_KEY_LENGTH
 from state_store.tables import Step
 from task_models import TaskResult, TaskState, incarnation_key, validate_task_id
+from task_models.activity_defs import PaymentDefs
 from task_models.ids import (
     MAX_INCARNATION,
     MAX_SCHEDULE_ID,
@@ -60,9 +61,9 @@ def test_each_bound_is_refused_where_it_enters() -> None:
         validate_schedule_id("s" * (MAX_SCHEDULE_ID + 1))
     assert validate_schedule_id("s" * MAX_SCHEDULE_ID)
     with pytest.raises(ValueError, match=rf"1-{MAX_STEP_NAME} characters"):
-        StepDefinition("s" * (MAX_STEP_NAME + 1), agent="payment.charge")
+        StepDefinition("s" * (MAX_STEP_NAME + 1), forward=PaymentDefs.charge)
     with pytest.raises(ValueError, match="step name"):
-        StepDefinition("Charge Card", agent="payment.charge")
+        StepDefinition("Charge Card", forward=PaymentDefs.charge)
 
 
 def test_sas_refuses_a_schedule_id_its_runs_would_outgrow() -> None:

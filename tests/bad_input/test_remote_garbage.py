@@ -129,3 +129,20 @@ async def test_permanent_garbage_fails_the_step_and_the_supervisor_compensates(s
     assert await stack.task_state(task_id) == "Compensated"
     assert [a.kind for a in await stack.alerts(task_id)] == ["failure_threshold"]
     await no_failed_workflow_task(stack, task_id)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{}, {"amount_cents": 5}, {"charge_id": "", "amount_cents": 5}, {"charge_id": "ch 1", "amount_cents": 5}],
+)
+def test_an_answer_that_is_not_the_steps_result_model_is_garbage(answer: dict[str, Any]) -> None:
+    """A JSON object without a valid charge id is no ChargeResult: RemoteGarbage, retryable."""
+    from activities.agent import _validated
+    from task_models.results import ChargeResult
+
+    with pytest.raises(ApplicationError) as caught:
+        _validated(ChargeResult, "/payment/charge", answer | {"client_secret": "s3cr3t"})
+    assert caught.value.type == GARBAGE and not caught.value.non_retryable
+    assert "ChargeResult" in caught.value.message and "s3cr3t" not in caught.value.message
+    ok = _validated(ChargeResult, "/payment/charge", {"charge_id": "ch_1", "amount_cents": 5, "extra": 1})
+    assert ok == {"charge_id": "ch_1", "amount_cents": 5, "client_secret": None}

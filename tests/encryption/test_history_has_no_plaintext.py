@@ -54,9 +54,13 @@ def payloads_in(message: Message, path: str = "") -> Iterator[tuple[str, Payload
 
 def _sdk_bookkeeping(where: str) -> bool:
     """Payloads Temporal itself writes in clear, holding no order data (docs/security.md):
-    search attributes, and a local activity marker's own record (sequence number, activity
-    type, times) - its result sits next to it under details[result], encrypted."""
-    return "search_attributes" in where or where == "marker_recorded_event_attributes.details[data].payloads"
+    search attributes, a local activity marker's own record (sequence number, activity
+    type, times) - its result sits next to it under details[result], encrypted - and a
+    patch marker's record (the patch id, such as ``step-results``)."""
+    return "search_attributes" in where or where in (
+        "marker_recorded_event_attributes.details[data].payloads",
+        "marker_recorded_event_attributes.details[patch-data].payloads",
+    )
 
 
 async def raw_history_bytes(raw: Client, workflow_id: str) -> tuple[bytes, list[tuple[str, Payload]]]:

@@ -148,11 +148,18 @@ async def test_ship_records_one_row(http: httpx.AsyncClient, admin: RemoteServic
 
 
 @pytest.mark.parametrize(
-    ("forward", "make_body", "undo", "target_field", "answer"),
+    ("forward", "make_body", "undo", "target_field", "id_field", "answer"),
     [
-        ("/inventory/reserve", reserve_body, "/inventory/release", "reserve_key", {"released": True}),
-        ("/payment/charge", charge_body, "/payment/refund", "charge_key", {"refunded": True, "amount_cents": 1999}),
-        ("/shipping/ship", ship_body, "/shipping/cancel", "ship_key", {"cancelled": True}),
+        ("/inventory/reserve", reserve_body, "/inventory/release", "reserve_key", "reservation_id", {"released": True}),
+        (
+            "/payment/charge",
+            charge_body,
+            "/payment/refund",
+            "charge_key",
+            "charge_id",
+            {"refunded": True, "amount_cents": 1999},
+        ),
+        ("/shipping/ship", ship_body, "/shipping/cancel", "ship_key", "shipment_id", {"cancelled": True}),
     ],
 )
 async def test_compensation_undoes_the_forward_effect(
@@ -162,22 +169,28 @@ async def test_compensation_undoes_the_forward_effect(
     make_body: Callable[[str], dict[str, Any]],
     undo: str,
     target_field: str,
+    id_field: str,
     answer: dict[str, Any],
 ) -> None:
     order, key, undo_key = order_id(), new_key(), new_key()
-    assert (await post(http, forward, make_body(order), key)).status_code == 200
-    response = await post(http, undo, {"order_id": order, target_field: key}, undo_key)
-    assert response.status_code == 200 and response.json() == answer
+    done = await post(http, forward, make_body(order), key)
+    assert done.status_code == 200
+    provider_id = done.json()[id_field]
+    undo_body = {"order_id": order, target_field: key, id_field: provider_id}
+    response = await post(http, undo, undo_body, undo_key)
+    # The undo has an id of its own (a refund's re_…); the rest is the answer.
+    assert response.status_code == 200 and response.json() | answer == response.json()
     forward_row, undo_row = await admin.ledger(order)
     assert undo_row.action == undo.rsplit("/", 1)[1]
     assert (undo_row.idempotency_key, undo_row.target_key) == (undo_key, key)
+    assert (forward_row.provider_id, undo_row.target_id) == (provider_id, provider_id)
     assert undo_row.amount_cents == forward_row.amount_cents
     assert undo_row.seq > forward_row.seq
 
     # Repeat: replayed, no new row. Another key for the same undo: nothing left to undo.
-    replay = await post(http, undo, {"order_id": order, target_field: key}, undo_key)
-    assert replay.json() == answer and replay.headers["idempotent-replayed"] == "true"
-    again = await post(http, undo, {"order_id": order, target_field: key}, new_key())
+    replay = await post(http, undo, undo_body, undo_key)
+    assert replay.json() == response.json() and replay.headers["idempotent-replayed"] == "true"
+    again = await post(http, undo, undo_body, new_key())
     assert again.status_code == 200 and not next(iter(again.json().values()))
     assert len(await admin.ledger(order)) == 2
 
@@ -350,7 +363,8 @@ async def test_forward_done_before_its_undo_stays_replayable(
 ) -> None:
     order, key = order_id(), new_key()
     first = await post(http, "/shipping/ship", ship_body(order), key)
-    await post(http, "/shipping/cancel", {"order_id": order, "ship_key": key}, new_key())
+    cancel = {"order_id": order, "ship_key": key, "shipment_id": first.json()["shipment_id"]}
+    assert (await post(http, "/shipping/cancel", cancel, new_key())).status_code == 200
     replay = await post(http, "/shipping/ship", ship_body(order), key)
     assert replay.status_code == 200 and replay.content == first.content
     assert replay.headers["idempotent-replayed"] == "true"
@@ -365,9 +379,12 @@ async def test_forward_and_undo_racing_stay_consistent(http: httpx.AsyncClient, 
             post(http, "/payment/refund", {"order_id": order, "charge_key": key}, new_key()),
         )
         actions = [entry.action for entry in await admin.ledger(order)]
-        if refund.json()["refunded"]:
-            assert charge.status_code == 200 and actions == ["charge", "refund"]
+        if refund.status_code == 422:
+            # The charge came first: a refund must then name it, and this one could not.
+            assert refund.json()["error"] == "charge_id_required"
+            assert charge.status_code == 200 and actions == ["charge"]
         else:
+            assert refund.json() == {"refunded": False, "amount_cents": 0}
             assert charge.status_code == 409 and charge.json()["error"] == "voided" and actions == []
 
 

@@ -3,8 +3,7 @@ current attempt's. The Agent writes one row per attempt it starts, in the same t
 as its Processing (or Compensating) write.
 
 Revision ID: 0006
-Revises: 0004 (0005, written on another branch at the same time, adds a result column:
-when both are merged this one's down_revision becomes "0005")
+Revises: 0005 (written on another branch at the same time; it adds the steps' result column)
 """
 
 import sqlalchemy as sa
@@ -13,7 +12,7 @@ from alembic import op
 from state_store.tables import UTCDateTime
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
