@@ -1,0 +1,412 @@
+"""Bulk operator actions: `sas retry | compensate | resubmit` over a selection of 50+ tasks.
+
+Each test gets its tasks where an incident would leave them (parked at charge, or undone)
+with a permanent fault per order at the remote payment service, and a Supervisor whose
+ladder acts at once. A dry run lists them and changes nothing; the real run acts on each,
+skips the one Temporal shows finished, returns per-task results and leaves one audit
+entry per task acted on, written by its Scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import select, update
+from temporalio.client import Client
+
+from remote_services.launcher import ServiceProcess
+from settings import SupervisorSettings
+from state_store.queries import audit_for
+from state_store.tables import Task
+from supervisor.worker import build_worker, ensure_supervisor_running
+from task_models import TaskResult
+from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack, order, start_stack
+
+N = 52  # the issue asks for at least 50 per bulk action
+# Enough workers' slots that 50 orders and their mirror writes run side by side.
+CONCURRENCY = "16"
+
+
+def ladder(outcome: Literal["compensate", "park"], workflow_id: str) -> SupervisorSettings:
+    """A short ladder, set here explicitly: a permanent fault goes straight to ``outcome``.
+    The orphan check is off, so a task terminated from outside stays as the mirror last saw it."""
+    return SupervisorSettings(
+        interval_s=0.5,
+        failure_threshold=1,
+        retries=0,
+        cooldown_tries=0,
+        outcome=outcome,
+        overdue_grace_s=1.5,
+        orphan_after_s=3600,
+        orphan_check_s=3600,
+        workflow_id=workflow_id,
+    )
+
+
+@asynccontextmanager
+async def laddered(
+    client: Client, temporal_address: str, services: ServiceProcess, db_url: str, outcome: Literal["compensate", "park"]
+) -> AsyncIterator[Stack]:
+    """A task worker and a Supervisor with ``ladder(outcome)`` (the Schedulers wake it by its id)."""
+    async with start_stack(client, temporal_address, services.url, db_url, supervisor=False) as plain:
+        settings = plain.settings.model_copy(
+            update={"supervisor": ladder(outcome, plain.settings.supervisor.workflow_id)}
+        )
+        async with build_worker(client, settings, plain.sessions, "test-supervisor"):
+            await ensure_supervisor_running(client, settings)
+            try:
+                yield dataclasses.replace(plain, settings=settings)
+            finally:
+                await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")
+
+
+@pytest_asyncio.fixture
+async def parking(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> AsyncIterator[Stack]:
+    async with laddered(client, temporal_address, services, sqlite_url, "park") as stack:
+        yield stack
+
+
+@pytest_asyncio.fixture
+async def undoing(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> AsyncIterator[Stack]:
+    async with laddered(client, temporal_address, services, sqlite_url, "compensate") as stack:
+        yield stack
+
+
+async def sas(stack: Stack | None, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
+    """The ``sas`` command in its own process, against ``stack`` (None: flags refused before any connection)."""
+    env = {**os.environ, "COLUMNS": str(columns), "USER": "tester"}
+    if stack is not None:
+        env["SAS_TEMPORAL__ADDRESS"] = stack.settings.temporal.address
+        env["SAS_TEMPORAL__TASK_QUEUE"] = stack.settings.temporal.task_queue
+        env["SAS_DATABASE__URL"] = stack.settings.database.url
+    argv = [sys.executable, "-m", "sas_cli.main", *args]
+    return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=300)
+
+
+def as_json(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def states(stack: Stack, ids: list[str]) -> dict[str, str]:
+    async with stack.sessions() as session:
+        rows = await session.execute(select(Task.task_id, Task.state).where(Task.task_id.in_(ids)))
+        return {task_id: state for task_id, state in rows.tuples().all()}
+
+
+async def all_in(stack: Stack, ids: list[str], state: str, what: str, timeout: float = 90) -> None:
+    await wait_until(
+        lambda: states(stack, ids),
+        lambda found: len(found) == len(ids) and set(found.values()) == {state},
+        timeout=timeout,
+        interval=0.5,
+        what=what,
+    )
+
+
+async def fail_charges(stack: Stack, prefix: str, n: int = N, times: int | None = None) -> list[str]:
+    """Submit ``n`` orders whose charge the payment service declines (``times`` times: then it works)."""
+    ids = [fresh_id(prefix) for _ in range(n)]
+    rule: dict[str, Any] = {"endpoint": "payment.charge", "kind": "permanent", "status": 422, "error": "card_declined"}
+    if times is not None:
+        rule["times"] = times
+    await asyncio.gather(*(stack.add_fault(**rule, match_order_id=task_id) for task_id in ids))
+    await asyncio.gather(*(stack.submit(task_id) for task_id in ids))
+    return ids
+
+
+async def audit(stack: Stack, task_id: str) -> list[Any]:
+    async with stack.sessions() as session:
+        return await audit_for(session, task_id)
+
+
+async def one_audit_each(stack: Stack, ids: list[str], action: str, reason: str, bulk_id: str) -> None:
+    """Each task's Scheduler wrote exactly one entry for the bulk run (it writes it just after it answers)."""
+
+    async def entries() -> dict[str, list[Any]]:
+        return {task_id: await audit(stack, task_id) for task_id in ids}
+
+    found = await wait_until(
+        entries, lambda e: all(len(v) >= 1 for v in e.values()), timeout=60, interval=0.5, what=f"{action} audit"
+    )
+    for task_id, rows in found.items():
+        assert [(r.action, r.actor) for r in rows] == [(action, "alice")], task_id
+        assert reason in rows[0].reason and f"bulk {bulk_id}" in rows[0].reason
+
+
+def results_by_outcome(out: dict[str, Any]) -> dict[str, set[str]]:
+    grouped: dict[str, set[str]] = {"ok": set(), "skipped": set(), "failed": set()}
+    for r in out["results"]:
+        grouped[r["outcome"]].add(r["task_id"])
+    return grouped
+
+
+# ------------------------------------------------------------------- retry
+
+
+async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
+    stack = parking
+    ids = await fail_charges(stack, "bulk-retry", times=1)
+    await all_in(stack, ids, "Error", "52 orders parked at charge")
+    # Someone terminated one from the UI after it was parked: the mirror still says Error.
+    gone = ids[0]
+    await stack.client.get_workflow_handle(gone).terminate("closed from the UI")
+
+    planned = as_json(
+        await sas(stack, "retry", "--state", "parked", "--step", "charge", "--since", "1h", "--dry-run", "--json")
+    )
+    assert planned["dry_run"] is True and planned["more"] is False
+    assert {t["task_id"] for t in planned["tasks"]} == set(ids)
+    assert all(t["state"] == "Error" and t["step"] == "charge" for t in planned["tasks"])
+    assert all("card_declined" in (t["last_error"] or "") for t in planned["tasks"])
+
+    shown = await sas(stack, "retry", "--state", "error", "--step", "charge", "--dry-run", columns=80)
+    assert shown.returncode == 0, shown.stderr
+    assert f"{N} task(s) selected" in " ".join(shown.stdout.split())
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+    refused = await sas(stack, "retry", "--state", "error", "--step", "charge")
+    assert refused.returncode == 2 and "add --yes" in refused.stderr
+    # Neither the dry runs nor the refusal did anything.
+    assert set((await states(stack, ids)).values()) == {"Error"}
+    assert [await audit(stack, task_id) for task_id in ids] == [[]] * len(ids)
+
+    done = await sas(
+        stack,
+        "retry",
+        "--state",
+        "error",
+        "--step",
+        "charge",
+        "--yes",
+        "--json",
+        "--concurrency",
+        CONCURRENCY,
+        "--by",
+        "alice",
+        "--reason",
+        "card processor back",
+    )
+    out = as_json(done)
+    outcome = results_by_outcome(out)
+    assert outcome["ok"] == set(ids) - {gone} and outcome["failed"] == set()
+    assert outcome["skipped"] == {gone}
+    skipped = next(r for r in out["results"] if r["task_id"] == gone)
+    assert "terminated" in skipped["reason"] and "not retried" in skipped["reason"]
+    assert out["counts"] == {"ok": N - 1, "skipped": 1, "failed": 0}
+
+    retried = [t for t in ids if t != gone]
+    await all_in(stack, retried, "Processed", "the retried orders to complete")
+    assert await stack.task_state(gone) == "Error"  # never acted on
+    await one_audit_each(stack, retried, "retry", "card processor back", out["bulk_id"])
+    assert await audit(stack, gone) == []
+
+
+# -------------------------------------------------------------- compensate
+
+
+async def test_bulk_compensate_selected_by_a_visibility_query(parking: Stack) -> None:
+    stack = parking
+    ids = await fail_charges(stack, "bulk-comp")
+    await all_in(stack, ids, "Error", "52 orders parked at charge")
+    gone = ids[-1]
+    await stack.client.get_workflow_handle(gone).terminate("closed from the UI")
+    query = "SasTaskState = 'Error' AND SasCurrentStep = 'charge'"
+
+    # Visibility follows the workflows a little behind: wait until it lists every one.
+    planned = await wait_until(
+        lambda: sas(stack, "compensate", "--query", query, "--dry-run", "--json"),
+        lambda done: done.returncode == 0 and len(json.loads(done.stdout)["tasks"]) == N,
+        timeout=60,
+        interval=1,
+        what="the visibility query to list every parked order",
+    )
+    assert {t["task_id"] for t in json.loads(planned.stdout)["tasks"]} == set(ids)
+    assert set((await states(stack, ids)).values()) == {"Error"}
+
+    done = await sas(
+        stack,
+        "compensate",
+        "--query",
+        query,
+        "--yes",
+        "--json",
+        "--concurrency",
+        CONCURRENCY,
+        "--by",
+        "alice",
+        "--reason",
+        "customers cancelled",
+    )
+    out = as_json(done)
+    outcome = results_by_outcome(out)
+    assert outcome == {"ok": set(ids) - {gone}, "skipped": {gone}, "failed": set()}
+    skipped = next(r for r in out["results"] if r["task_id"] == gone)
+    assert "terminated" in skipped["reason"] and "not compensated" in skipped["reason"]
+
+    undone = [t for t in ids if t != gone]
+    await all_in(stack, undone, "Compensated", "the orders to be undone")
+    assert await stack.task_state(gone) == "Error"
+    await one_audit_each(stack, undone, "compensate", "customers cancelled", out["bulk_id"])
+    assert await audit(stack, gone) == []
+    reserved = [e for e in await stack.ledger(undone[0]) if e["action"] == "release"]
+    assert len(reserved) == 1  # the undo ran: the reservation was released
+
+
+# ---------------------------------------------------------------- resubmit
+
+
+async def test_bulk_resubmit_of_compensated_orders_starts_new_incarnations(undoing: Stack) -> None:
+    stack = undoing
+    ids = await fail_charges(stack, "bulk-resub", times=1)
+    await all_in(stack, ids, "Compensated", "52 orders undone")
+    # A completed order whose row drifted to Compensated (a lost write): Temporal says Processed.
+    drifted = fresh_id("bulk-drift")
+    result = await (await stack.submit(drifted)).result()
+    assert isinstance(result, TaskResult) and result.state == "Processed"
+    async with stack.sessions() as session, session.begin():
+        await session.execute(update(Task).where(Task.task_id == drifted).values(state="Compensated"))
+    selected = [*ids, drifted]
+
+    planned = as_json(await sas(stack, "resubmit", "--state", "compensated", "--since", "30m", "--dry-run", "--json"))
+    assert {t["task_id"] for t in planned["tasks"]} == set(selected)
+    assert set((await states(stack, selected)).values()) == {"Compensated"}
+
+    done = await sas(
+        stack,
+        "resubmit",
+        "--state",
+        "compensated",
+        "--since",
+        "30m",
+        "--yes",
+        "--json",
+        "--concurrency",
+        CONCURRENCY,
+        "--by",
+        "alice",
+        "--reason",
+        "card processor fixed",
+    )
+    out = as_json(done)
+    outcome = results_by_outcome(out)
+    assert outcome == {"ok": set(ids), "skipped": {drifted}, "failed": set()}
+    assert all("incarnation 2" in r["reason"] for r in out["results"] if r["outcome"] == "ok")
+    assert "Processed in Temporal" in next(r["reason"] for r in out["results"] if r["task_id"] == drifted)
+
+    await all_in(stack, ids, "Processed", "the resubmitted orders to complete")
+    for task_id in ids[:5]:
+        record = await stack.record(task_id)
+        assert record is not None and record.task.incarnation == 2
+    await one_audit_each(stack, ids, "resubmit", "card processor fixed", out["bulk_id"])
+    assert await audit(stack, drifted) == []
+    assert await stack.task_state(drifted) == "Compensated"  # not touched: only `sas reconcile` repairs it
+
+
+# ------------------------------------------------------- PostgreSQL, parked
+
+
+@pytest_asyncio.fixture
+async def parking_pg(
+    client: Client, temporal_address: str, services: ServiceProcess, postgres_required: None
+) -> AsyncIterator[Stack]:
+    from tests.postgres import fresh_database
+
+    with fresh_database() as url:
+        async with laddered(client, temporal_address, services, url, "park") as stack:
+            yield stack
+
+
+async def test_bulk_resubmit_of_parked_orders_on_postgres(parking_pg: Stack) -> None:
+    """Parked orders are still running: resubmit resets their FailureCount and retries."""
+    stack = parking_pg
+    ids = await fail_charges(stack, "bulk-pg", n=50, times=1)
+    await all_in(stack, ids, "Error", "50 orders parked at charge")
+    gone = ids[0]
+    await stack.client.get_workflow_handle(gone).terminate("closed from the UI")
+    # Processed in Temporal, Error in the drifted mirror: skipped, not resubmitted.
+    drifted = fresh_id("bulk-pg-drift")
+    await (await stack.submit(drifted, order())).result()
+    async with stack.sessions() as session, session.begin():
+        await session.execute(update(Task).where(Task.task_id == drifted).values(state="Error", current_step="charge"))
+
+    planned = as_json(await sas(stack, "resubmit", "--state", "error", "--step", "charge", "--dry-run", "--json"))
+    assert {t["task_id"] for t in planned["tasks"]} == {*ids, drifted}
+
+    out = as_json(
+        await sas(
+            stack,
+            "resubmit",
+            "--state",
+            "error",
+            "--step",
+            "charge",
+            "--yes",
+            "--json",
+            "--concurrency",
+            CONCURRENCY,
+            "--by",
+            "alice",
+            "--reason",
+            "limits raised",
+        )
+    )
+    outcome = results_by_outcome(out)
+    running = [t for t in ids if t != gone]
+    # The terminated one is a finished Error task: resubmit's own case, a new incarnation.
+    assert outcome == {"ok": set(ids), "skipped": {drifted}, "failed": set()}
+    assert all("FailureCount reset" in r["reason"] for r in out["results"] if r["task_id"] in running)
+    assert "incarnation 2" in next(r["reason"] for r in out["results"] if r["task_id"] == gone)
+
+    await all_in(stack, ids, "Processed", "the resubmitted orders to complete")
+    await one_audit_each(stack, ids, "resubmit", "limits raised", out["bulk_id"])
+    charge = next(s for s in (await stack.record(running[0])).steps if s.name == "charge")  # type: ignore[union-attr]
+    assert charge.failure_count == 0 and charge.resets == 1
+
+
+# ------------------------------------------------------------ refusals
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["retry"], "refusing to act on every task"),
+        (["compensate", "--yes"], "refusing to act on every task"),
+        (["retry", "order-1", "--state", "error"], "a task id and a selection"),
+        (["resubmit", "order-1", "--yes"], "a task id and --yes"),
+        (["retry", "--state", "exploded"], "unknown state"),
+        (["retry", "--state", "processed"], "done and stays done"),
+        (["compensate", "--since", "100d"], "must be from 1s to 90d"),
+        (["compensate", "--since", "soon"], "use a whole number and a unit"),
+        (["retry", "--step", "pack"], "unknown step"),
+        (["retry", "--state", "error", "--limit", "5000"], "--limit 5000: must be 1 to 1000"),
+        (["retry", "--state", "error", "--query", "SasFailureCount > 1"], "not both"),
+        (["retry", "--state", "error", "--dry-run", "--yes"], "not both"),
+    ],
+)
+async def test_bad_or_unbounded_selections_are_refused_in_one_line(args: list[str], says: str) -> None:
+    done = await sas(None, *args)
+    assert done.returncode != 0 and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_an_empty_selection_and_a_bad_query_are_refused(stack_no_supervisor: Stack) -> None:
+    done = await sas(stack_no_supervisor, "retry", "--state", "error", "--dry-run")
+    assert done.returncode == 1 and "no task matches --state Error" in done.stderr
+    done = await sas(stack_no_supervisor, "compensate", "--query", "SasTaskState === 'Error'", "--dry-run")
+    assert done.returncode == 1 and "--query: Temporal refused it" in done.stderr
