@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -143,6 +144,8 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
     if results is None:
         _print_plan(action, selection, chosen, flags.as_json)
         if flags.dry_run:
+            if not flags.as_json:
+                console.print(f"dry run: nothing done; add --yes instead of --dry-run to {action} them")
             return 0
         n = len(chosen.tasks)
         err_console.print(
@@ -326,16 +329,23 @@ def _print_plan(action: Action, selection: Selection, chosen: Selected, as_json:
             }
         )
         return
-    console.print(
-        table(
-            f"{action}: {len(chosen.tasks)} task(s) selected by {selection.describe()}{_cut(chosen, selection)}",
-            ["task", "state", "step", "changed", "last error"],
-            [[t.task_id, styled(t.state), t.step, ago(t.updated_at), _short(t.last_error)] for t in chosen.tasks],
-        )
+    shown = table(
+        f"{action}: {len(chosen.tasks)} task(s) selected by {selection.describe()}{_cut(chosen, selection)}",
+        ["task", "state", "step", "changed", "last error"],
+        [[t.task_id, styled(t.state), t.step, ago(t.updated_at), _short(t.last_error, 28)] for t in chosen.tasks],
     )
+    # One line per task at 80 columns: ids of a usual length whole, the last error cut
+    # (`sas status ID` shows it whole).
+    shown.columns[0].min_width = _id_width(t.task_id for t in chosen.tasks)
+    console.print(shown)
 
 
-def _short(text: str | None, width: int = 60) -> str:
+def _id_width(ids: Iterable[str]) -> int:
+    """Task ids on one line when they are of a usual length; longer ones fold."""
+    return min(max((len(i) for i in ids), default=4), 28)
+
+
+def _short(text: str | None, width: int) -> str:
     if not text:
         return ""
     line = " ".join(text.split())
@@ -356,12 +366,12 @@ def _print_results(action: Action, bulk_id: str, chosen: Selected, results: list
         )
         return
     style = {"ok": "green", "skipped": "yellow", "failed": "bold red"}
-    console.print(
-        table(
-            f"{action} (bulk {bulk_id}): " + ", ".join(f"{v} {k}" for k, v in counts.items()),
-            ["task", "outcome", "reason"],
-            [[r.task_id, Markup(f"[{style[r.outcome]}]{r.outcome}[/]"), r.reason] for r in results],
-        )
+    shown = table(
+        f"{action} (bulk {bulk_id}): " + ", ".join(f"{v} {k}" for k, v in counts.items()),
+        ["task", "outcome", "reason"],
+        [[r.task_id, Markup(f"[{style[r.outcome]}]{r.outcome}[/]"), r.reason] for r in results],
     )
+    shown.columns[0].min_width = _id_width(r.task_id for r in results)
+    console.print(shown)
     if chosen.more:
         console.print("more tasks match than --limit: run the command again for the rest")
