@@ -16,14 +16,15 @@ Each selected task goes through what the single-task command does, and nothing m
    as for one task. The reason carries ``(bulk <id>)`` so one run's entries can be found together.
 
 Why a bounded concurrent loop, not a Temporal batch operation: a batch operation
-(``StartBatchOperation``, reached through ``client.workflow_service``) applies a *signal*,
-cancel, terminate or reset to every workflow a visibility query matches, server-side. It
-would fit the signals, but it answers with counts only: the Scheduler ignores a signal that
-does not apply (it records an event), so no per-task accepted/rejected-with-reason result
-would come back; it acts on visibility, which lags the workflows, with no look at each one
-first; it cannot send the validated updates that answer at once; and resubmitting a finished
-task starts a new run, which no batch operation does. So sas sends the updates itself, at
-most ``--concurrency`` (default 8, at most 32) at a time, each given ``TASK_TIMEOUT_S``.
+(``StartBatchOperation``, reached through ``client.workflow_service``) applies a signal,
+cancel, terminate, reset or activity operation server-side to every workflow a visibility
+query matches (or to a list of executions). It would carry our ``retry`` and ``compensate``
+*signals*, but it reports counts only, and the Scheduler ignores a signal that does not
+apply (it records an event), so the operator would get no per-task "accepted" or "rejected
+because ..."; it has no operation for the validated *updates* that give that answer; and
+resubmitting a finished task starts a new run, which no batch operation does. So sas sends
+the updates itself, after its own look at each workflow, at most ``--concurrency`` (default
+8, at most 32) at a time, each given ``TASK_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -34,18 +35,19 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
 from sas_cli import context
-from sas_cli.bulk_selection import Selected, Selection, any_given, check, select
+from sas_cli.bulk_selection import Selected, Selection, check, select
 from sas_cli.output import CliError, Markup, ago, console, err_console, print_json, styled, table
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
     from state_store.selection import SelectedTask
+    from task_models import OperatorRequest
 
 Action = Literal["retry", "compensate", "resubmit"]
 Outcome = Literal["ok", "skipped", "failed"]
@@ -80,9 +82,6 @@ class Flags:
     dry_run: bool
     yes: bool
     as_json: bool
-
-    def selects(self) -> bool:
-        return any_given(self.states, self.step, self.since, self.task_type, self.query)
 
     def bulk_only(self) -> list[str]:
         from sas_cli.bulk_selection import DEFAULT_LIMIT
@@ -136,7 +135,7 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
         chosen = await select(client, context.settings().temporal.task_queue, selection)
         if not chosen.tasks or flags.dry_run or not flags.yes:
             return chosen, None
-        return chosen, await _act_all(client, action, request, chosen.tasks, flags.concurrency)
+        return chosen, await _act_all(client, action, bulk_id, request, chosen.tasks, flags.concurrency)
 
     chosen, results = context.run(go)
     if not chosen.tasks:
@@ -157,7 +156,7 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
     return 1 if any(r.outcome == "failed" for r in results) else 0
 
 
-def _request(action: Action, step: str | None, by: str, reason: str) -> Any:
+def _request(action: Action, step: str | None, by: str, reason: str) -> OperatorRequest:
     from pydantic import ValidationError
 
     from task_models import OperatorRequest
@@ -175,11 +174,20 @@ def _request(action: Action, step: str | None, by: str, reason: str) -> Any:
 
 
 async def _act_all(
-    client: Client, action: Action, request: Any, targets: list[SelectedTask], concurrency: int
+    client: Client,
+    action: Action,
+    bulk_id: str,
+    request: OperatorRequest,
+    targets: list[SelectedTask],
+    concurrency: int,
 ) -> list[Result]:
     """Act on every target, at most ``concurrency`` at a time, with a progress bar on a terminal."""
     gate = asyncio.Semaphore(concurrency)
     progress = _Progress(action, len(targets))
+    # Said first, so an interrupted run can still be found in the audit log by its id.
+    err_console.print(
+        f"{action} (bulk {bulk_id}): {len(targets)} task(s), {concurrency} at a time", markup=False, highlight=False
+    )
 
     async def one(target: SelectedTask) -> Result:
         async with gate:
@@ -202,7 +210,7 @@ async def _act_all(
         return list(await asyncio.gather(*(one(t) for t in targets)))
 
 
-async def _act(client: Client, action: Action, request: Any, target: SelectedTask) -> Result:
+async def _act(client: Client, action: Action, request: OperatorRequest, target: SelectedTask) -> Result:
     """One task: ask Temporal first, then act as the single-task command would."""
     from supervisor.temporal_view import look
 
@@ -217,7 +225,7 @@ async def _act(client: Client, action: Action, request: Any, target: SelectedTas
     return await _update(client, target.task_id, update, request, action)
 
 
-async def _update(client: Client, task_id: str, name: str, request: Any, action: Action) -> Result:
+async def _update(client: Client, task_id: str, name: str, request: OperatorRequest, action: Action) -> Result:
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -237,7 +245,7 @@ async def _update(client: Client, task_id: str, name: str, request: Any, action:
 
 
 async def _resubmit_finished(
-    client: Client, request: Any, target: SelectedTask, run_id: str | None, completed: bool
+    client: Client, request: OperatorRequest, target: SelectedTask, run_id: str | None, completed: bool
 ) -> Result:
     """A task whose workflow has closed runs again as its next incarnation, when Temporal and
     the mirror agree it ended Compensated or Error. A task Temporal shows Processed is done."""

@@ -13,11 +13,14 @@ import asyncio
 import dataclasses
 import json
 import os
+import pty
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pytest
@@ -104,6 +107,45 @@ def as_json(done: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(done.stdout)
 
 
+async def sas_on_a_terminal(stack: Stack, *args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The same, with stderr on a pseudo-terminal (where the progress bar goes); what the terminal showed."""
+    env = {
+        **os.environ,
+        "COLUMNS": "80",
+        "TERM": "xterm",
+        "USER": "tester",
+        "SAS_TEMPORAL__ADDRESS": stack.settings.temporal.address,
+        "SAS_TEMPORAL__TASK_QUEUE": stack.settings.temporal.task_queue,
+        "SAS_DATABASE__URL": stack.settings.database.url,
+    }
+    env.pop("NO_COLOR", None)
+    main, terminal = pty.openpty()
+    shown: list[bytes] = []
+
+    def drain() -> None:  # the terminal's buffer is small: keep reading while the command runs
+        while True:
+            try:
+                data = os.read(main, 4096)
+            except OSError:  # the command ended and closed its side
+                return
+            if not data:
+                return
+            shown.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    argv = [sys.executable, "-m", "sas_cli.main", *args]
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run, argv, stdout=subprocess.PIPE, stderr=terminal, text=True, env=env, timeout=300
+        )
+    finally:
+        os.close(terminal)
+        await asyncio.to_thread(reader.join, 10)
+        os.close(main)
+    return done, b"".join(shown).decode(errors="replace")
+
+
 async def states(stack: Stack, ids: list[str]) -> dict[str, str]:
     async with stack.sessions() as session:
         rows = await session.execute(select(Task.task_id, Task.state).where(Task.task_id.in_(ids)))
@@ -120,15 +162,28 @@ async def all_in(stack: Stack, ids: list[str], state: str, what: str, timeout: f
     )
 
 
-async def fail_charges(stack: Stack, prefix: str, n: int = N, times: int | None = None) -> list[str]:
-    """Submit ``n`` orders whose charge the payment service declines (``times`` times: then it works)."""
+@dataclass
+class Incident:
+    """Orders whose charge the payment service declines, until ``over()`` lifts the faults."""
+
+    stack: Stack
+    faults: dict[str, str]
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.faults)
+
+    async def over(self) -> None:
+        await asyncio.gather(*(self.stack.remove_fault(f) for f in self.faults.values()))
+
+
+async def fail_charges(stack: Stack, prefix: str, n: int = N) -> Incident:
+    """Submit ``n`` orders whose every charge is declined (a permanent fault, one rule per order)."""
     ids = [fresh_id(prefix) for _ in range(n)]
-    rule: dict[str, Any] = {"endpoint": "payment.charge", "kind": "permanent", "status": 422, "error": "card_declined"}
-    if times is not None:
-        rule["times"] = times
-    await asyncio.gather(*(stack.add_fault(**rule, match_order_id=task_id) for task_id in ids))
+    rule = {"endpoint": "payment.charge", "kind": "permanent", "status": 422, "error": "card_declined"}
+    faults = await asyncio.gather(*(stack.add_fault(**rule, match_order_id=task_id) for task_id in ids))
     await asyncio.gather(*(stack.submit(task_id) for task_id in ids))
-    return ids
+    return Incident(stack, dict(zip(ids, faults, strict=True)))
 
 
 async def audit(stack: Stack, task_id: str) -> list[Any]:
@@ -166,8 +221,13 @@ def results_by_outcome(out: dict[str, Any]) -> dict[str, set[str]]:
 
 async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     stack = parking
-    ids = await fail_charges(stack, "bulk-retry", times=1)
-    await all_in(stack, ids, "Error", "52 orders parked at charge")
+    incident = await fail_charges(stack, "bulk-retry", n=N + 1)
+    ids = incident.ids
+    await all_in(stack, ids, "Error", "53 orders parked at charge")
+    # One row drifted: it says the order is at ship, but Temporal's workflow waits at charge.
+    held = ids.pop()
+    async with stack.sessions() as session, session.begin():
+        await session.execute(update(Task).where(Task.task_id == held).values(current_step="ship"))
     # Someone terminated one from the UI after it was parked: the mirror still says Error.
     gone = ids[0]
     await stack.client.get_workflow_handle(gone).terminate("closed from the UI")
@@ -191,10 +251,13 @@ async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     assert set((await states(stack, ids)).values()) == {"Error"}
     assert [await audit(stack, task_id) for task_id in ids] == [[]] * len(ids)
 
+    await incident.over()  # the provider is back
     done = await sas(
         stack, *shlex.split("retry --state error --step charge --yes --json"), *as_alice("card processor back")
     )
     out = as_json(done)
+    # Not a terminal: a plain progress line every tenth of the way, no bar.
+    assert f"retry: {N}/{N} ({N - 1} ok, 1 skipped, 0 failed)" in done.stderr and "━" not in done.stderr
     outcome = results_by_outcome(out)
     assert outcome["ok"] == set(ids) - {gone} and outcome["failed"] == set()
     assert outcome["skipped"] == {gone}
@@ -214,13 +277,21 @@ async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     assert gone in again.stdout and "skipped" in again.stdout and "1 skipped" in again.stdout
     assert max(len(line) for line in again.stdout.splitlines()) <= 80
 
+    # The drifted row: the Scheduler rejects a retry of ship with its reason; the run exits 1.
+    failed = await sas(stack, *shlex.split("retry --state error --step ship --yes --json"))
+    assert failed.returncode == 1, failed.stderr
+    (result,) = json.loads(failed.stdout)["results"]
+    assert result["task_id"] == held and result["outcome"] == "failed"
+    assert "rejected" in result["reason"] and "waiting for a decision is charge" in result["reason"]
+    assert await audit(stack, held) == [] and await stack.task_state(held) == "Error"
+
 
 # -------------------------------------------------------------- compensate
 
 
 async def test_bulk_compensate_selected_by_a_visibility_query(parking: Stack) -> None:
     stack = parking
-    ids = await fail_charges(stack, "bulk-comp")
+    ids = (await fail_charges(stack, "bulk-comp")).ids
     await all_in(stack, ids, "Error", "52 orders parked at charge")
     gone = ids[-1]
     await stack.client.get_workflow_handle(gone).terminate("closed from the UI")
@@ -237,8 +308,11 @@ async def test_bulk_compensate_selected_by_a_visibility_query(parking: Stack) ->
     assert {t["task_id"] for t in json.loads(planned.stdout)["tasks"]} == set(ids)
     assert set((await states(stack, ids)).values()) == {"Error"}
 
-    done = await sas(stack, "compensate", "--query", query, "--yes", "--json", *as_alice("customers cancelled"))
+    done, terminal = await sas_on_a_terminal(
+        stack, "compensate", "--query", query, "--yes", "--json", *as_alice("customers cancelled")
+    )
     out = as_json(done)
+    assert "━" in terminal and f"{N}/{N}" in terminal  # rich's progress bar, on a terminal only
     outcome = results_by_outcome(out)
     assert outcome == {"ok": set(ids) - {gone}, "skipped": {gone}, "failed": set()}
     skipped = next(r for r in out["results"] if r["task_id"] == gone)
@@ -258,7 +332,8 @@ async def test_bulk_compensate_selected_by_a_visibility_query(parking: Stack) ->
 
 async def test_bulk_resubmit_of_compensated_orders_starts_new_incarnations(undoing: Stack) -> None:
     stack = undoing
-    ids = await fail_charges(stack, "bulk-resub", times=1)
+    incident = await fail_charges(stack, "bulk-resub")
+    ids = incident.ids
     await all_in(stack, ids, "Compensated", "52 orders undone")
     # A completed order whose row drifted to Compensated (a lost write): Temporal says Processed.
     drifted = fresh_id("bulk-drift")
@@ -272,6 +347,7 @@ async def test_bulk_resubmit_of_compensated_orders_starts_new_incarnations(undoi
     assert {t["task_id"] for t in planned["tasks"]} == set(selected)
     assert set((await states(stack, selected)).values()) == {"Compensated"}
 
+    await incident.over()  # the provider is back
     done = await sas(
         stack, *shlex.split("resubmit --state compensated --since 30m --yes --json"), *as_alice("card processor fixed")
     )
@@ -307,7 +383,8 @@ async def parking_pg(
 async def test_bulk_resubmit_of_parked_orders_on_postgres(parking_pg: Stack) -> None:
     """Parked orders are still running: resubmit resets their FailureCount and retries."""
     stack = parking_pg
-    ids = await fail_charges(stack, "bulk-pg", n=50, times=1)
+    incident = await fail_charges(stack, "bulk-pg", n=50)
+    ids = incident.ids
     await all_in(stack, ids, "Error", "50 orders parked at charge")
     # Processed in Temporal, Error in the drifted mirror: skipped, not resubmitted.
     drifted = fresh_id("bulk-pg-drift")
@@ -318,6 +395,7 @@ async def test_bulk_resubmit_of_parked_orders_on_postgres(parking_pg: Stack) -> 
     planned = as_json(await sas(stack, "resubmit", "--state", "error", "--step", "charge", "--dry-run", "--json"))
     assert {t["task_id"] for t in planned["tasks"]} == {*ids, drifted}
 
+    await incident.over()  # the provider is back
     done = await sas(
         stack, *shlex.split("resubmit --state error --step charge --yes --json"), *as_alice("limits raised")
     )
