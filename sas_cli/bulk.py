@@ -30,7 +30,6 @@ the updates itself, after its own look at each workflow, at most ``--concurrency
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 import typer
+from temporalio.api.enums.v1 import PendingActivityState
 
 from sas_cli import context
 from sas_cli.bulk_selection import Selected, Selection, check, select
@@ -65,6 +65,10 @@ DRY_RUN = typer.Option(False, "--dry-run", help="With a selection: list the task
 YES = typer.Option(False, "--yes", help="With a selection: act on the selected tasks (required).")
 JSON = typer.Option(False, "--json", help="With a selection: print JSON instead of tables.")
 
+_PAUSED = (
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
+)
 _DONE = {"retry": "retried", "compensate": "compensated", "resubmit": "resubmitted"}
 
 
@@ -126,7 +130,9 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
     if not 1 <= flags.concurrency <= MAX_CONCURRENCY:
         raise CliError(f"--concurrency {flags.concurrency}: must be 1 to {MAX_CONCURRENCY}")
     selection = check(flags.states, flags.step, flags.since, flags.task_type, flags.query, flags.limit)
-    actor = by or f"{os.environ.get('USER', 'operator')} (sas)"
+    from sas_cli import audit
+
+    actor = audit.actor(by)
     bulk_id = uuid.uuid4().hex[:8]
     request = _request(action, flags.step, actor, f"{reason} (bulk {bulk_id})".strip())
 
@@ -221,6 +227,13 @@ async def _act(client: Client, action: Action, request: OperatorRequest, target:
         if action == "resubmit":
             return await _resubmit_finished(client, request, target, view.run_id, view.status == "completed")
         return Result(target.task_id, "skipped", f"finished in Temporal ({view.how}): not {_DONE[action]}")
+    if action == "retry" and any(a.state in _PAUSED for a in view.activities):
+        # Parked by `sas park` (its activity paused in Temporal): un-parked as `sas retry ID` does.
+        from sas_cli import park
+
+        unparked = await park.unpark(target.task_id, request.step, request.by, request.reason)
+        if unparked is not None:
+            return Result(target.task_id, "ok", unparked)
     update = "request_compensate" if action == "compensate" else "request_retry"
     return await _update(client, target.task_id, update, request, action)
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import pytest
 import pytest_asyncio
 from sqlalchemy import select, update
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from remote_services.launcher import ServiceProcess
@@ -225,6 +226,31 @@ def results_by_outcome(out: dict[str, Any]) -> dict[str, set[str]]:
 # ------------------------------------------------------------------- retry
 
 
+async def park_a_hung_charge(stack: Stack) -> str:
+    """An order whose charge hangs, parked with `sas park`: its activity paused in Temporal and,
+    once the Agent has hung up at its next heartbeat, stopped. The hang is lifted after."""
+    task_id = fresh_id("bulk-hung")
+    hang = await stack.add_fault(endpoint="payment.charge", kind="hang", hang_s=60, match_order_id=task_id)
+    await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("charge") == "Processing", what="charge")
+    parked = await sas(stack, "park", task_id, "--by", "carol", "--reason", "payment API hangs")
+    assert parked.returncode == 0, parked.stderr
+
+    async def pending() -> Any:
+        return (await stack.client.get_workflow_handle(task_id).describe()).raw_description.pending_activities
+
+    def stopped(activities: Any) -> bool:
+        return any(
+            a.state == PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED
+            and a.last_failure.application_failure_info.type == "ActivityPause"
+            for a in activities
+        )
+
+    await wait_until(pending, stopped, timeout=60, what="the hung attempt to stop")
+    await stack.remove_fault(hang)
+    return task_id
+
+
 async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     stack = parking
     incident = await fail_charges(stack, "bulk-retry", n=N + 1)
@@ -237,25 +263,28 @@ async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     # Someone terminated one from the UI after it was parked: the mirror still says Error.
     gone = ids[0]
     await stack.client.get_workflow_handle(gone).terminate("closed from the UI")
+    # And one was parked by hand while its charge hung: `sas park` paused its activity.
+    hung = await park_a_hung_charge(stack)
+    selected = [*ids, hung]
 
     planned = as_json(
         await sas(stack, "retry", "--state", "parked", "--step", "charge", "--since", "1h", "--dry-run", "--json")
     )
     assert planned["dry_run"] is True and planned["more"] is False
-    assert {t["task_id"] for t in planned["tasks"]} == set(ids)
+    assert {t["task_id"] for t in planned["tasks"]} == set(selected)
     assert all(t["state"] == "Error" and t["step"] == "charge" for t in planned["tasks"])
-    assert all(t["last_error"] for t in planned["tasks"])
-    assert any("card_declined" in t["last_error"] for t in planned["tasks"])
+    declined = [t["last_error"] for t in planned["tasks"] if t["task_id"] in ids]
+    assert all(declined) and any("card_declined" in e for e in declined)
 
     shown = await sas(stack, "retry", "--state", "error", "--step", "charge", "--dry-run", columns=80)
     assert shown.returncode == 0, shown.stderr
-    assert f"{N} task(s) selected" in " ".join(shown.stdout.split())
+    assert f"{N + 1} task(s) selected" in " ".join(shown.stdout.split())
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
 
     refused = await sas(stack, "retry", "--state", "error", "--step", "charge")
     assert refused.returncode == 2 and "add --yes" in refused.stderr
     # Neither the dry runs nor the refusal did anything.
-    assert set((await states(stack, ids)).values()) == {"Error"}
+    assert set((await states(stack, selected)).values()) == {"Error"}
     assert [await audit(stack, task_id) for task_id in ids] == [[]] * len(ids)
 
     await incident.over()  # the provider is back
@@ -264,19 +293,24 @@ async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     )
     out = as_json(done)
     # Not a terminal: a plain progress line every tenth of the way, no bar.
-    assert f"retry: {N}/{N} ({N - 1} ok, 1 skipped, 0 failed)" in done.stderr and "━" not in done.stderr
+    assert f"retry: {N + 1}/{N + 1} ({N} ok, 1 skipped, 0 failed)" in done.stderr and "━" not in done.stderr
     outcome = results_by_outcome(out)
-    assert outcome["ok"] == set(ids) - {gone} and outcome["failed"] == set()
+    assert outcome["ok"] == set(selected) - {gone} and outcome["failed"] == set()
     assert outcome["skipped"] == {gone}
     skipped = next(r for r in out["results"] if r["task_id"] == gone)
     assert "terminated" in skipped["reason"] and "not retried" in skipped["reason"]
-    assert out["counts"] == {"ok": N - 1, "skipped": 1, "failed": 0}
+    assert "unpaused" in next(r["reason"] for r in out["results"] if r["task_id"] == hung)
+    assert out["counts"] == {"ok": N, "skipped": 1, "failed": 0}
 
     retried = [t for t in ids if t != gone]
-    await all_in(stack, retried, "Processed", "the retried orders to complete")
+    await all_in(stack, [*retried, hung], "Processed", "the retried orders to complete")
     assert await stack.task_state(gone) == "Error"  # never acted on
     await one_audit_each(stack, retried, "retry", "card processor back", out["bulk_id"])
     assert await audit(stack, gone) == []
+    # The hand-parked one: its park, then the un-park that sas itself audits.
+    (parked, unparked) = await audit(stack, hung)
+    assert (parked.action, parked.actor, unparked.action, unparked.actor) == ("park", "carol", "retry", "alice")
+    assert f"bulk {out['bulk_id']}" in unparked.reason
 
     # Run again, as a person reads it: only the terminated one is left, and it is skipped again.
     again = await sas(stack, *shlex.split("retry --state error --step charge --yes"), columns=80)
