@@ -32,7 +32,7 @@ from temporalio.client import Client
 from remote_services.launcher import ServiceProcess
 from settings import SupervisorSettings
 from state_store.queries import audit_for
-from state_store.tables import Task
+from state_store.tables import Step, Task
 from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import StepPolicyValues, TaskResult
 from tests.helpers import fresh_id, wait_until
@@ -276,6 +276,12 @@ async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     declined = [t["last_error"] for t in planned["tasks"] if t["task_id"] in ids]
     assert all(declined) and any("card_declined" in e for e in declined)
 
+    # --limit bounds it: the oldest changes first, and the output says that more match.
+    first = as_json(await sas(stack, *shlex.split("retry --state error --step charge --limit 10 --dry-run --json")))
+    assert len(first["tasks"]) == 10 and first["more"] is True
+    changed = [t["updated_at"] for t in planned["tasks"]]
+    assert [t["updated_at"] for t in first["tasks"]] == sorted(changed)[:10]
+
     shown = await sas(stack, "retry", "--state", "error", "--step", "charge", "--dry-run", columns=80)
     assert shown.returncode == 0, shown.stderr
     assert f"{N + 1} task(s) selected" in " ".join(shown.stdout.split())
@@ -292,6 +298,7 @@ async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
         stack, *shlex.split("retry --state error --step charge --yes --json"), *as_alice("card processor back")
     )
     out = as_json(done)
+    assert f"retry (bulk {out['bulk_id']}): {N + 1} task(s)" in done.stderr  # said before acting
     # Not a terminal: a plain progress line every tenth of the way, no bar.
     assert f"retry: {N + 1}/{N + 1} ({N} ok, 1 skipped, 0 failed)" in done.stderr and "━" not in done.stderr
     outcome = results_by_outcome(out)
@@ -325,6 +332,15 @@ async def test_bulk_retry_of_orders_parked_at_charge(parking: Stack) -> None:
     assert result["task_id"] == held and result["outcome"] == "failed"
     assert "rejected" in result["reason"] and "waiting for a decision is charge" in result["reason"]
     assert await audit(stack, held) == [] and await stack.task_state(held) == "Error"
+
+    # A step-only state selects by the task's current step: here the drifted row, made to look
+    # like an undo that waits for a decision.
+    async with stack.sessions() as session, session.begin():
+        await session.execute(
+            update(Step).where(Step.task_id == held, Step.name == "ship").values(state="CompensationFailed")
+        )
+    undo = as_json(await sas(stack, *shlex.split("compensate --state compensationfailed --dry-run --json")))
+    assert [t["task_id"] for t in undo["tasks"]] == [held] and undo["tasks"][0]["step_state"] == "CompensationFailed"
 
 
 # -------------------------------------------------------------- compensate
