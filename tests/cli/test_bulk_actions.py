@@ -10,7 +10,6 @@ entry per task acted on, written by its Scheduler.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import pty
@@ -20,7 +19,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pytest
@@ -77,7 +76,7 @@ async def laddered(
         async with build_worker(client, settings, plain.sessions, "test-supervisor"):
             await ensure_supervisor_running(client, settings)
             try:
-                yield dataclasses.replace(plain, settings=settings)
+                yield replace(plain, settings=settings)
             finally:
                 await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")
 
