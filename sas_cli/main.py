@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from temporalio.service import RPCError
 
-from sas_cli import context
+from sas_cli import bulk, bulk_selection, context
 from sas_cli.output import CliError, ago, console, duration, err_console, print_json, styled, table
 
 app = typer.Typer(
@@ -374,16 +374,33 @@ def _operator_action(task_id: str, update: str, done: str, **request: Any) -> No
     console.print(f"{shown}: {done}{escape(answer.message)}; follow it with `sas status {shown} --follow`")
 
 
+# Bulk actions (sas_cli/bulk.py): no task id, a selection instead; --dry-run lists, --yes acts.
+TASK_ID = typer.Argument(None, help="Task id; or none, and select tasks with the options below.")
+
+
 @app.command()
 def retry(
-    task_id: str,
-    step: str | None = typer.Option(None, help="Step to retry (default: the one waiting)."),
+    task_id: str | None = TASK_ID,
+    step: str | None = typer.Option(None, help="Step to retry (default: the one waiting); or select tasks at it."),
     by: str | None = BY,
     reason: str = REASON,
+    state: list[str] | None = bulk_selection.STATE,
+    since: str | None = bulk_selection.SINCE,
+    task_type: str | None = bulk_selection.TASK_TYPE,
+    query: str | None = bulk_selection.QUERY,
+    limit: int = bulk_selection.LIMIT,
+    concurrency: int = bulk.CONCURRENCY,
+    dry_run: bool = bulk.DRY_RUN,
+    yes: bool = bulk.YES,
+    as_json: bool = bulk.JSON,
 ) -> None:
-    """Ask a task to re-run the step that waits for a decision (or was parked by `sas park`)."""
+    """Ask a task (or a selection) to re-run the step that waits for a decision (or was parked by `sas park`)."""
     from sas_cli import audit, park, tasks
 
+    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json)
+    if task_id is None:
+        raise typer.Exit(bulk.run("retry", flags, by=by, reason=reason))
+    bulk.refuse_selection_with_id(flags, step_is_single=True)
     tasks.check_task_id(task_id)
     # A step parked by pausing its activity (Temporal shows it paused): unpause it. Anything
     # else goes to the Scheduler, which accepts or rejects it with the reason.
@@ -396,10 +413,28 @@ def retry(
 
 
 @app.command()
-def resubmit(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
-    """Run a task again: a parked one with FailureCount 0, a finished Compensated or Error one as a new incarnation."""
+def resubmit(
+    task_id: str | None = TASK_ID,
+    by: str | None = BY,
+    reason: str = REASON,
+    state: list[str] | None = bulk_selection.STATE,
+    step: str | None = bulk_selection.STEP,
+    since: str | None = bulk_selection.SINCE,
+    task_type: str | None = bulk_selection.TASK_TYPE,
+    query: str | None = bulk_selection.QUERY,
+    limit: int = bulk_selection.LIMIT,
+    concurrency: int = bulk.CONCURRENCY,
+    dry_run: bool = bulk.DRY_RUN,
+    yes: bool = bulk.YES,
+    as_json: bool = bulk.JSON,
+) -> None:
+    """Run a task (or a selection) again: a parked one with FailureCount 0, a finished one as a new incarnation."""
     from sas_cli import tasks
 
+    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json)
+    if task_id is None:
+        raise typer.Exit(bulk.run("resubmit", flags, by=by, reason=reason))
+    bulk.refuse_selection_with_id(flags)
     tasks.check_task_id(task_id)
 
     async def still_running() -> bool:
@@ -420,8 +455,26 @@ def resubmit(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
 
 
 @app.command()
-def compensate(task_id: str, by: str | None = BY, reason: str = REASON) -> None:
-    """Ask a task to undo its completed steps, in reverse order."""
+def compensate(
+    task_id: str | None = TASK_ID,
+    by: str | None = BY,
+    reason: str = REASON,
+    state: list[str] | None = bulk_selection.STATE,
+    step: str | None = bulk_selection.STEP,
+    since: str | None = bulk_selection.SINCE,
+    task_type: str | None = bulk_selection.TASK_TYPE,
+    query: str | None = bulk_selection.QUERY,
+    limit: int = bulk_selection.LIMIT,
+    concurrency: int = bulk.CONCURRENCY,
+    dry_run: bool = bulk.DRY_RUN,
+    yes: bool = bulk.YES,
+    as_json: bool = bulk.JSON,
+) -> None:
+    """Ask a task (or a selection) to undo its completed steps, in reverse order."""
+    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json)
+    if task_id is None:
+        raise typer.Exit(bulk.run("compensate", flags, by=by, reason=reason))
+    bulk.refuse_selection_with_id(flags)
     _operator_action(task_id, "request_compensate", "", by=by, reason=reason)
 
 
