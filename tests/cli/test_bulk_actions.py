@@ -68,8 +68,9 @@ async def laddered(
     client: Client, temporal_address: str, services: ServiceProcess, db_url: str, outcome: Literal["compensate", "park"]
 ) -> AsyncIterator[Stack]:
     """A task worker and a Supervisor with ``ladder(outcome)`` (the Schedulers wake it by its id)."""
-    patient = {"default_step": PATIENT, "compensation": PATIENT}
-    async with start_stack(client, temporal_address, services.url, db_url, supervisor=False, **patient) as plain:
+    async with start_stack(
+        client, temporal_address, services.url, db_url, supervisor=False, default_step=PATIENT, compensation=PATIENT
+    ) as plain:
         settings = plain.settings.model_copy(
             update={"supervisor": ladder(outcome, plain.settings.supervisor.workflow_id)}
         )
