@@ -27,12 +27,8 @@ from supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
 from supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from supervisor.outbox import Outbox, cleanup_workflow_id
 from supervisor.reconcile import reconcile_task
-from supervisor.temporal_view import look
+from supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
 from workflows.cleanup import UNDO_STATES
-
-# A quiet task (see orphan_after_s) whose workflow task is on its second attempt or later has
-# had a workflow task fail and be retried without success since: not a passing fault.
-_STUCK_AFTER_ATTEMPTS = 2
 
 
 class OrphanActivities(OrphanDefs):
@@ -121,7 +117,7 @@ class OrphanActivities(OrphanDefs):
         ladder is no use. Usually deployed code no longer matches its history (non-determinism).
         Say so, once, to an operator."""
         attempt = described.raw_description.pending_workflow_task.attempt
-        if attempt < _STUCK_AFTER_ATTEMPTS:
+        if attempt < STUCK_WORKFLOW_TASK_ATTEMPTS:
             return
         spec = AlertSpec(
             severity="critical",

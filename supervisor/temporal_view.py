@@ -20,6 +20,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 Status = Literal["running", "completed", "closed", "gone"]
 
+# A workflow task on its second attempt or later has failed and been retried without success
+# since: not a passing fault. The orphan check alerts on it; no decision is taken for it.
+STUCK_WORKFLOW_TASK_ATTEMPTS = 2
+
 _CLOSED = {
     WorkflowExecutionStatus.TERMINATED: "terminated",
     WorkflowExecutionStatus.FAILED: "failed",
@@ -85,6 +89,11 @@ def waiting_reason(view: TemporalView, names: tuple[str | None, ...], now: datet
       Temporal's next quick retry), and complete-by counts only time an attempt runs;
     - the step's activity is running and within its own start-to-close timeout.
     """
+    if view.workflow_task_pending and view.workflow_task_attempt >= STUCK_WORKFLOW_TASK_ATTEMPTS:
+        # Its workflow task keeps failing (code that does not match its history, a payload it
+        # cannot decrypt): it cannot take a decision in, and a signal sent now would queue up
+        # and run once it is fixed - a compensate nobody meant. The workflow_stuck alert says so.
+        return f"its workflow task keeps failing (attempt {view.workflow_task_attempt}): it cannot act on a decision"
     if view.workflow_task_pending and not view.workflow_task_started:
         return "waiting for a worker to run its workflow task (no workflow worker is polling, or all are busy)"
     pending = view.activity_for(names)
