@@ -11,6 +11,7 @@ import click
 import typer
 from rich.markup import escape
 from temporalio.service import RPCError
+from typer._click.exceptions import ClickException as TyperClickException  # not re-exported by typer
 
 from sas_cli import bulk, bulk_selection, context
 from sas_cli.output import CliError, ago, console, duration, err_console, print_json, styled, table
@@ -615,12 +616,13 @@ def main() -> None:
         # Temporal or the state store cannot be reached or turned us away: one line says which and why.
         _print_error(str(err), err.hint)
         code = 1
-    except click.exceptions.Exit as err:
+    except (click.exceptions.Exit, typer.Exit) as err:
         code = err.exit_code
-    except click.ClickException as err:
+    except (click.ClickException, TyperClickException) as err:
+        # typer parses with its own copy of click: its usage and range errors are shown the same way.
         err.show()
         code = err.exit_code
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
         code = 130
     except Exception as err:  # noqa: BLE001 - anything else still ends in one line, not a wall of traceback
         _print_error(f"unexpected {type(err).__name__}: {err}", "run again with `sas --debug ...` for the traceback")
