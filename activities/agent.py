@@ -25,6 +25,8 @@ from task_models.versions import Phase, version_of
 
 INVALID_INPUT = "InvalidInput"
 log = logging.getLogger("sas.agent")
+# How often an Agent waiting on the state store tells Temporal it is alive (below any heartbeat timeout).
+_BEAT_S = 0.5
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -109,9 +111,8 @@ class Agent:
         give_up_at = now + max(spare, timedelta(0))
         delay = 0.2
         while True:
-            left = (give_up_at - datetime.now(UTC)).total_seconds()
             try:
-                await asyncio.wait_for(self._writer.write(transition), timeout=max(left, 0.1))
+                await self._write_beating(transition, give_up_at)
                 return
             except Exception as err:  # noqa: BLE001 - any failure of the store: the step goes on regardless
                 if refused_for_good(err):
@@ -135,6 +136,24 @@ class Agent:
                 activity.heartbeat()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+
+    async def _write_beating(self, transition: StepTransition, give_up_at: datetime) -> None:
+        """One write, heartbeating while it waits (a locked or slow store can hold it for longer
+        than the step's heartbeat timeout); TimeoutError if it has not landed by ``give_up_at``."""
+        write = asyncio.ensure_future(self._writer.write(transition))
+        try:
+            while not write.done():
+                left = (give_up_at - datetime.now(UTC)).total_seconds()
+                if left <= 0:
+                    raise TimeoutError("the state store did not answer in time")
+                await asyncio.wait({write}, timeout=min(left, _BEAT_S))
+                if not write.done():
+                    activity.heartbeat()
+            write.result()
+        finally:
+            if not write.done():
+                write.cancel()
 
 
 def _validated(model: type[BaseModel], path: str, answer: dict[str, Any]) -> dict[str, Any]:

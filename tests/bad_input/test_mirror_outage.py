@@ -7,9 +7,11 @@ per idempotency key in the ledger, and the Supervisor is still running."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,13 +40,39 @@ def allow_connections(database: str) -> None:
     _run(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
 
 
+@contextmanager
+def database_away(database: str, sqlite_path: Path | None) -> Iterator[None]:
+    if sqlite_path is None:
+        refuse_connections(database)
+        try:
+            yield
+        finally:
+            allow_connections(database)
+        return
+    # Another connection holds SQLite's write lock: every writer waits out its busy timeout, then fails.
+    holder = sqlite3.connect(sqlite_path, isolation_level=None, timeout=30)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
 @asynccontextmanager
 async def orders_through_an_outage(
-    client: Client, temporal_address: str, services: ServiceProcess, outage_s: float = OUTAGE_S, **overrides: Any
+    client: Client,
+    temporal_address: str,
+    services: ServiceProcess,
+    outage_s: float = OUTAGE_S,
+    sqlite_path: Path | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[tuple[Stack, list[str]]]:
     """Six orders busy in their charge Agent when the database goes away, three more
-    submitted while it is away; yields once every workflow has finished."""
-    with fresh_database() as url:
+    submitted while it is away; yields once every workflow has finished. PostgreSQL refuses
+    connections; the embedded SQLite store (``sqlite_path``) is locked by another connection."""
+    with ExitStack() as exits:
+        url = f"sqlite+aiosqlite:///{sqlite_path}" if sqlite_path is not None else exits.enter_context(fresh_database())
         database = url.rsplit("/", 1)[1]
         async with start_stack(client, temporal_address, services.url, url, **overrides) as stack:
             before = [fresh_id("pg-out") for _ in range(6)]
@@ -58,14 +86,11 @@ async def orders_through_an_outage(
                 lambda states: all(s.get("charge") == "Processing" for s in states),
                 what="every first order charging",
             )
-            refuse_connections(database)
-            try:
+            with database_away(database, sqlite_path):
                 # These cannot even be accepted into the mirror until the database is back.
                 during = [fresh_id("pg-during") for _ in range(3)]
                 handles += [await stack.submit(task_id) for task_id in during]
                 await asyncio.sleep(outage_s)
-            finally:
-                allow_connections(database)
             results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=120)
             assert [r.state for r in results] == ["Processed"] * len(handles), [(r.task_id, r.state) for r in results]
             yield stack, before + during
@@ -106,15 +131,21 @@ async def test_a_database_outage_fails_no_step(client: Client, temporal_address:
         assert failed == {}
 
 
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
 async def test_an_outage_longer_than_complete_by_is_waited_out(
-    client: Client, temporal_address: str, services: ServiceProcess
+    client: Client, temporal_address: str, services: ServiceProcess, backend: str, tmp_path: Path
 ) -> None:
     """The database is away for 2.5 times the steps' complete-by (production policy, 10 s): the
     Agents go on without their rows instead of failing their attempts, nothing is undone, no
     FailureCount grows, no decision follows, and the mirror catches up from Temporal."""
     policy = StepPolicyValues()
     async with orders_through_an_outage(
-        client, temporal_address, services, outage_s=2.5 * policy.complete_by_s, default_step=policy
+        client,
+        temporal_address,
+        services,
+        outage_s=2.5 * policy.complete_by_s,
+        sqlite_path=tmp_path / "state.db" if backend == "sqlite" else None,
+        default_step=policy,
     ) as (stack, task_ids):
         for task_id in task_ids:
             ledger = await stack.ledger(task_id)
