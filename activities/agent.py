@@ -137,7 +137,6 @@ class Agent:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-
     async def _write_beating(self, transition: StepTransition, give_up_at: datetime) -> None:
         """One write, heartbeating while it waits (a locked or slow store can hold it for longer
         than the step's heartbeat timeout); TimeoutError if it has not landed by ``give_up_at``."""

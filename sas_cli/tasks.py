@@ -20,12 +20,13 @@ from settings import Settings
 from task_models import OperatorAnswer, OperatorRequest, TaskStatus, validate_task_id
 from task_models.ids import MAX_INCARNATION, validate_schedule_id
 from task_models.outbound import OutboundPolicy, outbound_context
-from workflows.definitions import ORDER, PREORDER, TaskDefinition
+from workflows.definitions import TaskDefinition
+from workflows.registry import task_types
 from workflows.summaries import task_details, task_summary
 
+# Task type -> (its definition, its workflow type name), from the one registry.
 TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
-    "order": (ORDER, "OrderWorkflow"),
-    "preorder": (PREORDER, "PreorderWorkflow"),
+    name: (t.definition, t.workflow_name) for name, t in task_types().items()
 }
 
 

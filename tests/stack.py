@@ -17,6 +17,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.worker import Worker
 
 import state_store
+import workflows
 from activities import build_activities
 from activities.outbound import WebhookSender
 from settings import (
@@ -33,7 +34,6 @@ from supervisor.worker import build_worker, ensure_supervisor_running
 from task_models import OrderInput, StepPolicyValues, TaskResult
 from task_models.outbound import OutboundPolicy
 from tests.helpers import fresh_id
-from workflows import ALL_WORKFLOWS
 from workflows.runner import workflow_runner
 
 # A Standard Webhooks secret: whsec_ + base64 of 32 bytes (fixed, so a failure is reproducible).
@@ -172,7 +172,7 @@ async def start_stack(
             task_worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
-                workflows=ALL_WORKFLOWS,
+                workflows=workflows.ALL_WORKFLOWS,  # read now: the registry may have grown (tests/test_task_type_registry.py)
                 activities=build_activities(
                     settings, http, sessions, "test-worker", step_writer=writer, callback_sender=callbacks
                 ),

@@ -1,8 +1,9 @@
 """The Scheduler: one Temporal workflow per task type, all running ``TaskScheduler``.
 
-The classes are imported on first use, not with the package: the workflow sandbox re-imports
-a workflow's module, and so this package, for every new run, and importing all three here
-would re-apply ``@workflow.defn`` to each of them every time (workflows/runner.py).
+The task types are registered in ``workflows/registry.py``. The classes are imported on first
+use, not with the package: the workflow sandbox re-imports a workflow's module, and so this
+package, for every new run, and importing all of them here would re-apply ``@workflow.defn``
+to each of them every time (workflows/runner.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ if TYPE_CHECKING:
     from workflows.order import OrderWorkflow
     from workflows.preorder import PreorderWorkflow
 
-_WHERE = {"CleanupWorkflow": "cleanup", "OrderWorkflow": "order", "PreorderWorkflow": "preorder"}
-
 __all__ = ["ALL_WORKFLOWS", "CleanupWorkflow", "OrderWorkflow", "PreorderWorkflow"]
 
 
 def __getattr__(name: str) -> Any:
+    from workflows.registry import task_types
+
     if name == "ALL_WORKFLOWS":
-        return [__getattr__(n) for n in ("OrderWorkflow", "PreorderWorkflow", "CleanupWorkflow")]
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"workflows.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+        # Every registered task type's workflow (workflows/registry.py), and the clean-up.
+        return [t.workflow for t in task_types().values()] + [__getattr__("CleanupWorkflow")]
+    if name == "CleanupWorkflow":
+        return importlib.import_module("workflows.cleanup").CleanupWorkflow
+    found = next((t.workflow for t in task_types().values() if t.workflow.__name__ == name), None)
+    if found is None:
+        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+    return found

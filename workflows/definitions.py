@@ -1,7 +1,7 @@
 """Task types, declared as data: each step names its Agent, its compensation and its policy.
 
-Adding a task type is a definition here plus a five-line workflow class (see
-``workflows/preorder.py``). A step references its Agents by their declarations in
+This is the step library; each task type declares its ``TaskDefinition`` in its own module
+(``workflows/preorder.py``) and is registered with one line in ``workflows/registry.py``. A step references its Agents by their declarations in
 ``task_models/activity_defs.py`` (``PaymentDefs.charge``), which also declare the model of
 each one's result (``ChargeResult``): that is the step's result, handed to later steps and to
 the step's own undo. A step's ``policy.complete_by_s`` is the Agent activity's start-to-close
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from task_models import OrderInput, PreorderInput, StepPolicyValues
+from task_models import StepPolicyValues
 from task_models.activity_defs import AgentRef, InventoryDefs, PaymentDefs, ShippingDefs, activity_name, agent_result
 from task_models.ids import MAX_STEP_NAME
 
@@ -70,6 +70,3 @@ class TaskDefinition:
 RESERVE = StepDefinition("reserve", forward=InventoryDefs.reserve, undo=InventoryDefs.release)
 CHARGE = StepDefinition("charge", forward=PaymentDefs.charge, undo=PaymentDefs.refund)
 SHIP = StepDefinition("ship", forward=ShippingDefs.ship, undo=ShippingDefs.cancel)
-
-ORDER = TaskDefinition("order", OrderInput, (RESERVE, CHARGE, SHIP))
-PREORDER = TaskDefinition("preorder", PreorderInput, (RESERVE, CHARGE))

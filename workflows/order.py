@@ -6,9 +6,11 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from task_models import TaskResult
-    from workflows.definitions import ORDER
+    from task_models import OrderInput, TaskResult
+    from workflows.definitions import CHARGE, RESERVE, SHIP, TaskDefinition
     from workflows.scheduler import TaskScheduler
+
+ORDER = TaskDefinition("order", OrderInput, (RESERVE, CHARGE, SHIP))
 
 
 @workflow.defn(name="OrderWorkflow")

@@ -6,9 +6,11 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from task_models import TaskResult
-    from workflows.definitions import PREORDER
+    from task_models import PreorderInput, TaskResult
+    from workflows.definitions import CHARGE, RESERVE, TaskDefinition
     from workflows.scheduler import TaskScheduler
+
+PREORDER = TaskDefinition("preorder", PreorderInput, (RESERVE, CHARGE))
 
 
 @workflow.defn(name="PreorderWorkflow")

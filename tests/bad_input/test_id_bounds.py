@@ -26,7 +26,8 @@ from task_models.ids import (
 )
 from tests.helpers import fresh_id
 from tests.stack import Stack, order
-from workflows.definitions import ORDER, StepDefinition
+from workflows.definitions import StepDefinition
+from workflows.order import ORDER
 
 # Temporal's default limit on a workflow id (limit.maxIDLength).
 TEMPORAL_MAX_ID = 1000

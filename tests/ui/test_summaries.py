@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from task_models import OrderInput, StepState, StepStatus, TaskState, TaskStatus
-from workflows.definitions import ORDER, PREORDER
+from workflows.order import ORDER
+from workflows.preorder import PREORDER
 from workflows.summaries import cleanup_summary, current_details, step_summary, task_details, task_summary
 
 PAYLOAD = OrderInput(
