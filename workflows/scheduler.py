@@ -62,8 +62,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.inputs import INVALID_INPUT, decode, short
     from workflows.summaries import current_details, step_summary
 
-# Runs started before step results existed replay without them (docs/replay.md).
-STEP_RESULTS_PATCH = "step-results"
 # A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
 TASK_ID_REUSED = "TaskIdReused"
 # Mirror writes wait out a database outage rather than fail the task.
@@ -96,7 +94,6 @@ class TaskScheduler:
         self._callbacks: list[workflow.ActivityHandle[None]] = []
         # Forward results by step (secret fields included: they go only to the Agents).
         self._results: dict[str, dict[str, Any]] = {}
-        self._with_results = False
 
     # ------------------------------------------------------------------ run
 
@@ -104,9 +101,6 @@ class TaskScheduler:
         task_input = self._validate(raw_input)
         info = workflow.info()
         resubmission = workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission)
-        # Asked once, first: a run recorded before results were kept goes on without them
-        # (its Agents then look the provider's id up by our key), whatever point it replays to.
-        self._with_results = workflow.patched(STEP_RESULTS_PATCH)
         declared = [
             StepPlan(
                 name=d.name,
@@ -517,8 +511,10 @@ class TaskScheduler:
 
     def _keep_result(self, plan: StepPlan, step: StepStatus, done: StepResult) -> None:
         """Keep a forward result for the later steps and the undo; show it without its secrets."""
-        if not self._with_results:
-            return
+        # No workflow.patched here: keeping a result changes no command, only the inputs of later
+        # activities, which replay does not compare. A run started before results existed got
+        # answers without the provider's ids; its undo then looks the id up by our key
+        # (activities/agent.py). A patch would cost every task a marker and a visibility write.
         self._results[plan.name] = done.data
         model = agent_result(plan.agent)
         step.result = shown(model, done.data) if model is not None else done.data

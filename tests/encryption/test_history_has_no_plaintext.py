@@ -56,7 +56,7 @@ def _sdk_bookkeeping(where: str) -> bool:
     """Payloads Temporal itself writes in clear, holding no order data (docs/security.md):
     search attributes, a local activity marker's own record (sequence number, activity
     type, times) - its result sits next to it under details[result], encrypted - and a
-    patch marker's record (the patch id, such as ``step-results``)."""
+    patch marker's record (the patch id), should a change need one."""
     return "search_attributes" in where or where in (
         "marker_recorded_event_attributes.details[data].payloads",
         "marker_recorded_event_attributes.details[patch-data].payloads",

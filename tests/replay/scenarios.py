@@ -114,6 +114,6 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Callable[[Stack, str], Awaitable[Any]
     "cleanup_after_terminate": (_supervisor(), terminated_then_cleaned_up),
     "preorder_happy": ({}, happy_preorder),
     "order_reset_mid_saga": ({}, reset_mid_saga),
-    # Recorded with step results (the "step-results" patch): the refund carries the charge's result.
+    # Recorded with step results: the refund carries the charge's result.
     "order_step_results": ({}, compensated_order),
 }
