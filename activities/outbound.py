@@ -189,6 +189,17 @@ async def post_capped(client: httpx.AsyncClient, url: str, limit: int, **kwargs:
     """POST and read the answer with a cap; the returned response holds the body read."""
     request = client.build_request("POST", url, **kwargs)
     response = await client.send(request, stream=True)
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and "content-encoding" not in response.headers:
+        # The usual answer: a declared length, not compressed. HTTP/1.1 framing reads exactly that
+        # many bytes, so checking the declaration caps the read; one aread() does the rest.
+        try:
+            if int(declared) > limit:
+                raise ResponseTooLarge(f"answered more than {limit} bytes")
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
     try:
         body = await read_capped(response, limit)
     finally:
