@@ -32,13 +32,13 @@ ORDER_FLAGS = [
 ]
 
 
-async def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+async def sas(stack: Stack, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "SAS_TEMPORAL__ADDRESS": stack.settings.temporal.address,
         "SAS_TEMPORAL__TASK_QUEUE": stack.settings.temporal.task_queue,
         "SAS_DATABASE__URL": stack.settings.database.url,
-        "COLUMNS": "200",
+        "COLUMNS": str(columns),
     }
     argv = [sys.executable, "-m", "sas_cli.main", *args]
     return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=120)
