@@ -49,8 +49,10 @@ class Markup(str):
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> Table:
     """Cells are shown literally, except Markup (see ``styled``)."""
     t = Table(title=escape(title) if title else None, title_justify="left", header_style="bold")
-    for column in columns:
-        t.add_column(escape(column), overflow="fold")
+    for i, column in enumerate(columns):
+        # The first column holds the row's id: kept on one line, whole, so it can be copied;
+        # the other columns give way on a narrow terminal.
+        t.add_column(escape(column), overflow="fold", no_wrap=i == 0)
     for row in rows:
         t.add_row(*[_cell(v) for v in row])
     return t

@@ -30,7 +30,14 @@ async def test_the_read_commands_fit_80_columns(stack_no_supervisor: Stack) -> N
     stack = stack_no_supervisor
     done_id, undone_id, parked_id = fresh_id("w80-done"), fresh_id("w80-undone"), fresh_id("w80-parked")
     await (await stack.submit(done_id)).result()
-    await (await stack.submit(undone_id, order(card=DECLINED))).result()
+    undone = await stack.submit(undone_id, order(card=DECLINED))
+    await wait_until(
+        lambda: undone.query("status", result_type=TaskStatus),
+        lambda s: s.state == TaskState.FAILED,
+        what="the declined charge to wait for a decision",
+    )
+    await undone.signal("compensate", OperatorRequest(by="test", reason="card declined"))
+    await undone.result()
     await stack.add_fault(endpoint="payment.charge", kind="transient", match_order_id=parked_id)
     parked = await stack.submit(parked_id)
     await wait_until(
@@ -69,7 +76,8 @@ def test_every_commands_help_fits_80_columns() -> None:
         return done.stdout
 
     top = run()
-    commands = [line.split()[1] for line in top.splitlines() if line.startswith("│ ") and len(line.split()) > 2]
+    # A command's row starts with its name; wrapped description lines start with spaces.
+    commands = [line.split()[1] for line in top.splitlines() if line.startswith("│ ") and line[2] != " "]
     assert "submit" in commands and "alerts" in commands
     wide = {name: too_wide(run(name)) for name in commands}
     assert {name: lines for name, lines in wide.items() if lines} == {}
