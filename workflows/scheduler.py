@@ -83,8 +83,17 @@ class TaskScheduler:
     definition: ClassVar[TaskDefinition]
 
     def __init__(self) -> None:
-        self._status: TaskStatus | None = None
+        info = workflow.info()
+        # The task's status exists from the start (Pending, its declared steps), so no handler or
+        # step has to ask whether it does; ``_plan`` is None until the task is accepted.
+        self._status = TaskStatus(
+            task_id=info.workflow_id,
+            task_type=self.definition.task_type,
+            state=TaskState.PENDING,
+            steps=[StepStatus(name=d.name, position=i) for i, d in enumerate(self.definition.steps)],
+        )
         self._plan: TaskPlan | None = None
+        self._payload: dict[str, Any] = {}
         self._seq = 0  # this run's transitions, for the audit log
         self._stamp = 0  # orders the mirror writes, across runs too (task_models.versions)
         self._requests: list[tuple[str, OperatorRequest]] = []
@@ -222,7 +231,6 @@ class TaskScheduler:
     # ------------------------------------------------------ compensation
 
     async def _run_compensations(self) -> None:
-        assert self._status is not None
         if self._compensate is not None and self._compensate.by not in _AUTOMATIC:
             attempted = [s.name for s in self._status.steps if s.runs > 0]
             await self._audit(
@@ -286,7 +294,6 @@ class TaskScheduler:
     # --------------------------------------------------------- decisions
 
     async def _record_failure(self, step: StepStatus, state: StepState, err: ActivityError) -> None:
-        assert self._status is not None
         message, error_type, permanent = _describe(err)
         step.last_error, step.error_type, step.permanent = message, error_type, permanent
         self._advance()
@@ -300,7 +307,6 @@ class TaskScheduler:
 
     async def _await_decision(self, step: StepStatus, *, compensating: bool) -> str:
         """Wait for the Supervisor or an operator. Returns "retry" or "compensate"."""
-        assert self._status is not None
         while True:
             await workflow.wait_condition(
                 lambda: bool(self._requests) or (self._compensate is not None and not compensating)
@@ -395,7 +401,7 @@ class TaskScheduler:
         step = self._waiting_step()
         self._claim_count(request)
         self._requests.append(("retry", request))
-        assert self._status is not None and step is not None
+        assert step is not None
         what = "undo of" if step.state != StepState.FAILED and self._compensate is not None else "step"
         return OperatorAnswer(message=f"retrying {what} {step.name}", task_state=self._status.state)
 
@@ -410,7 +416,6 @@ class TaskScheduler:
         """``compensate`` with an answer: accepted, or rejected with the reason."""
         self._note_count(request)
         self._start_compensation(request)
-        assert self._status is not None
         return OperatorAnswer(
             message="compensating: attempted steps are undone in reverse order", task_state=self._status.state
         )
@@ -441,7 +446,7 @@ class TaskScheduler:
 
     def _retry_problem(self, request: OperatorRequest) -> str | None:
         """Why a retry request does not apply now, or None if it does."""
-        if self._status is None:
+        if self._plan is None:
             return "the task has not been accepted yet"
         if self._status.state.terminal:
             return f"the task is already {self._status.state}"
@@ -467,7 +472,7 @@ class TaskScheduler:
             waiting.failure_count = max(waiting.failure_count, request.failure_count)
 
     def _compensate_problem(self, request: OperatorRequest) -> str | None:
-        if self._status is None:
+        if self._plan is None:
             return None if self._compensate is None else "the task is already compensating"
         if self._status.state.terminal:
             return f"the task is already {self._status.state}"
@@ -492,11 +497,6 @@ class TaskScheduler:
 
     @workflow.query(name="status")
     def status(self) -> TaskStatus:
-        if self._status is None:
-            info = workflow.info()
-            return TaskStatus(
-                task_id=info.workflow_id, task_type=self.definition.task_type, state=TaskState.PENDING, steps=[]
-            )
         return self._status
 
     # ------------------------------------------------------------ helpers
@@ -520,7 +520,6 @@ class TaskScheduler:
         step.result = shown(model, done.data) if model is not None else done.data
 
     def _shown_results(self) -> dict[str, dict[str, Any]]:
-        assert self._status is not None
         return {s.name: s.result for s in self._status.steps if s.result is not None}
 
     @property
@@ -529,17 +528,14 @@ class TaskScheduler:
         return self._plan.steps
 
     def _step(self, name: str) -> StepStatus:
-        assert self._status is not None
         return next(s for s in self._status.steps if s.name == name)
 
     def _waiting_step(self) -> StepStatus | None:
-        if self._status is None:
-            return None
         waiting = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
         return next((s for s in self._status.steps if s.state in waiting), None)
 
     def _note_count(self, request: OperatorRequest) -> None:
-        if request.failure_count is None or self._status is None:
+        if request.failure_count is None:
             return
         target = request.step and next((s for s in self._status.steps if s.name == request.step), None)
         if target:
@@ -552,7 +548,6 @@ class TaskScheduler:
 
     def _set(self, step: StepStatus, state: StepState, task_state: TaskState | None = None) -> None:
         """The one place a step's state changes in the Scheduler."""
-        assert self._status is not None
         step.state = state
         if task_state is not None:
             self._status.state = task_state
@@ -560,14 +555,13 @@ class TaskScheduler:
         self._publish()
 
     def _set_task_state(self, task_state: TaskState) -> None:
-        assert self._status is not None
         self._status.state = task_state
         self._publish()
 
     def _publish(self) -> None:
         """Keep the UI's view in step with the task: the current details (the workflow page) and
         the search attributes an operator filters on (only what changed, to keep the history small)."""
-        if self._status is None or self._plan is None:
+        if self._plan is None:
             return
         # Current details are no command and no event: the UI reads them through a query, so
         # setting them on every change costs nothing in history and replays the same.
@@ -589,7 +583,6 @@ class TaskScheduler:
             self._published.update({key.name: value for key, value in wanted.items()})
 
     def _call(self, plan: StepPlan, *, compensation: bool, task_state_on_done: TaskState | None = None) -> StepCall:
-        assert self._status is not None
         step = self._step(plan.name)
         return StepCall(
             task_id=self._status.task_id,
@@ -651,7 +644,6 @@ class TaskScheduler:
 
     async def _audit(self, action: str, step: str | None, request: OperatorRequest, changed: str) -> None:
         """Record an operator's action - who, when, why, what it changed - in the state store."""
-        assert self._status is not None
         self._advance()
         record = AuditRecord(
             task_id=self._status.task_id,
@@ -685,10 +677,9 @@ class TaskScheduler:
     def _notify(self, kind: str, step: str | None = None, detail: str | None = None) -> None:
         """Post a status event to the submitter's callback URL, if the task has one.
         Not awaited: a slow receiver must not hold the task up."""
-        url = self._payload.get("callback_url") if self._status is not None else None
+        url = self._payload.get("callback_url")
         if not url:
             return
-        assert self._status is not None
         event = CallbackEvent(
             event_id=f"{self._status.task_id}:{self._stamp}:{kind}" + (f":{step}" if step else ""),
             kind=kind,
@@ -720,13 +711,10 @@ class TaskScheduler:
                 self._event(f"callback not delivered: {err.cause or err}")
 
     def _event(self, text: str) -> None:
-        if self._status is None:
-            return
         self._status.events.append(f"{workflow.now().isoformat(timespec='seconds')} {text}")
         del self._status.events[:-_MAX_EVENTS]
 
     def _result(self) -> TaskResult:
-        assert self._status is not None
         return TaskResult(task_id=self._status.task_id, state=self._status.state, steps=self._status.steps)
 
 
