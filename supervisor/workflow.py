@@ -69,13 +69,17 @@ class SupervisorWorkflow:
         delivery: workflow.ActivityHandle[DeliveryResult] | None = None
         sweeps_this_run = 0
         while True:
-            scan = await _run(ScanDefs.scan, ScanInput(shard=shard))
+            scan = await _run(ScanDefs.scan, ScanInput(shard=shard), "find the steps due and the alerts to send")
             policy = scan.policy
             now = workflow.now()
             decisions = [decide(step, policy, now) for step in scan.due]
             work = bool(decisions or scan.unsent)
             if work:
-                self._stats.last = await _run(ApplyDefs.apply, ApplyInput(decisions=decisions, shard=shard))
+                self._stats.last = await _run(
+                    ApplyDefs.apply,
+                    ApplyInput(decisions=decisions, shard=shard),
+                    f"apply {len(decisions)} decision(s), each after asking Temporal; send the outbox",
+                )
             self._recent = [
                 f"{now.isoformat(timespec='seconds')} `{d.task_id}` {d.step}: **{d.kind}** "
                 f"(FailureCount {d.failure_count}) {d.reason[:120]}"
@@ -88,20 +92,29 @@ class SupervisorWorkflow:
 
             if _due(last_orphan_check, policy.orphan_check_s, now):
                 last_orphan_check = now
-                orphans = await _run(OrphanDefs.check_orphans, OrphanCheckInput(shard=shard, cursor=cursor))
+                orphans = await _run(
+                    OrphanDefs.check_orphans,
+                    OrphanCheckInput(shard=shard, cursor=cursor),
+                    "compare quiet tasks with Temporal: ended from outside, gone, stuck, drifted",
+                )
                 cursor = orphans.cursor
                 self._stats.orphans_found += len(orphans.orphans)
                 work = work or bool(orphans.orphans)
             # Queues are not sharded: the first shard looks at them.
             if shard == 0 and _due(last_queue_check, policy.queue_check_s, now):
                 last_queue_check = now
-                queues = await _run(QueueDefs.check_queues, QueueCheckInput(backlog=backlog))
+                queues = await _run(
+                    QueueDefs.check_queues,
+                    QueueCheckInput(backlog=backlog),
+                    "count the task queues' pollers and backlog",
+                )
                 backlog = queues.backlog
                 self._stats.queue_checks += 1
 
             if policy.webhook and scan.undelivered and (delivery is None or delivery.done()):
                 delivery = workflow.start_activity_method(
                     AlertDeliveryDefs.deliver_alerts,
+                    summary=f"deliver {scan.undelivered} alert(s) to the webhook",
                     start_to_close_timeout=_ACTIVITY_TIMEOUT,
                     heartbeat_timeout=_HEARTBEAT,
                     retry_policy=_ONCE,
@@ -172,11 +185,13 @@ def _details(
     return "\n\n".join(lines)
 
 
-async def _run(declared: Callable[[Any, _Arg], Awaitable[_Result]], arg: _Arg) -> _Result:
-    """One sweep activity, retried by Temporal; its name and result type come from its declaration."""
+async def _run(declared: Callable[[Any, _Arg], Awaitable[_Result]], arg: _Arg, summary: str) -> _Result:
+    """One sweep activity, retried by Temporal; its name and result type come from its declaration,
+    and ``summary`` says in the UI what it does."""
     return await workflow.execute_activity_method(
         declared,
         arg,
+        summary=summary,
         start_to_close_timeout=_ACTIVITY_TIMEOUT,
         heartbeat_timeout=_HEARTBEAT,
         retry_policy=_RETRY,

@@ -116,6 +116,7 @@ class CleanupWorkflow:
                     step.compensation,
                     call,
                     result_type=StepResult,
+                    summary=f"undo {step.name} with {step.compensation} (clean-up of {self._input.task_id})",
                     start_to_close_timeout=policy.complete_by,
                     heartbeat_timeout=policy.heartbeat,
                     retry_policy=RetryPolicy(
@@ -219,4 +220,5 @@ class CleanupWorkflow:
             TransitionBatch(transitions=transitions),
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,
+            summary=f"record {', '.join(f'{t.step} {t.state}' for t in transitions)} (task {task_state})",
         )
