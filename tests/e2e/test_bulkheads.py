@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
+import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from activities import check_service_names, service_callers
 from remote_services.launcher import ServiceProcess
 from settings import ServicesSettings
 from task_models import PreorderInput, StepPolicyValues, TaskState
 from tests.helpers import fresh_id, wait_until
+from tests.outbound.receivers import Receiver, serve_receiver
 from tests.stack import ADMIN_TOKEN, Stack, start_stack
 
 # A ship attempt outlasts the hang (so the hung calls stay in their first attempt) and is retried
@@ -41,6 +45,35 @@ async def bulkhead_stack(
         client, temporal_address, services.url, sqlite_url, services=registry, steps={"ship": PATIENT_SHIP}
     ) as running:
         yield running
+
+
+@pytest_asyncio.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async for running in serve_receiver():
+        yield running
+
+
+async def test_each_service_has_its_own_url_auth_header_and_pool(receiver: Receiver) -> None:
+    base = receiver.url.removesuffix("/hook")
+    registry = ServicesSettings(
+        url="http://127.0.0.1:9",  # nothing listens: a service without its own URL is not called here
+        payment={"url": base, "auth_header": "X-Api-Key", "auth_token": "pay-secret"},
+    )
+    async with service_callers(registry) as callers:
+        assert sorted(callers) == ["inventory", "payment", "shipping"]
+        assert len({id(c._client) for c in callers.values()}) == 3  # one pool per service
+        answer = await callers["payment"].post(
+            "/hook", {"order_id": "o-1"}, "o-1:charge", datetime.now(UTC) + timedelta(seconds=10)
+        )
+    assert answer == {"ok": True}
+    [request] = receiver.received
+    assert request.headers["x-api-key"] == "pay-secret"
+    assert request.headers["idempotency-key"] == "o-1:charge"
+
+
+def test_settings_for_a_service_no_agent_calls_are_refused() -> None:
+    with pytest.raises(ValueError, match="SAS_SERVICES__SHIPING__"):
+        check_service_names(ServicesSettings(shiping={"max_concurrency": 2}))
 
 
 def test_each_service_is_declared_by_name_over_the_defaults() -> None:
