@@ -31,7 +31,7 @@ async def run_worker() -> None:
     from temporalio.worker import Worker
 
     import state_store
-    from activities import build_activities, service_callers
+    from activities import build_activities, check_service_names, service_callers
     from activities.outbound import WebhookSender
     from sas_runtime.connect import connect, metrics_runtime, worker_identity
     from sas_runtime.failures import reaching_state_store
@@ -43,6 +43,7 @@ async def run_worker() -> None:
     from workflows.runner import workflow_runner
 
     settings = get_settings()
+    check_service_names(settings.services)  # before anything connects: a misspelt service is a settings error
     configure_logging(settings.log_level)
     traces = tracing(settings.otel.enabled)  # before anything else: a missing extra is said at once
     with reaching_state_store(settings.database.url):

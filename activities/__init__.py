@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
+from pydantic_settings import SettingsError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
@@ -30,7 +31,8 @@ def check_service_names(services: ServicesSettings) -> None:
     """Refuse settings for a service no Agent calls: a misspelt name would otherwise be ignored."""
     unknown = sorted(set(services.named) - set(AGENTS))
     if unknown:
-        raise ValueError(
+        # A SettingsError: the entry points report it as one line of bad settings (sas_runtime/entry.py).
+        raise SettingsError(
             f"SAS_SERVICES__{unknown[0].upper()}__*: no Agent calls a service named {unknown[0]!r}"
             f" (known: {', '.join(sorted(AGENTS))})"
         )
