@@ -123,7 +123,7 @@ class ServiceSettings(BaseModel):
         default=30.0,
         gt=0,
         le=3_600,
-        description="Longest one call may take; the step's complete-by cuts it shorter when nearer.",
+        description="httpx timeout of one call (connect, read, write, pool); the step's complete-by cuts it shorter.",
     )
     max_connections: int | None = Field(
         default=None, ge=1, le=10_000, description="This service's own pool; SAS_SERVICES__MAX_CONNECTIONS if unset."
