@@ -28,11 +28,10 @@ def graceful_shutdown(settings: Settings) -> timedelta:
 
 
 async def run_worker() -> None:
-    import httpx
     from temporalio.worker import Worker
 
     import state_store
-    from activities import build_activities
+    from activities import build_activities, check_service_names, service_callers
     from activities.outbound import WebhookSender
     from sas_runtime.connect import connect, metrics_runtime, worker_identity
     from sas_runtime.failures import reaching_state_store
@@ -44,6 +43,7 @@ async def run_worker() -> None:
     from workflows.runner import workflow_runner
 
     settings = get_settings()
+    check_service_names(settings.services)  # before anything connects: a misspelt service is a settings error
     configure_logging(settings.log_level)
     traces = tracing(settings.otel.enabled)  # before anything else: a missing extra is said at once
     with reaching_state_store(settings.database.url):
@@ -64,22 +64,21 @@ async def run_worker() -> None:
         log.warning(
             "search attributes %s are not registered: run `sas setup`; tasks will not be filterable in the UI", missing
         )
-    pool = settings.services.max_connections
-    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     writer = make_step_writer(settings.database)
     try:
         async with (
-            httpx.AsyncClient(limits=limits) as http,
+            # One pool and concurrency limit per remote service (bulkheads), traced; the
+            # callbacks' pool is separate and not traced.
+            service_callers(settings.services, traces.instrument_http) as remotes,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
-            traces.instrument_http(http)  # the remote services' calls, not the callbacks' pool
             worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
                 activities=build_activities(
                     settings,
-                    http,
+                    remotes,
                     state_store.session_factory(engine),
                     identity,
                     search_attributes=not missing,

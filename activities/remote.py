@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
+
+if TYPE_CHECKING:
+    from settings import ResolvedService
 
 # Error types, as seen in Temporal's history and the state store's error_type column.
 TRANSIENT = "RemoteTransient"
@@ -31,38 +35,88 @@ _MIN_TIME_LEFT_S = 0.05
 
 
 class RemoteCaller:
-    """Posts to the remote services with an Idempotency-Key, inside the attempt's deadline."""
+    """Posts to one remote service with an Idempotency-Key, inside the attempt's deadline.
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str) -> None:
+    One per service (a bulkhead): it holds that service's own client (connection pool), auth
+    header and limit on calls in flight, so a hung service fills only its own slots. A call over
+    the limit waits for a slot, heartbeating, until the attempt's complete-by; then it fails as
+    transient, like a call that got no answer, and Temporal's retry policy takes it."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        *,
+        max_concurrency: int = 100,
+        timeout_s: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self._client = client
         self._base_url = base_url.rstrip("/")
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._timeout_s = timeout_s
+        self._headers = dict(headers or {})
+
+    @classmethod
+    def for_service(cls, client: httpx.AsyncClient, service: ResolvedService) -> RemoteCaller:
+        """The caller of one service from its settings (``settings.services.service(name)``)."""
+        token = service.auth_token
+        return cls(
+            client,
+            service.url,
+            max_concurrency=service.max_concurrency,
+            timeout_s=service.timeout_s,
+            headers={service.auth_header: token.get_secret_value()} if token is not None else None,
+        )
 
     async def post(
         self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime
     ) -> dict[str, Any]:
         """A business call under our Idempotency-Key; the service's answer (a JSON object)."""
-        time_left = self._time_left(path, complete_by)
-        # The answer is read with a cap: a runaway service cannot fill the worker's memory.
-        request = post_capped(
-            self._client,
-            f"{self._base_url}{path}",
-            SERVICE_RESPONSE_CAP,
-            json=body,
-            headers={"Idempotency-Key": idempotency_key},
-            timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
-        )
-        return await self._exchange(path, request, time_left)
+
+        def request(time_left: float) -> Awaitable[httpx.Response]:
+            # The answer is read with a cap: a runaway service cannot fill the worker's memory.
+            return post_capped(
+                self._client,
+                f"{self._base_url}{path}",
+                SERVICE_RESPONSE_CAP,
+                json=body,
+                headers={**self._headers, "Idempotency-Key": idempotency_key},
+                timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
+            )
+
+        return await self._exchange(path, request, complete_by)
 
     async def get(self, path: str, params: dict[str, str], complete_by: datetime) -> dict[str, Any]:
         """A read (an undo looking up the service's id of its forward effect); same rules as ``post``."""
-        time_left = self._time_left(path, complete_by)
-        request = _get_capped(
-            self._client,
-            f"{self._base_url}{path}",
-            params=params,
-            timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
-        )
-        return await self._exchange(path, request, time_left)
+
+        def request(time_left: float) -> Awaitable[httpx.Response]:
+            return _get_capped(
+                self._client,
+                f"{self._base_url}{path}",
+                params=params,
+                headers=self._headers,
+                timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
+            )
+
+        return await self._exchange(path, request, complete_by)
+
+    async def _in_slot(
+        self, path: str, request: Callable[[float], Awaitable[httpx.Response]], complete_by: datetime
+    ) -> httpx.Response:
+        """Wait for one of the service's slots, then send with the time then left."""
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can lose a slot it acquired as it times out.
+            async with asyncio.timeout(self._time_left(path, complete_by)):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise ApplicationError(
+                f"{path}: every slot of its service stayed busy until complete-by", type=TRANSIENT
+            ) from None
+        try:
+            return await request(min(self._time_left(path, complete_by), self._timeout_s))
+        finally:
+            self._slots.release()
 
     @staticmethod
     def _time_left(path: str, complete_by: datetime) -> float:
@@ -75,12 +129,17 @@ class RemoteCaller:
             )
         return time_left
 
-    async def _exchange(self, path: str, request: Any, time_left: float) -> dict[str, Any]:
+    async def _exchange(
+        self, path: str, request: Callable[[float], Awaitable[httpx.Response]], complete_by: datetime
+    ) -> dict[str, Any]:
+        time_left = self._time_left(path, complete_by)
         started = time.monotonic()
         outcome = "ok"
         try:
             try:
-                response = await _heartbeating(request, interval_s=_heartbeat_interval(time_left))
+                response = await _heartbeating(
+                    self._in_slot(path, request, complete_by), interval_s=_heartbeat_interval(time_left)
+                )
             except httpx.TimeoutException as err:
                 raise ApplicationError(
                     f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT

@@ -3,7 +3,9 @@
 Each implements its declaration in ``task_models/activity_defs.py`` (the activity's name,
 ``<service>.<action>``, and its result model); the steps of a task type reference those
 declarations (``workflows/definitions.py``). An undo names the service's own id of the effect
-it undoes, from its forward step's result (``Agent.forward_id``).
+it undoes, from its forward step's result (``Agent.forward_id``). Each is listed under
+its remote service in ``AGENTS``: the worker gives it that service's own caller, a bulkhead
+(``activities/remote.py``), configured by ``SAS_SERVICES__<SERVICE>__*``.
 """
 
 from __future__ import annotations
@@ -87,3 +89,13 @@ class ShippingAgent(Agent, ShippingDefs):
         shipment_id = await self.forward_id(call, "shipping", "shipment_id")
         body = CancelShipmentRequest(order_id=call.task_id, ship_key=call.target_key or "", shipment_id=shipment_id)
         return await self.perform(call, "/shipping/cancel", body)
+
+
+# Every Agent the worker builds, by the remote service it calls: each gets that service's own
+# caller, configured by SAS_SERVICES__<NAME>__* (activities.build_activities). A new service is
+# its declaration (task_models/activity_defs.py), its Agent above and one line here.
+AGENTS: dict[str, type[Agent]] = {
+    "inventory": InventoryAgent,
+    "payment": PaymentAgent,
+    "shipping": ShippingAgent,
+}

@@ -56,11 +56,10 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
 
 async def run_sas_variant(search_attributes: bool) -> None:
     """sas's own worker (``worker.py``), with the search-attribute upserts on or off."""
-    import httpx
     from temporalio.worker import Worker
 
     import state_store
-    from activities import build_activities
+    from activities import build_activities, service_callers
     from sas_runtime.connect import connect, worker_identity
     from sas_runtime.entry import serve_until_signalled
     from settings import get_settings
@@ -74,14 +73,14 @@ async def run_sas_variant(search_attributes: bool) -> None:
     identity = worker_identity(settings.temporal, "worker")
     writer = make_step_writer(settings.database)
     try:
-        async with httpx.AsyncClient(limits=_limits(settings)) as http:
+        async with service_callers(settings.services) as remotes:  # the same pools as worker.py
             worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=ALL_WORKFLOWS,
                 activities=build_activities(
                     settings,
-                    http,
+                    remotes,
                     state_store.session_factory(engine),
                     identity,
                     search_attributes=search_attributes,

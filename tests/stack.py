@@ -18,7 +18,7 @@ from temporalio.worker import Worker
 
 import state_store
 import workflows
-from activities import build_activities
+from activities import build_activities, service_callers
 from activities.outbound import WebhookSender
 from settings import (
     CallbackSettings,
@@ -153,7 +153,7 @@ async def start_stack(
     supervisor_settings: SupervisorSettings | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
-    """``instrument_http`` is given the Agents' HTTP client before the worker starts (tracing).
+    """``instrument_http`` is given each remote service's HTTP client before the worker starts (tracing).
     ``supervisor_settings`` replace the tests' fast ladder (``supervisor`` says whether one runs)."""
     if supervisor_settings is not None:
         overrides["supervisor"] = supervisor_settings
@@ -164,17 +164,15 @@ async def start_stack(
     writer = make_step_writer(settings.database)
     try:
         async with (
-            httpx.AsyncClient() as http,
+            service_callers(settings.services, instrument_http) as remotes,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
-            if instrument_http is not None:
-                instrument_http(http)
             task_worker = Worker(
                 client,
                 task_queue=settings.temporal.task_queue,
                 workflows=workflows.ALL_WORKFLOWS,  # read now: the registry may have grown (tests/test_task_type_registry.py)
                 activities=build_activities(
-                    settings, http, sessions, "test-worker", step_writer=writer, callback_sender=callbacks
+                    settings, remotes, sessions, "test-worker", step_writer=writer, callback_sender=callbacks
                 ),
                 identity="test-worker",
                 workflow_runner=workflow_runner(),

@@ -1,0 +1,141 @@
+"""Bulkheads: one hung remote service holds only its own pool and slots; the others go on.
+
+Real Temporal, real remote services, real state store. Every service gets a pool of two
+connections and shipping a limit of two calls in flight; shipping then hangs. With one shared
+pool (as before the registry) the hung ship calls would hold every connection, and the
+preorders' reserve and charge calls would queue behind them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from activities import check_service_names, service_callers
+from remote_services.launcher import ServiceProcess
+from settings import ServicesSettings
+from task_models import PreorderInput, StepPolicyValues, TaskState
+from tests.helpers import fresh_id, wait_until
+from tests.outbound.receivers import Receiver, serve_receiver
+from tests.stack import ADMIN_TOKEN, Stack, start_stack
+
+# A ship attempt outlasts the hang (so the hung calls stay in their first attempt) and is retried
+# enough that an outage is waited out rather than turned into a refund.
+HANG_MS = 20_000
+PATIENT_SHIP = StepPolicyValues(
+    complete_by_s=60.0, heartbeat_s=2.0, max_attempts=10, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
+)
+HUNG_ORDERS = 3  # one more than shipping's slots: the third waits for a slot, not for a connection
+PREORDERS = 4
+
+
+@pytest_asyncio.fixture
+async def bulkhead_stack(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> AsyncIterator[Stack]:
+    registry = ServicesSettings(
+        url=services.url, admin_token=ADMIN_TOKEN, max_connections=2, shipping={"max_concurrency": 2}
+    )
+    async with start_stack(
+        client, temporal_address, services.url, sqlite_url, services=registry, steps={"ship": PATIENT_SHIP}
+    ) as running:
+        yield running
+
+
+@pytest_asyncio.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async for running in serve_receiver():
+        yield running
+
+
+async def test_each_service_has_its_own_url_auth_header_and_pool(receiver: Receiver) -> None:
+    base = receiver.url.removesuffix("/hook")
+    registry = ServicesSettings(
+        url="http://127.0.0.1:9",  # nothing listens: a service without its own URL is not called here
+        payment={"url": base, "auth_header": "X-Api-Key", "auth_token": "pay-secret"},
+    )
+    async with service_callers(registry) as callers:
+        assert sorted(callers) == ["inventory", "payment", "shipping"]
+        assert len({id(c._client) for c in callers.values()}) == 3  # one pool per service
+        answer = await callers["payment"].post(
+            "/hook", {"order_id": "o-1"}, "o-1:charge", datetime.now(UTC) + timedelta(seconds=10)
+        )
+    assert answer == {"ok": True}
+    [request] = receiver.received
+    assert request.headers["x-api-key"] == "pay-secret"
+    assert request.headers["idempotency-key"] == "o-1:charge"
+
+
+def test_settings_for_a_service_no_agent_calls_are_refused() -> None:
+    with pytest.raises(ValueError, match="SAS_SERVICES__SHIPING__"):
+        check_service_names(ServicesSettings(shiping={"max_concurrency": 2}))
+
+
+def test_each_service_is_declared_by_name_over_the_defaults() -> None:
+    registry = ServicesSettings(
+        url="http://127.0.0.1:1/",
+        max_connections=7,
+        payment={"url": "http://pay.example:2", "max_concurrency": 3, "auth_token": "Bearer t"},
+    )
+    payment, inventory = registry.service("payment"), registry.service("inventory")
+    assert (payment.url, payment.max_connections, payment.max_concurrency) == ("http://pay.example:2", 7, 3)
+    assert payment.auth_header == "Authorization" and payment.auth_token is not None
+    assert (inventory.url, inventory.max_concurrency, inventory.auth_token) == ("http://127.0.0.1:1", 7, None)
+
+
+async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead_stack: Stack) -> None:
+    stack = bulkhead_stack
+    hung = [fresh_id("hung") for _ in range(HUNG_ORDERS)]
+    faults = [
+        await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=HANG_MS, match_order_id=task_id)
+        for task_id in hung
+    ]
+    hung_handles = [await stack.submit(task_id) for task_id in hung]
+
+    async def ship_attempts() -> list[tuple[str, int] | None]:
+        rows = []
+        for task_id in hung:
+            record = await stack.record(task_id)
+            ship = next((s for s in record.steps if s.name == "ship"), None) if record else None
+            rows.append(None if ship is None else (ship.state, ship.attempt))
+        return rows
+
+    # Every hung order is in the first attempt of its ship step: two calls in flight, the third
+    # waiting for a slot.
+    in_first_attempt = [("Processing", 1)] * HUNG_ORDERS
+    await wait_until(ship_attempts, lambda rows: rows == in_first_attempt, what="orders in ship")
+
+    preorders = [fresh_id("pre") for _ in range(PREORDERS)]
+    pre_handles = [
+        await stack.submit(
+            task_id,
+            payload=PreorderInput(customer_id="cust-1", sku="SKU-1", quantity=1, amount_cents=500),
+            workflow="PreorderWorkflow",
+        )
+        for task_id in preorders
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in pre_handles)), timeout=60)
+    assert [r.state for r in results] == [TaskState.PROCESSED] * PREORDERS
+
+    # The preorders finished while every hung order was still in the first attempt of its ship
+    # step, with nothing undone. (With one pool shared by all services, the preorders' calls would
+    # have waited for the hung calls to end, and these attempts would have moved on.)
+    assert await ship_attempts() == in_first_attempt
+    for task_id in hung:
+        assert await stack.task_state(task_id) == "Processing"
+        assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve", "charge"]
+
+    # Shipping comes back: the hung calls end, the order that waited for a slot gets one, and all
+    # complete; none was compensated.
+    for fault_id in faults:
+        await stack.remove_fault(fault_id)
+    done = await asyncio.wait_for(asyncio.gather(*(h.result() for h in hung_handles)), timeout=90)
+    assert [r.state for r in done] == [TaskState.PROCESSED] * HUNG_ORDERS
+    for task_id in hung:
+        actions = [e["action"] for e in await stack.ledger(task_id)]
+        assert actions == ["reserve", "charge", "ship"], actions
