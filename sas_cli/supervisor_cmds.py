@@ -29,7 +29,7 @@ def show(
         from sas_cli import delayed
 
         later = context.run(lambda: context.with_client(lambda c: delayed.scheduled(c, task_id)))
-        if later is not None:
+        if later is not None and later["state"] != "Cancelled":  # a cancelled one: its audited actions below
             delayed.report(later, as_json)
             return
         if _show_actions_only(task_id, as_json):

@@ -68,6 +68,10 @@ async def test_cancel_a_delayed_task_terminates_it_before_anything_runs(stack: S
     assert shown["task"] is None and [a["action"] for a in shown["operator_actions"]] == ["cancel"]
     table = await sas(stack, "show", task_id)
     assert table.returncode == 0 and "never ran" in table.stdout and "alice" in table.stdout
+    status = as_json(await sas(stack, "status", task_id, "--json"))
+    assert status["state"] == "Cancelled" and status["reason"] == "cancelled by alice: customer called"
+    said = await sas(stack, "status", task_id)
+    assert said.returncode == 0 and "cancelled before it started" in said.stdout
 
     again = await sas(stack, "cancel", task_id)
     assert again.returncode == 1 and "already ended (terminated)" in again.stderr
