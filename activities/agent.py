@@ -155,6 +155,32 @@ class Agent:
                 write.cancel()
 
 
+def attempt_deadline() -> datetime:
+    """This attempt's complete-by: its start plus its start-to-close timeout."""
+    info = activity.info()
+    return info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
+
+
+def last_checkpoint(field: str) -> int:
+    """How far an earlier attempt of this step got: ``field`` of the last heartbeat details
+    Temporal kept for it (see ``save_checkpoint``); 0 on a first attempt or without any.
+
+    A checkpoint saves work, it does not make work safe to repeat: each part has its own
+    idempotency key, so a part sent again (a checkpoint lost to a later heartbeat without
+    details, which replaces it) is answered from the service's record, not done twice."""
+    details = activity.info().heartbeat_details
+    progress = details[0] if details else None
+    value = progress.get(field) if isinstance(progress, dict) else None
+    # Heartbeat details come back through the payload converter: a plain JSON int, or junk.
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def save_checkpoint(**progress: int) -> None:
+    """Record this attempt's progress in its heartbeat details; a retried attempt reads it back
+    with ``last_checkpoint`` and resumes there instead of starting over."""
+    activity.heartbeat(progress)
+
+
 def _validated(model: type[BaseModel], path: str, answer: dict[str, Any]) -> dict[str, Any]:
     """The service's answer as the step's result model; an answer that is not one is garbage
     (retryable: a misbehaving service, not a refusal)."""

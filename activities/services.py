@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from activities.agent import Agent, parse_payload
+from activities.agent import Agent, attempt_deadline, last_checkpoint, parse_payload, save_checkpoint
 from task_models import StepCall, StepResult
 from task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs, implements
 
@@ -45,6 +45,16 @@ class RefundRequest(BaseModel):
 class ShipRequest(BaseModel):
     order_id: str
     address: str
+
+
+class ShipOrder(ShipRequest):
+    """What the ship step reads from the order: the shipment and how many parcels it has."""
+
+    parcels: int = 1
+
+
+class ParcelRequest(ShipRequest):
+    parcel: int
 
 
 class CancelShipmentRequest(BaseModel):
@@ -82,7 +92,22 @@ class PaymentAgent(Agent, PaymentDefs):
 class ShippingAgent(Agent, ShippingDefs):
     @implements(ShippingDefs.ship)
     async def ship(self, call: StepCall) -> StepResult:
-        return await self.perform(call, "/shipping/ship", parse_payload(ShipRequest, call, order_id=call.task_id))
+        """Ship the order's parcels, one call each, then the shipment itself (its id is the
+        step's result, which the cancel names). After each parcel the attempt saves a
+        checkpoint, ``{"parcels_done": i}``; a retried attempt skips the parcels done."""
+        order = parse_payload(ShipOrder, call, order_id=call.task_id)
+        if order.parcels > 1:
+            for parcel in range(last_checkpoint("parcels_done") + 1, order.parcels + 1):
+                body = ParcelRequest(order_id=order.order_id, address=order.address, parcel=parcel)
+                await self._remote.post(
+                    "/shipping/ship",
+                    body.model_dump(mode="json"),
+                    f"{call.idempotency_key}:parcel-{parcel}",
+                    attempt_deadline(),
+                )
+                save_checkpoint(parcels_done=parcel)
+        shipment = ShipRequest(order_id=order.order_id, address=order.address)
+        return await self.perform(call, "/shipping/ship", shipment)
 
     @implements(ShippingDefs.cancel)
     async def cancel(self, call: StepCall) -> StepResult:

@@ -165,7 +165,8 @@ def _business_route(endpoint: Endpoint, state: ServiceState) -> Route:
     async def handle(request: Request) -> Response:
         key = _idempotency_key(request)
         body = await _parse_json(request, endpoint.model)
-        fault = state.faults.pick(endpoint.name, body.order_id) if state.faults is not None else None
+        parcel = getattr(body, "parcel", None)
+        fault = state.faults.pick(endpoint.name, body.order_id, parcel) if state.faults is not None else None
         if fault is not None:
             refusal = await _before_effect(fault, request, endpoint)
             if refusal is not None:

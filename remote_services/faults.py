@@ -31,6 +31,7 @@ class FaultSpec(BaseModel):
         error: Error code of a ``transient`` or ``permanent`` answer.
         message: Error message of the answer.
         match_order_id: Only calls whose body ``order_id`` equals this.
+        match_parcel: Only calls whose body ``parcel`` equals this (one parcel of a shipment).
     """
 
     # A misspelt field would silently give a different fault than the one meant.
@@ -46,6 +47,7 @@ class FaultSpec(BaseModel):
     error: str | None = Field(default=None, min_length=1, max_length=100)
     message: str | None = Field(default=None, max_length=1000)
     match_order_id: str | None = None
+    match_parcel: int | None = Field(default=None, ge=1)
 
     @field_validator("endpoint")
     @classmethod
@@ -69,9 +71,11 @@ class FaultSpec(BaseModel):
                 raise ValueError(f"status does not apply to kind {self.kind!r}")
         return self
 
-    def matches(self, endpoint: str, order_id: str) -> bool:
-        """Whether a call to ``endpoint`` for ``order_id`` falls under this rule."""
+    def matches(self, endpoint: str, order_id: str, parcel: int | None = None) -> bool:
+        """Whether a call to ``endpoint`` for ``order_id`` (and ``parcel``, if any) falls under this rule."""
         if self.match_order_id is not None and self.match_order_id != order_id:
+            return False
+        if self.match_parcel is not None and self.match_parcel != parcel:
             return False
         return self.endpoint in ("*", endpoint, f"{endpoint.partition('.')[0]}.*")
 
@@ -130,18 +134,19 @@ class FaultBook:
         self._rules.clear()
         return count
 
-    def pick(self, endpoint: str, order_id: str) -> FaultSpec | None:
+    def pick(self, endpoint: str, order_id: str, parcel: int | None = None) -> FaultSpec | None:
         """The fault that applies to this call, if any, counting it against its rule.
 
         Args:
             endpoint: ``service.action`` of the call.
             order_id: The call's ``order_id``.
+            parcel: The call's ``parcel``, for one parcel of a shipment.
 
         Returns:
             The first matching, non-exhausted rule whose dice roll fires; None if none does.
         """
         for rule in self._rules.values():
-            if rule.exhausted or not rule.spec.matches(endpoint, order_id):
+            if rule.exhausted or not rule.spec.matches(endpoint, order_id, parcel):
                 continue
             if self._rng.random() >= rule.spec.probability:
                 continue

@@ -106,6 +106,9 @@ def _forward(tx: LedgerTx, endpoint: Endpoint, key: str, body: RequestBody) -> d
         result = {"amount_cents": amount, "client_secret": f"{provider_id}_secret_{uuid.uuid4().hex}"}
     elif isinstance(body, ShipBody):
         result = {}
+        if body.parcel is not None:
+            provider_id = _new_id("prc")
+            result = {"parcel": body.parcel}
     else:  # pragma: no cover - the endpoint catalogue pairs forward actions with these bodies
         raise TypeError(f"no forward action for {type(body).__name__}")
     tx.record_effect(

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 Service = Literal["inventory", "payment", "shipping"]
 Action = Literal["reserve", "release", "charge", "refund", "ship", "cancel"]
 
+# Most parcels one shipment may have (task_models.orders.OrderInput.parcels has the same bound).
+MAX_PARCELS = 50
 # Bounded so one request cannot bloat the ledger; generous for real ids.
 Text = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 # A compensation may name an empty key (its step never got one): nothing to undo, not an error.
@@ -59,9 +61,14 @@ class RefundBody(RequestBody):
 
 
 class ShipBody(RequestBody):
-    """``POST /shipping/ship``."""
+    """``POST /shipping/ship``: the shipment, or with ``parcel`` one parcel of it.
+
+    A shipment of several parcels sends each parcel under its own key (the Agent uses
+    ``<step key>:parcel-<i>``), then the shipment itself under the step's key; a shipment of
+    one parcel is that last call alone."""
 
     address: Text
+    parcel: int | None = Field(default=None, ge=1, le=MAX_PARCELS)
 
 
 class CancelBody(RequestBody):

@@ -112,6 +112,9 @@ def submit(
     at: str | None = typer.Option(None, "--at", help="Start at this time (ISO 8601), not now."),
     after: str | None = typer.Option(None, "--in", help="Start after this long: 90s, 15m, 2h, 1d."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the task to finish and print its result."),
+    priority: int | None = typer.Option(
+        None, "--priority", help="1 (most urgent) to 5: a backlog hands out urgent tasks first. Default: 3."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Submit a task. Example: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299 --customer c1 --address '1 Main St'"""
@@ -130,10 +133,13 @@ def submit(
     payload = tasks.build_input(task_type, file, flags)
     task_id = tasks.check_task_id(task_id) if task_id else tasks.new_task_id(task_type)
     delay = tasks.parse_when(at, after)
+    urgency = tasks.check_priority(priority)
 
     async def go() -> dict[str, Any]:
         client = await context.client()
-        created = await tasks.submit(client, context.settings(), task_type, task_id, payload, start_delay=delay)
+        created = await tasks.submit(
+            client, context.settings(), task_type, task_id, payload, start_delay=delay, priority=urgency
+        )
         if not created:
             # A task id is one task: a script must see that nothing new started.
             raise await tasks.existing_task(client, task_id)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -91,11 +91,33 @@ def check_schedule_id(schedule_id: str) -> str:
         raise CliError(str(err)) from None
 
 
+# Temporal's task priority keys: 1 goes first, 5 last; a task given none runs at the server's
+# default (3). Activities inherit their workflow's priority, so every step of the task has it.
+PRIORITY_RANGE = (1, 5)
+
+
+def check_priority(priority: int | None) -> Priority:
+    """Temporal's task priority for ``sas submit --priority``; CliError outside 1..5."""
+    if priority is None:
+        return Priority.default
+    low, high = PRIORITY_RANGE
+    if not low <= priority <= high:
+        raise CliError(f"--priority must be {low} (most urgent) to {high} (least), got {priority}")
+    return Priority(priority_key=priority)
+
+
 async def submit(
-    client: Client, settings: Settings, task_type: str, task_id: str, payload: dict[str, Any], start_delay: Any = None
+    client: Client,
+    settings: Settings,
+    task_type: str,
+    task_id: str,
+    payload: dict[str, Any],
+    start_delay: Any = None,
+    priority: Priority = Priority.default,
 ) -> bool:
     """Start the task's workflow (id = task id). False if the id already names a task
-    (running or finished): nothing new started; ``existing_task`` says which and what to do."""
+    (running or finished): nothing new started; ``existing_task`` says which and what to do.
+    ``priority`` is Temporal's task priority: a backlogged queue hands out urgent tasks first."""
     try:
         await client.start_workflow(
             TASK_TYPES[task_type][1],
@@ -105,6 +127,7 @@ async def submit(
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             start_delay=start_delay,
+            priority=priority,
             # What the UI's list and workflow page show before the Scheduler has said anything.
             static_summary=task_summary(TASK_TYPES[task_type][0], task_id, payload),
             static_details=task_details(TASK_TYPES[task_type][0], task_id, payload),

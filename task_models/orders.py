@@ -34,3 +34,12 @@ class OrderInput(PreorderInput):
     """An order: reserve stock, charge the card, ship. The task id is the workflow id."""
 
     address: UserText = Field(min_length=1, max_length=500)
+    # Optional, so an order without it (and a workflow started before it) ships as one parcel.
+    parcels: int = Field(
+        default=1,
+        ge=1,
+        le=50,
+        strict=True,
+        description="Parcels the shipment is split into; each is shipped by its own call, and a "
+        "retried ship step resumes after the last parcel done.",
+    )

@@ -151,10 +151,12 @@ async def start_stack(
     supervisor: bool = True,
     instrument_http: Callable[[httpx.AsyncClient], None] | None = None,
     supervisor_settings: SupervisorSettings | None = None,
+    worker_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
     """``instrument_http`` is given each remote service's HTTP client before the worker starts (tracing).
-    ``supervisor_settings`` replace the tests' fast ladder (``supervisor`` says whether one runs)."""
+    ``supervisor_settings`` replace the tests' fast ladder (``supervisor`` says whether one runs).
+    ``worker_options`` go to the task worker (``max_concurrent_activities``...)."""
     if supervisor_settings is not None:
         overrides["supervisor"] = supervisor_settings
     settings = test_settings(temporal_address, services_url, db_url, **overrides)
@@ -176,6 +178,7 @@ async def start_stack(
                 ),
                 identity="test-worker",
                 workflow_runner=workflow_runner(),
+                **(worker_options or {}),
             )
             async with task_worker:
                 if not supervisor:
