@@ -110,6 +110,7 @@ def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], li
                 "permanent": False,
                 "chain_id": f"chain-{task_id}",
                 "run_id": f"run-{task_id}",
+                "result": None,
                 "idempotency_key": f"{task_id}:{name}",
                 "complete_by_s": 10.0,
                 "version": 30000,
