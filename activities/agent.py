@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeats import beat
 from activities.refused_writes import RefusedWrites
 from activities.remote import GARBAGE, RemoteCaller
 from state_store.agent_writes import StepWriter
@@ -133,7 +134,7 @@ class Agent:
                     )
                     return
                 log.warning("state store write failed, retrying in %.1fs: %s: %s", delay, type(err).__name__, err)
-                activity.heartbeat()
+                beat()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -148,7 +149,7 @@ class Agent:
                     raise TimeoutError("the state store did not answer in time")
                 await asyncio.wait({write}, timeout=min(left, _BEAT_S))
                 if not write.done():
-                    activity.heartbeat()
+                    beat()
             write.result()
         finally:
             if not write.done():
@@ -159,26 +160,6 @@ def attempt_deadline() -> datetime:
     """This attempt's complete-by: its start plus its start-to-close timeout."""
     info = activity.info()
     return info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
-
-
-def last_checkpoint(field: str) -> int:
-    """How far an earlier attempt of this step got: ``field`` of the last heartbeat details
-    Temporal kept for it (see ``save_checkpoint``); 0 on a first attempt or without any.
-
-    A checkpoint saves work, it does not make work safe to repeat: each part has its own
-    idempotency key, so a part sent again (a checkpoint lost to a later heartbeat without
-    details, which replaces it) is answered from the service's record, not done twice."""
-    details = activity.info().heartbeat_details
-    progress = details[0] if details else None
-    value = progress.get(field) if isinstance(progress, dict) else None
-    # Heartbeat details come back through the payload converter: a plain JSON int, or junk.
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def save_checkpoint(**progress: int) -> None:
-    """Record this attempt's progress in its heartbeat details; a retried attempt reads it back
-    with ``last_checkpoint`` and resumes there instead of starting over."""
-    activity.heartbeat(progress)
 
 
 def _validated(model: type[BaseModel], path: str, answer: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeats import beat
 from activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
 
 if TYPE_CHECKING:
@@ -232,6 +233,6 @@ async def _heartbeating(request: Any, interval_s: float) -> httpx.Response:
             if done:
                 return call.result()
             if activity.in_activity():
-                activity.heartbeat()
+                beat()
     finally:
         call.cancel()

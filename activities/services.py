@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from activities.agent import Agent, attempt_deadline, last_checkpoint, parse_payload, save_checkpoint
+from activities.agent import Agent, attempt_deadline, parse_payload
+from activities.heartbeats import last_checkpoint, save_checkpoint
 from task_models import StepCall, StepResult
 from task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs, implements
 

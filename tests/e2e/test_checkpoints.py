@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from task_models import TaskState
 from tests.e2e.test_step_results import _agent_input
@@ -24,7 +25,19 @@ async def _fault_hits(stack: Stack) -> dict[str, int]:
         return {rule["id"]: rule["hits"] for rule in response.json()["faults"]}
 
 
-async def test_a_retried_ship_step_resumes_after_the_parcels_already_shipped(stack: Stack) -> None:
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"kind": "transient"},
+        # A hung call: the attempt heartbeats while it waits, then times out. Those heartbeats
+        # must carry the checkpoint, or the retry would start from parcel 1 again.
+        {"kind": "hang"},
+    ],
+    ids=["fails", "hangs"],
+)
+async def test_a_retried_ship_step_resumes_after_the_parcels_already_shipped(
+    stack: Stack, fault: dict[str, Any]
+) -> None:
     task_id = fresh_id("ckpt")
     # Rules with no effect (0 ms latency) and no limit count every request for their parcel: a
     # call takes the first rule that matches, so parcel 3's counter sees only what its
@@ -35,7 +48,7 @@ async def test_a_retried_ship_step_resumes_after_the_parcels_already_shipped(sta
             endpoint="shipping.ship", kind="latency", latency_ms=0, match_order_id=task_id, match_parcel=parcel
         )
     fail_once = await stack.add_fault(
-        endpoint="shipping.ship", kind="transient", times=1, match_order_id=task_id, match_parcel=3
+        endpoint="shipping.ship", times=1, match_order_id=task_id, match_parcel=3, **fault
     )
     for parcel in (3, 4):
         counters[parcel] = await stack.add_fault(
