@@ -281,7 +281,7 @@ class SqliteStepWriter:
         """
         if self._db is None:
             self._db = sqlite3.connect(self._path, isolation_level=None, timeout=30)
-            for pragma in ("journal_mode=WAL", "busy_timeout=30000"):
+            for pragma in ("busy_timeout=30000", "journal_mode=WAL"):  # wait for a lock, even here
                 self._db.execute(f"PRAGMA {pragma}")
             self._synchronous = ""
         db = self._db

@@ -44,9 +44,11 @@ def _tune_sqlite(engine: AsyncEngine) -> None:
         # Let SQLAlchemy, not the driver, decide when transactions begin (see _on_begin).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
+        # The busy timeout first: even `journal_mode=WAL` on a file already in WAL mode can meet
+        # another connection's lock, and must wait for it rather than fail "database is locked".
+        cursor.execute("PRAGMA busy_timeout=30000")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")
