@@ -171,16 +171,17 @@ async def _cancel_schedule(client: Client, schedule_id: str, by: str, reason: st
 
 
 async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, reason: str) -> dict[str, Any]:
-    from sas_cli.tasks import TASK_TYPES
+    from workflows.registry import by_workflow_name
     from workflows.summaries import task_details, task_summary
 
     await audit.check_reachable()
     task = await pending(client, task_id)
     if task is None:
         raise CliError(f"no delayed task {task_id!r}", "check the id with `sas list`")
-    definition = next((d for d, name in TASK_TYPES.values() if name == task.workflow_type), None)
-    if definition is None:
+    registered = by_workflow_name(task.workflow_type)
+    if registered is None:
         raise CliError(f"{task_id} is a {task.workflow_type}, which sas does not start: not rescheduled")
+    definition = registered.definition
     new_start = datetime.now(UTC) + delay
     await _terminate(client, task, f"rescheduled by {by} to {_when(new_start)}")
     try:

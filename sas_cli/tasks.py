@@ -21,7 +21,7 @@ from task_models import OperatorAnswer, OperatorRequest, TaskStatus, validate_ta
 from task_models.ids import MAX_INCARNATION, validate_schedule_id
 from task_models.outbound import OutboundPolicy, outbound_context
 from workflows.definitions import TaskDefinition
-from workflows.registry import task_types
+from workflows.registry import by_workflow_name, task_types
 from workflows.summaries import task_details, task_summary
 
 # Task type -> (its definition, its workflow type name), from the one registry.
@@ -341,9 +341,10 @@ def resubmission_metadata(
 ) -> tuple[str | None, str | None]:
     """The UI's summary and details of a resubmitted run: the task's own, saying which
     incarnation it is and who started it (the reason stays in the audit log)."""
-    definition = next((d for d, name in TASK_TYPES.values() if name == workflow_type), None)
-    if definition is None:
+    registered = by_workflow_name(workflow_type)
+    if registered is None:
         return None, None
+    definition = registered.definition
     summary = f"{task_summary(definition, task_id, payload)} · incarnation {incarnation}"
     details = (
         f"{task_details(definition, task_id, payload)}\n\n"
