@@ -11,6 +11,7 @@ from pydantic_settings import SettingsError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
+from activities.breaker import Breakers
 from activities.callbacks import CallbackActivities
 from activities.mirror import MirrorActivities
 from activities.outbound import WebhookSender
@@ -19,8 +20,9 @@ from activities.remote import RemoteCaller
 from activities.services import AGENTS
 from settings import ServicesSettings, Settings
 from state_store.agent_writes import StepWriter, make_step_writer
+from task_models.queues import service_of
 
-__all__ = ["MirrorActivities", "build_activities", "service_callers"]
+__all__ = ["Breakers", "MirrorActivities", "build_activities", "by_service", "service_breakers", "service_callers"]
 
 # What build_activities takes for the remote services: one caller per service (service_callers),
 # or one client that every service's caller shares (test rigs that bring their own client).
@@ -38,14 +40,37 @@ def check_service_names(services: ServicesSettings) -> None:
         )
 
 
+def service_breakers(
+    services: ServicesSettings,
+    worker: str,
+    sessions: async_sessionmaker[AsyncSession] | None,
+    meter: Any = None,
+) -> Breakers:
+    """This worker's circuit breaker of every remote service (``activities/breaker.py``), shared
+    with the other workers through the state store. ``async with`` it to keep it in step."""
+    check_service_names(services)
+    resolved = {name: services.service(name) for name in AGENTS}
+    return Breakers(
+        {name: s.breaker for name, s in resolved.items()},
+        worker,
+        sessions,
+        meter,
+        # A probe's worker has until its call could have timed out to report.
+        probe_for_s={name: s.timeout_s for name, s in resolved.items()},
+    )
+
+
 @asynccontextmanager
 async def service_callers(
-    services: ServicesSettings, instrument: Callable[[httpx.AsyncClient], None] | None = None
+    services: ServicesSettings,
+    instrument: Callable[[httpx.AsyncClient], None] | None = None,
+    breakers: Breakers | None = None,
 ) -> AsyncIterator[dict[str, RemoteCaller]]:
     """One caller per remote service, each over its own HTTP client (bulkheads), all closed on exit.
 
     ``instrument`` is given each client before use (tracing). Callbacks to submitters have a
-    pool of their own as well (``WebhookSender``), never one of these."""
+    pool of their own as well (``WebhookSender``), never one of these. With ``breakers``, each
+    caller sends nothing while its service's breaker holds."""
     check_service_names(services)
     async with AsyncExitStack() as clients:
         callers: dict[str, RemoteCaller] = {}
@@ -56,7 +81,7 @@ async def service_callers(
             client = await clients.enter_async_context(httpx.AsyncClient(limits=limits))
             if instrument is not None:
                 instrument(client)
-            callers[name] = RemoteCaller.for_service(client, service)
+            callers[name] = RemoteCaller.for_service(client, service, breakers[name] if breakers else None)
         yield callers
 
 
@@ -92,6 +117,20 @@ def build_activities(
         mirror.audit,
         callbacks.post,
     ]
+
+
+def by_service(activities: list[Callable[..., Any]]) -> dict[str, list[Callable[..., Any]]]:
+    """The Agents among ``activities``, by the remote service they call: what each service's
+    own task queue runs (``task_models/queues.py``)."""
+    grouped: dict[str, list[Callable[..., Any]]] = {name: [] for name in AGENTS}
+    for fn in activities:
+        definition = activity._Definition.from_callable(fn)
+        if definition is None or definition.name is None or "." not in definition.name:
+            continue
+        service = service_of(definition.name)
+        if service in grouped:
+            grouped[service].append(fn)
+    return grouped
 
 
 def _activity_methods(agent: object) -> list[Callable[..., Any]]:

@@ -203,6 +203,7 @@ class TaskScheduler:
             self._inflight = workflow.start_activity_method(
                 self._agent(plan.agent),
                 call,
+                task_queue=plan.task_queue,  # its service's queue; None (older plans): the workflow's
                 start_to_close_timeout=plan.resolved_policy.complete_by,
                 heartbeat_timeout=plan.resolved_policy.heartbeat,
                 retry_policy=_retry_policy(plan.resolved_policy),
@@ -270,6 +271,7 @@ class TaskScheduler:
                 workflow.execute_activity_method(
                     self._agent(plan.compensation),
                     self._call(plan, compensation=True),
+                    task_queue=plan.task_queue,
                     start_to_close_timeout=policy.complete_by,
                     heartbeat_timeout=policy.heartbeat,
                     retry_policy=_retry_policy(policy),
