@@ -84,10 +84,15 @@ class ServiceBreaker:
 
     @property
     def enabled(self) -> bool:
+        """Whether this worker counts calls and makes the automatic transitions."""
         return self.settings.enabled and self._sessions is not None
 
     def holding(self, now: datetime | None = None) -> bool:
-        return self.enabled and self.view.holding(now or _now(), self.settings.max_hold_s)
+        """Whether the service's work is held now; an operator's forced open holds even where
+        the automatic breaker is off."""
+        if self._sessions is None or not (self.settings.enabled or self.view.forced_by is not None):
+            return False
+        return self.view.holding(now or _now(), self.settings.max_hold_s)
 
     def _our_probe(self) -> bool:
         return self.view.state == "half_open" and self.view.probe_by == self.worker
@@ -292,7 +297,8 @@ class Breakers:
         return [b for b in self if b.enabled]
 
     async def __aenter__(self) -> Breakers:
-        if self.enabled:
+        # Read even when every automatic breaker is off: an operator may force one open.
+        if self._sessions is not None:
             await self.sync_once()
             self._task = asyncio.get_running_loop().create_task(self._loop())
         return self
@@ -304,7 +310,7 @@ class Breakers:
                 await self._task
 
     async def _loop(self) -> None:
-        every = min(b.settings.sync_s for b in self.enabled)
+        every = min(b.settings.sync_s for b in self)
         while True:
             await asyncio.sleep(every)
             await self.sync_once()
@@ -316,10 +322,11 @@ class Breakers:
         try:
             async with self._sessions() as session:
                 views = await store.read_breakers(session)
-            for breaker in self.enabled:
+            for breaker in self:
                 breaker.update(views.get(breaker.service, BreakerView(service=breaker.service)))
-                await breaker.maybe_claim_probe()
-                await breaker.report()
+                if breaker.enabled:
+                    await breaker.maybe_claim_probe()
+                    await breaker.report()
                 self._export(breaker)
         except Exception as err:  # noqa: BLE001 - the loop must outlive a database outage
             if not self._failing:

@@ -52,6 +52,11 @@ class TaskWorkers:
             raise
         return self
 
+    async def shutdown(self) -> None:
+        """Stop every worker (as ``Worker.shutdown``); leaving the context afterwards does nothing more."""
+        while self._entered:
+            await self._entered.pop().shutdown()
+
     async def __aexit__(self, *exc: Any) -> None:
         # The service workers first: their Agents' calls in flight finish within the graceful
         # shutdown, and the workflows that wait on them are still being served meanwhile.

@@ -7,12 +7,12 @@ import re
 import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
 
 import state_store
-from activities import build_activities
+from activities import build_activities, service_breakers
 from remote_services.launcher import free_port
 from sas_runtime.connect import metrics_runtime
+from sas_runtime.task_workers import build_task_workers
 from state_store.agent_writes import make_step_writer
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
@@ -46,13 +46,13 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
     await stack.add_fault(endpoint="payment.charge", kind="transient", times=1, match_order_id=task_id)
     writer = make_step_writer(settings.database)
     async with httpx.AsyncClient() as http:
-        worker = Worker(
+        worker = build_task_workers(
             client,
-            task_queue=queue,
+            settings,
+            build_activities(settings, http, state_store.session_factory(engine), "metrics-worker", step_writer=writer),
             workflows=ALL_WORKFLOWS,
-            activities=build_activities(
-                settings, http, state_store.session_factory(engine), "metrics-worker", step_writer=writer
-            ),
+            identity="metrics-worker",
+            breakers=service_breakers(settings.services, "metrics-worker", None),
         )
         async with worker:
             handle = await client.start_workflow("OrderWorkflow", order(), id=task_id, task_queue=queue)
@@ -73,7 +73,10 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
     latency_counts = samples(text, "sas_agent_call_latency_count")
     by_action = {
         a: sum(
-            v for labels, v in latency_counts.items() if f'action="{a}"' in labels and f'task_queue="{queue}"' in labels
+            v
+            for labels, v in latency_counts.items()
+            if f'action="{a}"' in labels
+            and f'task_queue="{queue}.' in labels  # the Agents run on their service's queue
         )
         for a in ("reserve", "charge", "ship")
     }

@@ -1,0 +1,37 @@
+"""What the Supervisor knows of the remote services' circuit breakers (``activities/breaker.py``):
+which services' work is being held right now. A step of such a service gets no decision (it is
+not failing, it is waiting, and its time is not counted), and an empty poller list on its task
+queue is the breaker's doing, not a missing worker."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from settings import Settings
+from state_store.breakers import read_breakers
+from task_models.breakers import BreakerView
+from task_models.queues import service_of
+
+
+async def holding(
+    sessions: async_sessionmaker[AsyncSession], settings: Settings, now: datetime
+) -> dict[str, BreakerView]:
+    """The breakers that hold their service's work at ``now``, by service."""
+    async with sessions() as session:
+        views = await read_breakers(session)
+    return {
+        name: view
+        for name, view in views.items()
+        if settings.services.service(name).breaker.enabled or view.forced_by is not None
+        if view.holding(now, settings.services.service(name).breaker.max_hold_s)
+    }
+
+
+def service_of_step(agent: str | None) -> str | None:
+    """The service a step's Agent calls, or None for a name that is not an Agent's."""
+    try:
+        return service_of(agent) if agent else None
+    except ValueError:
+        return None
