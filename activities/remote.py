@@ -151,14 +151,16 @@ class RemoteCaller:
         outcome = "ok"
         error: str | None = None
         if self._breaker is not None and not self._breaker.admit():
-            # No request while the breaker holds. Such a task was polled before the breaker opened
-            # (or sits on the workflow's queue, from before service queues): its retry comes when a
-            # probe may go, and waits in the service's queue, which the gate keeps unpolled.
+            # No request while the breaker holds. Such a task was polled just before the breaker
+            # opened (or sits on the workflow's queue, from before service queues). Non-retryable,
+            # so that no attempt of Temporal's retry policy is spent on it: the Scheduler starts the
+            # step's activity again, and it waits in the service's queue, which the gate keeps unpolled.
             _record_call(path, BREAKER_OPEN, 0.0)
             raise ApplicationError(
                 f"{path}: not sent, the circuit breaker of its service is open",
+                {"retry_in_s": self._breaker.retry_in_s()},
                 type=BREAKER_OPEN,
-                next_retry_delay=timedelta(seconds=self._breaker.retry_in_s()),
+                non_retryable=True,
             )
         try:
             try:

@@ -55,7 +55,7 @@ class ApplyActivities(ApplyDefs):
         held = await holding(self._sessions, self._settings, datetime.now(UTC)) if request.decisions else {}
         for decision in request.decisions:
             beat()
-            if decision.kind in SIGNALLED_KINDS and await self._held_by_breaker(decision, held):
+            if await self._held_by_breaker(decision, held):
                 result.held += 1
                 continue
             if decision.kind in SIGNALLED_KINDS and await self._temporal_says_wait(decision):
