@@ -512,6 +512,32 @@ class CallbackSettings(BaseModel):
     _secret_form = field_validator("secret")(_standard_webhooks_secret)
 
 
+WORKFLOW_QUEUE = "workflows"
+
+
+class WorkerSettings(BaseModel):
+    """Which task queues a worker process polls (``SAS_WORKER__QUEUES='["payment"]'``), so that
+    each service's workers can be deployed and scaled on their own (docs/operator.md)."""
+
+    queues: list[str] | None = Field(
+        default=None,
+        description="'workflows' (the Scheduler's queue: workflows, the mirror, callbacks) and/or service names,"
+        " each meaning that service's own queue; all of them if unset.",
+    )
+
+    @field_validator("queues")
+    @classmethod
+    def _known_form(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("name at least one queue ('workflows' or a service), or leave it unset for all")
+        for name in value:
+            if name != WORKFLOW_QUEUE and not _SERVICE_NAME.match(name):
+                raise ValueError(f"{name!r}: use 'workflows' or a service's name")
+        return list(dict.fromkeys(value))
+
+
 class MetricsSettings(BaseModel):
     """Prometheus endpoints (host:port). Each serves the Temporal SDK's series and sas's own."""
 
@@ -566,6 +592,7 @@ class Settings(BaseSettings):
     supervisor: SupervisorSettings = SupervisorSettings()
     callbacks: CallbackSettings = CallbackSettings()
     metrics: MetricsSettings = MetricsSettings()
+    worker: WorkerSettings = WorkerSettings()
     otel: OtelSettings = OtelSettings()
     encryption: EncryptionSettings = EncryptionSettings()
     outbound: OutboundPolicy = Field(

@@ -42,7 +42,9 @@ async def run_worker() -> None:
     from workflows.runner import workflow_runner
 
     settings = get_settings()
-    check_service_names(settings.services)  # before anything connects: a misspelt service is a settings error
+    check_service_names(
+        settings.services, settings.worker.queues
+    )  # before anything connects: a misspelt service is a settings error
     configure_logging(settings.log_level)
     traces = tracing(settings.otel.enabled)  # before anything else: a missing extra is said at once
     with reaching_state_store(settings.database.url):
@@ -97,9 +99,9 @@ async def run_worker() -> None:
                 graceful_shutdown_timeout=graceful_shutdown(settings),
             )
             log.info(
-                "worker %s polling %s and its services' queues at %s",
+                "worker %s polling %s at %s",
                 identity,
-                settings.temporal.task_queue,
+                ", ".join(w.task_queue for w in workers.workers),
                 settings.temporal.address,
             )
             # Everything loaded so far lives as long as the process: keep it out of the

@@ -29,8 +29,15 @@ __all__ = ["Breakers", "MirrorActivities", "build_activities", "by_service", "se
 Remotes = Mapping[str, RemoteCaller] | httpx.AsyncClient
 
 
-def check_service_names(services: ServicesSettings) -> None:
-    """Refuse settings for a service no Agent calls: a misspelt name would otherwise be ignored."""
+def check_service_names(services: ServicesSettings, queues: list[str] | None = None) -> None:
+    """Refuse settings for a service no Agent calls: a misspelt name would otherwise be ignored.
+    ``queues`` (``SAS_WORKER__QUEUES``) may name only 'workflows' and the Agents' services."""
+    wrong = sorted(set(queues or ()) - {"workflows", *AGENTS})
+    if wrong:
+        raise SettingsError(
+            f"SAS_WORKER__QUEUES: no Agent calls a service named {wrong[0]!r}"
+            f" (use 'workflows' or: {', '.join(sorted(AGENTS))})"
+        )
     unknown = sorted(set(services.named) - set(AGENTS))
     if unknown:
         # A SettingsError: the entry points report it as one line of bad settings (sas_runtime/entry.py).

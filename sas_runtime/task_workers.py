@@ -22,7 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities import Breakers, by_service
 from activities.breaker_gate import BreakerGate
-from settings import Settings
+from settings import WORKFLOW_QUEUE, Settings
 from task_models.queues import service_queue
 
 # The SDK's defaults, which a tuner replaces: it takes slot suppliers for every kind of task.
@@ -37,10 +37,6 @@ class TaskWorkers:
     def __init__(self, workers: Sequence[Worker]) -> None:
         self.workers = list(workers)
         self._entered: list[Worker] = []
-
-    @property
-    def main(self) -> Worker:
-        return self.workers[0]
 
     async def __aenter__(self) -> TaskWorkers:
         try:
@@ -76,15 +72,20 @@ def build_task_workers(
     graceful_shutdown_timeout: timedelta = timedelta(),
     **main_options: Any,
 ) -> TaskWorkers:
-    """The workflow queue's worker (``main_options`` go to it) and one worker per service."""
+    """The workflow queue's worker (``main_options`` go to it) and one worker per service; only
+    those ``SAS_WORKER__QUEUES`` names, if set."""
     queue = settings.temporal.task_queue
+    wanted = settings.worker.queues
     options: dict[str, Any] = {"identity": identity, "graceful_shutdown_timeout": graceful_shutdown_timeout}
     if workflow_runner is not None:
         main_options["workflow_runner"] = workflow_runner
-    main = Worker(client, task_queue=queue, workflows=workflows, activities=activities, **options, **main_options)
-    workers = [main]
+    workers = []
+    if wanted is None or WORKFLOW_QUEUE in wanted:
+        workers.append(
+            Worker(client, task_queue=queue, workflows=workflows, activities=activities, **options, **main_options)
+        )
     for name, agents in by_service(activities).items():
-        if not agents:
+        if not agents or (wanted is not None and name not in wanted):
             continue
         service = settings.services.service(name)
         tuner = WorkerTuner.create_composite(
