@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from activities import check_service_names
 from activities.services import AGENTS
 from settings import Settings
 from task_models.queues import service_queue
+
+yaml = pytest.importorskip("yaml", reason="pip install pyyaml (in the `test` extra)")
 
 MANIFEST = Path(__file__).resolve().parents[1] / "deploy" / "k8s" / "workers.yaml"
 DOCS: list[dict[str, Any]] = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
