@@ -106,7 +106,7 @@ class BenchStack(LoopbackStack):
     def start_services(self, enable_faults: bool = True) -> Child:
         args = [
             "-m",
-            "remote_services",
+            "sas.remote_services",
             "--host",
             "127.0.0.1",
             "--port",

@@ -158,7 +158,7 @@ class Stack(LoopbackStack):
                 [
                     "-P",
                     "-m",
-                    "remote_services",
+                    "sas.remote_services",
                     "--host",
                     "127.0.0.1",
                     "--port",

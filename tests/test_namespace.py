@@ -8,6 +8,7 @@ root they would be second copies of every class, so they refuse."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -51,8 +52,17 @@ def test_worker_py_at_the_root_is_sas_worker() -> None:
 def test_the_built_wheel_holds_one_top_level_package(tmp_path: Path) -> None:
     """The real build (setuptools, as ``pip install .`` and the Dockerfile run it): every file
     under ``sas/``, the linked folders included with their contents, nothing else at the top."""
+    # Built from a copy (links kept as links, as git checks them out): setuptools writes build/
+    # and *.egg-info beside the sources, which the working tree should not collect.
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".sas", "build", "*.egg-info", "__pycache__", ".*_cache"),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
         timeout=600,
