@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from state_store import breakers as store
-from task_models.breakers import BreakerView
+from sas.state_store import breakers as store
+from sas.task_models.breakers import BreakerView
 
 if TYPE_CHECKING:
     from temporalio.common import MetricMeter
 
-    from settings import BreakerSettings
+    from sas.settings import BreakerSettings
 
 log = logging.getLogger("sas.breaker")
 

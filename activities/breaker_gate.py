@@ -26,7 +26,7 @@ from temporalio.worker import (
     SlotReserveContext,
 )
 
-from activities.breaker import ServiceBreaker
+from sas.activities.breaker import ServiceBreaker
 
 
 class BreakerGate(CustomSlotSupplier):

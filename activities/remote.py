@@ -18,13 +18,13 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeats import beat
-from activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
-from task_models.breakers import BREAKER_OPEN
+from sas.activities.heartbeats import beat
+from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
+from sas.task_models.breakers import BREAKER_OPEN
 
 if TYPE_CHECKING:
-    from activities.breaker import ServiceBreaker
-    from settings import ResolvedService
+    from sas.activities.breaker import ServiceBreaker
+    from sas.settings import ResolvedService
 
 # Error types, as seen in Temporal's history and the state store's error_type column.
 TRANSIENT = "RemoteTransient"

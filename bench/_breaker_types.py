@@ -7,9 +7,9 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from task_models import OrderInput, TaskResult
-    from workflows.definitions import RESERVE, SHIP, TaskDefinition
-    from workflows.scheduler import TaskScheduler
+    from sas.task_models import OrderInput, TaskResult
+    from sas.workflows.definitions import RESERVE, SHIP, TaskDefinition
+    from sas.workflows.scheduler import TaskScheduler
 
 STOCK = TaskDefinition("stock", OrderInput, (RESERVE, SHIP))
 

@@ -10,9 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
-    from sas_runtime.entry import run_entry
-    from worker import run_worker
-    from workflows import registry
+    from sas.runtime.entry import run_entry
+    from sas.worker import run_worker
+    from sas.workflows import registry
 
     registry.TASK_TYPE_MODULES["stock"] = "bench._breaker_types"  # a task type is one line here
     registry.task_types.cache_clear()

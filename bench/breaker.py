@@ -47,7 +47,7 @@ from bench._stack import ROOT, BenchStack, order_payload, poll, print_summary, s
 async def completed_between(sessions: Any, task_type: str, start: datetime, end: datetime) -> int:
     from sqlalchemy import func, select
 
-    from state_store.tables import Task
+    from sas.state_store.tables import Task
 
     async with sessions() as session:
         query = (
@@ -62,7 +62,7 @@ async def completed_between(sessions: Any, task_type: str, start: datetime, end:
 async def states_of(sessions: Any, task_type: str) -> dict[str, int]:
     from sqlalchemy import func, select
 
-    from state_store.tables import Task
+    from sas.state_store.tables import Task
 
     async with sessions() as session:
         rows = await session.execute(
@@ -72,8 +72,8 @@ async def states_of(sessions: Any, task_type: str) -> dict[str, int]:
 
 
 async def run_mode(args: argparse.Namespace, breaker: bool) -> dict[str, Any]:
-    import state_store
-    from settings import DatabaseSettings, Settings
+    from sas import state_store
+    from sas.settings import DatabaseSettings, Settings
 
     queue = Settings().temporal.task_queue
     env = {

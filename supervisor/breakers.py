@@ -9,10 +9,10 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from settings import Settings
-from state_store.breakers import read_breakers
-from task_models.breakers import BreakerView
-from task_models.queues import service_of
+from sas.settings import Settings
+from sas.state_store.breakers import read_breakers
+from sas.task_models.breakers import BreakerView
+from sas.task_models.queues import service_of
 
 
 async def holding(

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from activities import check_service_names
-from activities.services import AGENTS
-from settings import Settings
-from task_models.queues import service_queue
+from sas.activities import check_service_names
+from sas.activities.services import AGENTS
+from sas.settings import Settings
+from sas.task_models.queues import service_queue
 
 yaml = pytest.importorskip("yaml", reason="pip install pyyaml (in the `test` extra)")
 

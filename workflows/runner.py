@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-PASSED_THROUGH = ("task_models", "supervisor.models")
+PASSED_THROUGH = ("sas.task_models", "sas.supervisor.models")
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:

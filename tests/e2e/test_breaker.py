@@ -23,14 +23,14 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from remote_services.launcher import ServiceProcess, free_port, start_service_process
-from settings import BreakerSettings, ServicesSettings, SupervisorSettings
-from state_store.breakers import alert_key, read_breakers
-from state_store.queries import audit_for
-from state_store.tables import Alert
-from supervisor.models import SweepStats
-from task_models import TaskState
-from task_models.breakers import BreakerView
+from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
+from sas.settings import BreakerSettings, ServicesSettings, SupervisorSettings
+from sas.state_store.breakers import alert_key, read_breakers
+from sas.state_store.queries import audit_for
+from sas.state_store.tables import Alert
+from sas.supervisor.models import SweepStats
+from sas.task_models import TaskState
+from sas.task_models.breakers import BreakerView
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, ADMIN_TOKEN, Stack, start_stack
 
@@ -187,7 +187,7 @@ def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "80",
     }
     return subprocess.run(
-        [sys.executable, "-c", "from sas_cli.main import main; main()", *args],
+        [sys.executable, "-c", "from sas.cli.main import main; main()", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -8,15 +8,15 @@ import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-import state_store
-from activities import build_activities, service_breakers
-from remote_services.launcher import free_port
-from sas_runtime.connect import metrics_runtime
-from sas_runtime.task_workers import build_task_workers
-from state_store.agent_writes import make_step_writer
+from sas import state_store
+from sas.activities import build_activities, service_breakers
+from sas.remote_services.launcher import free_port
+from sas.runtime.connect import metrics_runtime
+from sas.runtime.task_workers import build_task_workers
+from sas.state_store.agent_writes import make_step_writer
+from sas.workflows import ALL_WORKFLOWS
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
-from workflows import ALL_WORKFLOWS
 
 
 def samples(text: str, name: str) -> dict[str, float]:

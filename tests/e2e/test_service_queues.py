@@ -15,18 +15,18 @@ from typing import Any
 import pytest_asyncio
 from temporalio.client import Client
 
-from activities import build_activities, service_breakers, service_callers
-from remote_services.launcher import ServiceProcess
-from sas_runtime.task_workers import build_task_workers
-from settings import SupervisorSettings, WorkerSettings
-from state_store.alerts import list_alerts
-from state_store.breakers import force
-from supervisor.models import SweepStats
-from task_models import TaskState
+from sas.activities import build_activities, service_breakers, service_callers
+from sas.remote_services.launcher import ServiceProcess
+from sas.runtime.task_workers import build_task_workers
+from sas.settings import SupervisorSettings, WorkerSettings
+from sas.state_store.alerts import list_alerts
+from sas.state_store.breakers import force
+from sas.supervisor.models import SweepStats
+from sas.task_models import TaskState
+from sas.workflows import ALL_WORKFLOWS
+from sas.workflows.runner import workflow_runner
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, start_stack
-from workflows import ALL_WORKFLOWS
-from workflows.runner import workflow_runner
 
 
 @pytest_asyncio.fixture

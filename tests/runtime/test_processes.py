@@ -10,14 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sas_runtime.processes import ProcessGroup, free_port, port_in_use
-from sas_runtime.readiness import http_ready, temporal_healthy, temporal_ready
+from sas.runtime.processes import ProcessGroup, free_port, port_in_use
+from sas.runtime.readiness import http_ready, temporal_healthy, temporal_ready
 from tests.helpers import fresh_id, wait_until
 
 PARENT = """
 import sys, time
 from pathlib import Path
-from sas_runtime.processes import ProcessGroup
+from sas.runtime.processes import ProcessGroup
 group = ProcessGroup(Path(sys.argv[1]))
 child = group.python("sleeper", ["-c", "import time; time.sleep(600)  # " + sys.argv[2]])
 print(child.pid, flush=True)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import state_store
-from activities.breaker import ServiceBreaker
-from settings import BreakerSettings, DatabaseSettings
-from state_store.breakers import alert_key, claim_probe, close, force, read_breakers, trip
-from state_store.queries import audit_for
-from state_store.tables import Alert
-from task_models.breakers import BreakerView
+from sas import state_store
+from sas.activities.breaker import ServiceBreaker
+from sas.settings import BreakerSettings, DatabaseSettings
+from sas.state_store.breakers import alert_key, claim_probe, close, force, read_breakers, trip
+from sas.state_store.queries import audit_for
+from sas.state_store.tables import Alert
+from sas.task_models.breakers import BreakerView
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
