@@ -88,11 +88,9 @@ class ServiceBreaker:
         return self.settings.enabled and self._sessions is not None
 
     def holding(self, now: datetime | None = None) -> bool:
-        """Whether the service's work is held now; an operator's forced open holds even where
-        the automatic breaker is off."""
-        if self._sessions is None or not (self.settings.enabled or self.view.forced_by is not None):
-            return False
-        return self.view.holding(now or _now(), self.settings.max_hold_s)
+        """Whether the service's work is held now, by the shared row: whichever worker opened it
+        (or an operator forcing it), this one holds too, even where its own breaker is off."""
+        return self._sessions is not None and self.view.holding(now or _now())
 
     def _our_probe(self) -> bool:
         return self.view.state == "half_open" and self.view.probe_by == self.worker
@@ -171,6 +169,7 @@ class ServiceBreaker:
                     self.service,
                     _now(),
                     self.settings.open_s,
+                    max_hold_s=self.settings.max_hold_s,
                     seen_version=seen,
                     calls=calls,
                     failures=failures,

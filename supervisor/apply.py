@@ -52,7 +52,7 @@ class ApplyActivities(ApplyDefs):
     async def apply(self, request: ApplyInput) -> ApplyResult:
         result = ApplyResult()
         started = time.monotonic()
-        held = await holding(self._sessions, self._settings, datetime.now(UTC)) if request.decisions else {}
+        held = await holding(self._sessions, datetime.now(UTC)) if request.decisions else {}
         for decision in request.decisions:
             beat()
             if await self._held_by_breaker(decision, held):

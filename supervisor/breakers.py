@@ -9,24 +9,17 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from sas.settings import Settings
 from sas.state_store.breakers import read_breakers
 from sas.task_models.breakers import BreakerView
 from sas.task_models.queues import service_of
 
 
-async def holding(
-    sessions: async_sessionmaker[AsyncSession], settings: Settings, now: datetime
-) -> dict[str, BreakerView]:
-    """The breakers that hold their service's work at ``now``, by service."""
+async def holding(sessions: async_sessionmaker[AsyncSession], now: datetime) -> dict[str, BreakerView]:
+    """The breakers that hold their service's work at ``now``, by service (the rows say until
+    when: the Supervisor needs none of the breakers' settings)."""
     async with sessions() as session:
         views = await read_breakers(session)
-    return {
-        name: view
-        for name, view in views.items()
-        if settings.services.service(name).breaker.enabled or view.forced_by is not None
-        if view.holding(now, settings.services.service(name).breaker.max_hold_s)
-    }
+    return {name: view for name, view in views.items() if view.holding(now)}
 
 
 def service_of_step(agent: str | None) -> str | None:

@@ -49,7 +49,7 @@ class QueueActivities(QueueDefs):
         async with self._sessions() as session:
             waiting = await waiting_tasks_by_queue(session, now - timedelta(seconds=s.queue_idle_after_s))
         queues = dict.fromkeys([self._settings.temporal.task_queue, *waiting])
-        held = await holding(self._sessions, self._settings, now)
+        held = await holding(self._sessions, now)
         record_breakers(sorted(AGENTS), held)
         result = QueueCheckResult(queues=len(queues), held=sorted(held))
         known = set(queues)

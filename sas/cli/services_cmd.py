@@ -83,8 +83,8 @@ async def _rows(session: Any) -> list[dict[str, Any]]:
                 "next_probe": view.retry_at if view.state == "open" and not view.forced_by else None,
                 "probe_by": view.probe_by if view.state == "half_open" else None,
                 "forced_by": view.forced_by,
-                "holding": (service.breaker.enabled or view.forced_by is not None)
-                and view.holding(now, service.breaker.max_hold_s),
+                "holding": view.holding(now),
+                "hold_until": view.hold_until if view.state != "closed" and not view.forced_by else None,
                 "last_error": view.last_error,
             }
         )

@@ -31,6 +31,7 @@ def view_of(row: Breaker) -> BreakerView:
         state=cast("BreakerStateName", row.state),
         since=row.since,
         outage_since=row.outage_since,
+        hold_until=row.hold_until,
         retry_at=row.retry_at,
         probe_by=row.probe_by,
         probe_until=row.probe_until,
@@ -93,6 +94,7 @@ async def trip(
     now: datetime,
     open_s: float,
     *,
+    max_hold_s: float,
     seen_version: int,
     calls: int,
     failures: int,
@@ -107,10 +109,12 @@ async def trip(
             return None
         reopening = row.state == "half_open"
         outage_since = row.outage_since if reopening and row.outage_since else now
+        hold_until = row.hold_until if reopening and row.hold_until else now + timedelta(seconds=max_hold_s)
         values = {
             "state": "open",
             "since": now,
             "outage_since": outage_since,
+            "hold_until": hold_until,
             "retry_at": now + timedelta(seconds=open_s),
             "probe_by": None,
             "probe_until": None,
@@ -181,6 +185,7 @@ async def force(
                 "state": "open",
                 "since": now,
                 "outage_since": row.outage_since if row.state != "closed" and row.outage_since else now,
+                "hold_until": None,
                 "retry_at": None,
                 "probe_by": None,
                 "probe_until": None,
@@ -243,6 +248,7 @@ def _closed_values(now: datetime) -> dict[str, Any]:
         "state": "closed",
         "since": now,
         "outage_since": None,
+        "hold_until": None,
         "retry_at": None,
         "probe_by": None,
         "probe_until": None,

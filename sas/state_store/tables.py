@@ -258,6 +258,10 @@ class Breaker(Base):
     outage_since: Mapped[datetime | None] = mapped_column(
         doc="When the outage began: the first opening, kept while probes fail (max_hold_s counts from here)."
     )
+    hold_until: Mapped[datetime | None] = mapped_column(
+        doc="Until when this outage holds the service's work (its start + max_hold_s of the worker that opened it);"
+        " None while forced open: until forced closed. Every reader judges by it, with no settings of its own."
+    )
     retry_at: Mapped[datetime | None] = mapped_column(doc="Open: when the next probe may go.")
     probe_by: Mapped[str | None] = mapped_column(String(200), doc="Half-open: the worker that sends the probe.")
     probe_until: Mapped[datetime | None] = mapped_column(doc="Half-open: another worker may probe after this.")

@@ -21,6 +21,7 @@ class BreakerView:
     state: BreakerStateName = "closed"
     since: datetime | None = None
     outage_since: datetime | None = None
+    hold_until: datetime | None = None
     retry_at: datetime | None = None
     probe_by: str | None = None
     probe_until: datetime | None = None
@@ -30,17 +31,17 @@ class BreakerView:
     forced_by: str | None = None
     version: int = 0
 
-    def holding(self, now: datetime, max_hold_s: float) -> bool:
+    def holding(self, now: datetime) -> bool:
         """Whether the service's work is held (no request reaches it; its steps wait unstarted).
 
-        An operator's forced open holds until forced closed; otherwise an outage holds work for
-        at most ``max_hold_s`` from its first opening, and then calls go through again (they fail
-        and climb the Supervisor's ladder as without a breaker, or succeed and close it)."""
+        An operator's forced open holds until forced closed; otherwise an outage holds work until
+        ``hold_until`` (its first opening + ``max_hold_s``), and then calls go through again (they
+        fail and climb the Supervisor's ladder as without a breaker, or succeed and close it)."""
         if self.state == "closed":
             return False
-        if self.forced_by is not None:
+        if self.forced_by is not None or self.hold_until is None:
             return True
-        return self.outage_since is None or (now - self.outage_since).total_seconds() < max_hold_s
+        return now < self.hold_until
 
     def probe_due(self, now: datetime) -> bool:
         """Whether a worker may claim the next probe now (open and its wait over, or a claimed

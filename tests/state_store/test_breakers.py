@@ -30,9 +30,13 @@ async def test_each_transition_happens_once_and_one_alert_spans_the_outage(db_ur
     sessions = state_store.session_factory(engine)
     try:
         async with sessions() as session:
-            opened = await trip(session, "payment", T0, 30, seen_version=0, calls=10, failures=9, last_error="503")
+            opened = await trip(
+                session, "payment", T0, 30, max_hold_s=60, seen_version=0, calls=10, failures=9, last_error="503"
+            )
         async with sessions() as session:  # a second worker saw the same failures
-            again = await trip(session, "payment", T0, 30, seen_version=0, calls=12, failures=12, last_error="503")
+            again = await trip(
+                session, "payment", T0, 30, max_hold_s=60, seen_version=0, calls=12, failures=12, last_error="503"
+            )
         assert opened is not None and again is None
         assert (opened.state, opened.outage_since, opened.retry_at) == ("open", T0, T0 + timedelta(seconds=30))
 
@@ -49,15 +53,24 @@ async def test_each_transition_happens_once_and_one_alert_spans_the_outage(db_ur
         # The probe failed: open again, the outage still dated from its start, the same alert.
         async with sessions() as session:
             reopened = await trip(
-                session, "payment", later, 30, seen_version=probe.version, calls=1, failures=1, last_error="503"
+                session,
+                "payment",
+                later,
+                30,
+                max_hold_s=60,
+                seen_version=probe.version,
+                calls=1,
+                failures=1,
+                last_error="503",
             )
         assert reopened is not None and reopened.state == "open" and reopened.outage_since == T0
         [alert] = await alerts(sessions)
         assert (alert.incident_key, alert.status) == (alert_key("payment"), "open")
 
-        # max_hold_s counts from the outage's start.
-        assert reopened.holding(T0 + timedelta(seconds=59), max_hold_s=60)
-        assert not reopened.holding(T0 + timedelta(seconds=61), max_hold_s=60)
+        # max_hold_s counts from the outage's start (the reopening kept it).
+        assert reopened.hold_until == T0 + timedelta(seconds=60)
+        assert reopened.holding(T0 + timedelta(seconds=59))
+        assert not reopened.holding(T0 + timedelta(seconds=61))
 
         async with sessions() as session:
             probe = await claim_probe(session, "payment", T0 + timedelta(seconds=62), "w2", 10, seen_version=3)
@@ -85,7 +98,7 @@ async def test_forced_transitions_hold_without_probes_and_are_audited(db_url: st
             )
             view = (await read_breakers(session))["shipping"]
         assert view.forced_by == "alice" and not view.probe_due(T0 + timedelta(days=1))
-        assert view.holding(T0 + timedelta(days=30), max_hold_s=60)  # no time limit on a forced open
+        assert view.holding(T0 + timedelta(days=30)) and view.hold_until is None  # no time limit on a forced open
         async with sessions() as session:
             assert not await close(session, "shipping", T0, "a call went through", seen_version=view.version)
             assert await force(session, "shipping", "closed", "bob", "done", T0) == ("open (forced)", "closed")

@@ -23,6 +23,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("since", UTCDateTime(), nullable=False),
         sa.Column("outage_since", UTCDateTime(), nullable=True),
+        sa.Column("hold_until", UTCDateTime(), nullable=True),
         sa.Column("retry_at", UTCDateTime(), nullable=True),
         sa.Column("probe_by", sa.String(200), nullable=True),
         sa.Column("probe_until", UTCDateTime(), nullable=True),
