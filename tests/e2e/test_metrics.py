@@ -83,3 +83,33 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
     assert by_action == {"reserve": 1.0, "charge": 2.0, "ship": 1.0}
     # Temporal's own series come through the same endpoint.
     assert "temporal_workflow_completed" in text and "temporal_activity_execution_failed" in text
+
+
+async def test_the_worker_exports_each_services_breaker(sqlite_url: str) -> None:
+    from datetime import UTC, datetime
+
+    from sas.settings import BreakerSettings, DatabaseSettings, ServicesSettings
+    from sas.state_store.breakers import force
+
+    port = free_port()
+    runtime = metrics_runtime(f"127.0.0.1:{port}")
+    assert runtime is not None
+    await state_store.upgrade_async(sqlite_url)
+    engine = state_store.create_engine(DatabaseSettings(url=sqlite_url))
+    sessions = state_store.session_factory(engine)
+    services = ServicesSettings(payment={"breaker": BreakerSettings(enabled=True, sync_s=0.1)})
+    try:
+        async with httpx.AsyncClient() as http, service_breakers(services, "w", sessions, runtime.metric_meter) as b:
+
+            async def payment(name: str) -> list[float]:
+                text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+                return [v for k, v in samples(text, name).items() if 'service="payment"' in k]
+
+            await wait_until(lambda: payment("sas_breaker_state"), lambda v: v == [0.0], what="closed exported")
+            async with sessions() as session:
+                await force(session, "payment", "open", "test", "metrics", datetime.now(UTC))
+            await wait_until(lambda: payment("sas_breaker_state"), lambda v: v == [2.0], what="open exported")
+            assert not b["payment"].admit()  # held: the call is refused, and counted
+            await wait_until(lambda: payment("sas_breaker_rejected"), lambda v: v == [1.0], what="refusal exported")
+    finally:
+        await engine.dispose()
