@@ -10,6 +10,7 @@ breaker, the alert resolves, and every order completes, none compensated.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -158,6 +159,13 @@ async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_wh
     assert probed <= probes
     for task_id in failing:  # no retry, compensate or park for a step held by the breaker
         assert [d.kind for d in await stack.decisions(task_id) if d.kind != "wait"] == []
+    # `sas services`: open, the failure rate of the window that opened it, when it began, the next probe.
+    shown = sas(stack, "services", "--json")
+    assert shown.returncode == 0, shown.stderr
+    row = next(r for r in json.loads(shown.stdout) if r["service"] == "payment")
+    assert (row["state"] in ("open", "half_open"), row["holding"], row["failure_rate"]) == (True, True, 1.0)
+    assert row["calls"] >= 1 and row["since"] is not None
+    assert row["next_probe"] is not None or row["state"] == "half_open"
     # The Supervisor's own view (its `stats` query) names the service it holds steps for.
     await wait_until(
         lambda: supervisor.query("stats", result_type=SweepStats),
@@ -209,7 +217,7 @@ async def test_an_operator_forces_a_breaker_open_and_closed_audited(breaker_stac
     await wait_until(lambda: charge_held(stack, task_id), what="charge held by the forced breaker")
     assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve"]  # payment was not called
     shown = sas(stack, "services", "--json")
-    rows: list[dict[str, Any]] = __import__("json").loads(shown.stdout)
+    rows: list[dict[str, Any]] = json.loads(shown.stdout)
     row = next(r for r in rows if r["service"] == "payment")
     assert (row["state"], row["forced_by"], row["holding"], row["next_probe"]) == ("open", "alice", True, None)
     assert row["queue"] == f"{stack.settings.temporal.task_queue}.payment"

@@ -10,10 +10,13 @@ incident resolves.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest_asyncio
+from temporalio import workflow
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from sas.activities import build_activities, service_breakers, service_callers
 from sas.remote_services.launcher import ServiceProcess
@@ -22,11 +25,11 @@ from sas.settings import SupervisorSettings, WorkerSettings
 from sas.state_store.alerts import list_alerts
 from sas.state_store.breakers import force
 from sas.supervisor.models import SweepStats
-from sas.task_models import TaskState
+from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
 from tests.helpers import fresh_id, wait_until
-from tests.stack import Stack, start_stack
+from tests.stack import Stack, order, start_stack
 
 
 @pytest_asyncio.fixture
@@ -116,3 +119,43 @@ def datetime_now() -> Any:
     from datetime import UTC, datetime
 
     return datetime.now(UTC)
+
+
+@workflow.defn(name="AgentOnTheWorkflowQueue", sandboxed=False)
+class AgentOnTheWorkflowQueue:
+    """Schedules an Agent where tasks accepted before service queues have theirs: on the
+    workflow queue itself (their plans name no queue)."""
+
+    @workflow.run
+    async def run(self, queue: str, call: StepCall) -> StepResult:
+        return await workflow.execute_activity(
+            "inventory.reserve",
+            call,
+            task_queue=queue,
+            result_type=StepResult,
+            start_to_close_timeout=timedelta(seconds=10),
+        )
+
+
+async def test_agents_of_tasks_from_before_service_queues_are_still_served(stack: Stack) -> None:
+    task_id = fresh_id("old-style")
+    call = StepCall(
+        task_id=task_id,
+        task_type="order",
+        step="reserve",
+        position=0,
+        idempotency_key=f"{task_id}:reserve",
+        payload=order().model_dump(mode="json"),
+        stamp=MirrorStamp(seq=1),
+    )
+    own_queue = fresh_id("old-style-q")
+    async with Worker(stack.client, task_queue=own_queue, workflows=[AgentOnTheWorkflowQueue]):
+        result = await stack.client.execute_workflow(
+            "AgentOnTheWorkflowQueue",
+            args=[stack.settings.temporal.task_queue, call],
+            id=task_id,
+            task_queue=own_queue,
+            result_type=StepResult,
+        )
+    assert result.data["reservation_id"].startswith("rsv_")
+    assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve"]
