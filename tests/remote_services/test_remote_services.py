@@ -694,8 +694,7 @@ def test_kill(tmp_path: Path) -> None:
 def test_child_dies_with_its_parent(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from remote_services.launcher import free_port, start_service_process\n"
+        "from sas.remote_services.launcher import free_port, start_service_process\n"
         f"service = start_service_process(free_port(), {str(tmp_path / 'ledger.db')!r})\n"
         "print(service.pid, flush=True)\n"
         "time.sleep(600)\n"
