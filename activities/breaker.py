@@ -47,6 +47,8 @@ log = logging.getLogger("sas.breaker")
 # A claimed probe that never reports (its worker died, no step was waiting) is free again after
 # this long, at least: then another worker may probe.
 _MIN_PROBE_FOR_S = 5.0
+# The workers' windows shown by `sas services` are written at most this often per service.
+_REPORT_EVERY_S = 5.0
 _STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
 
 
@@ -76,6 +78,7 @@ class ServiceBreaker:
         self.view = BreakerView(service=service)
         self._window: deque[tuple[float, bool]] = deque()
         self._reported = (0, 0)
+        self._reported_at = 0.0
         self._probe_sent = False  # this worker's probe has been let through (half-open, ours)
         self._probe_polled = False  # the gate has let one poll go for it
         self._writing = False
@@ -233,13 +236,16 @@ class ServiceBreaker:
             self.update(claimed)
 
     async def report(self) -> None:
-        """This worker's window, for ``sas services``: written only when it changed."""
+        """This worker's window, for ``sas services``: written only when it changed, and at most
+        every ``_REPORT_EVERY_S`` (a display, not a decision: it need not be fresher)."""
         counts = self.counts()
         if counts == self._reported or self._sessions is None:
             return
+        if time.monotonic() - self._reported_at < _REPORT_EVERY_S and counts != (0, 0):
+            return
         async with self._sessions() as session:
             await store.report_window(session, self.service, self.worker, counts[0], counts[1], _now())
-        self._reported = counts
+        self._reported, self._reported_at = counts, time.monotonic()
 
     # ------------------------------------------------------------- the gate
 
