@@ -28,32 +28,34 @@ def graceful_shutdown(settings: Settings) -> timedelta:
 
 
 async def run_worker() -> None:
-    from temporalio.worker import Worker
-
     from sas import state_store
-    from sas.activities import build_activities, check_service_names, service_callers
+    from sas.activities import build_activities, check_service_names, service_breakers, service_callers
     from sas.activities.outbound import WebhookSender
     from sas.runtime.connect import connect, metrics_runtime, worker_identity
     from sas.runtime.failures import reaching_state_store
     from sas.runtime.otel import tracing
     from sas.runtime.search_attributes import missing_search_attributes
+    from sas.runtime.task_workers import build_task_workers
     from sas.settings import get_settings
     from sas.state_store.agent_writes import make_step_writer
     from sas.workflows import ALL_WORKFLOWS
     from sas.workflows.runner import workflow_runner
 
     settings = get_settings()
-    check_service_names(settings.services)  # before anything connects: a misspelt service is a settings error
+    check_service_names(
+        settings.services, settings.worker.queues
+    )  # before anything connects: a misspelt service is a settings error
     configure_logging(settings.log_level)
     traces = tracing(settings.otel.enabled)  # before anything else: a missing extra is said at once
     with reaching_state_store(settings.database.url):
         await state_store.upgrade_async(settings.database.url)
     engine = state_store.create_engine(settings.database)
+    runtime = metrics_runtime(settings.metrics.worker_bind)
     client = await connect(
         settings.temporal,
         "worker",
         settings.encryption,
-        runtime=metrics_runtime(settings.metrics.worker_bind),
+        runtime=runtime,
         interceptors=traces.interceptors,
     )
     identity = worker_identity(settings.temporal, "worker")
@@ -65,36 +67,48 @@ async def run_worker() -> None:
             "search attributes %s are not registered: run `sas setup`; tasks will not be filterable in the UI", missing
         )
     writer = make_step_writer(settings.database)
+    sessions = state_store.session_factory(engine)
     try:
         async with (
+            # Each service's circuit breaker, shared with the other workers through the state store.
+            service_breakers(
+                settings.services, identity, sessions, runtime.metric_meter if runtime else None
+            ) as breakers,
             # One pool and concurrency limit per remote service (bulkheads), traced; the
             # callbacks' pool is separate and not traced.
-            service_callers(settings.services, traces.instrument_http) as remotes,
+            service_callers(settings.services, traces.instrument_http, breakers) as remotes,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
-            worker = Worker(
+            # The workflow queue's worker, and one per service on its own queue.
+            workers = build_task_workers(
                 client,
-                task_queue=settings.temporal.task_queue,
-                workflows=ALL_WORKFLOWS,
-                activities=build_activities(
+                settings,
+                build_activities(
                     settings,
                     remotes,
-                    state_store.session_factory(engine),
+                    sessions,
                     identity,
                     search_attributes=not missing,
                     step_writer=writer,
                     callback_sender=callbacks,
                 ),
+                workflows=ALL_WORKFLOWS,
                 identity=identity,
+                breakers=breakers,
                 workflow_runner=workflow_runner(),
                 graceful_shutdown_timeout=graceful_shutdown(settings),
             )
-            log.info("worker %s polling %s at %s", identity, settings.temporal.task_queue, settings.temporal.address)
+            log.info(
+                "worker %s polling %s at %s",
+                identity,
+                ", ".join(w.task_queue for w in workers.workers),
+                settings.temporal.address,
+            )
             # Everything loaded so far lives as long as the process: keep it out of the
             # collector's scans, which otherwise walk it again on every full collection
             # (the sandbox allocates a lot per workflow run, so full collections are frequent).
             gc.freeze()
-            await serve_until_signalled(worker)
+            await serve_until_signalled(workers)
     finally:
         await writer.aclose()
         await engine.dispose()

@@ -11,6 +11,7 @@ from pydantic_settings import SettingsError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
+from sas.activities.breaker import Breakers
 from sas.activities.callbacks import CallbackActivities
 from sas.activities.mirror import MirrorActivities
 from sas.activities.outbound import WebhookSender
@@ -19,6 +20,7 @@ from sas.activities.remote import RemoteCaller
 from sas.activities.services import AGENTS
 from sas.settings import ServicesSettings, Settings
 from sas.state_store.agent_writes import StepWriter, make_step_writer
+from sas.task_models.queues import service_of
 
 if __name__ != "sas.activities":
     # This folder is installed as sas.activities (sas/activities links to it). Imported by its bare name, from
@@ -27,15 +29,22 @@ if __name__ != "sas.activities":
     raise ImportError(f"import sas.activities, not {__name__}: the activities/ folder is part of the sas package")
 
 
-__all__ = ["MirrorActivities", "build_activities", "service_callers"]
+__all__ = ["Breakers", "MirrorActivities", "build_activities", "by_service", "service_breakers", "service_callers"]
 
 # What build_activities takes for the remote services: one caller per service (service_callers),
 # or one client that every service's caller shares (test rigs that bring their own client).
 Remotes = Mapping[str, RemoteCaller] | httpx.AsyncClient
 
 
-def check_service_names(services: ServicesSettings) -> None:
-    """Refuse settings for a service no Agent calls: a misspelt name would otherwise be ignored."""
+def check_service_names(services: ServicesSettings, queues: list[str] | None = None) -> None:
+    """Refuse settings for a service no Agent calls: a misspelt name would otherwise be ignored.
+    ``queues`` (``SAS_WORKER__QUEUES``) may name only 'workflows' and the Agents' services."""
+    wrong = sorted(set(queues or ()) - {"workflows", *AGENTS})
+    if wrong:
+        raise SettingsError(
+            f"SAS_WORKER__QUEUES: no Agent calls a service named {wrong[0]!r}"
+            f" (use 'workflows' or: {', '.join(sorted(AGENTS))})"
+        )
     unknown = sorted(set(services.named) - set(AGENTS))
     if unknown:
         # A SettingsError: the entry points report it as one line of bad settings (sas/runtime/entry.py).
@@ -45,14 +54,37 @@ def check_service_names(services: ServicesSettings) -> None:
         )
 
 
+def service_breakers(
+    services: ServicesSettings,
+    worker: str,
+    sessions: async_sessionmaker[AsyncSession] | None,
+    meter: Any = None,
+) -> Breakers:
+    """This worker's circuit breaker of every remote service (``activities/breaker.py``), shared
+    with the other workers through the state store. ``async with`` it to keep it in step."""
+    check_service_names(services)
+    resolved = {name: services.service(name) for name in AGENTS}
+    return Breakers(
+        {name: s.breaker for name, s in resolved.items()},
+        worker,
+        sessions,
+        meter,
+        # A probe's worker has until its call could have timed out to report.
+        probe_for_s={name: s.timeout_s for name, s in resolved.items()},
+    )
+
+
 @asynccontextmanager
 async def service_callers(
-    services: ServicesSettings, instrument: Callable[[httpx.AsyncClient], None] | None = None
+    services: ServicesSettings,
+    instrument: Callable[[httpx.AsyncClient], None] | None = None,
+    breakers: Breakers | None = None,
 ) -> AsyncIterator[dict[str, RemoteCaller]]:
     """One caller per remote service, each over its own HTTP client (bulkheads), all closed on exit.
 
     ``instrument`` is given each client before use (tracing). Callbacks to submitters have a
-    pool of their own as well (``WebhookSender``), never one of these."""
+    pool of their own as well (``WebhookSender``), never one of these. With ``breakers``, each
+    caller sends nothing while its service's breaker holds."""
     check_service_names(services)
     async with AsyncExitStack() as clients:
         callers: dict[str, RemoteCaller] = {}
@@ -63,7 +95,7 @@ async def service_callers(
             client = await clients.enter_async_context(httpx.AsyncClient(limits=limits))
             if instrument is not None:
                 instrument(client)
-            callers[name] = RemoteCaller.for_service(client, service)
+            callers[name] = RemoteCaller.for_service(client, service, breakers[name] if breakers else None)
         yield callers
 
 
@@ -99,6 +131,20 @@ def build_activities(
         mirror.audit,
         callbacks.post,
     ]
+
+
+def by_service(activities: list[Callable[..., Any]]) -> dict[str, list[Callable[..., Any]]]:
+    """The Agents among ``activities``, by the remote service they call: what each service's
+    own task queue runs (``task_models/queues.py``)."""
+    grouped: dict[str, list[Callable[..., Any]]] = {name: [] for name in AGENTS}
+    for fn in activities:
+        definition = activity._Definition.from_callable(fn)
+        if definition is None or definition.name is None or "." not in definition.name:
+            continue
+        service = service_of(definition.name)
+        if service in grouped:
+            grouped[service].append(fn)
+    return grouped
 
 
 def _activity_methods(agent: object) -> list[Callable[..., Any]]:

@@ -27,6 +27,7 @@ from sas.task_models import (
 )
 from sas.task_models.activity_defs import MirrorDefs, implements
 from sas.task_models.outbound import OutboundRefused, check_url
+from sas.task_models.queues import service_of, service_queue
 
 
 class MirrorActivities(MirrorDefs):
@@ -46,7 +47,17 @@ class MirrorActivities(MirrorDefs):
     @implements(MirrorDefs.accept)
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
         self._check_callback_url(accepted)
-        steps = [plan.model_copy(update={"policy": self._policy(plan)}) for plan in accepted.steps]
+        # Each step's Agents run on their service's own task queue (task_models/queues.py):
+        # decided here, once, and recorded in history with the plan.
+        steps = [
+            plan.model_copy(
+                update={
+                    "policy": self._policy(plan),
+                    "task_queue": service_queue(accepted.task_queue, service_of(plan.agent)),
+                }
+            )
+            for plan in accepted.steps
+        ]
         accepted = accepted.model_copy(update={"steps": steps})
         # On the hot path, so through the Agents' writer: one statement batch, no ORM.
         try:

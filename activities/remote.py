@@ -20,8 +20,10 @@ from temporalio.exceptions import ApplicationError
 
 from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
+from sas.task_models.breakers import BREAKER_OPEN
 
 if TYPE_CHECKING:
+    from sas.activities.breaker import ServiceBreaker
     from sas.settings import ResolvedService
 
 # Error types, as seen in Temporal's history and the state store's error_type column.
@@ -30,6 +32,11 @@ REJECTED = "RemoteRejected"
 VOIDED = "StepVoided"
 GARBAGE = "RemoteGarbage"
 DEADLINE = "CompleteByPassed"
+
+# What the service's breaker counts against it: it did not answer, or not as a service does.
+_SERVICE_FAULTS = (TRANSIENT, GARBAGE)
+# Outcomes that say nothing of the service: no request went out.
+_NOT_SENT = (DEADLINE, BREAKER_OPEN, "cancelled")
 
 # Below this much time left there is no point in sending: the answer would come too late.
 _MIN_TIME_LEFT_S = 0.05
@@ -51,16 +58,21 @@ class RemoteCaller:
         max_concurrency: int = 100,
         timeout_s: float = 30.0,
         headers: Mapping[str, str] | None = None,
+        breaker: ServiceBreaker | None = None,
     ) -> None:
         self._client = client
+        self._breaker = breaker
         self._base_url = base_url.rstrip("/")
         self._slots = asyncio.Semaphore(max_concurrency)
         self._timeout_s = timeout_s
         self._headers = dict(headers or {})
 
     @classmethod
-    def for_service(cls, client: httpx.AsyncClient, service: ResolvedService) -> RemoteCaller:
-        """The caller of one service from its settings (``settings.services.service(name)``)."""
+    def for_service(
+        cls, client: httpx.AsyncClient, service: ResolvedService, breaker: ServiceBreaker | None = None
+    ) -> RemoteCaller:
+        """The caller of one service from its settings (``settings.services.service(name)``),
+        behind the service's circuit breaker if given (``activities/breaker.py``)."""
         token = service.auth_token
         return cls(
             client,
@@ -68,6 +80,7 @@ class RemoteCaller:
             max_concurrency=service.max_concurrency,
             timeout_s=service.timeout_s,
             headers={service.auth_header: token.get_secret_value()} if token is not None else None,
+            breaker=breaker,
         )
 
     async def post(
@@ -136,6 +149,19 @@ class RemoteCaller:
         time_left = self._time_left(path, complete_by)
         started = time.monotonic()
         outcome = "ok"
+        error: str | None = None
+        if self._breaker is not None and not self._breaker.admit():
+            # No request while the breaker holds. Such a task was polled just before the breaker
+            # opened (or sits on the workflow's queue, from before service queues). Non-retryable,
+            # so that no attempt of Temporal's retry policy is spent on it: the Scheduler starts the
+            # step's activity again, and it waits in the service's queue, which the gate keeps unpolled.
+            _record_call(path, BREAKER_OPEN, 0.0)
+            raise ApplicationError(
+                f"{path}: not sent, the circuit breaker of its service is open",
+                {"retry_in_s": self._breaker.retry_in_s()},
+                type=BREAKER_OPEN,
+                non_retryable=True,
+            )
         try:
             try:
                 response = await _heartbeating(
@@ -151,13 +177,15 @@ class RemoteCaller:
                 raise ApplicationError(f"{path} {err}", type=GARBAGE) from err
             return _classify(path, response)
         except ApplicationError as err:
-            outcome = err.type or "error"
+            outcome, error = err.type or "error", err.message
             raise
         except BaseException:
             outcome = "cancelled"
             raise
         finally:
             _record_call(path, outcome, time.monotonic() - started)
+            if self._breaker is not None and outcome not in _NOT_SENT:
+                self._breaker.record(outcome not in _SERVICE_FAULTS, error)
 
 
 async def _get_capped(client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:

@@ -56,12 +56,11 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
 
 async def run_sas_variant(search_attributes: bool) -> None:
     """sas's own worker (``worker.py``), with the search-attribute upserts on or off."""
-    from temporalio.worker import Worker
-
     from sas import state_store
-    from sas.activities import build_activities, service_callers
+    from sas.activities import build_activities, service_breakers, service_callers
     from sas.runtime.connect import connect, worker_identity
     from sas.runtime.entry import serve_until_signalled
+    from sas.runtime.task_workers import build_task_workers
     from sas.settings import get_settings
     from sas.state_store.agent_writes import make_step_writer
     from sas.workflows import ALL_WORKFLOWS
@@ -69,28 +68,28 @@ async def run_sas_variant(search_attributes: bool) -> None:
 
     settings = get_settings()
     engine = state_store.create_engine(settings.database)
+    sessions = state_store.session_factory(engine)
     client = await connect(settings.temporal, "worker")
     identity = worker_identity(settings.temporal, "worker")
     writer = make_step_writer(settings.database)
     try:
-        async with service_callers(settings.services) as remotes:  # the same pools as worker.py
-            worker = Worker(
+        async with (
+            service_breakers(settings.services, identity, sessions) as breakers,
+            service_callers(settings.services, breakers=breakers) as remotes,  # the same pools as worker.py
+        ):
+            workers = build_task_workers(
                 client,
-                task_queue=settings.temporal.task_queue,
-                workflows=ALL_WORKFLOWS,
-                activities=build_activities(
-                    settings,
-                    remotes,
-                    state_store.session_factory(engine),
-                    identity,
-                    search_attributes=search_attributes,
-                    step_writer=writer,
+                settings,
+                build_activities(
+                    settings, remotes, sessions, identity, search_attributes=search_attributes, step_writer=writer
                 ),
+                workflows=ALL_WORKFLOWS,
                 identity=identity,
+                breakers=breakers,
                 workflow_runner=workflow_runner(),
             )
             print(f"worker {identity} polling {settings.temporal.task_queue}", file=sys.stderr, flush=True)
-            await serve_until_signalled(worker)
+            await serve_until_signalled(workers)
     finally:
         await writer.aclose()
 

@@ -109,6 +109,38 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 _SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
+class BreakerSettings(BaseModel):
+    """One remote service's circuit breaker: ``SAS_SERVICES__<NAME>__BREAKER__<FIELD>``.
+
+    Each worker counts its own calls to the service over ``window_s``; when at least
+    ``min_calls`` of them ended and ``failure_rate`` of those failed (a transient fault: 5xx,
+    timeout, unreachable), it opens the breaker for every worker (one row in the state store).
+    While open, no request reaches the service and its steps wait in the service's task queue
+    without starting an attempt; after ``open_s`` one probe is let through (half-open): it
+    closes the breaker or opens it again. Work is held for at most ``max_hold_s`` of one
+    outage; then calls go through again and the Supervisor's ladder applies as usual."""
+
+    # Off unless asked for: with it on, a service's outage holds its steps instead of walking them
+    # up the Supervisor's ladder, which is a choice to make per service (and what the demo's and
+    # most tests' fault scenarios do not expect).
+    enabled: bool = Field(default=False, description="Whether this service's calls go through a breaker.")
+    window_s: float = Field(default=30.0, ge=1, le=3_600, description="Each worker's counting window.")
+    min_calls: int = Field(default=10, ge=1, le=100_000, description="Calls in the window before it may open.")
+    failure_rate: float = Field(
+        default=0.5, gt=0, le=1, description="Share of failed calls in the window that opens the breaker."
+    )
+    open_s: float = Field(default=30.0, ge=0.1, le=86_400, description="Time open before the next probe.")
+    max_hold_s: float = Field(
+        default=1_800.0,
+        ge=1,
+        le=7 * 86_400,
+        description="Longest an outage holds the service's steps; then they run (and fail) as without a breaker.",
+    )
+    sync_s: float = Field(
+        default=1.0, ge=0.1, le=60, description="How often each worker reads the shared state (one small query)."
+    )
+
+
 class ServiceSettings(BaseModel):
     """One remote service: ``SAS_SERVICES__<NAME>__URL`` etc. Unset fields fall back to the group's.
 
@@ -139,6 +171,15 @@ class ServiceSettings(BaseModel):
     auth_token: SecretStr | None = Field(
         default=None, description="Sent as-is in auth_header on every call (e.g. 'Bearer ...'); none if unset."
     )
+    max_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        le=100_000,
+        description="Temporal's rate limit on the service's task queue (activities started per second, over"
+        " every worker: max_task_queue_activities_per_second); none if unset.",
+    )
+    pollers: int = Field(default=5, ge=1, le=100, description="Pollers each worker runs on the service's task queue.")
+    breaker: BreakerSettings = BreakerSettings()
 
     @field_validator("url")
     @classmethod
@@ -212,6 +253,9 @@ class ServicesSettings(BaseModel):
             max_concurrency=own.max_concurrency or connections,
             auth_header=own.auth_header,
             auth_token=own.auth_token,
+            max_per_second=own.max_per_second,
+            pollers=own.pollers,
+            breaker=own.breaker,
         )
 
 
@@ -227,6 +271,9 @@ class ResolvedService(BaseModel):
     max_concurrency: int
     auth_header: str
     auth_token: SecretStr | None
+    max_per_second: float | None = None
+    pollers: int = 5
+    breaker: BreakerSettings = BreakerSettings()
 
 
 class LadderRungs(BaseModel):
@@ -465,6 +512,32 @@ class CallbackSettings(BaseModel):
     _secret_form = field_validator("secret")(_standard_webhooks_secret)
 
 
+WORKFLOW_QUEUE = "workflows"
+
+
+class WorkerSettings(BaseModel):
+    """Which task queues a worker process polls (``SAS_WORKER__QUEUES='["payment"]'``), so that
+    each service's workers can be deployed and scaled on their own (docs/operator.md)."""
+
+    queues: list[str] | None = Field(
+        default=None,
+        description="'workflows' (the Scheduler's queue: workflows, the mirror, callbacks) and/or service names,"
+        " each meaning that service's own queue; all of them if unset.",
+    )
+
+    @field_validator("queues")
+    @classmethod
+    def _known_form(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("name at least one queue ('workflows' or a service), or leave it unset for all")
+        for name in value:
+            if name != WORKFLOW_QUEUE and not _SERVICE_NAME.match(name):
+                raise ValueError(f"{name!r}: use 'workflows' or a service's name")
+        return list(dict.fromkeys(value))
+
+
 class MetricsSettings(BaseModel):
     """Prometheus endpoints (host:port). Each serves the Temporal SDK's series and sas's own."""
 
@@ -519,6 +592,7 @@ class Settings(BaseSettings):
     supervisor: SupervisorSettings = SupervisorSettings()
     callbacks: CallbackSettings = CallbackSettings()
     metrics: MetricsSettings = MetricsSettings()
+    worker: WorkerSettings = WorkerSettings()
     otel: OtelSettings = OtelSettings()
     encryption: EncryptionSettings = EncryptionSettings()
     outbound: OutboundPolicy = Field(

@@ -22,11 +22,13 @@ from sas.state_store.decisions import claim_decision, defer_step
 from sas.supervisor.activity_defs import ApplyDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision
+from sas.supervisor.breakers import holding, service_of_step
 from sas.supervisor.metrics import record_decision, record_sweep
 from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision
 from sas.supervisor.outbox import Outbox
 from sas.supervisor.reconcile import reconcile_task
 from sas.supervisor.temporal_view import look, waiting_reason
+from sas.task_models.breakers import BreakerView
 
 log = logging.getLogger("sas.supervisor")
 
@@ -50,8 +52,12 @@ class ApplyActivities(ApplyDefs):
     async def apply(self, request: ApplyInput) -> ApplyResult:
         result = ApplyResult()
         started = time.monotonic()
+        held = await holding(self._sessions, datetime.now(UTC)) if request.decisions else {}
         for decision in request.decisions:
             beat()
+            if await self._held_by_breaker(decision, held):
+                result.held += 1
+                continue
             if decision.kind in SIGNALLED_KINDS and await self._temporal_says_wait(decision):
                 result.deferred += 1
                 continue
@@ -64,6 +70,31 @@ class ApplyActivities(ApplyDefs):
         result.signalled = await self._outbox.flush(shard_buckets(self._settings, request.shard))
         record_sweep("apply", time.monotonic() - started)
         return result
+
+    async def _held_by_breaker(self, d: Decision, held: dict[str, BreakerView]) -> bool:
+        """A step of a service whose breaker holds its work: not failing but waiting, so no
+        decision and nothing counted; it is looked at again when the breaker may probe."""
+        if not held:
+            return False
+        async with self._sessions() as session:
+            step = await session.get(tables.Step, (d.task_id, d.step))
+        service = service_of_step(step.agent) if step is not None else None
+        view = held.get(service) if service else None
+        if step is None or view is None:
+            return False
+        now = datetime.now(UTC)
+        s = self._settings.supervisor
+        until = max(view.retry_at or now, now + timedelta(seconds=max(s.interval_s, 1.0)))
+        async with self._sessions() as session:
+            await defer_step(session, d.task_id, d.step, d.seen_version, d.seen_failure_count, until)
+        since = (view.outage_since or view.since or now).isoformat(timespec="seconds")
+        log.info(
+            "decision put off: the %s breaker holds its steps (open since %s)",
+            service,
+            since,
+            extra={"fields": {"task_id": d.task_id, "step": d.step, "decision": d.kind, "service": service}},
+        )
+        return True
 
     async def _temporal_says_wait(self, d: Decision) -> bool:
         """Ask Temporal before escalating: True if this decision must not be taken now.

@@ -5,6 +5,7 @@ alerts, sweep duration, decisions by kind, and each task queue's backlog to scal
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
@@ -41,6 +42,31 @@ def record_backlog(queue: str, backlog: int, pollers: int) -> None:
         backlog, {"queue": queue}
     )
     meter.create_gauge("sas_task_queue_pollers", "Live pollers of a task queue").set(pollers, {"queue": queue})
+
+
+def record_service_queue(service: str, queue: str, backlog: int, pollers: int) -> None:
+    """A remote service's own activity queue: what to scale that service's workers on."""
+    meter = _meter()
+    if meter is None:
+        return
+    attrs = {"service": service, "queue": queue}
+    meter.create_gauge("sas_service_backlog", "Agent calls waiting in a remote service's task queue").set(
+        backlog, attrs
+    )
+    meter.create_gauge("sas_service_pollers", "Live activity pollers of a remote service's task queue").set(
+        pollers, attrs
+    )
+
+
+def record_breakers(services: list[str], holding: Iterable[str]) -> None:
+    """1 while a service's circuit breaker holds its work (open, or half-open waiting on a probe)."""
+    meter = _meter()
+    if meter is None:
+        return
+    held = set(holding)
+    gauge = meter.create_gauge("sas_breaker_holding", "1 while a remote service's circuit breaker holds its work")
+    for service in services:
+        gauge.set(int(service in held), {"service": service})
 
 
 class StoreGauges:

@@ -112,6 +112,7 @@ class ApplyResult(BaseModel):
     claimed: int = 0
     skipped: int = 0
     deferred: int = Field(default=0, description="Put off: Temporal shows the step waiting, or the workflow finished")
+    held: int = Field(default=0, description="Put off: the step's service's circuit breaker holds its work")
     signalled: int = 0
     alerts: int = 0
 
@@ -139,6 +140,7 @@ class QueueCheckResult(BaseModel):
     opened: int = 0
     resolved: int = 0
     stuck: int = Field(default=0, description="Workflows Temporal reports stuck in workflow task failures")
+    held: list[str] = Field(default_factory=list, description="Services whose circuit breaker holds their work")
 
 
 class DeliveryResult(BaseModel):
@@ -165,3 +167,6 @@ class SweepStats(BaseModel):
     last: ApplyResult | None = None
     orphans_found: int = 0
     queue_checks: int = 0
+    breakers_holding: list[str] = Field(
+        default_factory=list, description="Services whose breaker held their work at the last queue check"
+    )

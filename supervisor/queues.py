@@ -1,7 +1,11 @@
 """``supervisor.check_queues``: task queues with work waiting and nobody polling them, or a
 backlog that keeps growing, from Temporal's own view of each queue; one alert per queue
 incident, resolved when pollers return and the backlog stops growing. The same check also
-looks for workflows Temporal reports stuck (``supervisor/reported_problems.py``)."""
+looks for workflows Temporal reports stuck (``supervisor/reported_problems.py``).
+
+Each workflow queue has one activity queue per remote service beside it (``task_models/queues.py``),
+checked for activity pollers alone. A service whose circuit breaker holds its work has no
+pollers on purpose (its workers wait at the breaker's gate): that is not an incident."""
 
 from __future__ import annotations
 
@@ -14,15 +18,18 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
+from sas.activities.services import AGENTS
 from sas.settings import Settings
 from sas.state_store.alerts import active_alerts_of_kind
 from sas.state_store.queries import waiting_tasks_by_queue
 from sas.supervisor.activity_defs import QueueDefs
 from sas.supervisor.activity_support import beat
 from sas.supervisor.alert_rows import raise_once, resolve_key
-from sas.supervisor.metrics import record_backlog
+from sas.supervisor.breakers import holding
+from sas.supervisor.metrics import record_backlog, record_breakers, record_service_queue
 from sas.supervisor.models import AlertSpec, QueueCheckInput, QueueCheckResult
 from sas.supervisor.reported_problems import check_reported_problems
+from sas.task_models.queues import service_queue
 
 _KIND_NAMES = {TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW: "workflow", TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY: "activity"}
 
@@ -42,7 +49,14 @@ class QueueActivities(QueueDefs):
         async with self._sessions() as session:
             waiting = await waiting_tasks_by_queue(session, now - timedelta(seconds=s.queue_idle_after_s))
         queues = dict.fromkeys([self._settings.temporal.task_queue, *waiting])
-        result = QueueCheckResult(queues=len(queues))
+        held = await holding(self._sessions, now)
+        record_breakers(sorted(AGENTS), held)
+        result = QueueCheckResult(queues=len(queues), held=sorted(held))
+        known = set(queues)
+        for queue in queues:
+            for service in AGENTS:
+                known.add(service_queue(queue, service))
+                await self._check_service_queue(queue, service, service in held, request, result, now)
         for queue in queues:
             beat()
             by_kind, backlog = await self._describe_queue(queue)
@@ -88,19 +102,76 @@ class QueueActivities(QueueDefs):
             stale = [
                 a
                 for a in await active_alerts_of_kind(session, "queue_unpolled")
-                if a.incident_key.split(":", 1)[1] not in queues
+                if a.incident_key.split(":", 1)[1] not in known
             ]
         for alert in stale:
             result.resolved += await resolve_key(self._sessions, alert.incident_key, now, "no steps waiting any more")
         return result
 
-    async def _describe_queue(self, queue: str) -> tuple[dict[str, int], int]:
+    async def _check_service_queue(
+        self,
+        queue: str,
+        service: str,
+        held: bool,
+        request: QueueCheckInput,
+        result: QueueCheckResult,
+        now: datetime,
+    ) -> None:
+        """One service's activity queue: its backlog and pollers exported, and an incident when
+        work waits there with no activity worker polling, unless the service's breaker holds it."""
+        beat()
+        name = service_queue(queue, service)
+        by_kind, backlog = await self._describe_queue(name, kinds=(TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,))
+        pollers = by_kind["activity"]
+        record_backlog(name, backlog, pollers)
+        record_service_queue(service, name, backlog, pollers)
+        result.backlog[name] = backlog
+        key = f"queue_unpolled:{name}"
+        if pollers == 0 and backlog > 0 and not held:
+            result.unpolled.append(name)
+            spec = AlertSpec(
+                severity="critical",
+                kind="queue_unpolled",
+                message=(
+                    f"no activity worker is polling queue {name}; {backlog} {service} calls waiting; "
+                    "their complete-by is not counted while they wait"
+                ),
+                suggested_action=f"start a task worker (`sas worker`, SAS_TEMPORAL__TASK_QUEUE={queue}): it polls {name}",
+            )
+            result.opened += int(await raise_once(self._sessions, spec, key, now, failure_count=backlog))
+        else:
+            why = f"the {service} breaker holds its work" if held and pollers == 0 else f"{pollers} pollers on {name}"
+            if pollers > 0 or backlog == 0 or held:
+                result.resolved += await resolve_key(self._sessions, key, now, why)
+        previous = request.backlog.get(name)
+        growing = previous is not None and backlog > previous and backlog >= self._settings.supervisor.batch_size
+        backlog_key = f"queue_backlog:{name}"
+        if growing and not held:
+            spec = AlertSpec(
+                severity="warning",
+                kind="queue_backlog",
+                message=f"queue {name}: backlog growing ({previous} -> {backlog}) with {pollers} pollers",
+                suggested_action=f"add workers for {service} (docs/operator.md, scaling per service), or raise"
+                f" SAS_SERVICES__{service.upper()}__MAX_PER_SECOND if its rate limit holds it",
+            )
+            result.opened += int(await raise_once(self._sessions, spec, backlog_key, now, failure_count=backlog))
+        else:
+            result.resolved += await resolve_key(self._sessions, backlog_key, now, "backlog no longer growing")
+
+    async def _describe_queue(
+        self,
+        queue: str,
+        kinds: tuple[TaskQueueType.ValueType, ...] = (
+            TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        ),
+    ) -> tuple[dict[str, int], int]:
         """Live pollers of the workflow and of the activity task queue, counted apart (a worker
         whose Agents are starved still polls workflows), and their approximate backlog."""
         pollers = {"workflow": 0, "activity": 0}
         backlog = 0
         fresh_after = datetime.now(UTC) - timedelta(seconds=self._settings.supervisor.poller_stale_s)
-        for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+        for kind in kinds:
             response = await self._client.workflow_service.describe_task_queue(
                 DescribeTaskQueueRequest(
                     namespace=self._client.namespace,

@@ -110,6 +110,7 @@ class SupervisorWorkflow:
                 )
                 backlog = queues.backlog
                 self._stats.queue_checks += 1
+                self._stats.breakers_holding = queues.held
 
             if policy.webhook and scan.undelivered and (delivery is None or delivery.done()):
                 delivery = workflow.start_activity_method(

@@ -14,11 +14,11 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.worker import Worker
 
 from sas import state_store, workflows
-from sas.activities import build_activities, service_callers
+from sas.activities import build_activities, service_breakers, service_callers
 from sas.activities.outbound import WebhookSender
+from sas.runtime.task_workers import build_task_workers
 from sas.settings import (
     CallbackSettings,
     DatabaseSettings,
@@ -151,11 +151,13 @@ async def start_stack(
     instrument_http: Callable[[httpx.AsyncClient], None] | None = None,
     supervisor_settings: SupervisorSettings | None = None,
     worker_options: dict[str, Any] | None = None,
+    identity: str = "test-worker",
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
     """``instrument_http`` is given each remote service's HTTP client before the worker starts (tracing).
     ``supervisor_settings`` replace the tests' fast ladder (``supervisor`` says whether one runs).
-    ``worker_options`` go to the task worker (``max_concurrent_activities``...)."""
+    ``worker_options`` go to the workflow queue's worker (``max_concurrent_activities``...); the
+    services' workers take theirs from the settings, as ``worker.py``'s do."""
     if supervisor_settings is not None:
         overrides["supervisor"] = supervisor_settings
     settings = test_settings(temporal_address, services_url, db_url, **overrides)
@@ -165,17 +167,17 @@ async def start_stack(
     writer = make_step_writer(settings.database)
     try:
         async with (
-            service_callers(settings.services, instrument_http) as remotes,
+            service_breakers(settings.services, identity, sessions) as breakers,
+            service_callers(settings.services, instrument_http, breakers) as remotes,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
-            task_worker = Worker(
+            task_worker = build_task_workers(
                 client,
-                task_queue=settings.temporal.task_queue,
+                settings,
+                build_activities(settings, remotes, sessions, identity, step_writer=writer, callback_sender=callbacks),
                 workflows=workflows.ALL_WORKFLOWS,  # read now: the registry may have grown (tests/test_task_type_registry.py)
-                activities=build_activities(
-                    settings, remotes, sessions, "test-worker", step_writer=writer, callback_sender=callbacks
-                ),
-                identity="test-worker",
+                identity=identity,
+                breakers=breakers,
                 workflow_runner=workflow_runner(),
                 **(worker_options or {}),
             )

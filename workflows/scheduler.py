@@ -17,7 +17,7 @@ Supervisor or an operator; it never gives up on its own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         validate_task_id,
     )
     from sas.task_models.activity_defs import AgentRef, CallbackDefs, MirrorDefs, activity_name, agent_result
+    from sas.task_models.breakers import BREAKER_OPEN
     from sas.task_models.errors import MIRROR_WRITE_REFUSED
     from sas.task_models.results import shown
     from sas.task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
@@ -203,6 +204,7 @@ class TaskScheduler:
             self._inflight = workflow.start_activity_method(
                 self._agent(plan.agent),
                 call,
+                task_queue=plan.task_queue,  # its service's queue; None (older plans): the workflow's
                 start_to_close_timeout=plan.resolved_policy.complete_by,
                 heartbeat_timeout=plan.resolved_policy.heartbeat,
                 retry_policy=_retry_policy(plan.resolved_policy),
@@ -222,6 +224,8 @@ class TaskScheduler:
                     if self._compensate is not None:
                         return  # undone below, with the others: the attempt may have had its effect
                     raise asyncio.CancelledError() from err  # the workflow itself is being cancelled
+                if await _held_by_breaker(plan, step.name, err, self._event):
+                    continue  # not a failure: started again, to wait in the service's queue
                 await self._record_failure(step, StepState.FAILED, err)
             finally:
                 self._inflight = None
@@ -270,6 +274,7 @@ class TaskScheduler:
                 workflow.execute_activity_method(
                     self._agent(plan.compensation),
                     self._call(plan, compensation=True),
+                    task_queue=plan.task_queue,
                     start_to_close_timeout=policy.complete_by,
                     heartbeat_timeout=policy.heartbeat,
                     retry_policy=_retry_policy(policy),
@@ -288,6 +293,8 @@ class TaskScheduler:
                 self._set(step, StepState.COMPENSATED)
                 return
             except ActivityError as err:
+                if await _held_by_breaker(plan, step.name, err, self._event):
+                    continue
                 await self._record_failure(step, StepState.COMPENSATION_FAILED, err)
             await self._await_decision(step, compensating=True)
 
@@ -728,6 +735,22 @@ async def _shielded(task: asyncio.Future[Any]) -> Any:
             if task.cancelled():
                 raise
             workflow.logger.warning("cancellation ignored while compensating")
+
+
+async def _held_by_breaker(plan: StepPlan, step: str, err: ActivityError, note: Callable[[str], None]) -> bool:
+    """Whether the Agent refused to call because its service's circuit breaker is open
+    (activities/breaker.py): not a failure of the step, which is then started again without
+    spending an attempt or a Supervisor decision. On a service's own queue the new attempt waits
+    there, unpolled, until the breaker lets it go; on the workflow's queue (a plan from before
+    service queues) nothing holds it, so the Scheduler waits for the breaker's next probe first."""
+    cause = err.cause
+    if not (isinstance(cause, ApplicationError) and cause.type == BREAKER_OPEN):
+        return False
+    note(f"{step}: held, the circuit breaker of its service is open; started again")
+    if plan.task_queue is None:
+        details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+        await workflow.sleep(timedelta(seconds=float(details.get("retry_in_s", 5.0))))
+    return True
 
 
 def _retry_policy(policy: StepPolicyValues) -> RetryPolicy:

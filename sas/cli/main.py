@@ -80,20 +80,6 @@ def supervisor() -> None:
     run_entry(run_supervisor, debug=context.DEBUG)
 
 
-@app.command()
-def services(
-    port: int = typer.Option(8081, help="Port to listen on."),
-    host: str = typer.Option("127.0.0.1", help="Address to bind."),
-    ledger: Path = typer.Option(Path(".sas/ledger.db"), help="SQLite file of the ledger."),
-    enable_faults: bool = typer.Option(False, "--enable-faults", help="Turn on the fault-injection admin API."),
-) -> None:
-    """Run the remote services (inventory, payment, shipping) the Agents call."""
-    import sys
-
-    args = [sys.executable, "-m", "sas.remote_services", "--host", host, "--port", str(port), "--ledger", str(ledger)]
-    os.execv(sys.executable, args + (["--enable-faults"] if enable_faults else []))
-
-
 # -------------------------------------------------------------------- tasks
 
 
@@ -595,6 +581,7 @@ from sas.cli import park as _park  # noqa: E402  (registers `park`)
 from sas.cli import reconcile_cmd as _reconcile_cmd  # noqa: E402  (registers `reconcile`)
 from sas.cli import supervisor_cmds as _supervisor_cmds  # noqa: E402  (registers `show`)
 from sas.cli.schedules import schedule_app  # noqa: E402
+from sas.cli.services_cmd import services_app  # noqa: E402
 
 _demo.register(app)
 _supervisor_cmds.register(app)
@@ -604,6 +591,7 @@ _reconcile_cmd.register(app)
 _delayed_control.register(app)
 _park.register(app)
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(services_app, name="services")
 
 
 def main() -> None:

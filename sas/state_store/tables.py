@@ -240,3 +240,49 @@ class StepAttempt(Base):
         Index("ux_step_attempts_task_step_version", "task_id", "step", "version", unique=True),
         Index("ix_step_attempts_task_started", "task_id", "started_at"),
     )
+
+
+class Breaker(Base):
+    """One remote service's circuit breaker, shared by every worker (activities/breaker.py).
+
+    Workers count their own calls and write here only on a transition (closed -> open, open ->
+    half-open with the probe's owner, half-open -> closed or open again) or when an operator
+    forces it; each reads the row every few seconds. Every transition is a compare-and-set on
+    ``version``, so two workers that see the same thing make one transition."""
+
+    __tablename__ = "breakers"
+
+    service: Mapped[str] = mapped_column(String(40), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), doc="closed | open | half_open")
+    since: Mapped[datetime] = mapped_column(doc="When it entered this state.")
+    outage_since: Mapped[datetime | None] = mapped_column(
+        doc="When the outage began: the first opening, kept while probes fail (max_hold_s counts from here)."
+    )
+    hold_until: Mapped[datetime | None] = mapped_column(
+        doc="Until when this outage holds the service's work (its start + max_hold_s of the worker that opened it);"
+        " None while forced open: until forced closed. Every reader judges by it, with no settings of its own."
+    )
+    retry_at: Mapped[datetime | None] = mapped_column(doc="Open: when the next probe may go.")
+    probe_by: Mapped[str | None] = mapped_column(String(200), doc="Half-open: the worker that sends the probe.")
+    probe_until: Mapped[datetime | None] = mapped_column(doc="Half-open: another worker may probe after this.")
+    calls: Mapped[int] = mapped_column(Integer, default=0, doc="Calls in the window that opened it.")
+    failures: Mapped[int] = mapped_column(Integer, default=0, doc="Of those, failed.")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    forced_by: Mapped[str | None] = mapped_column(
+        String(200), doc="An operator who forced it open: no probe, no time limit, until forced closed."
+    )
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime]
+
+
+class BreakerWindow(Base):
+    """A worker's recent calls to one service (its counting window), written at most once per
+    sync and only when it made calls: what ``sas services`` shows as the failure rate."""
+
+    __tablename__ = "breaker_windows"
+
+    service: Mapped[str] = mapped_column(String(40), primary_key=True)
+    worker: Mapped[str] = mapped_column(String(200), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime]

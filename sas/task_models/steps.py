@@ -51,6 +51,11 @@ class StepPlan(BaseModel):
     policy: StepPolicyValues | None = Field(
         default=None, description="Declared policy; None until accepted means: the worker's default step policy."
     )
+    task_queue: str | None = Field(
+        default=None,
+        description="Task queue of the step's Agents (its service's, task_models/queues.py), set at accept;"
+        " None: the workflow's own (tasks accepted before service queues).",
+    )
 
     @property
     def resolved_policy(self) -> StepPolicyValues:

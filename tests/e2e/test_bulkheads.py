@@ -3,7 +3,9 @@
 Real Temporal, real remote services, real state store. Every service gets a pool of two
 connections and shipping a limit of two calls in flight; shipping then hangs. With one shared
 pool (as before the registry) the hung ship calls would hold every connection, and the
-preorders' reserve and charge calls would queue behind them.
+preorders' reserve and charge calls would queue behind them. Each service's Agents also run on
+the service's own task queue (sas-tasks.shipping...): the third ship waits there, unstarted,
+while the other services' queues are served.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ HANG_MS = 20_000
 PATIENT_SHIP = StepPolicyValues(
     complete_by_s=60.0, heartbeat_s=2.0, max_attempts=10, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
 )
-HUNG_ORDERS = 3  # one more than shipping's slots: the third waits for a slot, not for a connection
+HUNG_ORDERS = 3  # one more than shipping's slots: the third waits in shipping's queue, unstarted
 PREORDERS = 4
 
 
@@ -105,10 +107,19 @@ async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead
             rows.append(None if ship is None else (ship.state, ship.attempt))
         return rows
 
-    # Every hung order is in the first attempt of its ship step: two calls in flight, the third
-    # waiting for a slot.
-    in_first_attempt = [("Processing", 1)] * HUNG_ORDERS
-    await wait_until(ship_attempts, lambda rows: rows == in_first_attempt, what="orders in ship")
+    # Two hung orders are in the first attempt of their ship step; the third's ship waits in
+    # shipping's own task queue, no attempt started (its row still Pending).
+    in_first_attempt = [("Pending", 0), ("Processing", 1), ("Processing", 1)]
+
+    async def sorted_attempts() -> list[tuple[str, int] | None]:
+        return sorted(await ship_attempts(), key=repr)
+
+    await wait_until(sorted_attempts, lambda rows: rows == in_first_attempt, what="orders in ship")
+    queued = await stack.client.get_workflow_handle(
+        next(t for t, row in zip(hung, await ship_attempts(), strict=True) if row == ("Pending", 0))
+    ).describe()
+    [waiting] = queued.raw_description.pending_activities
+    assert waiting.activity_type.name == "shipping.ship" and waiting.attempt == 1
 
     preorders = [fresh_id("pre") for _ in range(PREORDERS)]
     pre_handles = [
@@ -125,7 +136,7 @@ async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead
     # The preorders finished while every hung order was still in the first attempt of its ship
     # step, with nothing undone. (With one pool shared by all services, the preorders' calls would
     # have waited for the hung calls to end, and these attempts would have moved on.)
-    assert await ship_attempts() == in_first_attempt
+    assert await sorted_attempts() == in_first_attempt
     for task_id in hung:
         assert await stack.task_state(task_id) == "Processing"
         assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve", "charge"]

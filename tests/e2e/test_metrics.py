@@ -7,12 +7,12 @@ import re
 import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
 
 from sas import state_store
-from sas.activities import build_activities
+from sas.activities import build_activities, service_breakers
 from sas.remote_services.launcher import free_port
 from sas.runtime.connect import metrics_runtime
+from sas.runtime.task_workers import build_task_workers
 from sas.state_store.agent_writes import make_step_writer
 from sas.workflows import ALL_WORKFLOWS
 from tests.helpers import fresh_id, wait_until
@@ -46,13 +46,13 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
     await stack.add_fault(endpoint="payment.charge", kind="transient", times=1, match_order_id=task_id)
     writer = make_step_writer(settings.database)
     async with httpx.AsyncClient() as http:
-        worker = Worker(
+        worker = build_task_workers(
             client,
-            task_queue=queue,
+            settings,
+            build_activities(settings, http, state_store.session_factory(engine), "metrics-worker", step_writer=writer),
             workflows=ALL_WORKFLOWS,
-            activities=build_activities(
-                settings, http, state_store.session_factory(engine), "metrics-worker", step_writer=writer
-            ),
+            identity="metrics-worker",
+            breakers=service_breakers(settings.services, "metrics-worker", None),
         )
         async with worker:
             handle = await client.start_workflow("OrderWorkflow", order(), id=task_id, task_queue=queue)
@@ -73,10 +73,43 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
     latency_counts = samples(text, "sas_agent_call_latency_count")
     by_action = {
         a: sum(
-            v for labels, v in latency_counts.items() if f'action="{a}"' in labels and f'task_queue="{queue}"' in labels
+            v
+            for labels, v in latency_counts.items()
+            if f'action="{a}"' in labels
+            and f'task_queue="{queue}.' in labels  # the Agents run on their service's queue
         )
         for a in ("reserve", "charge", "ship")
     }
     assert by_action == {"reserve": 1.0, "charge": 2.0, "ship": 1.0}
     # Temporal's own series come through the same endpoint.
     assert "temporal_workflow_completed" in text and "temporal_activity_execution_failed" in text
+
+
+async def test_the_worker_exports_each_services_breaker(sqlite_url: str) -> None:
+    from datetime import UTC, datetime
+
+    from sas.settings import BreakerSettings, DatabaseSettings, ServicesSettings
+    from sas.state_store.breakers import force
+
+    port = free_port()
+    runtime = metrics_runtime(f"127.0.0.1:{port}")
+    assert runtime is not None
+    await state_store.upgrade_async(sqlite_url)
+    engine = state_store.create_engine(DatabaseSettings(url=sqlite_url))
+    sessions = state_store.session_factory(engine)
+    services = ServicesSettings(payment={"breaker": BreakerSettings(enabled=True, sync_s=0.1)})
+    try:
+        async with httpx.AsyncClient() as http, service_breakers(services, "w", sessions, runtime.metric_meter) as b:
+
+            async def payment(name: str) -> list[float]:
+                text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+                return [v for k, v in samples(text, name).items() if 'service="payment"' in k]
+
+            await wait_until(lambda: payment("sas_breaker_state"), lambda v: v == [0.0], what="closed exported")
+            async with sessions() as session:
+                await force(session, "payment", "open", "test", "metrics", datetime.now(UTC))
+            await wait_until(lambda: payment("sas_breaker_state"), lambda v: v == [2.0], what="open exported")
+            assert not b["payment"].admit()  # held: the call is refused, and counted
+            await wait_until(lambda: payment("sas_breaker_rejected"), lambda v: v == [1.0], what="refusal exported")
+    finally:
+        await engine.dispose()

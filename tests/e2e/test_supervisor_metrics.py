@@ -71,3 +71,9 @@ async def test_supervisor_metrics_after_a_known_run(stack_no_supervisor: Stack) 
     assert (metric(text, "sas_supervisor_sweep_duration_count", phase="scan") or 0) >= 1
     assert metric(text, "sas_task_queue_backlog", queue=stack.settings.temporal.task_queue) == 0.0
     assert (metric(text, "sas_task_queue_pollers", queue=stack.settings.temporal.task_queue) or 0) >= 1
+    # Each service's own queue, to scale that service's workers on, and its breaker (off here).
+    for service in ("inventory", "payment", "shipping"):
+        queue = f"{stack.settings.temporal.task_queue}.{service}"
+        assert metric(text, "sas_service_backlog", service=service, queue=queue) == 0.0
+        assert (metric(text, "sas_service_pollers", service=service, queue=queue) or 0) >= 1
+        assert metric(text, "sas_breaker_holding", service=service) == 0.0

@@ -116,4 +116,6 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Callable[[Stack, str], Awaitable[Any]
     "order_reset_mid_saga": ({}, reset_mid_saga),
     # Recorded with step results: the refund carries the charge's result.
     "order_step_results": ({}, compensated_order),
+    # Recorded with service queues: each Agent, forward and undo, on its service's own queue.
+    "order_service_queues": ({}, compensated_order),
 }

@@ -77,3 +77,12 @@ def test_outage_runs() -> None:
     kinds = {pair.split(":")[0] for pair in summary["decision_kinds"].split(",")} - {"none"}
     assert kinds <= {"wait"}, summary
     assert (summary["down"], summary["down_s"]) == ("workers", "20") and float(summary["settle_s"]) >= 0
+
+
+def test_breaker_runs_both_modes() -> None:
+    summary = run_bench("breaker.py", "--outage-s", "6", "--normal-s", "3", "--rate", "2", "--open-s", "2")
+    # The orders held while payment was down all ran once it recovered (none was undone), and the
+    # line carries both modes' figures (no figure is asserted: docs/benchmarks.md has a real run's).
+    assert summary["on_orders"] == summary["on_orders_completed"] and summary["on_orders_compensated"] == "0"
+    assert int(summary["off_payment_requests"]) > 0 and float(summary["on_others_ratio"]) > 0
+    assert summary["outage_s"] == "6"

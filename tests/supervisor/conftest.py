@@ -15,7 +15,8 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from sas import state_store
-from sas.activities import build_activities
+from sas.activities import build_activities, service_breakers
+from sas.runtime.task_workers import TaskWorkers, build_task_workers
 from sas.settings import Settings, SupervisorSettings
 from sas.state_store.agent_writes import make_step_writer
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
@@ -29,7 +30,7 @@ class Rig(Stack):
     """A Stack whose task worker and Supervisors the test controls."""
 
     http: httpx.AsyncClient | None = None
-    task_worker: Worker | None = None
+    task_worker: TaskWorkers | None = None
     exits: AsyncExitStack = field(default_factory=AsyncExitStack)
     supervisor_ids: list[str] = field(default_factory=list)
     supervisors: dict[str, Worker] = field(default_factory=dict)
@@ -38,12 +39,13 @@ class Rig(Stack):
         assert self.http is not None
         writer = make_step_writer(self.settings.database)
         self.exits.push_async_callback(writer.aclose)
-        self.task_worker = Worker(
+        self.task_worker = build_task_workers(
             self.client,
-            task_queue=self.settings.temporal.task_queue,
+            self.settings,
+            build_activities(self.settings, self.http, self.sessions, "rig-worker", step_writer=writer),
             workflows=ALL_WORKFLOWS,
-            activities=build_activities(self.settings, self.http, self.sessions, "rig-worker", step_writer=writer),
             identity="rig-worker",
+            breakers=service_breakers(self.settings.services, "rig-worker", None),  # no breaker in these rigs
             workflow_runner=workflow_runner(),
         )
         await self.exits.enter_async_context(self.task_worker)

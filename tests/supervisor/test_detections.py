@@ -60,11 +60,16 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
                 if a.kind == "queue_unpolled" and rig.settings.temporal.task_queue in a.message
             ]
 
-    [unpolled] = await wait_until(unpolled_alerts, bool, timeout=60, what="the unpolled-queue alert")
+    # One incident for the workflow queue (no workflow nor activity poller), and one for shipping's
+    # own queue, where the ship's retry waits (activity pollers only: no workflows run there).
+    queue = rig.settings.temporal.task_queue
+    alerts = await wait_until(unpolled_alerts, lambda a: len(a) == 2, timeout=60, what="the unpolled-queue alerts")
+    [unpolled] = [a for a in alerts if f"queue {queue};" in a.message]
+    [ship_queue] = [a for a in alerts if f"queue {queue}.shipping;" in a.message]
     assert re.search(
-        rf"no worker \(workflows nor Agents\) is polling queue {rig.settings.temporal.task_queue}; \d+ steps waiting",
-        unpolled.message,
+        rf"no worker \(workflows nor Agents\) is polling queue {queue}; \d+ steps waiting", unpolled.message
     )
+    assert re.search(rf"no activity worker is polling queue {queue}.shipping; 1 shipping calls", ship_queue.message)
     # Well past the step's complete-by and the one-retry ladder: still nothing counted, decided or alerted.
     record = await rig.record(task_id)
     assert record is not None
@@ -81,11 +86,11 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
 
         async with rig.sessions() as session:
             every = await list_alerts(session, limit=1000)
-        return {a.kind: a.status for a in every if a.id == unpolled.id}
+        return {a.message: a.status for a in every if a.id in (unpolled.id, ship_queue.id)}
 
     await wait_until(
         statuses,
-        lambda s: s == {"queue_unpolled": "resolved"},
+        lambda s: list(s.values()) == ["resolved", "resolved"],
         timeout=30,
         what="the queue alert resolved by itself",
     )

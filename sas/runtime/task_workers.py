@@ -1,0 +1,108 @@
+"""The task worker's Temporal workers: one on the workflow queue, and one per remote service on
+that service's own queue (``task_models/queues.py``), so that Temporal itself keeps the services
+apart - a backlog, pollers and a rate limit per service, and workers that can be scaled per
+service on that backlog (docs/operator.md, "Scaling workers per service").
+
+The workflow queue's worker runs the Scheduler workflows, their local activities, the callbacks,
+and still every Agent: tasks accepted before service queues existed have their Agents there.
+Each service's worker runs only that service's Agents, at most ``max_concurrency`` at a time,
+with Temporal's rate limit ``max_per_second`` on the queue, and behind the service's breaker
+gate (``activities/breaker_gate.py``): it does not poll while the breaker holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import FixedSizeSlotSupplier, Worker, WorkerTuner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from sas.activities import Breakers, by_service
+from sas.activities.breaker_gate import BreakerGate
+from sas.settings import WORKFLOW_QUEUE, Settings
+from sas.task_models.queues import service_queue
+
+# The SDK's defaults, which a tuner replaces: it takes slot suppliers for every kind of task.
+_WORKFLOW_SLOTS = 100
+_LOCAL_ACTIVITY_SLOTS = 100
+_NEXUS_SLOTS = 100
+
+
+class TaskWorkers:
+    """The workers one task-worker process runs, entered and left together like one ``Worker``."""
+
+    def __init__(self, workers: Sequence[Worker]) -> None:
+        self.workers = list(workers)
+        self._entered: list[Worker] = []
+
+    async def __aenter__(self) -> TaskWorkers:
+        try:
+            for worker in self.workers:
+                await worker.__aenter__()
+                self._entered.append(worker)
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def shutdown(self) -> None:
+        """Stop every worker (as ``Worker.shutdown``); leaving the context afterwards does nothing more."""
+        while self._entered:
+            await self._entered.pop().shutdown()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        # The service workers first: their Agents' calls in flight finish within the graceful
+        # shutdown, and the workflows that wait on them are still being served meanwhile.
+        while self._entered:
+            await self._entered.pop().__aexit__(None, None, None)
+
+
+def build_task_workers(
+    client: Client,
+    settings: Settings,
+    activities: list[Callable[..., Any]],
+    *,
+    workflows: Sequence[type],
+    identity: str,
+    breakers: Breakers,
+    workflow_runner: SandboxedWorkflowRunner | None = None,
+    graceful_shutdown_timeout: timedelta = timedelta(),
+    **main_options: Any,
+) -> TaskWorkers:
+    """The workflow queue's worker (``main_options`` go to it) and one worker per service; only
+    those ``SAS_WORKER__QUEUES`` names, if set."""
+    queue = settings.temporal.task_queue
+    wanted = settings.worker.queues
+    options: dict[str, Any] = {"identity": identity, "graceful_shutdown_timeout": graceful_shutdown_timeout}
+    if workflow_runner is not None:
+        main_options["workflow_runner"] = workflow_runner
+    workers = []
+    if wanted is None or WORKFLOW_QUEUE in wanted:
+        workers.append(
+            Worker(client, task_queue=queue, workflows=workflows, activities=activities, **options, **main_options)
+        )
+    for name, agents in by_service(activities).items():
+        if not agents or (wanted is not None and name not in wanted):
+            continue
+        service = settings.services.service(name)
+        tuner = WorkerTuner.create_composite(
+            workflow_supplier=FixedSizeSlotSupplier(_WORKFLOW_SLOTS),
+            activity_supplier=BreakerGate(breakers[name], service.max_concurrency),
+            local_activity_supplier=FixedSizeSlotSupplier(_LOCAL_ACTIVITY_SLOTS),
+            nexus_supplier=FixedSizeSlotSupplier(_NEXUS_SLOTS),
+        )
+        workers.append(
+            Worker(
+                client,
+                task_queue=service_queue(queue, name),
+                activities=agents,
+                tuner=tuner,
+                max_concurrent_activity_task_polls=service.pollers,
+                max_task_queue_activities_per_second=service.max_per_second,
+                **options,
+            )
+        )
+    return TaskWorkers(workers)

@@ -1,0 +1,248 @@
+"""A circuit breaker per remote service (activities/breaker.py), on real parts: the Temporal dev
+server, the remote services in their own process (this module's own, so its fault rules and
+counts are not shared), SQLite and PostgreSQL.
+
+Payment fails; its breaker opens for every worker, one alert is raised, no request reaches
+payment but the probes, and the charges of orders submitted meanwhile wait in payment's task
+queue with no attempt started and no Supervisor decision. Payment recovers: a probe closes the
+breaker, the alert resolves, and every order completes, none compensated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client
+
+from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
+from sas.settings import BreakerSettings, ServicesSettings, SupervisorSettings
+from sas.state_store.breakers import alert_key, read_breakers
+from sas.state_store.queries import audit_for
+from sas.state_store.tables import Alert
+from sas.supervisor.models import SweepStats
+from sas.task_models import TaskState
+from sas.task_models.breakers import BreakerView
+from tests.helpers import fresh_id, wait_until
+from tests.stack import ADMIN_HEADERS, ADMIN_TOKEN, Stack, start_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+# Open long enough that the checks while it is open usually see no probe (they allow for some).
+PAYMENT_BREAKER = BreakerSettings(enabled=True, window_s=60, min_calls=3, failure_rate=0.5, open_s=20, sync_s=0.2)
+FAILING_ORDERS = 4
+HELD_ORDERS = 3
+
+
+@pytest.fixture(scope="module")
+def own_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    folder = tmp_path_factory.mktemp("breaker-services")
+    process = start_service_process(
+        free_port(),
+        str(folder / "ledger.db"),
+        enable_faults=True,
+        log_path=str(folder / "log"),
+        admin_token=ADMIN_TOKEN,
+    )
+    with process:
+        yield process
+
+
+@pytest_asyncio.fixture
+async def breaker_stack(
+    client: Client, temporal_address: str, own_services: ServiceProcess, db_url: str
+) -> AsyncIterator[Stack]:
+    registry = ServicesSettings(url=own_services.url, admin_token=ADMIN_TOKEN, payment={"breaker": PAYMENT_BREAKER})
+    supervisor = SupervisorSettings(
+        interval_s=0.5,
+        failure_threshold=3,
+        overdue_grace_s=1.5,
+        cooldown_tries=0,
+        queue_check_s=1.0,  # the Supervisor's view of the breakers, refreshed with the queues
+        workflow_id=fresh_id("supervisor-brk"),
+    )
+    async with start_stack(
+        client, temporal_address, own_services.url, db_url, services=registry, supervisor_settings=supervisor
+    ) as running:
+        async with httpx.AsyncClient() as http:
+            await http.delete(f"{own_services.url}/admin/faults", headers=ADMIN_HEADERS)
+        yield running
+
+
+async def payment(stack: Stack) -> BreakerView:
+    async with stack.sessions() as session:
+        return (await read_breakers(session)).get("payment", BreakerView(service="payment"))
+
+
+async def fault_hits(stack: Stack, fault_id: str) -> int:
+    async with httpx.AsyncClient() as http:
+        rules = (await http.get(f"{stack.services_url}/admin/faults", headers=ADMIN_HEADERS)).json()["faults"]
+    return next(r["hits"] for r in rules if r["id"] == fault_id)
+
+
+async def breaker_alerts(stack: Stack) -> list[Alert]:
+    from sqlalchemy import select
+
+    async with stack.sessions() as session:
+        rows = await session.scalars(select(Alert).where(Alert.kind == "breaker_open"))
+        return list(rows.all())
+
+
+async def charge_held(stack: Stack, task_id: str) -> bool:
+    """The order's charge waits in payment's queue: scheduled, its first attempt not started."""
+    described = await stack.client.get_workflow_handle(task_id).describe()
+    pending = [a for a in described.raw_description.pending_activities if a.activity_type.name == "payment.charge"]
+    print(
+        task_id,
+        [
+            (a.activity_type.name, a.state, a.attempt, a.last_failure.message)
+            for a in described.raw_description.pending_activities
+        ],
+    )
+    return (
+        len(pending) == 1
+        and pending[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+        and pending[0].attempt == 1
+    )
+
+
+async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_when_it_recovers(
+    breaker_stack: Stack,
+) -> None:
+    stack = breaker_stack
+    fault = await stack.add_fault(endpoint="payment.charge", kind="transient")
+
+    failing = [fresh_id("brk-a") for _ in range(FAILING_ORDERS)]
+    failing_handles = [await stack.submit(task_id) for task_id in failing]
+    opened = await wait_until(lambda: payment(stack), lambda v: v.state == "open", what="payment's breaker open")
+    assert opened.failures >= PAYMENT_BREAKER.min_calls
+    [alert] = await breaker_alerts(stack)
+    assert (alert.incident_key, alert.status) == (alert_key("payment"), "open")
+
+    # Orders submitted while it is open: their charges wait in payment's queue, unstarted.
+    hits_at_open = await fault_hits(stack, fault)
+    version_at_open = (await payment(stack)).version
+    held = [fresh_id("brk-b") for _ in range(HELD_ORDERS)]
+    held_handles = [await stack.submit(task_id) for task_id in held]
+    for task_id in held:
+        await wait_until(lambda t=task_id: charge_held(stack, t), what=f"{task_id}'s charge held")  # type: ignore[misc]
+    # The Supervisor sweeps a few times over them meanwhile.
+    supervisor = stack.client.get_workflow_handle(stack.settings.supervisor.workflow_id)
+    sweeps = await supervisor.query("sweeps")
+    await wait_until(lambda: supervisor.query("sweeps"), lambda n: n >= sweeps + 3, what="three more sweeps")
+
+    still = await payment(stack)
+    assert still.state in ("open", "half_open")
+    # Failing fast: since it opened, the only requests that reached payment were probes, one per
+    # claim of the probe (each claim and each reopening is one version of the row).
+    probes = (still.version - version_at_open + 1) // 2
+    assert await fault_hits(stack, fault) - hits_at_open <= probes
+    probed = 0
+    for task_id in held:
+        assert await stack.decisions(task_id) == []
+        charge = next(s for s in (await stack.record(task_id)).steps if s.name == "charge")  # type: ignore[union-attr]
+        assert charge.failure_count == 0, charge
+        if not await charge_held(stack, task_id):
+            probed += 1  # a probe's call is a real call: it may have spent an attempt
+            continue
+        # Pending, or Processing in attempt 1 for a charge a poll took just as the breaker opened:
+        # its Agent sent nothing, and the Scheduler started it again to wait in the queue.
+        assert charge.attempt <= 1, charge
+    assert probed <= probes
+    for task_id in failing:  # no retry, compensate or park for a step held by the breaker
+        assert [d.kind for d in await stack.decisions(task_id) if d.kind != "wait"] == []
+    # `sas services`: open, the failure rate of the window that opened it, when it began, the next probe.
+    shown = sas(stack, "services", "--json")
+    assert shown.returncode == 0, shown.stderr
+    row = next(r for r in json.loads(shown.stdout) if r["service"] == "payment")
+    assert (row["state"] in ("open", "half_open"), row["holding"], row["failure_rate"]) == (True, True, 1.0)
+    assert row["calls"] >= 1 and row["since"] is not None
+    assert row["next_probe"] is not None or row["state"] == "half_open"
+    # The Supervisor's own view (its `stats` query) names the service it holds steps for.
+    await wait_until(
+        lambda: supervisor.query("stats", result_type=SweepStats),
+        lambda s: s.breakers_holding == ["payment"],
+        what="Supervisor's view",
+    )
+
+    # Payment recovers: a probe closes the breaker, its one alert resolves, and every order
+    # completes with nothing undone; the held charges in their first attempt.
+    await stack.remove_fault(fault)
+    await wait_until(lambda: payment(stack), lambda v: v.state == "closed", timeout=90, what="breaker closed")
+    [alert] = await breaker_alerts(stack)
+    assert alert.status == "resolved"
+    for handle in [*held_handles, *failing_handles]:
+        assert (await handle.result()).state == TaskState.PROCESSED
+    for task_id in held:
+        charge = next(s for s in (await stack.record(task_id)).steps if s.name == "charge")  # type: ignore[union-attr]
+        assert charge.failure_count == 0 and (charge.attempt == 1 or probed), charge
+        assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve", "charge", "ship"]
+
+
+def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "SAS_DATABASE__URL": stack.settings.database.url,
+        "SAS_TEMPORAL__TASK_QUEUE": stack.settings.temporal.task_queue,
+        "COLUMNS": "80",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "from sas.cli.main import main; main()", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_an_operator_forces_a_breaker_open_and_closed_audited(breaker_stack: Stack) -> None:
+    stack = breaker_stack
+    forced = sas(stack, "services", "open", "payment", "--reason", "provider maintenance", "--by", "alice")
+    assert forced.returncode == 0, forced.stderr
+    assert "closed -> open (forced)" in forced.stdout
+    await wait_until(lambda: payment(stack), lambda v: v.forced_by == "alice", what="forced open")
+
+    task_id = fresh_id("brk-forced")
+    handle = await stack.submit(task_id)
+    await wait_until(lambda: charge_held(stack, task_id), what="charge held by the forced breaker")
+    assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve"]  # payment was not called
+    shown = sas(stack, "services", "--json")
+    rows: list[dict[str, Any]] = json.loads(shown.stdout)
+    row = next(r for r in rows if r["service"] == "payment")
+    assert (row["state"], row["forced_by"], row["holding"], row["next_probe"]) == ("open", "alice", True, None)
+    assert row["queue"] == f"{stack.settings.temporal.task_queue}.payment"
+    table = sas(stack, "services")
+    assert table.returncode == 0 and "open (forced)" in table.stdout
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+
+    closed = sas(stack, "services", "close", "payment", "--reason", "maintenance over", "--by", "bob")
+    assert closed.returncode == 0, closed.stderr
+    assert (await handle.result()).state == TaskState.PROCESSED
+    charge = next(s for s in (await stack.record(task_id)).steps if s.name == "charge")  # type: ignore[union-attr]
+    assert charge.attempt == 1
+
+    async with stack.sessions() as session:
+        entries = await audit_for(session, "service:payment")
+    assert [(e.action, e.actor, e.reason, e.changed) for e in entries] == [
+        ("breaker_open", "alice", "provider maintenance", "breaker closed -> open (forced)"),
+        ("breaker_closed", "bob", "maintenance over", "breaker open (forced) -> closed"),
+    ]
+    [alert] = await breaker_alerts(stack)
+    assert alert.status == "resolved" and "forced open by alice" in alert.message
+
+
+async def test_an_unknown_service_or_no_reason_is_refused(breaker_stack: Stack) -> None:
+    unknown = sas(breaker_stack, "services", "open", "fraud", "--reason", "x")
+    assert unknown.returncode == 2 and "no service named 'fraud'" in unknown.stderr + unknown.stdout
+    blank = sas(breaker_stack, "services", "open", "payment", "--reason", " ")
+    assert blank.returncode == 2 and "--reason is required" in blank.stderr + blank.stdout
