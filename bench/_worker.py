@@ -1,6 +1,7 @@
 """A benchmark worker process.
 
-``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)).
+``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)), in
+Temporal's stock sandbox, or with ``--runner sas`` in the one sas's workers use (workflows/runner.py).
 ``python -m bench._worker sas-variant [--search-attributes on|off]``: sas's own worker code
 (``worker.py``) with the search-attribute upserts off (default), on ``SAS_TEMPORAL__TASK_QUEUE``.
 Both log "worker ... polling" when ready, like ``worker.py``."""
@@ -22,7 +23,7 @@ def _limits(settings):  # type: ignore[no-untyped-def]
     return httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
 
 
-async def run_bench(task_queue: str, mirror: bool) -> None:
+async def run_bench(task_queue: str, mirror: bool, runner: str = "stock") -> None:
     import httpx
     from temporalio.worker import Worker
 
@@ -47,8 +48,17 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
             task_queue,
             make_step_writer(settings.database) if mirror else None,
         )
+        from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+        from workflows.runner import workflow_runner
+
         worker = Worker(
-            client, task_queue=task_queue, workflows=BENCH_WORKFLOWS, activities=acts.all(), identity=identity
+            client,
+            task_queue=task_queue,
+            workflows=BENCH_WORKFLOWS,
+            activities=acts.all(),
+            identity=identity,
+            workflow_runner=workflow_runner() if runner == "sas" else SandboxedWorkflowRunner(),
         )
         print(f"worker {identity} polling {task_queue}", file=sys.stderr, flush=True)
         await serve_until_signalled(worker)
@@ -103,9 +113,12 @@ def main() -> None:
     parser.add_argument("--search-attributes", choices=["on", "off"], default="off")
     parser.add_argument("--task-queue", default="bench-bare")
     parser.add_argument("--no-mirror", action="store_true", help="no state store (bare workflows only)")
+    parser.add_argument(
+        "--runner", choices=["stock", "sas"], default="stock", help="sandbox runner of the bench workflows"
+    )
     args = parser.parse_args()
     if args.kind == "bench":
-        run_entry(lambda: run_bench(args.task_queue, not args.no_mirror))
+        run_entry(lambda: run_bench(args.task_queue, not args.no_mirror, args.runner))
     else:
         run_entry(lambda: run_sas_variant(args.search_attributes == "on"))
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -57,12 +58,32 @@ QUEUE = {
 }
 
 
-def cpu_s(pid: int) -> float:
+def cpu_s(pid: int, tid: int | None = None) -> float:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        stat = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+        fields = Path(stat).read_text().rsplit(")", 1)[1].split()
     except OSError:  # gone (a PostgreSQL backend whose connection closed)
         return 0.0
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks (100 Hz)
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """A worker's CPU by kind of thread: ``main`` (the event loop: activities, and workflow
+    activations' payload visits), ``threads`` (Python threads: workflow activations, the SQLite
+    writer), ``core`` (the SDK's Rust runtime: gRPC, protobuf, its state machines)."""
+    out = {"main": 0.0, "threads": 0.0, "core": 0.0}
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except OSError:
+            continue
+        kind = "main" if tid == pid else ("core" if comm.startswith(("tokio", "temporal")) else "threads")
+        out[kind] += cpu_s(pid, tid)
+    return out
 
 
 async def pg_backends(sessions) -> list[int]:  # type: ignore[no-untyped-def]
@@ -77,7 +98,7 @@ async def pg_backends(sessions) -> list[int]:  # type: ignore[no-untyped-def]
         return [int(pid) for (pid,) in rows]
 
 
-def start(stack: BenchStack, variants: list[str], search_attributes: bool) -> dict[str, list]:
+def start(stack: BenchStack, variants: list[str], search_attributes: bool, bench_runner: str) -> dict[str, list]:
     """Start every process; returns, per design, the children whose CPU counts for it."""
     stack.start_temporal(search_attributes=search_attributes)
     stack.start_services(enable_faults=False)
@@ -94,7 +115,7 @@ def start(stack: BenchStack, variants: list[str], search_attributes: bool) -> di
                 )
             ]
         else:
-            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]] + (
+            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v], "--runner", bench_runner] + (
                 ["--no-mirror"] if v in ("bare", "proj") else []
             )
             procs[v] = [stack.python(f"worker-{v}", args)]
@@ -197,7 +218,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     with BenchStack(keep=args.keep) as stack:
         if args.database_url:
             stack.db_url = args.database_url
-        procs = start(stack, variants, not args.no_search_attributes)
+        procs = start(stack, variants, not args.no_search_attributes, args.bench_runner)
         import state_store
         from settings import DatabaseSettings
 
@@ -223,6 +244,8 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     backends = await pg_backends(sessions) if postgres else []
                     before = {k: cpu_s(p) for k, p in pids.items()}
                     before_pg = {p: cpu_s(p) for p in backends}
+                    worker_pid = procs[v][0].process.pid
+                    before_threads = thread_cpu_s(worker_pid)
                     t0 = time.monotonic()
                     spy = _profile(args.profile, v, r, procs[v][0].process.pid, args.profile_gil)
                     try:
@@ -235,11 +258,16 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                         # Backends opened during the round count from zero; closed ones are lost.
                         after = await pg_backends(sessions)
                         used["postgres"] = sum(cpu_s(p) - before_pg.get(p, 0.0) for p in set(after) | set(backends))
+                    # Threads that ended during the round are lost; the SDK's and the writer's live on.
+                    by_thread = {
+                        f"worker_{k}": round(1000 * (u - before_threads[k]) / args.orders, 1)
+                        for k, u in thread_cpu_s(worker_pid).items()
+                    }
                     wps[v].append(w)
                     cpu[v].append({k: round(u / wall, 2) for k, u in used.items()})
                     # CPU per order: what decides throughput on a machine whose cores are all busy,
                     # and far steadier than wall-clock rates on a shared one.
-                    ms[v].append({k: round(1000 * u / args.orders, 1) for k, u in used.items()})
+                    ms[v].append({**{k: round(1000 * u / args.orders, 1) for k, u in used.items()}, **by_thread})
                     print(
                         f"round {r} {v:9s} wps={w:6.1f} cpu_cores={cpu[v][-1]} cpu_ms_per_order={ms[v][-1]}", flush=True
                     )
@@ -260,7 +288,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                 key = v.replace("-", "_")
                 procs_ms = {k for round_ms in ms[v] for k in round_ms}
                 for k in sorted(procs_ms):
-                    name = "worker" if k.startswith("worker") else k
+                    name = "worker" if k.startswith("worker-") else k
                     out[f"{key}_{name}_ms"] = round(median([m.get(k, 0.0) for m in ms[v]]), 1)
             if args.json:
                 Path(args.json).write_text(
@@ -292,6 +320,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--profile-gil", action="store_true", help="with --profile: sample only the thread holding the GIL"
+    )
+    parser.add_argument(
+        "--bench-runner",
+        choices=["stock", "sas"],
+        default="stock",
+        help="sandbox runner of the comparison designs' workers (bare, la, batch, proj): Temporal's stock one"
+        " (default: what a plain Temporal worker runs), or the one sas's workers use (workflows/runner.py),"
+        " to see how much of a ratio is the runner rather than the pattern",
     )
     parser.add_argument("--json", help="also write every round's figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
