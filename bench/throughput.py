@@ -98,7 +98,7 @@ async def pg_backends(sessions) -> list[int]:  # type: ignore[no-untyped-def]
         return [int(pid) for (pid,) in rows]
 
 
-def start(stack: BenchStack, variants: list[str], search_attributes: bool, bench_runner: str) -> dict[str, list]:
+def start(stack: BenchStack, variants: list[str], search_attributes: bool, lean: bool) -> dict[str, list]:
     """Start every process; returns, per design, the children whose CPU counts for it."""
     stack.start_temporal(search_attributes=search_attributes)
     stack.start_services(enable_faults=False)
@@ -115,9 +115,8 @@ def start(stack: BenchStack, variants: list[str], search_attributes: bool, bench
                 )
             ]
         else:
-            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v], "--runner", bench_runner] + (
-                ["--no-mirror"] if v in ("bare", "proj") else []
-            )
+            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]]
+            args += (["--no-mirror"] if v in ("bare", "proj") else []) + (["--lean"] if lean else [])
             procs[v] = [stack.python(f"worker-{v}", args)]
         if v == "proj":
             procs[v].append(stack.python("projector", ["-m", "bench._projector", "--task-queue", QUEUE[v]]))
@@ -218,7 +217,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     with BenchStack(keep=args.keep) as stack:
         if args.database_url:
             stack.db_url = args.database_url
-        procs = start(stack, variants, not args.no_search_attributes, args.bench_runner)
+        procs = start(stack, variants, not args.no_search_attributes, args.lean_baseline)
         import state_store
         from settings import DatabaseSettings
 
@@ -322,12 +321,11 @@ def main() -> None:
         "--profile-gil", action="store_true", help="with --profile: sample only the thread holding the GIL"
     )
     parser.add_argument(
-        "--bench-runner",
-        choices=["stock", "sas"],
-        default="stock",
-        help="sandbox runner of the comparison designs' workers (bare, la, batch, proj): Temporal's stock one"
-        " (default: what a plain Temporal worker runs), or the one sas's workers use (workflows/runner.py),"
-        " to see how much of a ratio is the runner rather than the pattern",
+        "--lean-baseline",
+        action="store_true",
+        help="run the comparison designs' workers (bare, la, batch, proj) with the process-level savings sas's"
+        " worker.py makes and a plain Temporal worker does not (sas's sandbox runner, gc.freeze()): shows how much"
+        " of a ratio comes from those rather than from the pattern itself",
     )
     parser.add_argument("--json", help="also write every round's figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
