@@ -12,11 +12,11 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sas_runtime.entry import run_entry, serve_until_signalled
-from sas_runtime.logs import configure_logging
+from sas.runtime.entry import run_entry, serve_until_signalled
+from sas.runtime.logs import configure_logging
 
 if TYPE_CHECKING:
-    from settings import Settings
+    from sas.settings import Settings
 
 
 def graceful_shutdown(settings: Settings) -> timedelta:
@@ -30,17 +30,17 @@ def graceful_shutdown(settings: Settings) -> timedelta:
 async def run_worker() -> None:
     from temporalio.worker import Worker
 
-    import state_store
-    from activities import build_activities, check_service_names, service_callers
-    from activities.outbound import WebhookSender
-    from sas_runtime.connect import connect, metrics_runtime, worker_identity
-    from sas_runtime.failures import reaching_state_store
-    from sas_runtime.otel import tracing
-    from sas_runtime.search_attributes import missing_search_attributes
-    from settings import get_settings
-    from state_store.agent_writes import make_step_writer
-    from workflows import ALL_WORKFLOWS
-    from workflows.runner import workflow_runner
+    from sas import state_store
+    from sas.activities import build_activities, check_service_names, service_callers
+    from sas.activities.outbound import WebhookSender
+    from sas.runtime.connect import connect, metrics_runtime, worker_identity
+    from sas.runtime.failures import reaching_state_store
+    from sas.runtime.otel import tracing
+    from sas.runtime.search_attributes import missing_search_attributes
+    from sas.settings import get_settings
+    from sas.state_store.agent_writes import make_step_writer
+    from sas.workflows import ALL_WORKFLOWS
+    from sas.workflows.runner import workflow_runner
 
     settings = get_settings()
     check_service_names(settings.services)  # before anything connects: a misspelt service is a settings error

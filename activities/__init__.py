@@ -11,14 +11,21 @@ from pydantic_settings import SettingsError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
-from activities.callbacks import CallbackActivities
-from activities.mirror import MirrorActivities
-from activities.outbound import WebhookSender
-from activities.refused_writes import RefusedWrites
-from activities.remote import RemoteCaller
-from activities.services import AGENTS
-from settings import ServicesSettings, Settings
-from state_store.agent_writes import StepWriter, make_step_writer
+from sas.activities.callbacks import CallbackActivities
+from sas.activities.mirror import MirrorActivities
+from sas.activities.outbound import WebhookSender
+from sas.activities.refused_writes import RefusedWrites
+from sas.activities.remote import RemoteCaller
+from sas.activities.services import AGENTS
+from sas.settings import ServicesSettings, Settings
+from sas.state_store.agent_writes import StepWriter, make_step_writer
+
+if __name__ != "sas.activities":
+    # This folder is installed as sas.activities (sas/activities links to it). Imported by its bare name, from
+    # the repository root, it would be a second copy of every class in it, which Temporal's data
+    # converter and isinstance checks would not recognise.
+    raise ImportError(f"import sas.activities, not {__name__}: the activities/ folder is part of the sas package")
+
 
 __all__ = ["MirrorActivities", "build_activities", "service_callers"]
 
@@ -31,7 +38,7 @@ def check_service_names(services: ServicesSettings) -> None:
     """Refuse settings for a service no Agent calls: a misspelt name would otherwise be ignored."""
     unknown = sorted(set(services.named) - set(AGENTS))
     if unknown:
-        # A SettingsError: the entry points report it as one line of bad settings (sas_runtime/entry.py).
+        # A SettingsError: the entry points report it as one line of bad settings (sas/runtime/entry.py).
         raise SettingsError(
             f"SAS_SERVICES__{unknown[0].upper()}__*: no Agent calls a service named {unknown[0]!r}"
             f" (known: {', '.join(sorted(AGENTS))})"

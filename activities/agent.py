@@ -15,14 +15,14 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeats import beat
-from activities.refused_writes import RefusedWrites
-from activities.remote import GARBAGE, RemoteCaller
-from state_store.agent_writes import StepWriter
-from state_store.rejections import refused_for_good
-from task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
-from task_models.activity_defs import agent_result
-from task_models.versions import Phase, version_of
+from sas.activities.heartbeats import beat
+from sas.activities.refused_writes import RefusedWrites
+from sas.activities.remote import GARBAGE, RemoteCaller
+from sas.state_store.agent_writes import StepWriter
+from sas.state_store.rejections import refused_for_good
+from sas.task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
+from sas.task_models.activity_defs import agent_result
+from sas.task_models.versions import Phase, version_of
 
 INVALID_INPUT = "InvalidInput"
 log = logging.getLogger("sas.agent")

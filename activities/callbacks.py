@@ -9,9 +9,9 @@ import json
 
 from temporalio.exceptions import ApplicationError
 
-from activities.outbound import WebhookSender
-from task_models import CallbackEvent
-from task_models.activity_defs import CallbackDefs, implements
+from sas.activities.outbound import WebhookSender
+from sas.task_models import CallbackEvent
+from sas.task_models.activity_defs import CallbackDefs, implements
 
 _TIMEOUT_S = 10.0
 

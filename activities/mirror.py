@@ -10,13 +10,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.refused_writes import RefusedWrites
-from settings import Settings
-from state_store.agent_writes import StepWriter
-from state_store.incarnations import refusal, resubmit_task
-from state_store.mirror import record_audit, record_transitions
-from state_store.rejections import refused_for_good
-from task_models import (
+from sas.activities.refused_writes import RefusedWrites
+from sas.settings import Settings
+from sas.state_store.agent_writes import StepWriter
+from sas.state_store.incarnations import refusal, resubmit_task
+from sas.state_store.mirror import record_audit, record_transitions
+from sas.state_store.rejections import refused_for_good
+from sas.task_models import (
     AuditRecord,
     StepPlan,
     StepPolicyValues,
@@ -25,8 +25,8 @@ from task_models import (
     TransitionBatch,
     incarnation_key,
 )
-from task_models.activity_defs import MirrorDefs, implements
-from task_models.outbound import OutboundRefused, check_url
+from sas.task_models.activity_defs import MirrorDefs, implements
+from sas.task_models.outbound import OutboundRefused, check_url
 
 
 class MirrorActivities(MirrorDefs):

@@ -1,7 +1,7 @@
 """Every request sas sends to a URL a user gave (task callbacks, the Supervisor's alert webhook):
 checked, pinned, signed and bounded, in one place.
 
-- **Checked**: the policy of ``task_models/outbound.py`` (``SAS_OUTBOUND__*``) is applied again
+- **Checked**: the policy of ``sas/task_models/outbound.py`` (``SAS_OUTBOUND__*``) is applied again
   at send time: a URL accepted earlier, or under other settings, is judged by today's rules.
 - **Pinned**: the connection goes to the address that was checked. Each new connection resolves
   the host once, refuses it if any of its addresses is not allowed, and connects to a checked
@@ -30,7 +30,7 @@ import httpx
 from pydantic import SecretStr
 from standardwebhooks import Webhook
 
-from task_models.outbound import (
+from sas.task_models.outbound import (
     IPAddress,
     OutboundPolicy,
     OutboundRefused,

@@ -1,5 +1,5 @@
 """What an activity does with a write the state store refuses for good: stop retrying it, and
-tell an operator once (state_store/rejections.py says which errors those are)."""
+tell an operator once (sas/state_store/rejections.py says which errors those are)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.exceptions import ApplicationError
 
-from state_store.rejections import alert_refused_write, describe
-from task_models.errors import MIRROR_WRITE_REFUSED
+from sas.state_store.rejections import alert_refused_write, describe
+from sas.task_models.errors import MIRROR_WRITE_REFUSED
 
 log = logging.getLogger("sas.mirror")
 

@@ -18,11 +18,11 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeats import beat
-from activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
+from sas.activities.heartbeats import beat
+from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
 
 if TYPE_CHECKING:
-    from settings import ResolvedService
+    from sas.settings import ResolvedService
 
 # Error types, as seen in Temporal's history and the state store's error_type column.
 TRANSIENT = "RemoteTransient"

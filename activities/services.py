@@ -1,6 +1,6 @@
 """The Agents: one per remote service, each with its forward action and its compensation.
 
-Each implements its declaration in ``task_models/activity_defs.py`` (the activity's name,
+Each implements its declaration in ``sas/task_models/activity_defs.py`` (the activity's name,
 ``<service>.<action>``, and its result model); the steps of a task type reference those
 declarations (``workflows/definitions.py``). An undo names the service's own id of the effect
 it undoes, from its forward step's result (``Agent.forward_id``). Each is listed under
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from activities.agent import Agent, attempt_deadline, parse_payload
-from activities.heartbeats import last_checkpoint, save_checkpoint
-from task_models import StepCall, StepResult
-from task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs, implements
+from sas.activities.agent import Agent, attempt_deadline, parse_payload
+from sas.activities.heartbeats import last_checkpoint, save_checkpoint
+from sas.task_models import StepCall, StepResult
+from sas.task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs, implements
 
 
 class ReserveRequest(BaseModel):
@@ -119,7 +119,7 @@ class ShippingAgent(Agent, ShippingDefs):
 
 # Every Agent the worker builds, by the remote service it calls: each gets that service's own
 # caller, configured by SAS_SERVICES__<NAME>__* (activities.build_activities). A new service is
-# its declaration (task_models/activity_defs.py), its Agent above and one line here.
+# its declaration (sas/task_models/activity_defs.py), its Agent above and one line here.
 AGENTS: dict[str, type[Agent]] = {
     "inventory": InventoryAgent,
     "payment": PaymentAgent,

@@ -12,9 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from state_store.agent_writes import StepWriter
-from task_models import AcceptOutcome, StepPlan, StepPolicyValues, StepTransition, TaskAccepted
-from task_models.versions import version_of
+from sas.state_store.agent_writes import StepWriter
+from sas.task_models import AcceptOutcome, StepPlan, StepPolicyValues, StepTransition, TaskAccepted
+from sas.task_models.versions import version_of
 
 _BODIES = {
     "reserve": ("/inventory/reserve", ("sku", "quantity")),

@@ -28,10 +28,10 @@ STEP_OF = {"bench.reserve": "reserve", "bench.charge": "charge", "bench.ship": "
 
 async def project(task_queue: str) -> None:
     from bench._activities import accept, transition
-    from sas_runtime.connect import connect
-    from sas_runtime.entry import serve_until_signalled  # noqa: F401
-    from settings import get_settings
-    from state_store.agent_writes import make_step_writer
+    from sas.runtime.connect import connect
+    from sas.runtime.entry import serve_until_signalled  # noqa: F401
+    from sas.settings import get_settings
+    from sas.state_store.agent_writes import make_step_writer
 
     settings = get_settings()
     writer = make_step_writer(settings.database)
@@ -87,7 +87,7 @@ async def project(task_queue: str) -> None:
 
 
 def main() -> None:
-    from sas_runtime.entry import run_entry
+    from sas.runtime.entry import run_entry
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task-queue", required=True)

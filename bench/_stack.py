@@ -1,6 +1,6 @@
 """Shared plumbing of the benchmarks: a throw-away stack of real processes (Temporal dev
 server, remote services, workers) on free ports in a temporary directory, stopped on
-the way out whatever happens (children also die with us: sas_runtime.lifeline)."""
+the way out whatever happens (children also die with us: sas.runtime.lifeline)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sas_runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
-from sas_runtime.processes import Child, ProcessGroup, free_port, wait_for  # noqa: E402
-from sas_runtime.readiness import http_ready, temporal_ready  # noqa: E402
-from task_models.search_attributes import dev_server_flags  # noqa: E402
+from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
+from sas.runtime.processes import Child, ProcessGroup, free_port, wait_for  # noqa: E402
+from sas.runtime.readiness import http_ready, temporal_ready  # noqa: E402
+from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
 
 T = TypeVar("T")
 
@@ -106,7 +106,7 @@ class BenchStack(LoopbackStack):
     def start_services(self, enable_faults: bool = True) -> Child:
         args = [
             "-m",
-            "remote_services",
+            "sas.remote_services",
             "--host",
             "127.0.0.1",
             "--port",
@@ -125,7 +125,7 @@ class BenchStack(LoopbackStack):
         return child
 
     def migrate(self) -> None:
-        child = self.group.python("migrate", ["-m", "sas_cli.main", "migrate"], self.env())
+        child = self.group.python("migrate", ["-m", "sas.cli.main", "migrate"], self.env())
         child.process.wait(120)
         if child.process.returncode != 0:
             raise RuntimeError(f"migrate failed:\n{child.log_tail()}")
@@ -137,7 +137,7 @@ class BenchStack(LoopbackStack):
         return self.python(name, [str(ROOT / "worker.py")], SAS_LOG_LEVEL="INFO", **env)
 
     def supervisor(self, name: str = "supervisor", **env: str) -> Child:
-        return self.python(name, ["-m", "supervisor"], **env)
+        return self.python(name, ["-m", "sas.supervisor"], **env)
 
 
 def wait_log(child: Child, pattern: str, timeout: float = 60.0) -> float:
@@ -170,8 +170,8 @@ def order_payload(i: int = 0) -> dict[str, Any]:
 
 
 async def sas_client(address: str) -> Any:
-    from sas_runtime.connect import connect
-    from settings import TemporalSettings
+    from sas.runtime.connect import connect
+    from sas.settings import TemporalSettings
 
     return await connect(TemporalSettings(address=address), "bench")
 

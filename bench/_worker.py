@@ -29,13 +29,13 @@ async def run_bench(task_queue: str, mirror: bool, lean: bool = False) -> None:
     import httpx
     from temporalio.worker import Worker
 
-    import state_store
     from bench._activities import BenchActivities
     from bench._workflows import BENCH_WORKFLOWS
-    from sas_runtime.connect import connect, worker_identity
-    from sas_runtime.entry import serve_until_signalled
-    from settings import get_settings
-    from state_store.agent_writes import make_step_writer
+    from sas import state_store
+    from sas.runtime.connect import connect, worker_identity
+    from sas.runtime.entry import serve_until_signalled
+    from sas.settings import get_settings
+    from sas.state_store.agent_writes import make_step_writer
 
     settings = get_settings()
     engine = state_store.create_engine(settings.database) if mirror else None
@@ -52,7 +52,7 @@ async def run_bench(task_queue: str, mirror: bool, lean: bool = False) -> None:
         )
         from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-        from workflows.runner import workflow_runner
+        from sas.workflows.runner import workflow_runner
 
         worker = Worker(
             client,
@@ -72,14 +72,14 @@ async def run_sas_variant(search_attributes: bool) -> None:
     """sas's own worker (``worker.py``), with the search-attribute upserts on or off."""
     from temporalio.worker import Worker
 
-    import state_store
-    from activities import build_activities, service_callers
-    from sas_runtime.connect import connect, worker_identity
-    from sas_runtime.entry import serve_until_signalled
-    from settings import get_settings
-    from state_store.agent_writes import make_step_writer
-    from workflows import ALL_WORKFLOWS
-    from workflows.runner import workflow_runner
+    from sas import state_store
+    from sas.activities import build_activities, service_callers
+    from sas.runtime.connect import connect, worker_identity
+    from sas.runtime.entry import serve_until_signalled
+    from sas.settings import get_settings
+    from sas.state_store.agent_writes import make_step_writer
+    from sas.workflows import ALL_WORKFLOWS
+    from sas.workflows.runner import workflow_runner
 
     settings = get_settings()
     engine = state_store.create_engine(settings.database)
@@ -110,7 +110,7 @@ async def run_sas_variant(search_attributes: bool) -> None:
 
 
 def main() -> None:
-    from sas_runtime.entry import run_entry
+    from sas.runtime.entry import run_entry
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("kind", choices=["bench", "sas-variant"])

@@ -5,9 +5,9 @@
 
 It starts, as processes on free ports in a temporary directory:
 - ``temporal server start-dev --db-filename <file>`` (persistent, so it can be restarted);
-- the remote services with ``--enable-faults`` (``python -m remote_services``, ledger file);
-- one worker (``python worker.py``) and one Supervisor (``python -m supervisor``),
-  with the demo's quick timings (``sas_cli.demo_plan.DEMO_ENV``) and a fresh PostgreSQL
+- the remote services with ``--enable-faults`` (``python -m sas.remote_services``, ledger file);
+- one worker (``python worker.py``) and one Supervisor (``python -m sas.supervisor``),
+  with the demo's quick timings (``sas.cli.demo_plan.DEMO_ENV``) and a fresh PostgreSQL
   database as the state store (``--pg-url``, default ``127.0.0.1:5432``, user postgres).
 
 Remote faults (``POST /admin/faults``; exact per-call rates, see docs/reliability.md):
@@ -52,11 +52,11 @@ import httpx  # noqa: E402
 
 from bench import _chaos_check as check  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
-from sas_cli.demo_plan import DEMO_ENV, base_order  # noqa: E402
-from sas_runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
-from sas_runtime.processes import Child, ProcessGroup, free_port, wait_for_async  # noqa: E402
-from sas_runtime.readiness import http_healthy, temporal_healthy  # noqa: E402
-from task_models.search_attributes import dev_server_flags  # noqa: E402
+from sas.cli.demo_plan import DEMO_ENV, base_order  # noqa: E402
+from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
+from sas.runtime.processes import Child, ProcessGroup, free_port, wait_for_async  # noqa: E402
+from sas.runtime.readiness import http_healthy, temporal_healthy  # noqa: E402
+from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 FORWARD = ("inventory.reserve", "payment.charge", "shipping.ship")
@@ -158,7 +158,7 @@ class Stack(LoopbackStack):
                 [
                     "-P",
                     "-m",
-                    "remote_services",
+                    "sas.remote_services",
                     "--host",
                     "127.0.0.1",
                     "--port",
@@ -174,9 +174,9 @@ class Stack(LoopbackStack):
         elif name == "worker":
             child = self.group.python(name, ["-P", str(self.src / "worker.py")], self.env())
         elif name == "supervisor":
-            child = self.group.python(name, ["-P", "-m", "supervisor"], self.env())
+            child = self.group.python(name, ["-P", "-m", "sas.supervisor"], self.env())
         elif name == "migrate":
-            child = self.group.python(name, ["-P", "-m", "sas_cli.main", "migrate"], self.env())
+            child = self.group.python(name, ["-P", "-m", "sas.cli.main", "migrate"], self.env())
         else:
             raise ValueError(name)
         self.children[name] = child
@@ -298,8 +298,8 @@ class Run:
     # -- submitting
 
     async def submit_all(self, client: Any) -> None:
-        from sas_cli import tasks
-        from settings import Settings, TemporalSettings
+        from sas.cli import tasks
+        from sas.settings import Settings, TemporalSettings
 
         settings = Settings(temporal=TemporalSettings(address=self.stack.temporal_address))
         gap = self.args.submit_s / max(len(self.orders), 1)
@@ -431,7 +431,7 @@ class Run:
         from temporalio.client import WorkflowExecutionStatus
         from temporalio.service import RPCError, RPCStatusCode
 
-        from task_models import TaskResult, TaskStatus
+        from sas.task_models import TaskResult, TaskStatus
 
         gate = asyncio.Semaphore(16)
 
@@ -474,8 +474,8 @@ class Run:
 
     async def main(self) -> int:
         args = self.args
-        from sas_runtime.connect import connect
-        from settings import TemporalSettings
+        from sas.runtime.connect import connect
+        from sas.settings import TemporalSettings
 
         self.say(
             f"seed={args.seed} orders={args.orders} kills={args.kills} fault_scope={args.fault_scope} "
@@ -633,7 +633,7 @@ def main(argv: list[str] | None = None) -> None:
             # stderr: the invariants stay the last line of stdout.
             print(f"logs: {args.state_dir / 'logs'}", file=sys.stderr, flush=True)
     # Skip the interpreter's shutdown: temporalio's Rust bridge can abort it (sdk-python #300).
-    from sas_runtime.entry import exit_hard
+    from sas.runtime.entry import exit_hard
 
     exit_hard(code)
 

@@ -50,9 +50,9 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         baseline = rss_kb(pid)
         from sqlalchemy import func, select
 
-        import state_store
-        from settings import DatabaseSettings
-        from state_store.tables import Task
+        from sas import state_store
+        from sas.settings import DatabaseSettings
+        from sas.state_store.tables import Task
 
         engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
         sessions = state_store.session_factory(engine)

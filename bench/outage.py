@@ -7,7 +7,7 @@
     python bench/outage.py --orders 10 --down-s 600 --down database
 
 The stack: Temporal dev server (in memory), remote services with fault injection,
-``python worker.py`` (--workers of them) and ``python -m supervisor``, all with the default
+``python worker.py`` (--workers of them) and ``python -m sas.supervisor``, all with the default
 settings: the default ladder and complete-by, not the demo's short ones. A ``latency``
 fault holds ``payment.charge`` for --latency-ms for exactly --orders calls, so every order
 is in its charge step when the workers go (the fault's hit count says so). Each worker is
@@ -62,7 +62,7 @@ def hold_write_lock(db_url: str) -> Iterator[None]:
 async def task_states(sessions, task_ids: list[str]) -> dict[str, str]:
     from sqlalchemy import select
 
-    from state_store.tables import Task
+    from sas.state_store.tables import Task
 
     async with sessions() as session:
         rows = await session.execute(select(Task.task_id, Task.state).where(Task.task_id.in_(task_ids)))
@@ -72,7 +72,7 @@ async def task_states(sessions, task_ids: list[str]) -> dict[str, str]:
 async def decision_kinds(sessions) -> dict[str, int]:
     from sqlalchemy import func, select
 
-    from state_store.tables import Decision
+    from sas.state_store.tables import Decision
 
     async with sessions() as session:
         rows = await session.execute(select(Decision.kind, func.count()).group_by(Decision.kind))
@@ -87,9 +87,9 @@ async def count_rows(sessions, table) -> int:
 
 
 async def bench(args: argparse.Namespace) -> dict[str, object]:
-    import state_store
-    from settings import DatabaseSettings, Settings
-    from state_store.tables import Alert, Decision
+    from sas import state_store
+    from sas.settings import DatabaseSettings, Settings
+    from sas.state_store.tables import Alert, Decision
 
     defaults = Settings()
     with BenchStack(keep=args.keep) as stack:

@@ -4,7 +4,7 @@ restart it, and time until all of them have completed.
     python bench/recovery.py --orders 50
 
 The stack: Temporal dev server (in memory), remote services with fault injection,
-``python worker.py`` and ``python -m supervisor`` with the default settings (complete-by
+``python worker.py`` and ``python -m sas.supervisor`` with the default settings (complete-by
 10 s, heartbeat timeout complete-by/3, Supervisor interval 5 s). A ``latency`` fault
 holds ``payment.charge`` for --latency-ms for exactly --orders calls, so every order is
 in its charge step when the worker is killed (the fault's hit count says so). The
@@ -83,7 +83,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         stack.supervisor()
         wait_log(worker, r"polling", 90)
         client = await sas_client(stack.temporal_address)
-        from settings import Settings
+        from sas.settings import Settings
 
         s = Settings()
         complete_by, interval = s.default_step.complete_by_s, s.supervisor.interval_s

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._stack import ROOT, BenchStack, print_summary, wait_log
 
 WORKER_IMPORTS = (
-    "import httpx, temporalio.worker, state_store, activities, workflows, sas_runtime.connect, "
-    "sas_runtime.search_attributes, settings"
+    "import httpx, temporalio.worker, state_store, activities, workflows, sas.runtime.connect, "
+    "sas.runtime.search_attributes, settings"
 )
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import install_signal_exit, print_summary
-from state_store.tables import shard_of
+from sas.state_store.tables import shard_of
 
 DUE_FAILED, DUE_OVERDUE, IN_FLIGHT = 50, 50, 1000
 STEP_NAMES = ("reserve", "charge", "ship")
@@ -45,13 +45,13 @@ GRACE = timedelta(seconds=3)
 
 
 def step_columns() -> list[str]:
-    from state_store.tables import Step
+    from sas.state_store.tables import Step
 
     return [c.name for c in Step.__table__.columns]
 
 
 def task_columns() -> list[str]:
-    from state_store.tables import Task
+    from sas.state_store.tables import Task
 
     return [c.name for c in Task.__table__.columns]
 
@@ -184,9 +184,9 @@ async def load_postgres(dsn: str, start: int, stop: int, now: datetime, run: str
 
 
 async def time_scan(url: str, runs: int, shards: int, explain: bool) -> tuple[float, str]:
-    import state_store
-    from settings import DatabaseSettings, SupervisorSettings
-    from state_store.queries import due_steps, due_steps_query
+    from sas import state_store
+    from sas.settings import DatabaseSettings, SupervisorSettings
+    from sas.state_store.queries import due_steps, due_steps_query
 
     engine = state_store.create_engine(DatabaseSettings(url=url))
     sessions = state_store.session_factory(engine)
@@ -240,7 +240,7 @@ async def drop_pg_database(admin_url: str, name: str) -> None:
 
 
 def bench_backend(backend: str, sizes: list[int], args: argparse.Namespace) -> dict[str, float]:
-    import state_store
+    from sas import state_store
 
     run = uuid.uuid4().hex[:6]
     now = datetime.now(UTC)

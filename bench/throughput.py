@@ -3,7 +3,7 @@
     python bench/throughput.py --orders 200 --rounds 3
 
 One run starts a Temporal dev server (in memory), the remote services, sas's own worker
-(``python worker.py``, mirror on) and Supervisor (``python -m supervisor``), and one
+(``python worker.py``, mirror on) and Supervisor (``python -m sas.supervisor``), and one
 process per comparison design, each on its own task queue:
 
   bare      BenchBareOrder: three activities, no mirror (the baseline)
@@ -150,7 +150,7 @@ async def run_round(client, stack: BenchStack, variant: str, n: int, tag: str, s
     if variant == "proj":
         from sqlalchemy import func, select
 
-        from state_store.tables import Task
+        from sas.state_store.tables import Task
 
         async def projected() -> int:
             async with sessions() as session:
@@ -174,7 +174,7 @@ def _profile(folder: str | None, variant: str, r: int, pid: int, gil: bool = Fal
         return None
     import shutil
 
-    from sas_runtime.processes import spawn
+    from sas.runtime.processes import spawn
 
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     return spawn(
@@ -218,8 +218,8 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         if args.database_url:
             stack.db_url = args.database_url
         procs = start(stack, variants, not args.no_search_attributes, args.lean_baseline)
-        import state_store
-        from settings import DatabaseSettings
+        from sas import state_store
+        from sas.settings import DatabaseSettings
 
         engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
         sessions = state_store.session_factory(engine)

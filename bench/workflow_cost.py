@@ -52,7 +52,7 @@ async def replay_cpu_ms(history: Any, runs: int, runner: Any) -> float:
     from temporalio.worker import Replayer
 
     from bench._workflows import BENCH_WORKFLOWS
-    from workflows import ALL_WORKFLOWS
+    from sas.workflows import ALL_WORKFLOWS
 
     replayer = Replayer(
         workflows=[*ALL_WORKFLOWS, *BENCH_WORKFLOWS], data_converter=pydantic_data_converter, workflow_runner=runner
@@ -81,7 +81,7 @@ async def replay_cpu_ms(history: Any, runs: int, runner: Any) -> float:
 async def bench(args: argparse.Namespace) -> dict[str, object]:
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-    from workflows.runner import workflow_runner
+    from sas.workflows.runner import workflow_runner
 
     with BenchStack(keep=args.keep) as stack:
         histories = await record(stack)

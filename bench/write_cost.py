@@ -73,12 +73,12 @@ class ServerCpu:
 
 
 async def measure(url: str, writes: int) -> dict[str, float]:
-    import state_store
     from bench._activities import accept
-    from settings import DatabaseSettings
-    from state_store.agent_writes import make_step_writer
-    from state_store.mirror import _apply, record_transitions
-    from task_models import StepTransition
+    from sas import state_store
+    from sas.settings import DatabaseSettings
+    from sas.state_store.agent_writes import make_step_writer
+    from sas.state_store.mirror import _apply, record_transitions
+    from sas.task_models import StepTransition
 
     await state_store.upgrade_async(url)
     engine = state_store.create_engine(DatabaseSettings(url=url))

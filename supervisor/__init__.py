@@ -1,6 +1,12 @@
 """The Supervisor: a Temporal workflow that sweeps the state store for steps that
 failed or overran their complete-by, decides what to do (``supervisor/policy.py``)
-and asks the Scheduler to do it. Run it with ``python -m supervisor``.
+and asks the Scheduler to do it. Run it with ``python -m sas.supervisor``.
 
 Kept free of heavy imports: the workflow sandbox loads this package.
 """
+
+if __name__ != "sas.supervisor":
+    # This folder is installed as sas.supervisor (sas/supervisor links to it). Imported by its bare name, from
+    # the repository root, it would be a second copy of every class in it, which Temporal's data
+    # converter and isinstance checks would not recognise.
+    raise ImportError(f"import sas.supervisor, not {__name__}: the supervisor/ folder is part of the sas package")

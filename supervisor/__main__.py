@@ -1,7 +1,7 @@
-"""``python -m supervisor``: run a Supervisor worker (several may run; one Supervisor acts)."""
+"""``python -m sas.supervisor``: run a Supervisor worker (several may run; one Supervisor acts)."""
 
-from sas_runtime.entry import run_entry
-from supervisor.worker import run_supervisor
+from sas.runtime.entry import run_entry
+from sas.supervisor.worker import run_supervisor
 
 if __name__ == "__main__":
     run_entry(run_supervisor)

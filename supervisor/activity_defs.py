@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from supervisor.models import (
+from sas.supervisor.models import (
     ApplyInput,
     ApplyResult,
     DeliveryResult,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from settings import Settings
-from task_models.cleanup import CLEANUP_SEQ
-from task_models.versions import version_of
+from sas.settings import Settings
+from sas.task_models.cleanup import CLEANUP_SEQ
+from sas.task_models.versions import version_of
 
 # Rows at or above this version are written by a clean-up workflow (workflows/cleanup.py), whose
 # own ladder applies: the Supervisor's scan, decisions and orphan check leave them alone.

@@ -13,13 +13,13 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
-from activities.outbound import WebhookSender
-from settings import Settings
-from state_store import tables
-from state_store.alerts import claim_delivery, record_delivery, undelivered_alerts
-from supervisor.activity_defs import AlertDeliveryDefs
-from supervisor.activity_support import beat
-from supervisor.models import DeliveryResult
+from sas.activities.outbound import WebhookSender
+from sas.settings import Settings
+from sas.state_store import tables
+from sas.state_store.alerts import claim_delivery, record_delivery, undelivered_alerts
+from sas.supervisor.activity_defs import AlertDeliveryDefs
+from sas.supervisor.activity_support import beat
+from sas.supervisor.models import DeliveryResult
 
 log = logging.getLogger("sas.supervisor")
 

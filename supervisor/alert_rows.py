@@ -8,9 +8,9 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from state_store import tables
-from state_store.alerts import active_alert, raise_alert, resolve_alert
-from supervisor.models import AlertSpec
+from sas.state_store import tables
+from sas.state_store.alerts import active_alert, raise_alert, resolve_alert
+from sas.supervisor.models import AlertSpec
 
 log = logging.getLogger("sas.supervisor")
 

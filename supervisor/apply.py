@@ -16,17 +16,17 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.client import Client
 
-from settings import Settings
-from state_store import tables
-from state_store.decisions import claim_decision, defer_step
-from supervisor.activity_defs import ApplyDefs
-from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
-from supervisor.alert_rows import alert_row, log_alert, log_decision
-from supervisor.metrics import record_decision, record_sweep
-from supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision
-from supervisor.outbox import Outbox
-from supervisor.reconcile import reconcile_task
-from supervisor.temporal_view import look, waiting_reason
+from sas.settings import Settings
+from sas.state_store import tables
+from sas.state_store.decisions import claim_decision, defer_step
+from sas.supervisor.activity_defs import ApplyDefs
+from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
+from sas.supervisor.alert_rows import alert_row, log_alert, log_decision
+from sas.supervisor.metrics import record_decision, record_sweep
+from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision
+from sas.supervisor.outbox import Outbox
+from sas.supervisor.reconcile import reconcile_task
+from sas.supervisor.temporal_view import look, waiting_reason
 
 log = logging.getLogger("sas.supervisor")
 

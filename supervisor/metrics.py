@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio import activity
 
-from state_store.tables import Alert, Step
-from task_models import StepState
+from sas.state_store.tables import Alert, Step
+from sas.task_models import StepState
 
 
 def _meter():  # type: ignore[no-untyped-def]

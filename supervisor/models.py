@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 # The clean-up workflow's input and stamps live with the models it shares with the Scheduler.
-from task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupStep  # noqa: F401
+from sas.task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupStep  # noqa: F401
 
 DecisionKind = Literal["retry", "compensate", "park", "wait", "cleanup"]
 # Decisions that become a signal to the Scheduler (or the clean-up workflow); the others are notes.

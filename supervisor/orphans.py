@@ -17,18 +17,18 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.client import Client
 
-from settings import Settings
-from state_store import tables
-from state_store.decisions import claim_cleanup
-from state_store.queries import OPEN_TASK_STATES, get_task, stale_tasks
-from supervisor.activity_defs import OrphanDefs
-from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
-from supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
-from supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
-from supervisor.outbox import Outbox, cleanup_workflow_id
-from supervisor.reconcile import reconcile_task
-from supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
-from workflows.cleanup import UNDO_STATES
+from sas.settings import Settings
+from sas.state_store import tables
+from sas.state_store.decisions import claim_cleanup
+from sas.state_store.queries import OPEN_TASK_STATES, get_task, stale_tasks
+from sas.supervisor.activity_defs import OrphanDefs
+from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
+from sas.supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
+from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
+from sas.supervisor.outbox import Outbox, cleanup_workflow_id
+from sas.supervisor.reconcile import reconcile_task
+from sas.supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
+from sas.workflows.cleanup import UNDO_STATES
 
 
 class OrphanActivities(OrphanDefs):

@@ -18,14 +18,14 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from settings import Settings
-from state_store import tables
-from state_store.decisions import mark_sent
-from state_store.queries import get_task
-from supervisor.activity_support import beat
-from supervisor.models import CleanupInput, CleanupStep
-from task_models import OperatorRequest
-from workflows.summaries import cleanup_details, cleanup_summary
+from sas.settings import Settings
+from sas.state_store import tables
+from sas.state_store.decisions import mark_sent
+from sas.state_store.queries import get_task
+from sas.supervisor.activity_support import beat
+from sas.supervisor.models import CleanupInput, CleanupStep
+from sas.task_models import OperatorRequest
+from sas.workflows.summaries import cleanup_details, cleanup_summary
 
 log = logging.getLogger("sas.supervisor")
 

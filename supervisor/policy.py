@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, Ladder, SupervisorPolicy
+from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, Ladder, SupervisorPolicy
 
 RUNNING = ("Processing", "Compensating")
 

@@ -14,15 +14,15 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from settings import Settings
-from state_store.alerts import active_alerts_of_kind
-from state_store.queries import waiting_tasks_by_queue
-from supervisor.activity_defs import QueueDefs
-from supervisor.activity_support import beat
-from supervisor.alert_rows import raise_once, resolve_key
-from supervisor.metrics import record_backlog
-from supervisor.models import AlertSpec, QueueCheckInput, QueueCheckResult
-from supervisor.reported_problems import check_reported_problems
+from sas.settings import Settings
+from sas.state_store.alerts import active_alerts_of_kind
+from sas.state_store.queries import waiting_tasks_by_queue
+from sas.supervisor.activity_defs import QueueDefs
+from sas.supervisor.activity_support import beat
+from sas.supervisor.alert_rows import raise_once, resolve_key
+from sas.supervisor.metrics import record_backlog
+from sas.supervisor.models import AlertSpec, QueueCheckInput, QueueCheckResult
+from sas.supervisor.reported_problems import check_reported_problems
 
 _KIND_NAMES = {TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW: "workflow", TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY: "activity"}
 

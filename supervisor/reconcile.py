@@ -21,11 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from state_store.queries import OPEN_TASK_STATES, get_task
-from state_store.rejections import alert_refused_write, refused_for_good
-from state_store.tables import AuditEntry, Step, Task
-from supervisor.temporal_view import TemporalView, look
-from task_models import StepState, TaskResult, TaskStatus
+from sas.state_store.queries import OPEN_TASK_STATES, get_task
+from sas.state_store.rejections import alert_refused_write, refused_for_good
+from sas.state_store.tables import AuditEntry, Step, Task
+from sas.supervisor.temporal_view import TemporalView, look
+from sas.task_models import StepState, TaskResult, TaskStatus
 
 # Step states Temporal can show as settled; a row that is open while Temporal shows one of these is stale.
 _DONE = (StepState.PROCESSED, StepState.COMPENSATED, StepState.SKIPPED)

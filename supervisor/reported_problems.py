@@ -15,11 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from state_store import tables
-from state_store.alerts import active_alerts_of_kind
-from supervisor.activity_support import beat
-from supervisor.alert_rows import raise_once, resolve_key
-from supervisor.models import AlertSpec
+from sas.state_store import tables
+from sas.state_store.alerts import active_alerts_of_kind
+from sas.supervisor.activity_support import beat
+from sas.supervisor.alert_rows import raise_once, resolve_key
+from sas.supervisor.models import AlertSpec
 
 log = logging.getLogger("sas.supervisor")
 

@@ -9,16 +9,16 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
-from settings import Settings
-from state_store import tables
-from state_store.alerts import resolve_recovered, undelivered_alerts
-from state_store.decisions import undo_retries
-from state_store.queries import due_steps
-from supervisor.activity_defs import ScanDefs
-from supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
-from supervisor.metrics import StoreGauges, record_sweep
-from supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
-from supervisor.outbox import unsent
+from sas.settings import Settings
+from sas.state_store import tables
+from sas.state_store.alerts import resolve_recovered, undelivered_alerts
+from sas.state_store.decisions import undo_retries
+from sas.state_store.queries import due_steps
+from sas.supervisor.activity_defs import ScanDefs
+from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
+from sas.supervisor.metrics import StoreGauges, record_sweep
+from sas.supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
+from sas.supervisor.outbox import unsent
 
 
 class ScanActivities(ScanDefs):

@@ -12,20 +12,20 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
-from sas_runtime.connect import connect, metrics_runtime, worker_identity
-from sas_runtime.entry import serve_until_signalled
-from sas_runtime.failures import reaching_state_store
-from sas_runtime.logs import configure_logging
-from settings import Settings, get_settings
-from supervisor.alert_delivery import AlertDeliveryActivities
-from supervisor.apply import ApplyActivities
-from supervisor.models import SupervisorInput
-from supervisor.orphans import OrphanActivities
-from supervisor.outbox import Outbox
-from supervisor.queues import QueueActivities
-from supervisor.scan import ScanActivities
-from supervisor.workflow import SupervisorWorkflow
-from workflows.runner import workflow_runner
+from sas.runtime.connect import connect, metrics_runtime, worker_identity
+from sas.runtime.entry import serve_until_signalled
+from sas.runtime.failures import reaching_state_store
+from sas.runtime.logs import configure_logging
+from sas.settings import Settings, get_settings
+from sas.supervisor.alert_delivery import AlertDeliveryActivities
+from sas.supervisor.apply import ApplyActivities
+from sas.supervisor.models import SupervisorInput
+from sas.supervisor.orphans import OrphanActivities
+from sas.supervisor.outbox import Outbox
+from sas.supervisor.queues import QueueActivities
+from sas.supervisor.scan import ScanActivities
+from sas.supervisor.workflow import SupervisorWorkflow
+from sas.workflows.runner import workflow_runner
 
 log = logging.getLogger("sas.supervisor")
 
@@ -87,7 +87,7 @@ async def ensure_supervisor_running(client: Client, settings: Settings) -> None:
 
 
 async def run_supervisor() -> None:
-    import state_store
+    from sas import state_store
 
     settings = get_settings()
     configure_logging(settings.log_level)

@@ -21,8 +21,8 @@ from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
-    from supervisor.models import (
+    from sas.supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
+    from sas.supervisor.models import (
         ApplyInput,
         DeliveryResult,
         OrphanCheckInput,
@@ -33,8 +33,8 @@ with workflow.unsafe.imports_passed_through():
         SupervisorPolicy,
         SweepStats,
     )
-    from supervisor.policy import decide
-    from workflows.inputs import decode_model
+    from sas.supervisor.policy import decide
+    from sas.workflows.inputs import decode_model
 
 # A Supervisor process killed mid-activity is noticed after this, not after the whole timeout.
 _HEARTBEAT = timedelta(seconds=10)

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
-from task_models.search_attributes import dev_server_flags  # noqa: E402
+from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
+from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
 from tests.postgres import require_postgres  # noqa: E402
 from tests.stack import ADMIN_TOKEN, Stack, start_stack  # noqa: E402
 

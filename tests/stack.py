@@ -16,11 +16,10 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.worker import Worker
 
-import state_store
-import workflows
-from activities import build_activities, service_callers
-from activities.outbound import WebhookSender
-from settings import (
+from sas import state_store, workflows
+from sas.activities import build_activities, service_callers
+from sas.activities.outbound import WebhookSender
+from sas.settings import (
     CallbackSettings,
     DatabaseSettings,
     ServicesSettings,
@@ -28,13 +27,13 @@ from settings import (
     SupervisorSettings,
     TemporalSettings,
 )
-from state_store.agent_writes import make_step_writer
-from state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
-from supervisor.worker import build_worker, ensure_supervisor_running
-from task_models import OrderInput, StepPolicyValues, TaskResult
-from task_models.outbound import OutboundPolicy
+from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
+from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.task_models import OrderInput, StepPolicyValues, TaskResult
+from sas.task_models.outbound import OutboundPolicy
+from sas.workflows.runner import workflow_runner
 from tests.helpers import fresh_id
-from workflows.runner import workflow_runner
 
 # A Standard Webhooks secret: whsec_ + base64 of 32 bytes (fixed, so a failure is reproducible).
 CALLBACK_SECRET = "whsec_" + base64.b64encode(b"test-callback-secret-32-bytes!!!").decode()

@@ -26,9 +26,9 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-import state_store
-from remote_services.launcher import ServiceProcess
-from task_models import TaskState
+from sas import state_store
+from sas.remote_services.launcher import ServiceProcess
+from sas.task_models import TaskState
 from tests.helpers import fresh_id
 from tests.postgres import PG_ADMIN_URL, _run, postgres_available
 from tests.stack import start_stack

@@ -205,7 +205,7 @@ def resolve_setting(key: str) -> str | None:
     """None if ``key`` (an SAS_ env var) names a field of settings.Settings, else why not."""
     from pydantic import BaseModel
 
-    import settings
+    from sas import settings
 
     def as_model(annotation: Any) -> type[BaseModel] | None:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -421,7 +421,7 @@ def test_sas_environment_keys_are_real_settings() -> None:
 def test_app_environment_validates_as_settings(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import base64
 
-    import settings
+    from sas import settings
 
     for key in [k for k in os.environ if k.startswith("SAS_")]:
         monkeypatch.delenv(key)
@@ -609,9 +609,9 @@ def test_dockerignore_keeps_tests_and_local_state_out() -> None:
     for path in (
         "pyproject.toml",
         "worker.py",
-        "settings.py",
+        "sas/settings.py",
         "supervisor/__main__.py",
-        "state_store/alembic.ini",
+        "sas/state_store/alembic.ini",
         "deploy/env-from-secrets.sh",
     ):
         assert not ignored_by_docker(path), f".dockerignore must not exclude {path}: the image needs it"
@@ -768,7 +768,7 @@ def test_new_secrets_writes_what_compose_needs_and_the_entrypoint_loads_the_keys
 
     # What a container does: the entrypoint exports the secret, and sas's settings take it.
     probe = (
-        "from settings import Settings; from payload_codec import KeyRing; "
+        "from sas.settings import Settings; from sas.payload_codec import KeyRing; "
         "s = Settings(_env_file=None); r = KeyRing.from_settings(s.encryption); print(r.key_ids, r.current_key_id)"
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SAS_")}
@@ -789,7 +789,7 @@ def test_new_secrets_writes_what_compose_needs_and_the_entrypoint_loads_the_keys
 
 
 def test_the_codec_server_runs_and_the_ui_uses_it() -> None:
-    from settings import CodecServerSettings
+    from sas.settings import CodecServerSettings
 
     codec = SERVICES["codec-server"]
     argv = command_argv(codec)
@@ -840,6 +840,6 @@ def test_each_process_has_a_healthcheck_that_tests_itself() -> None:
 
     import importlib
 
-    module = importlib.import_module("sas_cli.main")
+    module = importlib.import_module("sas.cli.main")
     commands = {c.name for c in module.app.registered_commands}
     assert "health" in commands, "the healthchecks run `sas health`, which sas does not define"

@@ -16,7 +16,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from remote_services.launcher import free_port
+from sas.remote_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ async def sas_health(*args: str, env: dict[str, str]) -> Result:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "sas_cli.main",
+        "sas.cli.main",
         "health",
         *args,
         cwd=ROOT,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import workflows
-from task_models import TaskResult, TaskState
+from sas import workflows
+from sas.task_models import TaskResult, TaskState
+from sas.workflows import registry
+from sas.workflows.summaries import task_summary
 from tests.helpers import fresh_id
 from tests.stack import Stack, order
-from workflows import registry
-from workflows.summaries import task_summary
 
 EXPRESS = textwrap.dedent(
     """
@@ -23,9 +23,9 @@ EXPRESS = textwrap.dedent(
     from temporalio.common import RawValue
 
     with workflow.unsafe.imports_passed_through():
-        from task_models import OrderInput, TaskResult
-        from workflows.definitions import CHARGE, RESERVE, TaskDefinition
-        from workflows.scheduler import TaskScheduler
+        from sas.task_models import OrderInput, TaskResult
+        from sas.workflows.definitions import CHARGE, RESERVE, TaskDefinition
+        from sas.workflows.scheduler import TaskScheduler
 
     EXPRESS = TaskDefinition("express", OrderInput, (CHARGE, RESERVE))
 

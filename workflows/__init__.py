@@ -12,22 +12,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workflows.cleanup import CleanupWorkflow
-    from workflows.order import OrderWorkflow
-    from workflows.preorder import PreorderWorkflow
+    from sas.workflows.cleanup import CleanupWorkflow
+    from sas.workflows.order import OrderWorkflow
+    from sas.workflows.preorder import PreorderWorkflow
+
+if __name__ != "sas.workflows":
+    # This folder is installed as sas.workflows (sas/workflows links to it). Imported by its bare name, from
+    # the repository root, it would be a second copy of every class in it, which Temporal's data
+    # converter and isinstance checks would not recognise.
+    raise ImportError(f"import sas.workflows, not {__name__}: the workflows/ folder is part of the sas package")
+
 
 __all__ = ["ALL_WORKFLOWS", "CleanupWorkflow", "OrderWorkflow", "PreorderWorkflow"]
 
 
 def __getattr__(name: str) -> Any:
-    from workflows.registry import task_types
+    from sas.workflows.registry import task_types
 
     if name == "ALL_WORKFLOWS":
         # Every registered task type's workflow (workflows/registry.py), and the clean-up.
         return [t.workflow for t in task_types().values()] + [__getattr__("CleanupWorkflow")]
     if name == "CleanupWorkflow":
-        return importlib.import_module("workflows.cleanup").CleanupWorkflow
+        return importlib.import_module("sas.workflows.cleanup").CleanupWorkflow
     found = next((t.workflow for t in task_types().values() if t.workflow.__name__ == name), None)
     if found is None:
-        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+        raise AttributeError(f"module 'sas.workflows' has no attribute {name!r}")
     return found

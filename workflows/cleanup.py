@@ -23,7 +23,7 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from task_models import (
+    from sas.task_models import (
         MirrorStamp,
         OperatorRequest,
         StepCall,
@@ -33,9 +33,9 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
         TransitionBatch,
     )
-    from task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupStep
-    from task_models.versions import version_of
-    from workflows.inputs import decode_model
+    from sas.task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupStep
+    from sas.task_models.versions import version_of
+    from sas.workflows.inputs import decode_model
 
 # The states in which a step may have had its effect: undo it (undoing is safe when nothing was done).
 UNDO_STATES = ("Processed", "Processing", "Failed", "Compensating", "CompensationFailed", "Error")

@@ -2,7 +2,7 @@
 
 This is the step library; each task type declares its ``TaskDefinition`` in its own module
 (``workflows/preorder.py``) and is registered with one line in ``workflows/registry.py``. A step references its Agents by their declarations in
-``task_models/activity_defs.py`` (``PaymentDefs.charge``), which also declare the model of
+``sas/task_models/activity_defs.py`` (``PaymentDefs.charge``), which also declare the model of
 each one's result (``ChargeResult``): that is the step's result, handed to later steps and to
 the step's own undo. A step's ``policy.complete_by_s`` is the Agent activity's start-to-close
 timeout; workers may override it per step name with ``SAS_STEPS__<STEP>__...`` settings.
@@ -16,9 +16,16 @@ from functools import cached_property
 
 from pydantic import BaseModel
 
-from task_models import StepPolicyValues
-from task_models.activity_defs import AgentRef, InventoryDefs, PaymentDefs, ShippingDefs, activity_name, agent_result
-from task_models.ids import MAX_STEP_NAME
+from sas.task_models import StepPolicyValues
+from sas.task_models.activity_defs import (
+    AgentRef,
+    InventoryDefs,
+    PaymentDefs,
+    ShippingDefs,
+    activity_name,
+    agent_result,
+)
+from sas.task_models.ids import MAX_STEP_NAME
 
 _STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
 
@@ -45,12 +52,12 @@ class StepDefinition:
 
     @property
     def result(self) -> type[BaseModel] | None:
-        """The model of the step's result: its Agent's (task_models/results.py)."""
+        """The model of the step's result: its Agent's (sas/task_models/results.py)."""
         return agent_result(self.agent)
 
     def __post_init__(self) -> None:
         # Checked when the worker imports the definitions, so a bad name never reaches a
-        # workflow: the name is part of every idempotency key and a mirror key (task_models/ids.py).
+        # workflow: the name is part of every idempotency key and a mirror key (sas/task_models/ids.py).
         if not _STEP_NAME.fullmatch(self.name):
             raise ValueError(
                 f"step name {self.name!r}: use 1-{MAX_STEP_NAME} characters from a-z 0-9 _, starting with a letter"

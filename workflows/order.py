@@ -6,9 +6,9 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from task_models import OrderInput, TaskResult
-    from workflows.definitions import CHARGE, RESERVE, SHIP, TaskDefinition
-    from workflows.scheduler import TaskScheduler
+    from sas.task_models import OrderInput, TaskResult
+    from sas.workflows.definitions import CHARGE, RESERVE, SHIP, TaskDefinition
+    from sas.workflows.scheduler import TaskScheduler
 
 ORDER = TaskDefinition("order", OrderInput, (RESERVE, CHARGE, SHIP))
 

@@ -6,9 +6,9 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from task_models import PreorderInput, TaskResult
-    from workflows.definitions import CHARGE, RESERVE, TaskDefinition
-    from workflows.scheduler import TaskScheduler
+    from sas.task_models import PreorderInput, TaskResult
+    from sas.workflows.definitions import CHARGE, RESERVE, TaskDefinition
+    from sas.workflows.scheduler import TaskScheduler
 
 PREORDER = TaskDefinition("preorder", PreorderInput, (RESERVE, CHARGE))
 

@@ -15,12 +15,12 @@ from functools import cache
 
 from temporalio import workflow
 
-from workflows.definitions import TaskDefinition
+from sas.workflows.definitions import TaskDefinition
 
 # task type -> the module that declares it. A new task type: its module, and one line here.
 TASK_TYPE_MODULES = {
-    "order": "workflows.order",
-    "preorder": "workflows.preorder",
+    "order": "sas.workflows.order",
+    "preorder": "sas.workflows.preorder",
 }
 
 
@@ -40,7 +40,7 @@ class TaskType:
 @cache
 def task_types() -> dict[str, TaskType]:
     """The registered task types, by name (their modules imported on first use)."""
-    from workflows.scheduler import TaskScheduler
+    from sas.workflows.scheduler import TaskScheduler
 
     found: dict[str, TaskType] = {}
     for name, module_name in TASK_TYPE_MODULES.items():

@@ -7,7 +7,7 @@ succeeds, and through the ``mirror.record`` local activity otherwise.
 
 Each step's result (what its Agent got back, such as the provider's charge id) is kept
 here: later steps receive the results of earlier ones, and a step's undo its own forward
-result. Activities are called through their typed declarations (task_models/activity_defs.py).
+result. Activities are called through their typed declarations (sas/task_models/activity_defs.py).
 
 When a step fails after its Agent's quick retries, the Scheduler records it as
 Failed and waits for a decision (``retry``, ``compensate`` or ``park``) from the
@@ -30,7 +30,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from task_models import (
+    from sas.task_models import (
         RESUBMIT_MEMO,
         AuditRecord,
         CallbackEvent,
@@ -53,14 +53,14 @@ with workflow.unsafe.imports_passed_through():
         TransitionBatch,
         validate_task_id,
     )
-    from task_models.activity_defs import AgentRef, CallbackDefs, MirrorDefs, activity_name, agent_result
-    from task_models.errors import MIRROR_WRITE_REFUSED
-    from task_models.results import shown
-    from task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
-    from task_models.versions import next_stamp, version_of
-    from workflows.definitions import TaskDefinition
-    from workflows.inputs import INVALID_INPUT, decode, short
-    from workflows.summaries import current_details, step_summary
+    from sas.task_models.activity_defs import AgentRef, CallbackDefs, MirrorDefs, activity_name, agent_result
+    from sas.task_models.errors import MIRROR_WRITE_REFUSED
+    from sas.task_models.results import shown
+    from sas.task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
+    from sas.task_models.versions import next_stamp, version_of
+    from sas.workflows.definitions import TaskDefinition
+    from sas.workflows.inputs import INVALID_INPUT, decode, short
+    from sas.workflows.summaries import current_details, step_summary
 
 # A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
 TASK_ID_REUSED = "TaskIdReused"

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from task_models import StepState, StepStatus, TaskState, TaskStatus
-from workflows.definitions import TaskDefinition
+from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
+from sas.workflows.definitions import TaskDefinition
 
 # The UI truncates long summaries; keep them to one short line.
 _MAX_SUMMARY = 200

@@ -36,7 +36,7 @@ quantities = st.integers(1, 10_000)
 amounts = st.integers(1, 100_000_000)
 currencies = st.text(string.ascii_uppercase, min_size=3, max_size=3)
 cards = st.text(string.digits, min_size=12, max_size=19)
-# Any unicode but control characters (refused: task_models/text.py), tab and newline included.
+# Any unicode but control characters (refused: sas/task_models/text.py), tab and newline included.
 _TEXT_CHAR = st.characters(exclude_categories=["Cs", "Cc"]) | st.sampled_from("\t\n")
 addresses = _trimmed(_TEXT_CHAR.filter(lambda c: not c.isspace()), _TEXT_CHAR, 500)
 callback_urls = st.none() | st.builds(

@@ -1,4 +1,4 @@
-"""Every id sas derives from a task id fits where it goes (task_models/ids.py states the sums):
+"""Every id sas derives from a task id fits where it goes (sas/task_models/ids.py states the sums):
 idempotency keys in the remote services' header limit and the mirror's column, clean-up
 workflow ids in Temporal's, scheduled runs' ids in the task-id rule; and each bound is
 refused where it enters, with a clear message."""
@@ -12,11 +12,11 @@ import sys
 import pytest
 from sqlalchemy import String
 
-from remote_services.app import MAX_KEY_LENGTH
-from state_store.tables import Step
-from task_models import TaskResult, TaskState, incarnation_key, validate_task_id
-from task_models.activity_defs import PaymentDefs
-from task_models.ids import (
+from sas.remote_services.app import MAX_KEY_LENGTH
+from sas.state_store.tables import Step
+from sas.task_models import TaskResult, TaskState, incarnation_key, validate_task_id
+from sas.task_models.activity_defs import PaymentDefs
+from sas.task_models.ids import (
     MAX_INCARNATION,
     MAX_SCHEDULE_ID,
     MAX_STEP_NAME,
@@ -24,10 +24,10 @@ from task_models.ids import (
     SCHEDULE_RUN_SUFFIX,
     validate_schedule_id,
 )
+from sas.workflows.definitions import StepDefinition
+from sas.workflows.order import ORDER
 from tests.helpers import fresh_id
 from tests.stack import Stack, order
-from workflows.definitions import StepDefinition
-from workflows.order import ORDER
 
 # Temporal's default limit on a workflow id (limit.maxIDLength).
 TEMPORAL_MAX_ID = 1000
@@ -69,7 +69,7 @@ def test_each_bound_is_refused_where_it_enters() -> None:
 
 def test_sas_refuses_a_schedule_id_its_runs_would_outgrow() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "sas_cli.main", "schedule", "create", "s" * (MAX_SCHEDULE_ID + 1), "--every", "1d"],
+        [sys.executable, "-m", "sas.cli.main", "schedule", "create", "s" * (MAX_SCHEDULE_ID + 1), "--every", "1d"],
         capture_output=True,
         text=True,
         env={**os.environ, "SAS_TEMPORAL__ADDRESS": "127.0.0.1:9"},  # refused before any connection

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 
-from activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, _classify
-from task_models import TaskState, TaskStatus
+from sas.activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, _classify
+from sas.task_models import TaskState, TaskStatus
 from tests.helpers import fresh_id
 from tests.stack import Stack
 
@@ -137,8 +137,8 @@ async def test_permanent_garbage_fails_the_step_and_the_supervisor_compensates(s
 )
 def test_an_answer_that_is_not_the_steps_result_model_is_garbage(answer: dict[str, Any]) -> None:
     """A JSON object without a valid charge id is no ChargeResult: RemoteGarbage, retryable."""
-    from activities.agent import _validated
-    from task_models.results import ChargeResult
+    from sas.activities.agent import _validated
+    from sas.task_models.results import ChargeResult
 
     with pytest.raises(ApplicationError) as caught:
         _validated(ChargeResult, "/payment/charge", answer | {"client_secret": "s3cr3t"})

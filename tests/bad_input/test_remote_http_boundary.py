@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from hypothesis import strategies as st
 
-from remote_services import ServiceProcess
-from remote_services.schemas import ENDPOINTS
+from sas.remote_services import ServiceProcess
+from sas.remote_services.schemas import ENDPOINTS
 from tests.bad_input.strategies import draw_examples
 
 VALID: dict[str, dict[str, Any]] = {

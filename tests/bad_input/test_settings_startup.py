@@ -1,7 +1,7 @@
 """Invalid settings stop every entry point at start-up with exit code 2 and a message
 naming the variable - never a stack trace, never the rejected secret.
 
-Each case runs ``python worker.py``, ``python -m supervisor`` and ``sas list`` as real
+Each case runs ``python worker.py``, ``python -m sas.supervisor`` and ``sas list`` as real
 processes in an empty directory (no stray .env), with every inherited SAS_* removed."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from remote_services import free_port
+from sas.remote_services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = {
     "worker": [sys.executable, str(ROOT / "worker.py")],
-    "supervisor": [sys.executable, "-m", "supervisor"],
-    "sas list": [sys.executable, "-m", "sas_cli.main", "list"],
+    "supervisor": [sys.executable, "-m", "sas.supervisor"],
+    "sas list": [sys.executable, "-m", "sas.cli.main", "list"],
 }
 SECRET = "hunter2-Zq9"
 

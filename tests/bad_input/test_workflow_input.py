@@ -15,7 +15,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from task_models import TaskState, TaskStatus
+from sas.task_models import TaskState, TaskStatus
 from tests.bad_input.strategies import draw_examples, invalid_orders, invalid_task_ids
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from task_models import OperatorRequest, TaskState, TaskStatus
+from sas.task_models import OperatorRequest, TaskState, TaskStatus
 from tests.cli.test_cli import sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
@@ -70,7 +70,7 @@ def test_every_commands_help_fits_80_columns() -> None:
 
     def run(*args: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "sas_cli.main", *args, "--help"], capture_output=True, text=True, env=env, timeout=60
+            [sys.executable, "-m", "sas.cli.main", *args, "--help"], capture_output=True, text=True, env=env, timeout=60
         )
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout

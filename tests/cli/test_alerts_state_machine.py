@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
-from state_store.alerts import OPERATOR_RESOLUTION, raise_alert
-from state_store.tables import Alert
+from sas.state_store.alerts import OPERATOR_RESOLUTION, raise_alert
+from sas.state_store.tables import Alert
 from tests.cli.test_cli import as_json, sas
 from tests.helpers import fresh_id
 from tests.stack import Stack

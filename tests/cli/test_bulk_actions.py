@@ -28,12 +28,12 @@ from sqlalchemy import select, update
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from remote_services.launcher import ServiceProcess
-from settings import SupervisorSettings
-from state_store.queries import audit_for
-from state_store.tables import Step, Task
-from supervisor.worker import build_worker, ensure_supervisor_running
-from task_models import StepPolicyValues, TaskResult
+from sas.remote_services.launcher import ServiceProcess
+from sas.settings import SupervisorSettings
+from sas.state_store.queries import audit_for
+from sas.state_store.tables import Step, Task
+from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.task_models import StepPolicyValues, TaskResult
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order, start_stack
 
@@ -105,7 +105,7 @@ async def sas(stack: Stack | None, *args: str, columns: int = 200) -> subprocess
         env["SAS_TEMPORAL__ADDRESS"] = stack.settings.temporal.address
         env["SAS_TEMPORAL__TASK_QUEUE"] = stack.settings.temporal.task_queue
         env["SAS_DATABASE__URL"] = stack.settings.database.url
-    argv = [sys.executable, "-m", "sas_cli.main", *args]
+    argv = [sys.executable, "-m", "sas.cli.main", *args]
     return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -141,7 +141,7 @@ async def sas_on_a_terminal(stack: Stack, *args: str) -> tuple[subprocess.Comple
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    argv = [sys.executable, "-m", "sas_cli.main", *args]
+    argv = [sys.executable, "-m", "sas.cli.main", *args]
     try:
         done = await asyncio.to_thread(
             subprocess.run, argv, stdout=subprocess.PIPE, stderr=terminal, text=True, env=env, timeout=300

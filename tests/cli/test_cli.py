@@ -12,8 +12,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from remote_services.launcher import ServiceProcess
-from task_models import TaskState
+from sas.remote_services.launcher import ServiceProcess
+from sas.task_models import TaskState
 from tests import stack as stacks
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order, start_stack
@@ -40,7 +40,7 @@ async def sas(stack: Stack, *args: str, columns: int = 200) -> subprocess.Comple
         "SAS_DATABASE__URL": stack.settings.database.url,
         "COLUMNS": str(columns),
     }
-    argv = [sys.executable, "-m", "sas_cli.main", *args]
+    argv = [sys.executable, "-m", "sas.cli.main", *args]
     return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -95,7 +95,7 @@ async def test_retry_rejected_with_the_reason(stack: Stack) -> None:
 async def test_settings_errors_are_clear(stack: Stack) -> None:
     env_bad = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "sas_cli.main", "list"],
+        [sys.executable, "-m", "sas.cli.main", "list"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from task_models import TaskState, TaskStatus
+from sas.task_models import TaskState, TaskStatus
 from tests.cli.test_cli import as_json, sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, Stack

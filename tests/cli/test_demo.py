@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from remote_services.ledger import read_ledger
-from sas_cli.demo_plan import check_ledger, demo_cases
-from sas_runtime.processes import free_port, port_in_use
+from sas.cli.demo_plan import check_ledger, demo_cases
+from sas.remote_services.ledger import read_ledger
+from sas.runtime.processes import free_port, port_in_use
 
 
 def survivors(marker: str) -> list[str]:
@@ -26,7 +26,7 @@ async def test_demo_runs_every_order_to_its_expected_end_and_leaves_nothing_behi
     argv = [
         sys.executable,
         "-m",
-        "sas_cli.main",
+        "sas.cli.main",
         "demo",
         "--orders",
         "10",

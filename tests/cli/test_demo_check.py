@@ -1,4 +1,4 @@
-"""The demo's ledger check (``sas_cli.demo_plan.check_ledger``), which ``sas demo`` and its test
+"""The demo's ledger check (``sas.cli.demo_plan.check_ledger``), which ``sas demo`` and its test
 trust to say "every order ended where its faults put it": a good ledger passes, and each bad one
 is named. Data made here, no stack."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sas_cli.demo_plan import CASES, check_ledger
+from sas.cli.demo_plan import CASES, check_ledger
 
 
 def effect(action: str, key: str | None = None, target: str | None = None) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def test_a_completed_order_missing_an_effect_or_with_an_undo_fails() -> None:
 
 
 def test_a_compensated_order_with_an_effect_not_undone_fails() -> None:
-    # The messages' verb ends ("refundd", "canceld") are the check's own typo, left to sas_cli's owner.
+    # The messages' verb ends ("refundd", "canceld") are the check's own typo, left to sas.cli's owner.
     charge_kept = [e for e in UNDONE_AFTER_CHARGE if e["action"] != "refund"]
     [problem] = check_ledger("Compensated", charge_kept)
     assert problem.startswith("compensated but charge was never refund"), problem

@@ -24,7 +24,7 @@ async def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
         "SAS_DATABASE__URL": stack.settings.database.url,
         "COLUMNS": "400",  # wide enough that no table cell is folded
     }
-    argv = [sys.executable, "-m", "sas_cli.main", *args]
+    argv = [sys.executable, "-m", "sas.cli.main", *args]
     return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=120)
 
 

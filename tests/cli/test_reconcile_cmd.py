@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from state_store.queries import audit_for
-from state_store.tables import Step, Task
-from task_models import TaskState
+from sas.state_store.queries import audit_for
+from sas.state_store.tables import Step, Task
+from sas.task_models import TaskState
 from tests.cli.test_cli import as_json, sas
 from tests.helpers import fresh_id
 from tests.stack import Stack

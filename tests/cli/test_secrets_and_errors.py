@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sas_runtime.processes import free_port
+from sas.runtime.processes import free_port
 from tests.helpers import fresh_id
 from tests.postgres import fresh_database
 
@@ -59,7 +59,7 @@ def secret_env(database_url: str, temporal_address: str, **more: str) -> dict[st
 
 def run_sas(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sas_cli.main", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "sas.cli.main", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -151,7 +151,7 @@ def run_until(env: dict[str, str], cwd: Path, args: list[str], ready: str, timeo
     log = cwd / f"{args[0]}.out"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "sas_cli.main", *args], env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "sas.cli.main", *args], env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT
         )
     deadline = time.monotonic() + timeout
     try:

@@ -8,7 +8,7 @@ import asyncio
 
 import httpx
 
-from task_models import TaskResult, TaskState
+from sas.task_models import TaskResult, TaskState
 from tests.cli.test_cli import ORDER_FLAGS, as_json, sas
 from tests.helpers import fresh_id
 from tests.stack import ADMIN_HEADERS, Stack, order

@@ -15,7 +15,7 @@ import pytest
 )
 def test_a_bad_flag_is_a_usage_error(argv: list[str], named: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "sas_cli.main", *argv],
+        [sys.executable, "-m", "sas.cli.main", *argv],
         capture_output=True,
         text=True,
         env={**os.environ, "SAS_DATABASE__URL": "sqlite+aiosqlite:////nonexistent/never-opened.db"},

@@ -16,10 +16,10 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from activities import check_service_names, service_callers
-from remote_services.launcher import ServiceProcess
-from settings import ServicesSettings
-from task_models import PreorderInput, StepPolicyValues, TaskState
+from sas.activities import check_service_names, service_callers
+from sas.remote_services.launcher import ServiceProcess
+from sas.settings import ServicesSettings
+from sas.task_models import PreorderInput, StepPolicyValues, TaskState
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver, serve_receiver
 from tests.stack import ADMIN_TOKEN, Stack, start_stack

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from task_models import TaskState
+from sas.task_models import TaskState
 from tests.e2e.test_step_results import _agent_input
 from tests.helpers import fresh_id
 from tests.stack import ADMIN_HEADERS, Stack, order

@@ -9,14 +9,14 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-import state_store
-from activities import build_activities
-from remote_services.launcher import free_port
-from sas_runtime.connect import metrics_runtime
-from state_store.agent_writes import make_step_writer
+from sas import state_store
+from sas.activities import build_activities
+from sas.remote_services.launcher import free_port
+from sas.runtime.connect import metrics_runtime
+from sas.state_store.agent_writes import make_step_writer
+from sas.workflows import ALL_WORKFLOWS
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
-from workflows import ALL_WORKFLOWS
 
 
 def samples(text: str, name: str) -> dict[str, float]:

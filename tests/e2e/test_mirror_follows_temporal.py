@@ -10,12 +10,12 @@ import pytest_asyncio
 from sqlalchemy import update
 from temporalio.client import Client
 
-from remote_services.launcher import ServiceProcess
-from settings import SupervisorSettings
-from state_store.agent_writes import make_step_writer
-from state_store.queries import audit_for
-from state_store.tables import Step, Task
-from task_models import OperatorRequest, StepPlan, StepPolicyValues, TaskAccepted, TaskResult, TaskState
+from sas.remote_services.launcher import ServiceProcess
+from sas.settings import SupervisorSettings
+from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.queries import audit_for
+from sas.state_store.tables import Step, Task
+from sas.task_models import OperatorRequest, StepPlan, StepPolicyValues, TaskAccepted, TaskResult, TaskState
 from tests.e2e.test_task_id_once import supervisor_sweeps
 from tests.e2e.test_temporal_cli import temporal_cli
 from tests.helpers import fresh_id, wait_until
@@ -119,7 +119,7 @@ async def test_reset_mid_saga_to_last_workflow_task_keeps_audit_and_keys(stack_n
 
 
 async def _waiting(stack: Stack, task_id: str) -> bool:
-    from task_models import TaskStatus
+    from sas.task_models import TaskStatus
 
     status = await stack.client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
     return any(s.state == "Failed" for s in status.steps)

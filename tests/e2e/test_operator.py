@@ -7,7 +7,7 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from task_models import OperatorAnswer, OperatorRequest, TaskState, TaskStatus
+from sas.task_models import OperatorAnswer, OperatorRequest, TaskState, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
 

@@ -6,7 +6,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from task_models import TaskState, TaskStatus
+from sas.task_models import TaskState, TaskStatus
 from tests.cli.test_cli import ORDER_FLAGS, sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order

@@ -5,7 +5,7 @@ so no test claims it."""
 
 from __future__ import annotations
 
-from task_models import TaskResult, TaskState
+from sas.task_models import TaskResult, TaskState
 from tests.cli.test_cli import as_json, sas
 from tests.helpers import fresh_id
 from tests.stack import Stack

@@ -11,8 +11,8 @@ from sqlalchemy import text
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from task_models import TaskResult, TaskState
-from task_models.errors import MIRROR_WRITE_REFUSED
+from sas.task_models import TaskResult, TaskState
+from sas.task_models.errors import MIRROR_WRITE_REFUSED
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
-from task_models import TaskResult, TaskState
+from sas.task_models import TaskResult, TaskState
 from tests.e2e.test_temporal_cli import temporal_cli
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from task_models import TaskState, TaskStatus
+from sas.task_models import TaskState, TaskStatus
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack

@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 import pytest
 import uvicorn
 
-from payload_codec import EncryptionCodec, KeyRing
-from payload_codec.server import build_codec_app
-from remote_services.launcher import free_port
-from settings import CodecServerSettings, EncryptionSettings
+from sas.payload_codec import EncryptionCodec, KeyRing
+from sas.payload_codec.server import build_codec_app
+from sas.remote_services.launcher import free_port
+from sas.settings import CodecServerSettings, EncryptionSettings
 from tests.helpers import wait_until
 
 UI = "http://localhost:8233"

@@ -9,9 +9,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 from temporalio.exceptions import ApplicationError
 
-from payload_codec import ENCODING, KEY_ID, PayloadDecryptionError, UnknownKeyError, data_converter
-from settings import EncryptionSettings
-from task_models import OrderInput
+from sas.payload_codec import ENCODING, KEY_ID, PayloadDecryptionError, UnknownKeyError, data_converter
+from sas.settings import EncryptionSettings
+from sas.task_models import OrderInput
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
 
 SECRET_ADDRESS = "12 Plaintext Canary Road"

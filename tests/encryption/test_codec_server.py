@@ -17,9 +17,9 @@ from google.protobuf import json_format
 from pydantic import SecretStr
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from payload_codec.server import MAX_BODY_BYTES
-from remote_services.launcher import free_port
-from settings import CodecServerSettings, EncryptionSettings
+from sas.payload_codec.server import MAX_BODY_BYTES
+from sas.remote_services.launcher import free_port
+from sas.settings import CodecServerSettings, EncryptionSettings
 from tests.encryption.conftest import UI, codec_for, codec_server, encryption_settings, new_key
 from tests.helpers import wait_until
 
@@ -198,10 +198,10 @@ async def test_payloads_it_cannot_decrypt_get_422_naming_the_key(codec_url: str)
 
 
 def sas_codec_server(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    # The command as registered in `sas` (sas_cli/main.py adds it with the same register()).
+    # The command as registered in `sas` (sas/cli/main.py adds it with the same register()).
     script = (
         "import typer\n"
-        "from sas_cli.codec_server_cmd import register\n"
+        "from sas.cli.codec_server_cmd import register\n"
         "app = typer.Typer()\n"
         "app.callback()(lambda: None)\n"
         "register(app)\n"

@@ -17,11 +17,11 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from payload_codec import ENCODING
-from remote_services.launcher import ServiceProcess
-from sas_runtime.connect import connect
-from settings import CodecServerSettings, EncryptionSettings, TemporalSettings
-from task_models import TaskResult
+from sas.payload_codec import ENCODING
+from sas.remote_services.launcher import ServiceProcess
+from sas.runtime.connect import connect
+from sas.settings import CodecServerSettings, EncryptionSettings, TemporalSettings
+from sas.task_models import TaskResult
 from tests.conftest import temporal_binary
 from tests.encryption.conftest import codec_for, codec_server
 from tests.helpers import fresh_id

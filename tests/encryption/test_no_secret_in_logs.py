@@ -17,13 +17,13 @@ from google.protobuf import json_format
 from pydantic import ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from payload_codec import PayloadDecryptionError, data_converter
-from payload_codec.server import build_codec_app
-from sas_runtime.connect import connect
-from sas_runtime.entry import describe_settings_error
-from sas_runtime.failures import TemporalUnreachable
-from sas_runtime.logs import configure_logging
-from settings import Settings
+from sas.payload_codec import PayloadDecryptionError, data_converter
+from sas.payload_codec.server import build_codec_app
+from sas.runtime.connect import connect
+from sas.runtime.entry import describe_settings_error
+from sas.runtime.failures import TemporalUnreachable
+from sas.runtime.logs import configure_logging
+from sas.settings import Settings
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
 
 log = logging.getLogger("sas.test.secrets")

@@ -9,8 +9,8 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from sas_runtime.entry import describe_settings_error
-from settings import EncryptionSettings, Settings
+from sas.runtime.entry import describe_settings_error
+from sas.settings import EncryptionSettings, Settings
 from tests.encryption.conftest import new_key
 
 

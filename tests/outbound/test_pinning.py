@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from activities.outbound import pinned_client
-from remote_services.launcher import free_port
-from task_models.outbound import OutboundRefused
+from sas.activities.outbound import pinned_client
+from sas.remote_services.launcher import free_port
+from sas.task_models.outbound import OutboundRefused
 from tests.helpers import wait_until
 from tests.outbound.test_ssrf import HTTP_BUT_PUBLIC, loopback_name
 from tests.stack import DEV_OUTBOUND

@@ -16,13 +16,13 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.outbound import WebhookSender, pinned_client
-from sas_cli.output import CliError
-from sas_cli.tasks import build_input
-from settings import SupervisorSettings
-from state_store.alerts import list_alerts
-from task_models import TaskState
-from task_models.outbound import OutboundPolicy, OutboundRefused, check_url
+from sas.activities.outbound import WebhookSender, pinned_client
+from sas.cli.output import CliError
+from sas.cli.tasks import build_input
+from sas.settings import SupervisorSettings
+from sas.state_store.alerts import list_alerts
+from sas.task_models import TaskState
+from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from tests.cli.test_cli import ORDER_FLAGS, sas
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver

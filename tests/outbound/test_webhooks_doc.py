@@ -23,11 +23,11 @@ from pydantic import SecretStr
 from standardwebhooks import Webhook, WebhookVerificationError
 from temporalio.exceptions import ApplicationError
 
-from activities.outbound import SERVICE_RESPONSE_CAP, WebhookSender, signed_headers
-from activities.remote import GARBAGE, RemoteCaller
-from remote_services.launcher import free_port
-from sas_runtime.processes import port_in_use
-from task_models import TaskState
+from sas.activities.outbound import SERVICE_RESPONSE_CAP, WebhookSender, signed_headers
+from sas.activities.remote import GARBAGE, RemoteCaller
+from sas.remote_services.launcher import free_port
+from sas.runtime.processes import port_in_use
+from sas.task_models import TaskState
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver
 from tests.stack import CALLBACK_SECRET, DEV_OUTBOUND, Stack, order

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from remote_services import (
+from sas.remote_services import (
     DECLINED_CARD,
     OUT_OF_STOCK_SKU,
     LedgerEntry,
@@ -601,7 +601,15 @@ async def test_admin_calls_with_the_token_are_accepted(service: ServiceProcess) 
 def test_faults_cannot_be_enabled_without_a_token(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "SAS_SERVICES__ADMIN_TOKEN"}
     env["PYTHONPATH"] = str(ROOT)
-    command = [sys.executable, "-m", "remote_services", "--port", str(free_port()), "--ledger", str(tmp_path / "l.db")]
+    command = [
+        sys.executable,
+        "-m",
+        "sas.remote_services",
+        "--port",
+        str(free_port()),
+        "--ledger",
+        str(tmp_path / "l.db"),
+    ]
     result = subprocess.run([*command, "--enable-faults"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "SAS_SERVICES__ADMIN_TOKEN" in result.stderr.strip().splitlines()[-1]
@@ -686,8 +694,7 @@ def test_kill(tmp_path: Path) -> None:
 def test_child_dies_with_its_parent(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from remote_services.launcher import free_port, start_service_process\n"
+        "from sas.remote_services.launcher import free_port, start_service_process\n"
         f"service = start_service_process(free_port(), {str(tmp_path / 'ledger.db')!r})\n"
         "print(service.pid, flush=True)\n"
         "time.sleep(600)\n"
@@ -717,7 +724,7 @@ def _run_main(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SAS_SERVICES_")}
     environment.update(env, PYTHONPATH=str(ROOT))
     return subprocess.run(
-        [sys.executable, "-m", "remote_services", *args],
+        [sys.executable, "-m", "sas.remote_services", *args],
         capture_output=True,
         text=True,
         env=environment,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from task_models import OperatorAnswer, OperatorRequest, TaskState, TaskStatus
+from sas.task_models import OperatorAnswer, OperatorRequest, TaskState, TaskStatus
 from tests.helpers import wait_until
 from tests.stack import Stack, order
 
@@ -88,7 +88,7 @@ async def reset_mid_saga(stack: Stack, task_id: str) -> None:
 
 
 def _supervisor(**changes: Any) -> dict[str, Any]:
-    from settings import SupervisorSettings
+    from sas.settings import SupervisorSettings
 
     base = {
         "interval_s": 0.5,

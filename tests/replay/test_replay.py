@@ -12,16 +12,16 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from sas.workflows import ALL_WORKFLOWS
 from tests.helpers import fresh_id
 from tests.replay.scenarios import SCENARIOS
 from tests.stack import start_stack
-from workflows import ALL_WORKFLOWS
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def all_workflows() -> list[type]:
-    from supervisor.workflow import SupervisorWorkflow
+    from sas.supervisor.workflow import SupervisorWorkflow
 
     found = [*ALL_WORKFLOWS, SupervisorWorkflow]  # CleanupWorkflow is among ALL_WORKFLOWS
     return list(dict.fromkeys(found))

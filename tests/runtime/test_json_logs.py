@@ -21,8 +21,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 
-from remote_services.launcher import ServiceProcess
-from task_models import TaskResult, TaskState
+from sas.remote_services.launcher import ServiceProcess
+from sas.task_models import TaskResult, TaskState
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, order
 
@@ -37,7 +37,7 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 def start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with open(log_path, "wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "worker"], cwd=log_path.parent, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "sas.worker"], cwd=log_path.parent, env=env, stdout=log, stderr=subprocess.STDOUT
         )
 
 

@@ -10,14 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sas_runtime.processes import ProcessGroup, free_port, port_in_use
-from sas_runtime.readiness import http_ready, temporal_healthy, temporal_ready
+from sas.runtime.processes import ProcessGroup, free_port, port_in_use
+from sas.runtime.readiness import http_ready, temporal_healthy, temporal_ready
 from tests.helpers import fresh_id, wait_until
 
 PARENT = """
 import sys, time
 from pathlib import Path
-from sas_runtime.processes import ProcessGroup
+from sas.runtime.processes import ProcessGroup
 group = ProcessGroup(Path(sys.argv[1]))
 child = group.python("sleeper", ["-c", "import time; time.sleep(600)  # " + sys.argv[2]])
 print(child.pid, flush=True)
@@ -45,8 +45,11 @@ async def test_a_child_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     parent = await asyncio.to_thread(start_parent, tmp_path, marker)
     assert parent.stdout is not None
     child_pid = int(await asyncio.to_thread(parent.stdout.readline))
-    # The pid the parent holds is the program's own, not a launcher's.
-    assert marker in Path(f"/proc/{child_pid}/cmdline").read_text()
+    # The pid the parent holds becomes the program's own once the launcher has exec'd it (until
+    # then, and for a moment during the exec, the same pid shows the launcher or nothing).
+    await wait_until(
+        lambda: _runs_the_program(child_pid, marker), timeout=30, what="the launcher to become the program"
+    )
     parent.kill()  # SIGKILL: no clean-up code runs in the parent
     await asyncio.to_thread(parent.wait)
     await wait_until(lambda: _gone(child_pid), timeout=30, what="the orphaned child to be stopped")
@@ -54,6 +57,11 @@ async def test_a_child_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
 
 async def _gone(pid: int) -> bool:
     return gone(pid)
+
+
+async def _runs_the_program(pid: int, marker: str) -> bool:
+    argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    return any(marker in arg for arg in argv) and "sas.runtime.lifeline" not in argv
 
 
 async def test_stop_ends_the_child_and_everything_it_started(tmp_path: Path) -> None:

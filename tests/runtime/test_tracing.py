@@ -3,7 +3,7 @@ Agent's activity and each Agent's HTTP call to a remote service, parent to child
 started by a client that does not trace gets a trace per Agent call instead.
 
 The worker runs in-process on the session's dev server with the wiring ``worker.py`` uses
-(``sas_runtime.otel.tracing`` into ``sas_runtime.connect.connect`` and the Agents' HTTP
+(``sas.runtime.otel.tracing`` into ``sas.runtime.connect.connect`` and the Agents' HTTP
 client); spans go to an in-memory exporter instead of OTLP."""
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from remote_services.launcher import ServiceProcess
-from sas_runtime.connect import connect
-from sas_runtime.otel import tracing
-from sas_runtime.processes import free_port
-from settings import TemporalSettings
-from task_models import TaskResult, TaskState
+from sas.remote_services.launcher import ServiceProcess
+from sas.runtime.connect import connect
+from sas.runtime.otel import tracing
+from sas.runtime.processes import free_port
+from sas.settings import TemporalSettings
+from sas.task_models import TaskResult, TaskState
 from tests.helpers import fresh_id, wait_until
 from tests.runtime.test_json_logs import start_worker
 from tests.stack import order, start_stack

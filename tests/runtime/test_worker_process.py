@@ -18,11 +18,11 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
-import state_store
-from remote_services.launcher import ServiceProcess
-from sas_runtime.processes import free_port
-from settings import Settings
-from task_models import TaskResult, TaskState
+from sas import state_store
+from sas.remote_services.launcher import ServiceProcess
+from sas.runtime.processes import free_port
+from sas.settings import Settings
+from sas.task_models import TaskResult, TaskState
 from tests import stack as stacks
 from tests.helpers import fresh_id, wait_until
 from tests.runtime.test_json_logs import json_lines
@@ -182,7 +182,7 @@ async def test_worker_and_supervisor_processes_that_cannot_reach_temporal_say_so
 ) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     env = worker_env(settings, SAS_TEMPORAL__ADDRESS=address)
-    for args in ([str(ROOT / "worker.py")], ["-m", "supervisor"]):
+    for args in ([str(ROOT / "worker.py")], ["-m", "sas.supervisor"]):
         done = await asyncio.to_thread(run_python, env, tmp_path, *args)
         assert done.returncode == 1, (args, done.stderr)
         assert "Traceback" not in done.stderr, (args, done.stderr)

@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from temporalio.client import Client, TLSConfig
 
-from sas_runtime.connect import connect, tls_config
-from settings import Settings, TemporalSettings, TemporalTLS
+from sas.runtime.connect import connect, tls_config
+from sas.settings import Settings, TemporalSettings, TemporalTLS
 
 
 def _self_signed(folder: Path, name: str) -> tuple[Path, Path]:

@@ -14,11 +14,11 @@ import httpx
 import pytest_asyncio
 from sqlalchemy import select
 
-import state_store
-from remote_services.launcher import free_port
-from sas_runtime.local_stack import LocalStack, LocalStackConfig
-from settings import DatabaseSettings, TemporalSettings
-from state_store.tables import Step
+from sas import state_store
+from sas.remote_services.launcher import free_port
+from sas.runtime.local_stack import LocalStack, LocalStackConfig
+from sas.settings import DatabaseSettings, TemporalSettings
+from sas.state_store.tables import Step
 from tests.helpers import fresh_id, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ async def cluster(pg_url: str, tmp_path: Path) -> AsyncIterator[tuple[LocalStack
     stack = LocalStack(config)
     await asyncio.to_thread(stack.start)
     try:
-        from sas_runtime.connect import connect
+        from sas.runtime.connect import connect
 
         client = await connect(TemporalSettings(address=config.temporal_address), "test")
         logs = [c for c in stack.children() if c.name.startswith(("worker", "supervisor"))]

@@ -8,13 +8,13 @@ import asyncio
 import random
 from datetime import UTC, datetime, timedelta
 
-import state_store
-from settings import DatabaseSettings
-from state_store.agent_writes import make_step_writer
-from state_store.mirror import record_transitions
-from state_store.queries import due_steps, get_task
-from task_models import AcceptOutcome, StepPlan, StepPolicyValues, StepTransition, TaskAccepted
-from task_models.versions import Phase, version_of
+from sas import state_store
+from sas.settings import DatabaseSettings
+from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.mirror import record_transitions
+from sas.state_store.queries import due_steps, get_task
+from sas.task_models import AcceptOutcome, StepPlan, StepPolicyValues, StepTransition, TaskAccepted
+from sas.task_models.versions import Phase, version_of
 from tests.helpers import fresh_id
 
 STEPS = [("reserve", "inventory.reserve"), ("charge", "payment.charge"), ("ship", "shipping.ship")]

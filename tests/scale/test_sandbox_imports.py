@@ -27,12 +27,12 @@ from temporalio.worker.workflow_sandbox import (
 from temporalio.worker.workflow_sandbox._importer import Importer
 from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
 
-from supervisor.workflow import SupervisorWorkflow
-from task_models import TaskState
+from sas.supervisor.workflow import SupervisorWorkflow
+from sas.task_models import TaskState
+from sas.workflows import ALL_WORKFLOWS
+from sas.workflows.runner import workflow_runner
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
-from workflows import ALL_WORKFLOWS
-from workflows.runner import workflow_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("sqlalchemy", "httpx", "httpcore", "aiosqlite", "asyncpg", "alembic", "starlette", "cryptography")
@@ -42,7 +42,7 @@ def test_workflow_modules_import_nothing_heavy() -> None:
     """In a fresh interpreter: what importing the workflows, the Supervisor's among them (what the
     sandbox loads, and what its passthrough imports load in the host), adds to sys.modules."""
     code = (
-        "import sys, json; before = set(sys.modules); import workflows, supervisor.workflow; "
+        "import sys, json; before = set(sys.modules); import sas.workflows, sas.supervisor.workflow; "
         "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
@@ -92,7 +92,7 @@ async def test_the_refusing_sandbox_does_refuse(tmp_path: Path, monkeypatch: pyt
 def test_the_runner_passes_through_exactly_the_data_models() -> None:
     restrictions = workflow_runner().restrictions
     added = restrictions.passthrough_modules - SandboxRestrictions.default.passthrough_modules
-    assert added == {"task_models", "supervisor.models"}
+    assert added == {"sas.task_models", "sas.supervisor.models"}
     # The sandbox defaults it builds on still hold, pydantic among them.
     assert restrictions.passthrough_modules >= SandboxRestrictions.default.passthrough_modules
     assert {"pydantic", "pydantic_core", "annotated_types"} <= SandboxRestrictions.default.passthrough_modules
@@ -103,11 +103,16 @@ def test_the_runner_passes_through_exactly_the_data_models() -> None:
     importer = Importer(restrictions, RestrictionContext())
     # Neither a workflow module nor its package is shared with the host.
     for cls in WORKFLOW_CLASSES:
-        for name in (cls.__module__, cls.__module__.partition(".")[0]):
+        for name in (cls.__module__, cls.__module__.rpartition(".")[0]):
             assert not importer.module_configured_passthrough(name), f"{name} is passed through"
-    for name in ("supervisor.activity_defs", "supervisor.scan", "supervisor.apply", "supervisor.orphans"):
+    for name in (
+        "sas.supervisor.activity_defs",
+        "sas.supervisor.scan",
+        "sas.supervisor.apply",
+        "sas.supervisor.orphans",
+    ):
         assert not importer.module_configured_passthrough(name), f"{name} is passed through"
-    assert importer.module_configured_passthrough("task_models.orders")
+    assert importer.module_configured_passthrough("sas.task_models.orders")
 
 
 class RecordingRunner(SandboxedWorkflowRunner):
@@ -133,8 +138,8 @@ async def test_each_run_gets_its_own_copy_of_the_workflow_module(cls: type) -> N
     first, second = (instance.globals_and_locals["__temporal_workflow_class"] for instance in runner.made)  # type: ignore[attr-defined]
     assert first is not cls and second is not cls and first is not second
     assert first.__qualname__ == cls.__qualname__
-    if cls.__module__.startswith("workflows"):
-        import task_models
+    if cls.__module__.startswith("sas.workflows"):
+        from sas import task_models
 
         # A name the module took from task_models inside the sandbox is the host's object.
         shared = {n for n, v in vars(task_models).items() if isinstance(v, type) and n[0].isupper()}

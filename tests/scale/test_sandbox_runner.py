@@ -14,9 +14,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import _runner as sdk_runner
 
+from sas.workflows import runner as sas_runner
+from sas.workflows.runner import SandboxRunner, workflow_runner
 from tests.replay.test_replay import all_workflows, recorded
-from workflows import runner as sas_runner
-from workflows.runner import SandboxRunner, workflow_runner
 
 
 class _CheckedInstance(sas_runner._Instance):

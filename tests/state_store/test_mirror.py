@@ -9,14 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-import state_store
-from settings import DatabaseSettings
-from state_store.agent_writes import StepWriter, make_step_writer
-from state_store.mirror import record_transitions
-from state_store.queries import get_task
-from state_store.tables import shard_of
-from task_models import StepPlan, StepPolicyValues, StepState, StepTransition, TaskAccepted, TaskState
-from task_models.versions import Phase, version_of
+from sas import state_store
+from sas.settings import DatabaseSettings
+from sas.state_store.agent_writes import StepWriter, make_step_writer
+from sas.state_store.mirror import record_transitions
+from sas.state_store.queries import get_task
+from sas.state_store.tables import shard_of
+from sas.task_models import StepPlan, StepPolicyValues, StepState, StepTransition, TaskAccepted, TaskState
+from sas.task_models.versions import Phase, version_of
 from tests.helpers import fresh_id
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -296,9 +296,9 @@ async def test_a_legacy_row_is_adopted_only_while_unfinished(sessions, writer) -
 async def test_control_characters_in_relayed_text_are_stored_cleaned(sessions, writer) -> None:
     """A remote service's error text (or an actor's name) may carry NUL, which PostgreSQL refuses:
     every text that reaches the store is cleaned first, so the write lands instead of retrying for ever."""
-    from state_store.mirror import record_audit
-    from state_store.queries import audit_for
-    from task_models import AuditRecord
+    from sas.state_store.mirror import record_audit
+    from sas.state_store.queries import audit_for
+    from sas.task_models import AuditRecord
 
     task_id = fresh_id("nul")
     await writer.accept(accepted(task_id))
@@ -326,7 +326,7 @@ async def test_on_sqlite_an_accept_is_synced_to_disk_and_transitions_are_not(tmp
     """The durability split of docs/reliability.md: a commit holding an accept runs with
     ``synchronous=FULL`` (on disk before the accept returns); a batch of step transitions
     alone runs with ``NORMAL`` (reconciliation writes a lost one back from Temporal)."""
-    from state_store.agent_writes import SqliteStepWriter
+    from sas.state_store.agent_writes import SqliteStepWriter
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
     await state_store.upgrade_async(url)

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import text
 
-import state_store
-from settings import DatabaseSettings
-from state_store.agent_writes import make_step_writer
-from task_models import StepState, StepTransition
+from sas import state_store
+from sas.settings import DatabaseSettings
+from sas.state_store.agent_writes import make_step_writer
+from sas.task_models import StepState, StepTransition
 from tests.postgres import PG_ADMIN_URL, fresh_database
 
 pytestmark = pytest.mark.usefixtures("postgres_required")

@@ -14,14 +14,14 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-import state_store
-from activities import build_activities
-from settings import Settings, SupervisorSettings
-from state_store.agent_writes import make_step_writer
-from supervisor.worker import build_worker, ensure_supervisor_running
+from sas import state_store
+from sas.activities import build_activities
+from sas.settings import Settings, SupervisorSettings
+from sas.state_store.agent_writes import make_step_writer
+from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.workflows import ALL_WORKFLOWS
+from sas.workflows.runner import workflow_runner
 from tests.stack import Stack, test_settings
-from workflows import ALL_WORKFLOWS
-from workflows.runner import workflow_runner
 
 
 @dataclass

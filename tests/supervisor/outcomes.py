@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from task_models import TaskResult, TaskStatus
+from sas.task_models import TaskResult, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.supervisor.conftest import Rig
 

@@ -11,9 +11,9 @@ from typing import Any
 from temporalio.activity import _Definition  # the SDK's own reading of @activity.defn
 from temporalio.client import Client
 
-import state_store
-from supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
-from supervisor.worker import supervisor_activities
+from sas import state_store
+from sas.supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
+from sas.supervisor.worker import supervisor_activities
 from tests import stack
 
 DECLARED: dict[Callable[..., Any], type] = {

@@ -10,8 +10,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sas_cli.supervisor_cmds import task_history
-from task_models import TaskState
+from sas.cli.supervisor_cmds import task_history
+from sas.task_models import TaskState
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until
 from tests.supervisor.conftest import Rig
@@ -51,7 +51,7 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
     await rig.stop_task_worker()  # the agent's process dies mid-step
 
     async def unpolled_alerts() -> list[Any]:
-        from state_store.alerts import list_alerts
+        from sas.state_store.alerts import list_alerts
 
         async with rig.sessions() as session:
             return [
@@ -77,7 +77,7 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
     assert (await handle.result()).state == TaskState.PROCESSED
 
     async def statuses() -> dict[str, str]:
-        from state_store.alerts import list_alerts
+        from sas.state_store.alerts import list_alerts
 
         async with rig.sessions() as session:
             every = await list_alerts(session, limit=1000)

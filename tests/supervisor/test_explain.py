@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-import state_store
-from settings import DatabaseSettings
-from state_store.queries import due_steps, due_steps_query, stale_tasks_query
-from state_store.tables import Step, Task
+from sas import state_store
+from sas.settings import DatabaseSettings
+from sas.state_store.queries import due_steps, due_steps_query, stale_tasks_query
+from sas.state_store.tables import Step, Task
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 ROWS = 4000

@@ -11,7 +11,7 @@ from functools import partial
 
 import pytest
 
-from task_models import OperatorRequest, StepStatus, TaskStatus
+from sas.task_models import OperatorRequest, StepStatus, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.supervisor.conftest import Rig
 from tests.supervisor.outcomes import check_batch, submit_batch

@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from supervisor.models import (
+from sas.supervisor.models import (
     ApplyInput,
     ApplyResult,
     DueStep,
@@ -29,7 +29,7 @@ from supervisor.models import (
     SupervisorPolicy,
     SweepStats,
 )
-from supervisor.workflow import SupervisorWorkflow
+from sas.supervisor.workflow import SupervisorWorkflow
 from tests.helpers import wait_until
 
 HOUR = 3600.0

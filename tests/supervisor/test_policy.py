@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from settings import SupervisorSettings
-from supervisor.models import DueStep, Ladder, SupervisorPolicy
-from supervisor.policy import decide, rung
+from sas.settings import SupervisorSettings
+from sas.supervisor.models import DueStep, Ladder, SupervisorPolicy
+from sas.supervisor.policy import decide, rung
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 POLICY = SupervisorPolicy(failure_threshold=3, overdue_grace_s=1.0)

@@ -11,8 +11,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
-from state_store.tables import shard_of
-from supervisor.models import ApplyInput, ScanResult
+from sas.state_store.tables import shard_of
+from sas.supervisor.models import ApplyInput, ScanResult
 from tests.helpers import fresh_id, wait_until
 from tests.supervisor.conftest import Rig
 from tests.supervisor.outcomes import check_batch, submit_batch

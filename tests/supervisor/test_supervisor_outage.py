@@ -9,9 +9,9 @@ import asyncio
 
 from temporalio.client import Client
 
-from remote_services import ServiceProcess
-from supervisor.worker import build_worker, ensure_supervisor_running
-from task_models import TaskResult, TaskState, TaskStatus
+from sas.remote_services import ServiceProcess
+from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.task_models import TaskResult, TaskState, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.stack import FAST_STEP, start_stack
 

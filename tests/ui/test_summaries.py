@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from task_models import OrderInput, StepState, StepStatus, TaskState, TaskStatus
-from workflows.order import ORDER
-from workflows.preorder import PREORDER
-from workflows.summaries import cleanup_summary, current_details, step_summary, task_details, task_summary
+from sas.task_models import OrderInput, StepState, StepStatus, TaskState, TaskStatus
+from sas.workflows.order import ORDER
+from sas.workflows.preorder import PREORDER
+from sas.workflows.summaries import cleanup_summary, current_details, step_summary, task_details, task_summary
 
 PAYLOAD = OrderInput(
     customer_id="cust-secret-77",

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from sas_cli.tasks import submit
-from task_models import OperatorAnswer, OperatorRequest, TaskResult, TaskState, TaskStatus
+from sas.cli.tasks import submit
+from sas.task_models import OperatorAnswer, OperatorRequest, TaskResult, TaskState, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 from tests.ui.chromium import Browser, chromium_binary

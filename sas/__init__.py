@@ -1,0 +1,16 @@
+"""sas: Scheduler Agent Supervisor on Temporal.
+
+Every module of the application lives under this one package, so none of its names can collide
+with another distribution's in site-packages. Where each part is:
+
+- ``sas.workflows``: the Scheduler (one Temporal workflow per task type) - the repository's
+  ``workflows/`` folder, linked here;
+- ``sas.activities``: the Agents and their remote calls - ``activities/``, linked here;
+- ``sas.supervisor``: the Supervisor workflow, where failures are decided - ``supervisor/``;
+- ``sas.worker``: the Scheduler + Agents worker - ``worker.py``;
+- ``sas.task_models``, ``sas.state_store``, ``sas.payload_codec``, ``sas.settings``,
+  ``sas.runtime``, ``sas.cli`` and ``sas.remote_services``: the models, the mirror, payload
+  encryption, every setting, process plumbing, the ``sas`` command and the demo's remote services.
+
+Nothing is imported here: the workflow sandbox imports this package for every workflow run.
+"""

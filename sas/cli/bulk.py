@@ -1,0 +1,398 @@
+"""Bulk operator actions: `sas retry | compensate | resubmit` over a selection instead of one id.
+
+After an incident that parked 300 orders at the charge step, one command acts on all of them:
+
+    sas retry --state error --step charge --since 2h --dry-run     # list them; nothing is done
+    sas retry --state error --step charge --since 2h --yes         # act; per-task results
+
+Each selected task goes through what the single-task command does, and nothing more:
+1. Temporal is asked how the task's workflow stands now (``supervisor.temporal_view.look``);
+   a workflow that finished is skipped with the reason, never retried or compensated on the
+   mirror's word (the mirror follows Temporal, never leads it).
+2. The Scheduler's ``request_retry`` / ``request_compensate`` update, whose validator accepts
+   or rejects with a reason; or, for ``resubmit`` of a finished Compensated or Error task,
+   its next incarnation (``tasks.resubmit_finished``).
+3. The Scheduler (or the accepting run, for a new incarnation) writes the task's audit entry,
+   as for one task. The reason carries ``(bulk <id>)`` so one run's entries can be found together.
+
+Why a bounded concurrent loop, not a Temporal batch operation: a batch operation
+(``StartBatchOperation``, reached through ``client.workflow_service``) applies a signal,
+cancel, terminate, reset or activity operation server-side to every workflow a visibility
+query matches (or to a list of executions). It would carry our ``retry`` and ``compensate``
+*signals*, but it reports counts only, and the Scheduler ignores a signal that does not
+apply (it records an event), so the operator would get no per-task "accepted" or "rejected
+because ..."; it has no operation for the validated *updates* that give that answer; and
+resubmitting a finished task starts a new run, which no batch operation does. So sas sends
+the updates itself, after its own look at each workflow, at most ``--concurrency`` (default
+8, at most 32) at a time, each given ``TASK_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Literal
+
+import typer
+from temporalio.api.enums.v1 import PendingActivityState
+
+from sas.cli import context
+from sas.cli.bulk_selection import Selected, Selection, check, select
+from sas.cli.output import CliError, Markup, ago, console, err_console, print_json, styled, table
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from sas.state_store.selection import SelectedTask
+    from sas.task_models import OperatorRequest
+
+Action = Literal["retry", "compensate", "resubmit"]
+Outcome = Literal["ok", "skipped", "failed"]
+
+DEFAULT_CONCURRENCY = 8
+MAX_CONCURRENCY = 32
+# One task's action, all told: a describe, an update (which waits for a worker to take it in),
+# or a new incarnation that a worker must accept (tasks.resubmit_finished waits for it).
+TASK_TIMEOUT_S = 60.0
+
+CONCURRENCY = typer.Option(
+    DEFAULT_CONCURRENCY, "--concurrency", help=f"Tasks acted on at once (1 to {MAX_CONCURRENCY})."
+)
+DRY_RUN = typer.Option(False, "--dry-run", help="With a selection: list the tasks it selects; do nothing.")
+YES = typer.Option(False, "--yes", help="With a selection: act on the selected tasks (required).")
+JSON = typer.Option(False, "--json", help="With a selection: print JSON instead of tables.")
+
+_PAUSED = (
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
+)
+_DONE = {"retry": "retried", "compensate": "compensated", "resubmit": "resubmitted"}
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The selection and bulk flags of one command, as typed."""
+
+    states: list[str] | None
+    step: str | None
+    since: str | None
+    task_type: str | None
+    query: str | None
+    limit: int
+    concurrency: int
+    dry_run: bool
+    yes: bool
+    as_json: bool
+
+    def bulk_only(self) -> list[str]:
+        from sas.cli.bulk_selection import DEFAULT_LIMIT
+
+        given = {
+            "--dry-run": self.dry_run,
+            "--yes": self.yes,
+            "--json": self.as_json,
+            "--limit": self.limit != DEFAULT_LIMIT,
+            "--concurrency": self.concurrency != DEFAULT_CONCURRENCY,
+        }
+        return [name for name, on in given.items() if on]
+
+
+def refuse_selection_with_id(flags: Flags, *, step_is_single: bool = False) -> None:
+    """A command given one task id acts on it alone, as before; selection or bulk flags with
+    an id are refused rather than half-applied. ``step_is_single``: ``sas retry ID --step NAME``
+    names the step to retry, as it always has."""
+    extra = flags.bulk_only()
+    if flags.states or flags.since or flags.task_type or flags.query or (flags.step and not step_is_single):
+        extra.insert(0, "a selection")
+    if extra:
+        raise CliError(
+            f"a task id and {', '.join(extra)}: give one task id, or a selection without an id",
+            "e.g. `sas retry ORDER-ID`, or `sas retry --state error --step charge --dry-run`",
+        )
+
+
+@dataclass(frozen=True)
+class Result:
+    """What happened to one selected task."""
+
+    task_id: str
+    outcome: Outcome
+    reason: str
+
+
+def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
+    """The bulk command: select, then list (dry run), refuse (no --yes), or act. The exit code."""
+    if flags.dry_run and flags.yes:
+        raise CliError("give --dry-run or --yes, not both")
+    if not 1 <= flags.concurrency <= MAX_CONCURRENCY:
+        raise CliError(f"--concurrency {flags.concurrency}: must be 1 to {MAX_CONCURRENCY}")
+    selection = check(flags.states, flags.step, flags.since, flags.task_type, flags.query, flags.limit)
+    from sas.cli import audit
+
+    actor = audit.actor(by)
+    bulk_id = uuid.uuid4().hex[:8]
+    request = _request(action, flags.step, actor, f"{reason} (bulk {bulk_id})".strip())
+
+    async def go() -> tuple[Selected, list[Result] | None]:
+        client = await context.client()
+        chosen = await select(client, context.settings().temporal.task_queue, selection)
+        if not chosen.tasks or flags.dry_run or not flags.yes:
+            return chosen, None
+        return chosen, await _act_all(client, action, bulk_id, request, chosen.tasks, flags.concurrency)
+
+    chosen, results = context.run(go)
+    if not chosen.tasks:
+        raise CliError(f"no task matches {selection.describe()}", "check it with `--dry-run`, or `sas list --state …`")
+    if results is None:
+        _print_plan(action, selection, chosen, flags.as_json)
+        if flags.dry_run:
+            if not flags.as_json:
+                console.print(f"dry run: nothing done; add --yes instead of --dry-run to {action} them")
+            return 0
+        n = len(chosen.tasks)
+        err_console.print(
+            f"[bold red]sas:[/bold red] nothing done: add --yes to {action} these {n} task(s) "
+            "(--dry-run only lists them)"
+        )
+        return 2
+    _print_results(action, bulk_id, chosen, results, flags.as_json)
+    return 1 if any(r.outcome == "failed" for r in results) else 0
+
+
+def _request(action: Action, step: str | None, by: str, reason: str) -> OperatorRequest:
+    from pydantic import ValidationError
+
+    from sas.task_models import OperatorRequest
+
+    try:
+        return OperatorRequest(
+            step=step if action == "retry" else None, by=by, reason=reason, reset_failure_count=action == "resubmit"
+        )
+    except ValidationError as err:
+        problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise CliError(f"--by/--reason: {problem}") from None
+
+
+# ------------------------------------------------------------------ acting
+
+
+async def _act_all(
+    client: Client,
+    action: Action,
+    bulk_id: str,
+    request: OperatorRequest,
+    targets: list[SelectedTask],
+    concurrency: int,
+) -> list[Result]:
+    """Act on every target, at most ``concurrency`` at a time, with a progress bar on a terminal."""
+    gate = asyncio.Semaphore(concurrency)
+    progress = _Progress(action, len(targets))
+    # Said first, so an interrupted run can still be found in the audit log by its id.
+    err_console.print(
+        f"{action} (bulk {bulk_id}): {len(targets)} task(s), {concurrency} at a time", markup=False, highlight=False
+    )
+
+    async def one(target: SelectedTask) -> Result:
+        async with gate:
+            try:
+                result = await asyncio.wait_for(_act(client, action, request, target), TASK_TIMEOUT_S)
+            except TimeoutError:
+                result = Result(
+                    target.task_id,
+                    "failed",
+                    f"no answer within {TASK_TIMEOUT_S:.0f}s (is a worker polling?); it may still apply",
+                )
+            except CliError as err:
+                result = Result(target.task_id, "failed", err.message)
+            except Exception as err:  # noqa: BLE001 - one task's failure must not stop the others
+                result = Result(target.task_id, "failed", f"{type(err).__name__}: {err}")
+        progress.advance(result)
+        return result
+
+    with progress:
+        return list(await asyncio.gather(*(one(t) for t in targets)))
+
+
+async def _act(client: Client, action: Action, request: OperatorRequest, target: SelectedTask) -> Result:
+    """One task: ask Temporal first, then act as the single-task command would."""
+    from sas.supervisor.temporal_view import look
+
+    view = await look(client, target.task_id, target.chain_id, target.run_id)
+    if view.status == "gone":
+        return Result(target.task_id, "skipped", f"{view.how}: nothing to {action}")
+    if view.status != "running":
+        if action == "resubmit":
+            return await _resubmit_finished(client, request, target, view.run_id, view.status == "completed")
+        return Result(target.task_id, "skipped", f"finished in Temporal ({view.how}): not {_DONE[action]}")
+    if action == "retry" and any(a.state in _PAUSED for a in view.activities):
+        # Parked by `sas park` (its activity paused in Temporal): un-parked as `sas retry ID` does.
+        from sas.cli import park
+
+        unparked = await park.unpark(target.task_id, request.step, request.by, request.reason)
+        if unparked is not None:
+            return Result(target.task_id, "ok", unparked)
+    update = "request_compensate" if action == "compensate" else "request_retry"
+    return await _update(client, target.task_id, update, request, action)
+
+
+async def _update(client: Client, task_id: str, name: str, request: OperatorRequest, action: Action) -> Result:
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from sas.task_models import OperatorAnswer
+
+    try:
+        answer = await client.get_workflow_handle(task_id).execute_update(name, request, result_type=OperatorAnswer)
+    except WorkflowUpdateFailedError as err:
+        return Result(task_id, "failed", "rejected: " + (getattr(err.cause, "message", None) or str(err.cause)))
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            # It finished between our look and the update: Temporal's word, so it is not acted on.
+            return Result(task_id, "skipped", f"finished in Temporal meanwhile: not {_DONE[action]}")
+        raise
+    done = "FailureCount reset; " if action == "resubmit" else ""
+    return Result(task_id, "ok", f"{done}{answer.message}")
+
+
+async def _resubmit_finished(
+    client: Client, request: OperatorRequest, target: SelectedTask, run_id: str | None, completed: bool
+) -> Result:
+    """A task whose workflow has closed runs again as its next incarnation, when Temporal and
+    the mirror agree it ended Compensated or Error. A task Temporal shows Processed is done."""
+    from sas.cli import tasks
+    from sas.state_store.incarnations import RESUBMITTABLE
+    from sas.task_models import TaskResult, TaskState
+
+    if target.chain_id is None:
+        return Result(target.task_id, "skipped", "not in this state store: nothing to resubmit")
+    if completed:
+        handle = client.get_workflow_handle(target.task_id, run_id=run_id, result_type=TaskResult)
+        ended = (await handle.result(follow_runs=False, rpc_timeout=timedelta(seconds=10))).state
+        if ended == TaskState.PROCESSED:
+            return Result(target.task_id, "skipped", "Processed in Temporal: done and stays done")
+    if target.state not in RESUBMITTABLE:
+        return Result(
+            target.task_id,
+            "skipped",
+            f"{target.state} in the state store but closed in Temporal: run `sas reconcile --task {target.task_id}`",
+        )
+    incarnation = await tasks.resubmit_finished(client, target.task_id, request.by, request.reason)
+    return Result(target.task_id, "ok", f"incarnation {incarnation} started, with new idempotency keys")
+
+
+class _Progress:
+    """A rich progress bar on a terminal; a plain line every tenth of the way otherwise."""
+
+    def __init__(self, action: Action, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.total, self.done, self.counts = total, 0, {"ok": 0, "skipped": 0, "failed": 0}
+        self.action = action
+        self.bar: Progress | None = None
+        if err_console.is_terminal:
+            self.bar = Progress(
+                TextColumn(f"{action}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console
+            )
+            self.task = self.bar.add_task(action, total=total)
+        self.step = max(1, total // 10)
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def advance(self, result: Result) -> None:
+        self.done += 1
+        self.counts[result.outcome] += 1
+        if self.bar is not None:
+            self.bar.advance(self.task)
+        elif self.done % self.step == 0 or self.done == self.total:
+            counts = ", ".join(f"{v} {k}" for k, v in self.counts.items())
+            err_console.print(f"{self.action}: {self.done}/{self.total} ({counts})", markup=False, highlight=False)
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _cut(chosen: Selected, selection: Selection) -> str:
+    more = f"; more match: the {selection.limit} oldest (--limit), run again for the rest"
+    return more if chosen.more else ""
+
+
+def _print_plan(action: Action, selection: Selection, chosen: Selected, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {
+                "action": action,
+                "dry_run": True,
+                "selection": selection.describe(),
+                "limit": selection.limit,
+                "more": chosen.more,
+                "tasks": [
+                    {
+                        "task_id": t.task_id,
+                        "task_type": t.task_type,
+                        "state": t.state,
+                        "step": t.step,
+                        "step_state": t.step_state,
+                        "last_error": t.last_error,
+                        "updated_at": t.updated_at,
+                    }
+                    for t in chosen.tasks
+                ],
+            }
+        )
+        return
+    shown = table(
+        f"{action}: {len(chosen.tasks)} task(s) selected by {selection.describe()}{_cut(chosen, selection)}",
+        ["task", "state", "step", "changed", "last error"],
+        [[t.task_id, styled(t.state), t.step, ago(t.updated_at), _short(t.last_error, 28)] for t in chosen.tasks],
+    )
+    # One line per task at 80 columns: ids of a usual length whole, the last error cut
+    # (`sas status ID` shows it whole).
+    shown.columns[0].min_width = _id_width(t.task_id for t in chosen.tasks)
+    console.print(shown)
+
+
+def _id_width(ids: Iterable[str]) -> int:
+    """Task ids on one line when they are of a usual length; longer ones fold."""
+    return min(max((len(i) for i in ids), default=4), 28)
+
+
+def _short(text: str | None, width: int) -> str:
+    if not text:
+        return ""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _print_results(action: Action, bulk_id: str, chosen: Selected, results: list[Result], as_json: bool) -> None:
+    counts = {k: sum(1 for r in results if r.outcome == k) for k in ("ok", "skipped", "failed")}
+    if as_json:
+        print_json(
+            {
+                "action": action,
+                "bulk_id": bulk_id,
+                "more": chosen.more,
+                "counts": counts,
+                "results": [asdict(r) for r in results],
+            }
+        )
+        return
+    style = {"ok": "green", "skipped": "yellow", "failed": "bold red"}
+    shown = table(
+        f"{action} (bulk {bulk_id}): " + ", ".join(f"{v} {k}" for k, v in counts.items()),
+        ["task", "outcome", "reason"],
+        [[r.task_id, Markup(f"[{style[r.outcome]}]{r.outcome}[/]"), r.reason] for r in results],
+    )
+    shown.columns[0].min_width = _id_width(r.task_id for r in results)
+    console.print(shown)
+    if chosen.more:
+        console.print("more tasks match than --limit: run the command again for the rest")

@@ -1,0 +1,48 @@
+"""``sas codec-server``: decrypt payloads for the Temporal UI and CLI, with sas's keys."""
+
+from __future__ import annotations
+
+import typer
+from rich.markup import escape
+
+from sas.cli import context
+from sas.cli.output import CliError, console
+
+DEFAULT_UI_ORIGINS = ["http://localhost:8233", "http://127.0.0.1:8233"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("codec-server")(codec_server)
+
+
+def codec_server(
+    port: int = typer.Option(8234, help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind. Anyone who reaches it can decrypt: keep it private."),
+    ui_origin: list[str] = typer.Option(
+        DEFAULT_UI_ORIGINS, "--ui-origin", help="Temporal UI origin allowed to call it (repeat for several)."
+    ),
+) -> None:
+    """Serve /encode and /decode so the Temporal UI shows decrypted payloads (see docs/security.md)."""
+    import uvicorn
+
+    from sas.payload_codec import EncryptionCodec, KeyRing
+    from sas.payload_codec.server import build_codec_app
+    from sas.runtime.logs import configure_logging
+
+    settings = context.settings()
+    if not settings.encryption.enabled:
+        raise CliError(
+            "payload encryption is not configured: there is nothing to decode",
+            "set SAS_ENCRYPTION__KEYS and SAS_ENCRYPTION__CURRENT_KEY_ID (docs/security.md)",
+            code=2,
+        )
+    configure_logging(settings.log_level)
+    codec = EncryptionCodec(KeyRing.from_settings(settings.encryption))
+    endpoint = f"http://{host}:{port}"
+    console.print(
+        f"codec server on {escape(endpoint)} ({escape(repr(codec.ring))}), for {escape(', '.join(ui_origin))}"
+    )
+    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {escape(endpoint)}")
+    console.print(f"  temporal CLI: --codec-endpoint {escape(endpoint)}")
+    # log_config=None: uvicorn's loggers go through sas's JSON root handler.
+    uvicorn.run(build_codec_app(codec, ui_origin), host=host, port=port, log_config=None)

@@ -1,0 +1,286 @@
+"""``sas up`` and ``sas demo``: the whole pattern on this machine, with one command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sas.cli.demo_plan import DEMO_ENV, base_order, check_ledger, demo_cases
+from sas.cli.output import CliError, console, styled, table
+from sas.runtime.local_stack import LocalStack, LocalStackConfig
+
+SETTLED = ("Processed", "Compensated", "Error")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(up)
+    app.command()(demo)
+
+
+def _stack_options(
+    state_dir: Path, temporal_port: int, ui_port: int, services_port: int, **kw: Any
+) -> LocalStackConfig:
+    return LocalStackConfig(
+        state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port, services_port=services_port, **kw
+    )
+
+
+def up(
+    workers: int = typer.Option(1, min=1, max=32, help="Worker processes (Scheduler + Agents)."),
+    supervisors: int = typer.Option(1, min=1, max=8, help="Supervisor worker processes (one Supervisor acts)."),
+    state_dir: Path = typer.Option(Path(".sas"), help="Where the Temporal file, state store, ledger and logs go."),
+    temporal_port: int = typer.Option(7233),
+    ui_port: int = typer.Option(8233),
+    services_port: int = typer.Option(8081),
+    enable_faults: bool = typer.Option(False, "--enable-faults", help="Turn on the services' fault-injection API."),
+) -> None:
+    """Start the stack on this machine (no demo orders) until Ctrl-C."""
+    cfg = _stack_options(
+        state_dir,
+        temporal_port,
+        ui_port,
+        services_port,
+        workers=workers,
+        supervisors=supervisors,
+        enable_faults=enable_faults,
+    )
+    stack = _start(cfg)
+    try:
+        _print_stack(stack)
+        env_file = _write_env_file(cfg)
+        console.print("To use `sas` against it from another shell:")
+        console.print(f"  . {escape(str(env_file))}")
+        console.print("Ctrl-C stops everything.")
+        _hold(stack)
+    finally:
+        stack.stop()
+
+
+def demo(
+    orders: int = typer.Option(20, min=1, max=1000, help="How many demo orders."),
+    exit_after: bool = typer.Option(False, "--exit", help="Stop after the summary instead of waiting for Ctrl-C."),
+    timeout: float = typer.Option(300, help="Give up waiting for the orders after this many seconds."),
+    state_dir: Path = typer.Option(Path(".sas"), help="Where the Temporal file, state store, ledger and logs go."),
+    temporal_port: int = typer.Option(7233),
+    ui_port: int = typer.Option(8233),
+    services_port: int = typer.Option(8081),
+) -> int:
+    """Start everything, run demo orders with injected faults, and show where each ended."""
+    cfg = _stack_options(state_dir, temporal_port, ui_port, services_port, enable_faults=True, extra_env=dict(DEMO_ENV))
+    stack = _start(cfg)
+    try:
+        os.environ.update(cfg.env())
+        from sas.settings import get_settings
+
+        get_settings.cache_clear()
+        results = asyncio.run(_run_orders(cfg, orders, timeout))
+        ok = _summary(results)
+        console.print(f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]")
+        console.print(f"logs: {escape(str(cfg.state_dir / 'logs'))}")
+        if not exit_after:
+            console.print("The stack stays up; Ctrl-C stops everything.")
+            _hold(stack)
+        return 0 if ok else 1
+    finally:
+        stack.stop()
+
+
+def _start(cfg: LocalStackConfig) -> LocalStack:
+    stack = LocalStack(cfg)
+    with console.status("starting") as status:
+        try:
+            stack.start(lambda name: status.update(f"starting {escape(name)}"))
+        except RuntimeError as err:
+            raise CliError(str(err)) from None
+    return stack
+
+
+def _print_stack(stack: LocalStack) -> None:
+    cfg = stack.config
+    console.print(
+        table("sas is up", ["process", "pid", "log"], [[c.name, c.process.pid, c.log_path] for c in stack.children()])
+    )
+    # One address a line: each stays whole (and clickable) on an 80-column terminal.
+    console.print(f"Temporal  {cfg.temporal_address}")
+    console.print(f"UI        http://localhost:{cfg.ui_port}")
+    console.print(f"services  {cfg.services_url}")
+
+
+def _write_env_file(cfg: LocalStackConfig) -> Path:
+    """The stack's settings as shell exports, in ``<state_dir>/env``: one short line to print
+    instead of exports whose values (absolute paths) run past 80 columns."""
+    import shlex
+
+    lines = []
+    for key, value in cfg.env().items():
+        # The admin token is a secret: the file points at the token's file instead of holding it.
+        shown = (
+            f'"$(cat {shlex.quote(str(cfg.admin_token_file.resolve()))})"'
+            if key == "SAS_SERVICES__ADMIN_TOKEN"
+            else shlex.quote(value)
+        )
+        lines.append(f"export {key}={shown}\n")
+    path = cfg.state_dir / "env"
+    path.write_text("".join(lines))
+    return path
+
+
+def _hold(stack: LocalStack) -> None:
+    try:
+        while True:
+            dead = [c for c in stack.group.dead() if c.name != "migrate"]
+            if dead:
+                raise CliError(f"{dead[0].name} stopped unexpectedly; its log:\n{dead[0].log_tail()}")
+            time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping")
+
+
+async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list[dict[str, Any]]:
+    import httpx
+
+    from sas.cli import tasks
+    from sas.runtime.connect import connect
+    from sas.settings import get_settings
+    from sas.state_store import create_engine, session_factory
+    from sas.state_store.queries import alerts_for, decisions_for, get_task
+
+    settings = get_settings()
+    client = await connect(settings.temporal, encryption=settings.encryption)
+    run = time.strftime("%H%M%S")
+    plan = [(f"demo-{run}-{i:03d}-{case.name}", case) for i, case in enumerate(demo_cases(count))]
+    async with httpx.AsyncClient(base_url=cfg.services_url, headers=cfg.admin_headers, timeout=10) as http:
+        for index, (task_id, case) in enumerate(plan):
+            for fault in case.faults:
+                (await http.post("/admin/faults", json={**fault, "match_order_id": task_id})).raise_for_status()
+            payload = tasks.build_input("order", None, {**base_order(index), **case.changes})
+            await tasks.submit(client, settings, "order", task_id, payload)
+        terminators = [
+            asyncio.create_task(_terminate_mid_saga(client, settings, task_id))
+            for task_id, case in plan
+            if case.terminate
+        ]
+
+        engine = create_engine(settings.database)
+        sessions = session_factory(engine)
+        states: dict[str, str] = {}
+        deadline = time.monotonic() + timeout
+        columns = (
+            TextColumn("orders"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task("orders", total=len(plan), detail="")
+            while time.monotonic() < deadline:
+                async with sessions() as session:
+                    for task_id, _ in plan:
+                        record = await get_task(session, task_id)
+                        states[task_id] = record.task.state if record else "Pending"
+                settled = sum(s in SETTLED for s in states.values())
+                counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
+                progress.update(bar, completed=settled, detail="  ".join(f"{k}:{v}" for k, v in counts.items()))
+                if settled == len(plan):
+                    break
+                await asyncio.sleep(0.5)
+        for terminator in terminators:
+            terminator.cancel()
+        results = []
+        for task_id, case in plan:
+            entries = (await http.get("/ledger", params={"order_id": task_id})).json()["entries"]
+            state = states.get(task_id, "Pending")
+            problems = check_ledger(state, entries)
+            if state != case.expected:
+                problems.insert(0, f"expected {case.expected}")
+            async with sessions() as session:
+                notes = _notes(await decisions_for(session, task_id), await alerts_for(session, task_id))
+            results.append(
+                {
+                    "task_id": task_id,
+                    "case": case.name,
+                    "state": state,
+                    "expected": case.expected,
+                    "problems": problems,
+                    "what": case.what,
+                    "notes": notes,
+                }
+            )
+        await engine.dispose()
+    return results
+
+
+async def _terminate_mid_saga(client: Any, settings: Any, task_id: str) -> None:
+    """Terminate the workflow while its ship step runs, as someone might from the UI."""
+    from sas.state_store import create_engine, session_factory
+    from sas.state_store.queries import get_task
+
+    engine = create_engine(settings.database)
+    try:
+        while True:
+            async with session_factory(engine)() as session:
+                record = await get_task(session, task_id)
+            if record and any(s.name == "ship" and s.state == "Processing" for s in record.steps):
+                await client.get_workflow_handle(task_id).terminate("sas demo: terminated mid-saga")
+                return
+            await asyncio.sleep(0.3)
+    finally:
+        await engine.dispose()
+
+
+def _notes(decisions: list[Any], alerts: list[Any]) -> str:
+    """What the Supervisor did for an order, in a few words, for the summary."""
+    notes = []
+    if any(a.kind == "cooldown" for a in alerts) or any(d.kind == "wait" for d in decisions):
+        notes.append("cool-down")
+    if any(d.kind == "cleanup" for d in decisions):
+        notes.append("terminated; cleaned up by the Supervisor")
+    retries = sum(d.kind == "retry" for d in decisions)
+    if retries:
+        notes.append(f"{retries} Supervisor retr{'y' if retries == 1 else 'ies'}")
+    if any(d.kind == "park" for d in decisions):
+        notes.append("parked")
+    return ", ".join(notes)
+
+
+def _summary(results: list[dict[str, Any]]) -> bool:
+    groups = {"Processed": "completed", "Compensated": "compensated", "Error": "waiting for an operator"}
+    rows = []
+    for state, label in groups.items():
+        ids = [r["task_id"] for r in results if r["state"] == state]
+        rows.append([styled(state), label, len(ids), "\n".join(ids)])
+    other = [r for r in results if r["state"] not in groups]
+    if other:
+        rows.append(["other", "not settled", len(other), "\n".join(f"{r['task_id']} ({r['state']})" for r in other)])
+    console.print(table("demo summary", ["state", "meaning", "orders", "order ids"], rows))
+    noted = [r for r in results if r["notes"]]
+    if noted:
+        console.print(
+            table(
+                "what the Supervisor did",
+                ["order", "state", "path"],
+                [[r["task_id"], styled(r["state"]), r["notes"]] for r in noted],
+            )
+        )
+    wrong = [r for r in results if r["problems"]]
+    if wrong:
+        console.print(
+            table(
+                "orders that did not end where their faults put them",
+                ["order", "state", "problem"],
+                [[r["task_id"], r["state"], "; ".join(r["problems"])] for r in wrong],
+            )
+        )
+        return False
+    console.print(
+        f"[green]all {len(results)} orders ended where their faults put them; ledger and state store agree[/green]"
+    )
+    return True

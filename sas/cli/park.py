@@ -1,0 +1,280 @@
+"""``sas park``: take a task's step out of play until an operator says otherwise.
+
+Two cases, by what Temporal shows:
+
+- the step waits for a decision (Failed, CompensationFailed): the same ``park`` signal the
+  Supervisor sends. The Scheduler marks the step and the task Error and mirrors it itself;
+  ``sas retry`` then re-runs the step through the Scheduler's ``request_retry`` update.
+- the step's Agent is running or between Temporal's quick retries (a hung call, say):
+  Temporal's activity pause. No further attempt starts while it is paused. An attempt under
+  way learns of the pause at its next heartbeat (the Agent heartbeats while it waits for
+  the service), hangs up and ends as failed (``ActivityPause``); the next attempt, after
+  ``sas retry``, sends the same idempotency key, so an effect the hung call did have is not
+  repeated. The Scheduler is not told - it still awaits its activity - so once
+  Temporal confirms the pause, sas marks the step and the task Error in the mirror, with a
+  compare-and-set on the row it read and without raising its version, so any later write of
+  the Scheduler or the Agent still wins. The Supervisor does not scan Error steps, and for a
+  paused activity it waits (``supervisor/temporal_view.py``). ``sas retry`` unpauses it with
+  its attempts reset and marks the row running again.
+
+Each park and un-park is audited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, cast
+
+import typer
+from rich.markup import escape
+from sqlalchemy import CursorResult, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflow.v1 import PendingActivityInfo
+from temporalio.api.workflowservice.v1 import PauseActivityRequest, UnpauseActivityRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from sas.cli import audit, context
+from sas.cli.output import CliError, console
+from sas.state_store.tables import Step, Task
+
+_PAUSED = (
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
+)
+_WAITING = ("Failed", "CompensationFailed")
+_RUNNING = ("Processing", "Compensating", "Pending")
+# How long the Scheduler may take to apply a park signal before we say it has not yet.
+_SIGNAL_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """The step to park, as the mirror and Temporal show it."""
+
+    task_id: str
+    run_id: str
+    step: str
+    state: str
+    version: int
+    agent: str
+    compensation: str | None
+    activity: PendingActivityInfo | None
+
+    @property
+    def undo(self) -> bool:
+        return self.activity is not None and self.activity.activity_type.name == self.compensation
+
+
+def register(app: typer.Typer) -> None:
+    app.command("park")(park)
+
+
+def park(
+    task_id: str = typer.Argument(..., help="Task id."),
+    step: str | None = typer.Option(None, help="Step to park (default: the running or waiting one)."),
+    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
+    reason: str = typer.Option("", help="Why, for the record."),
+) -> None:
+    """Park a task's running or waiting step as Error until `sas retry` (hung calls too)."""
+    from sas.cli import tasks
+
+    tasks.check_task_id(task_id)
+    message = context.run(lambda: context.with_client(lambda c: _park(c, task_id, step, audit.actor(by), reason)))
+    shown = escape(task_id)
+    console.print(f"{shown}: {escape(message)}; `sas retry {shown}` resumes it")
+
+
+async def _find(client: Client, task_id: str, step: str | None) -> Target:
+    """The step to act on: ``step``, else the one whose Agent Temporal shows pending, else
+    the one waiting for a decision. Refuses a task whose workflow is not running."""
+    from sas.state_store.queries import get_task
+
+    try:
+        described = await client.get_workflow_handle(task_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"no task {task_id!r}", "check the id with `sas list`") from None
+        raise
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        status = described.status.name.lower() if described.status else "closed"
+        raise CliError(f"{task_id} has ended ({status}): nothing to park", f"see `sas show {task_id}`")
+    record = await context.with_session(lambda s: get_task(s, task_id))
+    if record is None or not record.steps:
+        raise CliError(f"{task_id} has not started yet: nothing to park", f"`sas cancel {task_id}` cancels it")
+    pending = list(described.raw_description.pending_activities)
+
+    def activity_of(row: Step) -> PendingActivityInfo | None:
+        names = (row.agent, row.compensation)
+        return next((a for a in pending if a.activity_type.name in names), None)
+
+    names = [s.name for s in record.steps]
+    if step is not None and step not in names:
+        raise CliError(f"unknown step {step!r}; the steps are {', '.join(names)}")
+    candidates = [s for s in record.steps if step in (None, s.name)]
+    row = next((s for s in candidates if activity_of(s) is not None), None) or next(
+        (s for s in candidates if s.state in _WAITING or s.state == "Error"), None
+    )
+    if row is None:
+        which = f"step {step} is {candidates[0].state}" if step else f"the task is {record.task.state}"
+        raise CliError(f"{task_id}: {which}: no step is running or waiting to park", f"see `sas status {task_id}`")
+    return Target(
+        task_id=task_id,
+        run_id=described.run_id,
+        step=row.name,
+        state=row.state,
+        version=row.version,
+        agent=row.agent,
+        compensation=row.compensation,
+        activity=activity_of(row),
+    )
+
+
+async def _park(client: Client, task_id: str, step: str | None, by: str, reason: str) -> str:
+    target = await _find(client, task_id, step)
+    if target.activity is None:
+        if target.state == "Error":
+            return f"step {target.step} is already parked (Error); nothing changed"
+        return await _park_waiting(client, target, by, reason)
+    if target.activity.state in _PAUSED:
+        return f"step {target.step} is already parked (its activity is paused); nothing changed"
+    return await _park_running(client, target, by, reason)
+
+
+async def _park_waiting(client: Client, target: Target, by: str, reason: str) -> str:
+    """The Supervisor's own path: the park signal, then wait until the Scheduler has mirrored it."""
+    from sas.state_store.queries import get_task
+    from sas.task_models import OperatorRequest
+
+    request = OperatorRequest(by=by, reason=reason or "parked by an operator", step=target.step)
+    await client.get_workflow_handle(target.task_id).signal("park", request)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _SIGNAL_WAIT_S
+    while True:
+        record = await context.with_session(lambda s: get_task(s, target.task_id))
+        state = next((s.state for s in record.steps if s.name == target.step), None) if record else None
+        if state == "Error":
+            break
+        if loop.time() > deadline:
+            raise CliError(
+                f"{target.task_id}: park sent, but step {target.step} is still {state} after {_SIGNAL_WAIT_S:.0f}s",
+                f"the Scheduler applies it when a worker runs it; see `sas status {target.task_id}`",
+            )
+        await asyncio.sleep(0.3)
+    changed = f"{target.step} {target.state} -> Error (park signal)"
+    await audit.record(target.task_id, "park", by, reason, changed, step=target.step)
+    return f"step {target.step} parked as Error"
+
+
+async def _park_running(client: Client, target: Target, by: str, reason: str) -> str:
+    assert target.activity is not None  # _park routes only a target with an activity here
+    activity = target.activity
+    await client.workflow_service.pause_activity(
+        PauseActivityRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=target.task_id, run_id=target.run_id),
+            identity=by,
+            id=activity.activity_id,
+            reason=reason or "parked with sas",
+        )
+    )
+    # The mirror follows Temporal: write it only once Temporal shows the pause.
+    if not await _paused_now(client, target, activity.activity_id, want=True):
+        raise CliError(f"{target.task_id}: Temporal did not confirm the pause", f"see `sas status {target.task_id}`")
+    changed_rows = await context.with_session(lambda s: _mark(s, target, to_step="Error", to_task="Error"))
+    what = "undo" if target.undo else "step"
+    changed = (
+        f"{target.step} {target.state} -> Error: {what} activity {activity.activity_type.name}"
+        f" (attempt {activity.attempt}) paused in Temporal"
+    )
+    if not changed_rows:
+        changed += "; the mirror had moved on and was left as it is"
+    await audit.record(target.task_id, "park", by, reason, changed, step=target.step)
+    return f"{what} {target.step} parked: its activity is paused in Temporal"
+
+
+async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | None:
+    """``sas retry`` of a step parked by pausing its activity: unpause it (attempts reset) and
+    mark the row running again. None if the task has no paused activity (the Scheduler's
+    ``request_retry`` handles every other case)."""
+    client = await context.client()
+    # Temporal first, and only: a task with no paused activity needs nothing from the state store here.
+    try:
+        described = await client.get_workflow_handle(task_id).describe()
+    except RPCError:
+        return None  # the update that follows says what is wrong (no such task, ...)
+    if not any(a.state in _PAUSED for a in described.raw_description.pending_activities):
+        return None
+    try:
+        target = await _find(client, task_id, step)
+    except CliError:
+        return None
+    activity = target.activity
+    if activity is None or activity.state not in _PAUSED:
+        return None
+    await client.workflow_service.unpause_activity(
+        UnpauseActivityRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=task_id, run_id=target.run_id),
+            identity=by,
+            id=activity.activity_id,
+            reset_attempts=True,
+        )
+    )
+    if not await _paused_now(client, target, activity.activity_id, want=False):
+        raise CliError(f"{task_id}: Temporal did not confirm the unpause", f"see `sas status {task_id}`")
+    running = "Compensating" if target.undo else "Processing"
+    rows = await context.with_session(lambda s: _mark(s, target, to_step=running, to_task=running, seen="Error"))
+    changed = (
+        f"{target.step} {target.state} -> {running}: activity {activity.activity_type.name} unpaused, attempts reset"
+    )
+    if not rows:
+        changed += "; the mirror had moved on and was left as it is"
+    await audit.record(task_id, "retry", by, reason, changed, step=target.step)
+    return f"retrying {target.step}: its activity is unpaused in Temporal"
+
+
+async def _paused_now(client: Client, target: Target, activity_id: str, want: bool) -> bool:
+    """Whether Temporal shows the activity paused (``want`` True) or not, within a few seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while True:
+        described = await client.get_workflow_handle(target.task_id, run_id=target.run_id).describe()
+        found = next((a for a in described.raw_description.pending_activities if a.activity_id == activity_id), None)
+        if found is None:
+            return not want  # it ended meanwhile: nothing left paused
+        if (found.state in _PAUSED) == want:
+            return True
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.2)
+
+
+async def _mark(session: AsyncSession, target: Target, to_step: str, to_task: str, seen: str | None = None) -> int:
+    """Set the step's and the task's state if the step row is still as we read it. The version
+    stays: the Scheduler's and the Agents' next writes are newer and win."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    async with session.begin():
+        moved = await session.execute(
+            update(Step)
+            .where(
+                Step.task_id == target.task_id,
+                Step.name == target.step,
+                Step.state == (seen or target.state),
+                Step.version == target.version,
+            )
+            .values(state=to_step, updated_at=now)
+        )
+        rows = cast("CursorResult[Any]", moved).rowcount
+        if rows:
+            await session.execute(
+                update(Task)
+                .where(Task.task_id == target.task_id, Task.state.in_((*_RUNNING, "Failed", "Error")))
+                .values(state=to_task, current_step=target.step, updated_at=now)
+            )
+    return int(rows)

@@ -1,0 +1,196 @@
+"""``sas schedule``: recurring tasks through Temporal Schedules (seed 003).
+
+Each run is its own workflow, whose id Temporal makes from the schedule id and the
+run's time, so each run is its own task with its own idempotency keys."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from sas.cli import context
+from sas.cli.output import CliError, ago, console, print_json, table
+from sas.task_models.ids import MAX_SCHEDULE_ID
+
+schedule_app = typer.Typer(
+    help="Recurring tasks (Temporal Schedules): create, list, pause, unpause, delete.", no_args_is_help=True
+)
+
+_INTERVAL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_every(every: str) -> timedelta:
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", every)
+    if not match or int(match[1]) == 0:
+        raise CliError(f"--every {every!r}: use a whole number and a unit, e.g. 30s, 15m, 1h, 1d")
+    return timedelta(seconds=int(match[1]) * _INTERVAL_UNITS[match[2]])
+
+
+def build_schedule(
+    task_type: str, payload: dict[str, Any], schedule_id: str, task_queue: str, cron: str | None, every: str | None
+) -> Schedule:
+    from sas.cli.tasks import TASK_TYPES
+    from sas.workflows.summaries import task_details, task_summary
+
+    if bool(cron) == bool(every):
+        raise CliError("give exactly one of --cron or --every")
+    spec = (
+        ScheduleSpec(cron_expressions=[cron])
+        if cron
+        else ScheduleSpec(intervals=[ScheduleIntervalSpec(every=parse_every(every or ""))])
+    )
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            TASK_TYPES[task_type][1],
+            payload,
+            id=schedule_id,
+            task_queue=task_queue,
+            # Each run's id is <schedule>-<time>; the summary names the schedule that started it.
+            static_summary=task_summary(TASK_TYPES[task_type][0], f"{schedule_id}-<time>", payload),
+            static_details=task_details(TASK_TYPES[task_type][0], f"{schedule_id}-<time>", payload),
+        ),
+        spec=spec,
+        # A run still going when the next is due is not doubled up; the next waits its turn.
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.BUFFER_ONE),
+        state=ScheduleState(note=f"sas {task_type} schedule"),
+    )
+
+
+@schedule_app.command("create")
+def create(
+    schedule_id: str = typer.Argument(
+        ..., help=f"Schedule id (at most {MAX_SCHEDULE_ID} characters); each run's task id is <id>-<time>."
+    ),
+    cron: str | None = typer.Option(None, help="Cron expression, e.g. '0 9 * * MON-FRI'."),
+    every: str | None = typer.Option(None, help="Interval: 30s, 15m, 1h, 1d."),
+    file: Path | None = typer.Option(None, "--input", help="JSON file with the task input."),
+    task_type: str = typer.Option("order", "--type", help="order | preorder"),
+    customer_id: str | None = typer.Option(None, "--customer"),
+    sku: str | None = typer.Option(None),
+    quantity: int | None = typer.Option(None),
+    amount_cents: int | None = typer.Option(None, "--amount-cents"),
+    address: str | None = typer.Option(None),
+    card: str | None = typer.Option(None),
+) -> None:
+    """Create a schedule. Example: sas schedule create nightly-restock --every 1d --sku BOOK-1 --quantity 10 ..."""
+    from sas.cli import tasks
+
+    tasks.check_schedule_id(schedule_id)
+    flags = {"customer_id": customer_id, "sku": sku, "quantity": quantity, "amount_cents": amount_cents, "card": card}
+    if task_type == "order":
+        flags["address"] = address
+    payload = tasks.build_input(task_type, file, flags)
+    schedule = build_schedule(task_type, payload, schedule_id, context.settings().temporal.task_queue, cron, every)
+
+    async def go() -> None:
+        client: Client = await context.client()
+        try:
+            await client.create_schedule(schedule_id, schedule)
+        except ScheduleAlreadyRunningError:
+            raise CliError(f"schedule {schedule_id!r} already exists", "delete it first, or pick another id") from None
+
+    context.run(go)
+    console.print(f"schedule {escape(schedule_id)} created; `sas schedule list` shows its next runs")
+
+
+@schedule_app.command("list")
+def list_schedules(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List schedules with their next run times."""
+
+    async def go() -> list[dict[str, Any]]:
+        client: Client = await context.client()
+        rows = []
+        async for entry in await client.list_schedules():
+            info = entry.info
+            rows.append(
+                {
+                    "id": entry.id,
+                    "paused": bool(entry.schedule and entry.schedule.state.paused),
+                    "next_runs": [t.isoformat() for t in (info.next_action_times if info else [])][:3],
+                    "recent_runs": [
+                        a.action.workflow_id
+                        for a in (info.recent_actions if info else [])
+                        if hasattr(a.action, "workflow_id")
+                    ][-3:],
+                }
+            )
+        return rows
+
+    rows = context.run(go)
+    if as_json:
+        print_json(rows)
+        return
+    from datetime import datetime
+
+    console.print(
+        table(
+            f"{len(rows)} schedule(s)",
+            ["id", "paused", "next run", "recent runs"],
+            [
+                [
+                    r["id"],
+                    "yes" if r["paused"] else "no",
+                    ago(datetime.fromisoformat(r["next_runs"][0])) if r["next_runs"] else "-",
+                    "\n".join(r["recent_runs"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+def _handle_action(schedule_id: str, action: str, note: str) -> None:
+
+    async def go() -> None:
+        client: Client = await context.client()
+        handle = client.get_schedule_handle(schedule_id)
+        try:
+            if action == "pause":
+                await handle.pause(note=note or "paused with sas")
+            elif action == "unpause":
+                await handle.unpause(note=note or "unpaused with sas")
+            else:
+                await handle.delete()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise CliError(f"no schedule {schedule_id!r}", "see `sas schedule list`") from None
+            raise
+
+    context.run(go)
+    console.print(f"schedule {escape(schedule_id)}: {'paused' if action == 'pause' else action + 'd'}")
+
+
+@schedule_app.command("pause")
+def pause(schedule_id: str, reason: str = typer.Option("", help="Why, shown in the UI.")) -> None:
+    """Pause a schedule: no new runs until unpaused."""
+    _handle_action(schedule_id, "pause", reason)
+
+
+@schedule_app.command("unpause")
+def unpause(schedule_id: str, reason: str = typer.Option("", help="Why, shown in the UI.")) -> None:
+    """Resume a paused schedule."""
+    _handle_action(schedule_id, "unpause", reason)
+
+
+@schedule_app.command("delete")
+def delete(schedule_id: str) -> None:
+    """Delete a schedule (runs already started go on)."""
+    _handle_action(schedule_id, "delete", "")

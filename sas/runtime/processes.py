@@ -1,0 +1,151 @@
+"""Child processes that never outlive their parent: each runs in a session (and process group) of
+its own, behind a lifeline (``sas.runtime.lifeline``) that stops it when the parent dies, and is
+stopped with its whole group on the way out. The one place sas starts a long-lived child."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        """The program's own pid (the lifeline execs into it)."""
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM to the child's group, then SIGKILL if it has not exited within ``timeout``."""
+        if self.alive():
+            self.send(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._cut_lifeline()
+
+    def kill(self) -> None:
+        """SIGKILL to the child's group: the program and anything it started."""
+        self.send(signal.SIGKILL)
+        self.process.wait()
+        self._cut_lifeline()
+
+    def send(self, sig: int) -> None:
+        """Send ``sig`` to the child's whole process group."""
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _cut_lifeline(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+
+
+def spawn(name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> Child:
+    """Start ``argv`` as a child that dies with us, its output appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sas.runtime.lifeline", "--", *argv],
+            # The lifeline: we never write to it; the kernel closes it when we exit, however we exit.
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    return Child(name, process, log_path)
+
+
+@dataclass
+class ProcessGroup:
+    """The processes of one ``sas up`` / ``sas demo`` / bench run; stopped in reverse start order."""
+
+    log_dir: Path
+    children: list[Child] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Child:
+        child = spawn(name, argv, self.log_dir / f"{name}.log", env)
+        self.children.append(child)
+        return child
+
+    def python(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Child:
+        return self.spawn(name, [sys.executable, *args], env)
+
+    def stop_all(self) -> None:
+        for child in reversed(self.children):
+            child.stop()
+
+    def dead(self) -> list[Child]:
+        return [c for c in self.children if not c.alive()]
+
+
+def wait_for(check: Callable[[], bool], child: Child, timeout: float, what: str) -> None:
+    """Wait until ``check()`` holds; fail with the child's log if it dies or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if not child.alive():
+            raise RuntimeError(f"{child.name} exited while starting ({what}); its log:\n{child.log_tail()}")
+        time.sleep(0.2)
+    raise RuntimeError(f"{child.name} not ready after {timeout:.0f}s ({what}); its log:\n{child.log_tail()}")
+
+
+async def wait_for_async(
+    check: Callable[[], bool | Awaitable[bool]], child: Child, timeout: float, what: str, interval: float = 0.1
+) -> None:
+    """``wait_for`` for callers on an event loop; ``check`` may be a coroutine function."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if not child.alive():
+            raise RuntimeError(f"{child.name} exited while starting ({what}); its log:\n{child.log_tail()}")
+        await asyncio.sleep(interval)
+    raise RuntimeError(f"{child.name} not ready after {timeout:.0f}s ({what}); its log:\n{child.log_tail()}")
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on ``host:port`` (binding fails), asked without connecting to it."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,193 @@
+"""Operator alerts: raised once per incident, listed, acknowledged, resolved - by an
+operator or by themselves when the task recovers - and delivered to a webhook."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, and_, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from sas.state_store.tables import Alert, Step, Task
+
+ALERT_STATUSES = ("open", "acked", "resolved")
+ACTIVE = ("open", "acked")
+_SEVERITY = {"info": 0, "warning": 1, "critical": 2}
+
+
+async def list_alerts(session: AsyncSession, status: str | None = None, limit: int = 100) -> list[Alert]:
+    query = select(Alert).order_by(Alert.id.desc()).limit(limit)
+    if status is not None:
+        query = query.where(Alert.status == status)
+    return list((await session.scalars(query)).all())
+
+
+# The operator's transitions (docs/operator.md, "Alerts"): from each status, where `ack` and
+# `resolve` may take an alert. Anything else changes nothing. The Supervisor has two more:
+# it resolves an alert whose task recovered, and reopens a resolved one when the same
+# incident is seen again (``raise_alert``).
+TRANSITIONS: dict[str, dict[str, str]] = {
+    "ack": {"open": "acked"},
+    "resolve": {"open": "resolved", "acked": "resolved"},
+}
+OPERATOR_RESOLUTION = "resolved by an operator"
+
+
+@dataclass(frozen=True)
+class AlertChange:
+    """What an operator's ``ack`` or ``resolve`` did: ``before`` -> ``after``, or nothing
+    (``changed`` False, ``after`` the status it stays in). ``before`` is None: no such alert."""
+
+    alert_id: int
+    before: str | None
+    after: str | None
+
+    @property
+    def changed(self) -> bool:
+        return self.before is not None and self.before != self.after
+
+
+async def set_alert_status(session: AsyncSession, alert_id: int, action: str, at: datetime) -> AlertChange:
+    """Apply an operator's ``action`` (ack | resolve) to an alert, by the state machine above.
+
+    A compare-and-set on the status read, so a Supervisor resolving or reopening the alert at
+    the same moment is never overwritten: the loser re-reads and judges again."""
+    if action not in TRANSITIONS:
+        raise ValueError(f"unknown alert action {action!r}; use one of {', '.join(TRANSITIONS)}")
+    while True:
+        async with session.begin():
+            before = await session.scalar(select(Alert.status).where(Alert.id == alert_id))
+            if before is None:
+                return AlertChange(alert_id, None, None)
+            after = TRANSITIONS[action].get(before)
+            if after is None:
+                return AlertChange(alert_id, before, before)
+            values: dict[str, object] = {"status": after, "updated_at": at}
+            if after == "resolved":
+                values.update(resolved_at=at, resolution=OPERATOR_RESOLUTION)
+            result = await session.execute(
+                update(Alert).where(Alert.id == alert_id, Alert.status == before).values(**values)
+            )
+            if cast("CursorResult[Any]", result).rowcount:
+                return AlertChange(alert_id, before, after)
+
+
+async def raise_alert(session: AsyncSession, alert: Alert) -> Alert:
+    """Insert ``alert``, or fold it into the incident already raised under its key.
+
+    Inside the caller's transaction. A repeat updates the FailureCount, message and
+    last error; a higher severity, or a reopened incident, is delivered again."""
+    existing = (await session.scalars(select(Alert).where(Alert.incident_key == alert.incident_key))).first()
+    if existing is None:
+        session.add(alert)
+        await session.flush()
+        return alert
+    escalated = _SEVERITY.get(alert.severity, 1) > _SEVERITY.get(existing.severity, 1)
+    reopened = existing.status == "resolved"
+    existing.failure_count = max(existing.failure_count, alert.failure_count)
+    existing.message = alert.message
+    existing.last_error = alert.last_error or existing.last_error
+    existing.suggested_action = alert.suggested_action
+    existing.updated_at = alert.updated_at
+    if escalated:
+        existing.severity = alert.severity
+    if reopened:
+        existing.status, existing.resolved_at, existing.resolution = "open", None, None
+    if escalated or reopened:
+        existing.delivered_at, existing.delivery_attempts, existing.next_delivery_at = None, 0, None
+    return existing
+
+
+async def resolve_alert(session: AsyncSession, alert: Alert, at: datetime, why: str) -> None:
+    """Close an alert by itself; its key is freed so a new incident gets a new alert."""
+    alert.status, alert.resolved_at, alert.resolution, alert.updated_at = "resolved", at, why, at
+    alert.incident_key = f"{alert.incident_key}#{alert.id}"
+
+
+async def resolve_recovered(
+    session: AsyncSession, at: datetime, bucket_range: tuple[int, int] | None = None, limit: int = 200
+) -> int:
+    """Resolve the active alerts whose task recovered: the task is Processed or
+    Compensated, or the alert's step moved on to Processed or Compensated.
+
+    Reads only active alerts (index on status), so the cost follows the open incidents."""
+    query = (
+        select(Alert, Task.state, Step.state)
+        .join(Task, Task.task_id == Alert.task_id)
+        .outerjoin(Step, and_(Step.task_id == Alert.task_id, Step.name == Alert.step))
+        .where(Alert.status.in_(ACTIVE))
+        .where(
+            or_(
+                Task.state.in_(("Processed", "Compensated")),
+                and_(Step.state.in_(("Processed", "Compensated")), Alert.kind.not_in(("workflow_closed",))),
+            )
+        )
+        .order_by(Alert.id)
+        .limit(limit)
+    )
+    if bucket_range is not None:
+        query = query.where(Task.shard >= bucket_range[0], Task.shard < bucket_range[1])
+    resolved = 0
+    async with session.begin():
+        for alert, task_state, step_state in (await session.execute(query)).all():
+            why = (
+                f"task {task_state}"
+                if task_state in ("Processed", "Compensated")
+                else f"step {alert.step} {step_state}"
+            )
+            await resolve_alert(session, alert, at, f"recovered: {why}")
+            resolved += 1
+    return resolved
+
+
+async def active_alert(session: AsyncSession, incident_key: str) -> Alert | None:
+    return (
+        await session.scalars(select(Alert).where(Alert.incident_key == incident_key, Alert.status.in_(ACTIVE)))
+    ).first()
+
+
+async def active_alerts_of_kind(session: AsyncSession, kind: str, limit: int = 500) -> list[Alert]:
+    query = select(Alert).where(Alert.status.in_(ACTIVE), Alert.kind == kind).order_by(Alert.id).limit(limit)
+    return list((await session.scalars(query)).all())
+
+
+async def undelivered_alerts(session: AsyncSession, now: datetime, limit: int) -> list[Alert]:
+    """The webhook outbox: open alerts not yet delivered whose next try is due."""
+    query = (
+        select(Alert)
+        .where(Alert.delivered_at.is_(None), Alert.status == "open")
+        .where(or_(Alert.next_delivery_at.is_(None), Alert.next_delivery_at <= now))
+        .order_by(Alert.id)
+        .limit(limit)
+    )
+    return list((await session.scalars(query)).all())
+
+
+async def record_delivery(
+    session: AsyncSession, alert_id: int, at: datetime, delivered: bool, next_try: datetime | None
+) -> None:
+    """After one webhook attempt: delivered (or given up: ``next_try`` None), or due again at ``next_try``."""
+    values: dict[str, object] = {"delivery_attempts": Alert.delivery_attempts + 1}
+    if delivered or next_try is None:
+        values["delivered_at"] = at
+    else:
+        values["next_delivery_at"] = next_try
+    async with session.begin():
+        await session.execute(update(Alert).where(Alert.id == alert_id).values(**values))
+
+
+async def claim_delivery(
+    session: AsyncSession, alert_id: int, attempts: int, now: datetime, lease_until: datetime
+) -> bool:
+    """Take the right to post one alert to the webhook now (several Supervisors may try):
+    a compare-and-set on its attempt count, leased until ``lease_until``."""
+    async with session.begin():
+        result = await session.execute(
+            update(Alert)
+            .where(Alert.id == alert_id, Alert.delivered_at.is_(None), Alert.delivery_attempts == attempts)
+            .where(or_(Alert.next_delivery_at.is_(None), Alert.next_delivery_at <= now))
+            .values(next_delivery_at=lease_until)
+        )
+    return bool(cast("CursorResult[Any]", result).rowcount)

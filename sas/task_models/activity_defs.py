@@ -1,0 +1,119 @@
+"""The activities the workflows call, declared by name and types only: typed references.
+
+A workflow calls ``workflow.execute_local_activity_method(MirrorDefs.accept, accepted, …)``
+instead of ``"mirror.accept"``: the name comes from the declaration, the argument and result
+types are checked by mypy, and a rename is one edit. The classes in ``activities/`` implement
+them (``class MirrorActivities(MirrorDefs)``, each method under ``@implements(...)``) and are
+what the worker registers.
+
+The declarations live here, with the models, rather than beside their implementations,
+because a workflow module must not load the database or HTTP stack that ``activities/``
+imports (the sandbox refuses it: tests/scale/test_sandbox_imports.py); this package is
+passed through the sandbox and light.
+
+An Agent's declaration also names the model of its result (``agent_result``): the Agent
+validates the service's answer against it and the Scheduler leaves its ``Secret`` fields out
+of what it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from temporalio import activity
+
+from sas.task_models.results import (
+    CancelResult,
+    ChargeResult,
+    RefundResult,
+    ReleaseResult,
+    ReserveResult,
+    ShipResult,
+)
+from sas.task_models.status import CallbackEvent
+from sas.task_models.steps import AuditRecord, StepCall, StepResult, TaskAccepted, TaskPlan, TransitionBatch
+
+F = TypeVar("F", bound=Callable[..., Any])
+# A declared Agent, as a step references it: ``PaymentDefs.charge``.
+AgentRef = Callable[[Any, StepCall], Awaitable[StepResult]]
+
+# Activity name -> the model of its result, for every Agent declared below.
+_RESULTS: dict[str, type[BaseModel]] = {}
+
+
+def activity_name(ref: Callable[..., Any]) -> str:
+    """The registered name of a declared activity (``PaymentDefs.charge`` -> ``payment.charge``)."""
+    definition = activity._Definition.must_from_callable(ref)
+    if definition.name is None:  # pragma: no cover - every declaration here is named
+        raise ValueError(f"{ref!r} is a dynamic activity")
+    return definition.name
+
+
+def implements(ref: Callable[..., Any]) -> Callable[[F], F]:
+    """Register the decorated method under the name of the declaration it implements."""
+    return activity.defn(name=activity_name(ref))
+
+
+def agent_defn(name: str, result: type[BaseModel]) -> Callable[[F], F]:
+    """Declare an Agent: its activity name and the model of the result its service answers with."""
+    _RESULTS[name] = result
+    return activity.defn(name=name)
+
+
+def agent_result(name: str) -> type[BaseModel] | None:
+    """The result model of the Agent registered as ``name``; None for a name not declared here."""
+    return _RESULTS.get(name)
+
+
+class MirrorDefs:
+    """The Scheduler's own state-store writes (local activities)."""
+
+    @activity.defn(name="mirror.accept")
+    async def accept(self, accepted: TaskAccepted) -> TaskPlan:
+        raise NotImplementedError
+
+    @activity.defn(name="mirror.record")
+    async def record(self, batch: TransitionBatch) -> int:
+        raise NotImplementedError
+
+    @activity.defn(name="mirror.audit")
+    async def audit(self, record: AuditRecord) -> bool:
+        raise NotImplementedError
+
+
+class CallbackDefs:
+    @activity.defn(name="callback.post")
+    async def post(self, event: CallbackEvent) -> None:
+        raise NotImplementedError
+
+
+class InventoryDefs:
+    @agent_defn("inventory.reserve", ReserveResult)
+    async def reserve(self, call: StepCall) -> StepResult:
+        raise NotImplementedError
+
+    @agent_defn("inventory.release", ReleaseResult)
+    async def release(self, call: StepCall) -> StepResult:
+        raise NotImplementedError
+
+
+class PaymentDefs:
+    @agent_defn("payment.charge", ChargeResult)
+    async def charge(self, call: StepCall) -> StepResult:
+        raise NotImplementedError
+
+    @agent_defn("payment.refund", RefundResult)
+    async def refund(self, call: StepCall) -> StepResult:
+        raise NotImplementedError
+
+
+class ShippingDefs:
+    @agent_defn("shipping.ship", ShipResult)
+    async def ship(self, call: StepCall) -> StepResult:
+        raise NotImplementedError
+
+    @agent_defn("shipping.cancel", CancelResult)
+    async def cancel(self, call: StepCall) -> StepResult:
+        raise NotImplementedError

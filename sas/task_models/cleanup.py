@@ -1,0 +1,40 @@
+"""What ``CleanupWorkflow`` is given: a dead task as the mirror recorded it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sas.task_models.steps import StepPolicyValues
+from sas.task_models.versions import CLEANUP_STAMP_BASE
+
+# Stamps the clean-up workflow writes with, above anything a Scheduler could have written
+# (see task_models.versions): a dead workflow's late writes never win over its clean-up.
+CLEANUP_SEQ = CLEANUP_STAMP_BASE
+
+
+class CleanupStep(BaseModel):
+    """One step as the mirror recorded it when its workflow died."""
+
+    name: str
+    position: int
+    state: str
+    compensation: str | None
+    idempotency_key: str
+
+
+class CleanupInput(BaseModel):
+    """What ``CleanupWorkflow`` needs to undo a dead task: only what the mirror recorded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    task_type: str
+    payload: dict[str, Any]
+    steps: list[CleanupStep]
+    compensation_policy: StepPolicyValues = StepPolicyValues(max_attempts=5)
+    reason: str = ""
+    chain_id: str | None = Field(
+        default=None, description="The dead task's chain of runs: its rows take only its writes."
+    )

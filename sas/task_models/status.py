@@ -1,0 +1,85 @@
+"""What the Scheduler answers to its ``status`` query and returns when it ends, and operator requests."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sas.task_models.states import StepState, TaskState
+from sas.task_models.text import UserText
+
+
+class StepStatus(BaseModel):
+    name: str
+    position: int
+    state: StepState = StepState.PENDING
+    failure_count: int = 0
+    runs: int = Field(default=0, description="How many times the Scheduler has started this step.")
+    last_error: str | None = None
+    error_type: str | None = None
+    permanent: bool = False
+    result: dict[str, Any] | None = Field(
+        default=None, description="The forward result, without its secret fields (task_models.results)."
+    )
+
+
+class TaskStatus(BaseModel):
+    task_id: str
+    task_type: str
+    state: TaskState
+    current_step: str | None = None
+    steps: list[StepStatus]
+    needs_operator: bool = False
+    events: list[str] = Field(default_factory=list, description="Decisions and operator actions, oldest first.")
+
+
+class TaskResult(BaseModel):
+    task_id: str
+    state: TaskState
+    steps: list[StepStatus]
+
+
+class OperatorRequest(BaseModel):
+    """Payload of the ``retry`` and ``compensate`` signals. Every field is optional, so
+    ``temporal workflow signal --name retry`` with no input works too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str | None = Field(default=None, description="Step to retry; the one waiting for a decision if unset.")
+    failure_count: int | None = Field(
+        default=None, ge=0, description="Set by the Supervisor: the FailureCount its decision was made at."
+    )
+    decision_id: str | None = None
+    reset_failure_count: bool = Field(
+        default=False,
+        description="Start FailureCount again from 0 before retrying (sas resubmit: out of the dead letter).",
+    )
+    by: UserText = Field(default="operator", max_length=200)
+    reason: UserText = Field(default="", max_length=2000)
+
+
+class OperatorAnswer(BaseModel):
+    """What the ``request_retry`` / ``request_compensate`` updates answer once accepted."""
+
+    accepted: bool = True
+    message: str
+    task_state: TaskState
+
+
+class CallbackEvent(BaseModel):
+    """A status event posted to the submitter's callback URL."""
+
+    event_id: str = Field(description="Stable across retries: task id, Scheduler transition and kind.")
+    kind: str = Field(description="received | step_completed | failed | completed | compensated | needs_operator")
+    task_id: str
+    task_type: str
+    state: TaskState
+    step: str | None = None
+    detail: str | None = None
+    at: datetime
+    url: str
+    results: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The results of the steps done so far, by step, without secret fields."
+    )

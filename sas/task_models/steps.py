@@ -1,0 +1,207 @@
+"""What the Scheduler tells its Agents, and what either writes to the state store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from sas.task_models.states import StepState, TaskState
+from sas.task_models.text import CleanText, UserText
+
+
+class StepPolicyValues(BaseModel):
+    """How one step runs: its complete-by and the Agent's quick retries (Temporal's retry policy)."""
+
+    # Upper bounds keep a typo from scheduling an attempt for a year or retrying it a million times.
+    complete_by_s: float = Field(
+        default=10.0, gt=0, le=86_400, description="Start-to-close timeout of one attempt (at most a day)."
+    )
+    heartbeat_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="Heartbeat timeout: a dead Agent is noticed after this. Default: complete_by/3.",
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, le=1_000, description="Quick retries by the Agent before the step is Failed."
+    )
+    initial_interval_s: float = Field(default=0.5, gt=0, le=3_600)
+    backoff: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_interval_s: float = Field(default=5.0, gt=0, le=86_400)
+
+    @property
+    def complete_by(self) -> timedelta:
+        return timedelta(seconds=self.complete_by_s)
+
+    @property
+    def heartbeat(self) -> timedelta:
+        return timedelta(seconds=self.heartbeat_s or max(self.complete_by_s / 3, 1.0))
+
+
+class StepPlan(BaseModel):
+    """One declared step, with the policy in force when the task was accepted."""
+
+    name: str
+    position: int
+    agent: str = Field(description="Activity name of the forward action.")
+    compensation: str | None = Field(default=None, description="Activity name of the undo, if any.")
+    idempotency_key: str
+    policy: StepPolicyValues | None = Field(
+        default=None, description="Declared policy; None until accepted means: the worker's default step policy."
+    )
+
+    @property
+    def resolved_policy(self) -> StepPolicyValues:
+        if self.policy is None:
+            raise ValueError(f"step {self.name} has no policy yet: plans get one when the task is accepted")
+        return self.policy
+
+
+# The memo key under which `sas resubmit` starts a new run of a finished task (a Resubmission).
+RESUBMIT_MEMO = "sas_resubmission"
+
+
+class Resubmission(BaseModel):
+    """An operator's explicit request to run a finished (Compensated or Error) task again."""
+
+    of: str = Field(max_length=64, description="The chain of runs it replaces, as the operator saw it.")
+    by: UserText = Field(default="operator", max_length=200)
+    reason: UserText = Field(default="", max_length=2000)
+
+
+def incarnation_key(key: str, incarnation: int) -> str:
+    """The idempotency key of a step in a later incarnation: ``<task>#<n>:<step>``, never the first one's."""
+    if incarnation <= 1:
+        return key
+    task, _, step = key.rpartition(":")
+    return f"{task}#{incarnation}:{step}"
+
+
+class TaskAccepted(BaseModel):
+    """Written in one transaction when the Scheduler accepts a task: the task row and its step rows."""
+
+    task_id: str
+    task_type: str
+    workflow_type: str
+    task_queue: str
+    payload: dict[str, Any]
+    steps: list[StepPlan]
+    accepted_at: datetime
+    run_id: str | None = Field(default=None, description="The run accepting the task.")
+    chain_id: str | None = Field(
+        default=None, description="Its first_execution_run_id: the same for every run of one task (resets included)."
+    )
+    resubmission: Resubmission | None = Field(default=None, description="Set by `sas resubmit`.")
+
+
+class AcceptOutcome(BaseModel):
+    """What the state store found when a run asked to accept its task."""
+
+    status: Literal["new", "same_task", "other_task", "resubmitted"] = Field(
+        description="new: first accept; same_task: a run of the same chain (a reset, a retried accept); "
+        "other_task: the id already belongs to another task (a reused id); resubmitted: a new incarnation"
+    )
+    state: str | None = Field(default=None, description="The existing task's state (other_task).")
+    incarnation: int = 1
+
+
+class TaskPlan(BaseModel):
+    """The accepted task's steps with the policies of the worker that accepted it (recorded in history)."""
+
+    steps: list[StepPlan]
+    compensation_policy: StepPolicyValues
+    supervisor_workflow_id: str | None = Field(default=None, description="Woken when a step fails.")
+    search_attributes: bool = Field(
+        default=False, description="Whether the namespace has sas's search attributes (sas setup) to upsert."
+    )
+    refused: str | None = Field(
+        default=None, description="Why this run may not run the task (its id belongs to another task); None: go."
+    )
+    incarnation: int = Field(default=1, description="1, then +1 for each `sas resubmit` of the finished task.")
+
+
+class MirrorStamp(BaseModel):
+    """Lets an Agent write its own Processing/Processed rows in order (see task_models.versions)."""
+
+    seq: int = Field(ge=0, description="The Scheduler's transition stamp (task_models.versions).")
+    chain_id: str | None = Field(default=None, description="The task's chain of runs: writes from another are refused.")
+    failure_count: int = Field(default=0, ge=0)
+    task_state_on_done: TaskState | None = Field(
+        default=None, description="Task state to record with the step's success (the last step completes the task)."
+    )
+
+
+class StepCall(BaseModel):
+    """The message from the Scheduler to an Agent: what to do, under which key."""
+
+    task_id: str
+    task_type: str
+    step: str
+    position: int
+    idempotency_key: str = Field(description="Stable across every retry of this step, Temporal's or the Supervisor's.")
+    target_key: str | None = Field(default=None, description="For an undo: the forward step's idempotency key.")
+    compensation: bool = False
+    payload: dict[str, Any]
+    stamp: MirrorStamp
+    results: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The results of the steps done before this one, by step name."
+    )
+    forward_result: dict[str, Any] | None = Field(
+        default=None, description="For an undo: its own forward step's result; None if that never arrived."
+    )
+
+
+class StepResult(BaseModel):
+    """What an Agent returns: the remote service's answer, as the step's result model
+    (task_models.results) dumped to JSON, secret fields included."""
+
+    data: dict[str, Any] = {}
+    replayed: bool = Field(default=False, description="The service answered from its idempotency store.")
+
+
+class StepTransition(BaseModel):
+    """One write to a step row (and its task row), ordered by ``version``."""
+
+    task_id: str
+    step: str
+    version: int
+    state: StepState
+    at: datetime
+    locked_by: CleanText | None = None
+    complete_by: datetime | None = None
+    attempt: int | None = None
+    failure_count: int | None = None
+    last_error: CleanText | None = None
+    error_type: CleanText | None = None
+    permanent: bool | None = None
+    task_state: TaskState | None = None
+    reset_failure_count: bool = Field(
+        default=False, description="Set FailureCount to failure_count even if lower (an operator's resubmit)."
+    )
+    run_id: str | None = Field(default=None, description="The run writing.")
+    chain_id: str | None = Field(default=None, description="Its chain: a write from another chain is refused.")
+    result: dict[str, Any] | None = Field(
+        default=None, description="The step's result without its secret fields (a Processed write); None: unchanged."
+    )
+
+
+class TransitionBatch(BaseModel):
+    """Transitions the Scheduler records together, in one transaction."""
+
+    transitions: list[StepTransition]
+
+
+class AuditRecord(BaseModel):
+    """An operator action the Scheduler applied, for the audit log."""
+
+    task_id: str
+    run_id: str = ""
+    seq: int
+    step: str | None = None
+    action: str
+    actor: CleanText
+    reason: CleanText = ""
+    changed: CleanText
+    at: datetime

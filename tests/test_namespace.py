@@ -1,0 +1,87 @@
+"""sas installs as one package, ``sas``, and its design-card folders stay at the repository root.
+
+Everything of ours in site-packages is under ``sas/``, so no module of ours can collide with
+another distribution's (``settings`` or ``worker`` at the top level would). The folders the
+design card names - ``workflows/``, ``activities/``, ``supervisor/`` and ``worker.py`` - are
+linked into ``sas/`` and installed from there; imported by their bare names from the repository
+root they would be second copies of every class, so they refuse."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CARD_FOLDERS = ("workflows", "activities", "supervisor")
+
+
+@pytest.mark.parametrize("folder", CARD_FOLDERS)
+def test_a_design_card_folder_is_at_the_root_and_is_the_package_s_own(folder: str) -> None:
+    assert (ROOT / folder / "__init__.py").is_file(), f"{folder}/ should be a real folder at the repository root"
+    link = ROOT / "sas" / folder
+    assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), f"sas/{folder} should link to ../{folder}"
+    module = __import__(f"sas.{folder}", fromlist=["_"])
+    assert Path(module.__file__ or "").resolve() == (ROOT / folder / "__init__.py").resolve()
+
+
+@pytest.mark.parametrize("folder", CARD_FOLDERS)
+def test_importing_a_folder_by_its_bare_name_is_refused(folder: str) -> None:
+    """From the repository root (where ``python worker.py`` runs) the bare name is importable as
+    a folder; it must fail loudly instead of loading a second copy of the package."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    assert f"ImportError: import sas.{folder}, not {folder}" in done.stderr, done.stderr
+
+
+def test_worker_py_at_the_root_is_sas_worker() -> None:
+    link = ROOT / "sas" / "worker.py"
+    assert link.is_symlink() and link.resolve() == (ROOT / "worker.py").resolve()
+    from sas import worker
+
+    assert Path(worker.__file__ or "").resolve() == (ROOT / "worker.py").resolve()
+    assert callable(worker.main)
+
+
+def test_the_built_wheel_holds_one_top_level_package(tmp_path: Path) -> None:
+    """The real build (setuptools, as ``pip install .`` and the Dockerfile run it): every file
+    under ``sas/``, the linked folders included with their contents, nothing else at the top."""
+    # Built from a copy (links kept as links, as git checks them out): setuptools writes build/
+    # and *.egg-info beside the sources, which the working tree should not collect.
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".sas", "build", "*.egg-info", "__pycache__", ".*_cache"),
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (wheel,) = tmp_path.glob("sas-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
+        assert archive.read(top_level).decode().split() == ["sas"]
+    tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert tops == {"sas"}, f"top-level entries besides sas: {sorted(tops - {'sas'})}"
+    for needed in (
+        "sas/worker.py",
+        "sas/settings.py",
+        "sas/workflows/scheduler.py",
+        "sas/activities/agent.py",
+        "sas/supervisor/policy.py",
+        "sas/state_store/alembic.ini",
+        "sas/state_store/migrations/env.py",
+        "sas/cli/main.py",
+    ):
+        assert needed in names, f"{needed} is missing from the wheel"
