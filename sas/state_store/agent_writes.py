@@ -200,21 +200,40 @@ def _new_step_rows(a: TaskAccepted, at: Any) -> list[tuple[Any, ...]]:
 
 
 class SqliteStepWriter:
-    """Group commit on one connection, owned by one thread.
+    """Group commit: the writes that arrive while a batch is being committed go into the next.
 
     SQLite serialises writers anyway, so concurrent writes are queued and applied
-    together, in one transaction per batch, with a single hop to the writer thread -
-    instead of an event-loop/thread round trip per statement. Each write runs under
-    its own savepoint, so a write that fails for its own reasons fails alone; a
-    failure of the database itself (locked, I/O) fails the batch, and each Agent then
-    retries its own write, which is safe because the writes are versioned.
+    together, in one transaction per batch - instead of an event-loop/thread round trip
+    per statement. Each write runs under its own savepoint, so a write that fails for
+    its own reasons fails alone; a failure of the database itself (locked, I/O) fails
+    the batch, and each Agent then retries its own write, which is safe because the
+    writes are versioned.
+
+    Where a batch is committed:
+
+    - A batch holding an accept, on the writer thread (its own connection, ``_apply``): it
+      is synced to disk, and an fsync must not hold up the event loop.
+    - A batch of step transitions only, on the event loop itself (a second connection,
+      ``_apply_here``) when the write lock is free at that moment; otherwise on the writer
+      thread, which waits for the lock. Such a commit (WAL, ``synchronous=NORMAL``, no
+      checkpoint: the writer thread makes those) appends a few pages to the WAL and takes
+      about as long as the hand-over to a thread would. At a busy worker's pace a batch holds
+      a write or two, so the thread was woken for almost every write, and a thread woken from
+      sleep cost about three times what the same statements cost on the event loop, which is
+      always running (docs/benchmarks.md, section 1).
     """
 
     _BATCH = 256
+    # Commits made on the event loop between two checkpoints, made on the writer thread (the
+    # event loop's connection never checkpoints: a checkpoint copies pages back and syncs).
+    _CHECKPOINT_EVERY = 200
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._db: sqlite3.Connection | None = None  # used only on the writer thread
+        self._here: sqlite3.Connection | None = None  # used only on the event loop's thread
+        self._here_ok = True  # False: the file is not in WAL mode, so every batch goes to the thread
+        self._here_commits = 0
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="sas-step-writer")
         self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], bool]] = []
         self._synchronous = ""  # the connection's current PRAGMA synchronous, on the writer thread
@@ -283,8 +302,11 @@ class SqliteStepWriter:
         while self._queue:
             batch, self._queue = self._queue[: self._BATCH], self._queue[self._BATCH :]
             try:
+                runs = [run for run, _, _ in batch]
                 durable = any(d for _, _, d in batch)
-                outcomes = await loop.run_in_executor(self._thread, self._apply, [run for run, _, _ in batch], durable)
+                outcomes = None if durable else self._apply_here(runs)
+                if outcomes is None:
+                    outcomes = await loop.run_in_executor(self._thread, self._apply, runs, durable)
             except Exception as err:  # noqa: BLE001 - handed to every write in the batch
                 outcomes = [(False, err)] * len(batch)
             except BaseException:
@@ -312,34 +334,81 @@ class SqliteStepWriter:
         can undo the last transitions, which Temporal still holds and reconciliation writes
         back (docs/reliability.md). That saves an fsync per batch on the hot path.
         """
-        if self._db is None:
-            self._db = sqlite3.connect(self._path, isolation_level=None, timeout=30)
-            for pragma in ("busy_timeout=30000", "journal_mode=WAL"):  # wait for a lock, even here
-                self._db.execute(f"PRAGMA {pragma}")
-            self._synchronous = ""
-        db = self._db
+        db = self._connection()
         synchronous = "FULL" if durable else "NORMAL"
         if synchronous != self._synchronous:
             db.execute(f"PRAGMA synchronous={synchronous}")
             self._synchronous = synchronous
-        outcomes: list[tuple[bool, Any]] = []
         try:
             db.execute("BEGIN IMMEDIATE")
-            for run in runs:
-                db.execute("SAVEPOINT w")
-                try:
-                    outcomes.append((True, run(db)))
-                except sqlite3.OperationalError:
-                    raise  # the database, not this write: fail the batch
-                except Exception as err:  # noqa: BLE001 - this write's own failure
-                    db.execute("ROLLBACK TO w")
-                    outcomes.append((False, err))
-                db.execute("RELEASE w")
+            outcomes = _each_alone(db, runs)
             db.execute("COMMIT")
         except BaseException:
             self._close()
             raise
         return outcomes
+
+    def _connection(self) -> sqlite3.Connection:
+        """The writer thread's connection (on the writer thread)."""
+        if self._db is None:
+            self._db = sqlite3.connect(self._path, isolation_level=None, timeout=30)
+            for pragma in ("busy_timeout=30000", "journal_mode=WAL"):  # wait for a lock, even here
+                self._db.execute(f"PRAGMA {pragma}")
+            self._synchronous = ""
+        return self._db
+
+    def _checkpoint(self) -> None:
+        """On the writer thread: copy what the WAL holds back into the database file, as far as
+        no reader needs it (PASSIVE: waits for no one), so the WAL does not grow without end."""
+        try:
+            self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            self._close()  # the next batch or checkpoint starts again with a new connection
+
+    def _apply_here(self, runs: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]] | None:
+        """On the event loop: a batch of step transitions in one transaction, if the write lock
+        is free now; None if it is not (or the file is not in WAL mode), for the writer thread."""
+        db = self._here_connection()
+        if db is None:
+            return None
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # another writer has the lock: the thread waits for it
+            return None
+        try:
+            outcomes = _each_alone(db, runs)
+            db.execute("COMMIT")
+        except BaseException:
+            self._close_here()  # rolls the transaction back; the next batch opens a new one
+            raise
+        self._here_commits += 1
+        if self._here_commits % self._CHECKPOINT_EVERY == 0:
+            self._thread.submit(self._checkpoint)
+        return outcomes
+
+    def _here_connection(self) -> sqlite3.Connection | None:
+        if self._here is None and self._here_ok:
+            try:
+                # Never waits for a lock (timeout 0), never checkpoints, never syncs on commit.
+                db = sqlite3.connect(self._path, isolation_level=None, timeout=0, check_same_thread=False)
+                if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self._here_ok = False  # without WAL a commit syncs: not on the event loop
+                    db.close()
+                    return None
+                for pragma in ("busy_timeout=0", "synchronous=NORMAL", "wal_autocheckpoint=0"):
+                    db.execute(f"PRAGMA {pragma}")
+            except sqlite3.OperationalError:  # locked right now: the thread takes this batch
+                return None
+            self._here = db
+        return self._here
+
+    def _close_here(self) -> None:
+        db, self._here = self._here, None
+        if db is not None:
+            try:
+                db.close()
+            except Exception:  # noqa: BLE001 - it is being thrown away
+                pass
 
     def _close(self) -> None:
         # After a failure the connection's state is unknown: start again with a new one.
@@ -353,10 +422,28 @@ class SqliteStepWriter:
     async def aclose(self) -> None:
         if self._flusher is not None and not self._flusher.done():
             await asyncio.wait([self._flusher], timeout=30)
+        self._close_here()
         await asyncio.get_running_loop().run_in_executor(self._thread, self._close)
         # A writer can still be used after closing; its next batch starts a new thread and connection.
         thread, self._thread = self._thread, ThreadPoolExecutor(1, thread_name_prefix="sas-step-writer")
         thread.shutdown(wait=False)
+
+
+def _each_alone(db: sqlite3.Connection, runs: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]]:
+    """Inside a batch's transaction: each write under its own savepoint, so one that fails for its
+    own reasons fails alone; a failure of the database itself raises, failing the batch."""
+    outcomes: list[tuple[bool, Any]] = []
+    for run in runs:
+        db.execute("SAVEPOINT w")
+        try:
+            outcomes.append((True, run(db)))
+        except sqlite3.OperationalError:
+            raise  # the database, not this write: fail the batch
+        except Exception as err:  # noqa: BLE001 - this write's own failure
+            db.execute("ROLLBACK TO w")
+            outcomes.append((False, err))
+        db.execute("RELEASE w")
+    return outcomes
 
 
 class PostgresStepWriter:
