@@ -347,3 +347,43 @@ async def test_on_sqlite_an_accept_is_synced_to_disk_and_transitions_are_not(tmp
         assert in_transition_batch == 1  # NORMAL
     finally:
         await writer.aclose()
+
+
+async def test_on_sqlite_a_transition_meeting_a_held_lock_waits_on_the_writer_thread(tmp_path) -> None:
+    """Transitions are committed on the event loop only when the write lock is free at once: one
+    that meets another writer's lock goes to the writer thread, which waits for it, while the
+    event loop runs on; and the writer thread checkpoints what the event loop committed."""
+    import sqlite3
+
+    from sas.state_store.agent_writes import SqliteStepWriter
+
+    path = tmp_path / "state.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    await state_store.upgrade_async(url)
+    writer = make_step_writer(DatabaseSettings(url=url))
+    assert isinstance(writer, SqliteStepWriter)
+    checkpoints = []
+    writer._checkpoint = lambda: checkpoints.append(1)  # type: ignore[method-assign]
+    writer._CHECKPOINT_EVERY = 3
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        task_id = fresh_id("lock")
+        await writer.accept(accepted(task_id))
+        for seq in (1, 2, 3):  # on the event loop: every third commit asks the thread for a checkpoint
+            await writer.write(transition(task_id, seq, StepState.PROCESSING, 1, Phase.AGENT_STARTED))
+        await asyncio.sleep(0.1)
+        assert checkpoints == [1]
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        write = asyncio.ensure_future(writer.write(transition(task_id, 4, StepState.PROCESSED, 1, Phase.AGENT_DONE)))
+        await asyncio.sleep(0.3)  # the event loop is not held up meanwhile
+        assert not write.done()
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, 10)
+        engine = state_store.create_engine(DatabaseSettings(url=url))
+        async with state_store.session_factory(engine)() as s:
+            record = await get_task(s, task_id)
+        await engine.dispose()
+        assert record is not None and next(r.state for r in record.steps if r.name == "reserve") == "Processed"
+    finally:
+        other.close()
+        await writer.aclose()
