@@ -1,8 +1,6 @@
 """A benchmark worker process.
 
-``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)), as a
-plain Temporal worker runs them; with ``--lean``, with the two process-level savings sas's
-``worker.py`` makes (its sandbox runner, workflows/runner.py, and ``gc.freeze()`` after start-up).
+``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)).
 ``python -m bench._worker sas-variant [--search-attributes on|off]``: sas's own worker code
 (``worker.py``) with the search-attribute upserts off (default), on ``SAS_TEMPORAL__TASK_QUEUE``.
 Both log "worker ... polling" when ready, like ``worker.py``."""
@@ -10,7 +8,6 @@ Both log "worker ... polling" when ready, like ``worker.py``."""
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from pathlib import Path
 
@@ -25,7 +22,7 @@ def _limits(settings):  # type: ignore[no-untyped-def]
     return httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
 
 
-async def run_bench(task_queue: str, mirror: bool, lean: bool = False) -> None:
+async def run_bench(task_queue: str, mirror: bool) -> None:
     import httpx
     from temporalio.worker import Worker
 
@@ -50,20 +47,9 @@ async def run_bench(task_queue: str, mirror: bool, lean: bool = False) -> None:
             task_queue,
             make_step_writer(settings.database) if mirror else None,
         )
-        from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
-
-        from sas.workflows.runner import workflow_runner
-
         worker = Worker(
-            client,
-            task_queue=task_queue,
-            workflows=BENCH_WORKFLOWS,
-            activities=acts.all(),
-            identity=identity,
-            workflow_runner=workflow_runner() if lean else SandboxedWorkflowRunner(),
+            client, task_queue=task_queue, workflows=BENCH_WORKFLOWS, activities=acts.all(), identity=identity
         )
-        if lean:
-            gc.freeze()  # as worker.py does
         print(f"worker {identity} polling {task_queue}", file=sys.stderr, flush=True)
         await serve_until_signalled(worker)
 
@@ -116,12 +102,9 @@ def main() -> None:
     parser.add_argument("--search-attributes", choices=["on", "off"], default="off")
     parser.add_argument("--task-queue", default="bench-bare")
     parser.add_argument("--no-mirror", action="store_true", help="no state store (bare workflows only)")
-    parser.add_argument(
-        "--lean", action="store_true", help="sas's sandbox runner and gc.freeze(), as in worker.py (bench workflows)"
-    )
     args = parser.parse_args()
     if args.kind == "bench":
-        run_entry(lambda: run_bench(args.task_queue, not args.no_mirror, args.lean))
+        run_entry(lambda: run_bench(args.task_queue, not args.no_mirror))
     else:
         run_entry(lambda: run_sas_variant(args.search_attributes == "on"))
 
