@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from pydantic import BaseModel
 
@@ -37,12 +38,15 @@ class StepDefinition:
     # None: the worker's SAS_DEFAULT_STEP__* settings. SAS_STEPS__<NAME>__* overrides either.
     policy: StepPolicyValues | None = None
 
-    @property
+    # Cached: the Scheduler looks its Agents up by name at every step (TaskDefinition.agents), and
+    # a name is found by reading the activity's definition off its declaration. The steps are
+    # module constants, shared by every run (workflows/definitions.py is passed through).
+    @cached_property
     def agent(self) -> str:
         """The forward Agent's activity name, as recorded in the plan and the state store."""
         return activity_name(self.forward)
 
-    @property
+    @cached_property
     def compensation(self) -> str | None:
         return None if self.undo is None else activity_name(self.undo)
 
@@ -70,7 +74,7 @@ class TaskDefinition:
         """Every Agent of the task type by activity name: the Scheduler finds a step's typed
         reference here from the name its accepted plan recorded."""
         refs = [(s.agent, s.forward) for s in self.steps]
-        refs += [(activity_name(s.undo), s.undo) for s in self.steps if s.undo is not None]
+        refs += [(s.compensation, s.undo) for s in self.steps if s.compensation is not None and s.undo is not None]
         return dict(refs)
 
 
