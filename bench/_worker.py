@@ -1,6 +1,8 @@
 """A benchmark worker process.
 
-``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)).
+``python -m bench._worker bench --task-queue Q``: the bench-only workflows (bare, (a), (c)), as a
+plain Temporal worker runs them; with ``--lean``, with the two process-level savings sas's
+``worker.py`` makes (its sandbox runner, workflows/runner.py, and ``gc.freeze()`` after start-up).
 ``python -m bench._worker sas-variant [--search-attributes on|off]``: sas's own worker code
 (``worker.py``) with the search-attribute upserts off (default), on ``SAS_TEMPORAL__TASK_QUEUE``.
 Both log "worker ... polling" when ready, like ``worker.py``."""
@@ -8,6 +10,7 @@ Both log "worker ... polling" when ready, like ``worker.py``."""
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -22,15 +25,16 @@ def _limits(settings):  # type: ignore[no-untyped-def]
     return httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
 
 
-async def run_bench(task_queue: str, mirror: bool) -> None:
+async def run_bench(task_queue: str, mirror: bool, lean: bool = False, service_queues: bool = False) -> None:
     import httpx
     from temporalio.worker import Worker
 
     from bench._activities import BenchActivities
-    from bench._workflows import BENCH_WORKFLOWS
+    from bench._workflows import BENCH_WORKFLOWS, SERVICE
     from sas import state_store
     from sas.runtime.connect import connect, worker_identity
     from sas.runtime.entry import serve_until_signalled
+    from sas.runtime.task_workers import TaskWorkers
     from sas.settings import get_settings
     from sas.state_store.agent_writes import make_step_writer
 
@@ -47,11 +51,29 @@ async def run_bench(task_queue: str, mirror: bool) -> None:
             task_queue,
             make_step_writer(settings.database) if mirror else None,
         )
+        from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+        from sas.workflows.runner import workflow_runner
+
         worker = Worker(
-            client, task_queue=task_queue, workflows=BENCH_WORKFLOWS, activities=acts.all(), identity=identity
+            client,
+            task_queue=task_queue,
+            workflows=BENCH_WORKFLOWS,
+            activities=acts.all(),
+            identity=identity,
+            workflow_runner=workflow_runner() if lean else SandboxedWorkflowRunner(),
         )
+        workers = [worker]
+        if service_queues:  # one worker per service queue, as sas's build_task_workers runs them
+            for name, service in SERVICE.items():
+                agent = next(a for a in acts.all() if getattr(a, "__temporal_activity_definition").name == name)
+                workers.append(
+                    Worker(client, task_queue=f"{task_queue}.{service}", activities=[agent], identity=identity)
+                )
+        if lean:
+            gc.freeze()  # as worker.py does
         print(f"worker {identity} polling {task_queue}", file=sys.stderr, flush=True)
-        await serve_until_signalled(worker)
+        await serve_until_signalled(TaskWorkers(workers))
 
 
 async def run_sas_variant(search_attributes: bool) -> None:
@@ -102,9 +124,15 @@ def main() -> None:
     parser.add_argument("--search-attributes", choices=["on", "off"], default="off")
     parser.add_argument("--task-queue", default="bench-bare")
     parser.add_argument("--no-mirror", action="store_true", help="no state store (bare workflows only)")
+    parser.add_argument(
+        "--lean", action="store_true", help="sas's sandbox runner and gc.freeze(), as in worker.py (bench workflows)"
+    )
+    parser.add_argument(
+        "--service-queues", action="store_true", help="also a worker per service queue (<task queue>.<service>)"
+    )
     args = parser.parse_args()
     if args.kind == "bench":
-        run_entry(lambda: run_bench(args.task_queue, not args.no_mirror))
+        run_entry(lambda: run_bench(args.task_queue, not args.no_mirror, args.lean, args.service_queues))
     else:
         run_entry(lambda: run_sas_variant(args.search_attributes == "on"))
 

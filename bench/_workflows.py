@@ -4,7 +4,10 @@
   projector design runs, since it moves the mirror out of the workflow entirely);
 - ``BenchLaOrder``: design (a), one local activity per step transition;
 - ``BenchBatchOrder``: design (c), the transitions of one workflow task batched into
-  one local activity.
+  one local activity;
+- ``BenchBareQueuesOrder``: the baseline with sas's task-queue layout, each activity on its
+  service's own queue (``<workflow queue>.<service>``), so a comparison can tell what that
+  layout costs Temporal from what the pattern costs.
 
 Payloads are plain dicts so that nothing heavy is imported into the sandbox.
 """
@@ -18,6 +21,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 STEPS = (("reserve", "bench.reserve"), ("charge", "bench.charge"), ("ship", "bench.ship"))
+# The remote service each bench activity calls, as sas's Agents name theirs (task_models/queues.py).
+SERVICE = {"bench.reserve": "inventory", "bench.charge": "payment", "bench.ship": "shipping"}
 _RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=0.5),
     backoff_coefficient=2,
@@ -36,9 +41,9 @@ def _call(order: dict[str, Any], step: str) -> dict[str, Any]:
     return {"task_id": info.workflow_id, "key": f"{info.workflow_id}:{step}", "payload": order}
 
 
-async def _step(order: dict[str, Any], step: str, activity: str) -> Any:
+async def _step(order: dict[str, Any], step: str, activity: str, task_queue: str | None = None) -> Any:
     return await workflow.execute_activity(
-        activity, _call(order, step), start_to_close_timeout=_COMPLETE_BY, retry_policy=_RETRY
+        activity, _call(order, step), start_to_close_timeout=_COMPLETE_BY, retry_policy=_RETRY, task_queue=task_queue
     )
 
 
@@ -59,6 +64,16 @@ class BenchBareOrder:
     async def run(self, order: dict[str, Any]) -> str:
         for step, activity in STEPS:
             await _step(order, step, activity)
+        return "Processed"
+
+
+@workflow.defn(name="BenchBareQueuesOrder")
+class BenchBareQueuesOrder:
+    @workflow.run
+    async def run(self, order: dict[str, Any]) -> str:
+        queue = workflow.info().task_queue
+        for step, activity in STEPS:
+            await _step(order, step, activity, f"{queue}.{SERVICE[activity]}")
         return "Processed"
 
 
@@ -119,4 +134,4 @@ class BenchBatchOrder:
         return "Processed"
 
 
-BENCH_WORKFLOWS = [BenchBareOrder, BenchLaOrder, BenchBatchOrder]
+BENCH_WORKFLOWS = [BenchBareOrder, BenchBareQueuesOrder, BenchLaOrder, BenchBatchOrder]

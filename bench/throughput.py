@@ -7,6 +7,9 @@ One run starts a Temporal dev server (in memory), the remote services, sas's own
 process per comparison design, each on its own task queue:
 
   bare      BenchBareOrder: three activities, no mirror (the baseline)
+  bare-queues  BenchBareQueuesOrder: the baseline with sas's task-queue layout, each activity
+            on its service's own queue with a worker per queue (what that layout costs
+            Temporal and the worker, apart from the pattern)
   sas       OrderWorkflow on ``python worker.py``: design (b), the Agents write Processing
             and Processed themselves, local activities only for accept and failures;
             search-attribute upserts on (the dev server has them registered)
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -37,10 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import BenchStack, median, order_payload, poll, print_summary, sas_client, wait_log
 
-ALL = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
-DEFAULT = ["bare", "sas", "sas-nosa", "la", "batch", "proj"]
+ALL = ["bare", "bare-queues", "sas", "sas-nosa", "la", "batch", "proj"]
+DEFAULT = ["bare", "bare-queues", "sas", "sas-nosa", "la", "batch", "proj"]
 WORKFLOW = {
     "bare": "BenchBareOrder",
+    "bare-queues": "BenchBareQueuesOrder",
     "sas": "OrderWorkflow",
     "sas-nosa": "OrderWorkflow",
     "la": "BenchLaOrder",
@@ -49,6 +54,7 @@ WORKFLOW = {
 }
 QUEUE = {
     "bare": "bench-bare",
+    "bare-queues": "bench-bare-queues",
     "sas": "sas-tasks",
     "sas-nosa": "bench-sas-nosa",
     "la": "bench-la",
@@ -57,12 +63,47 @@ QUEUE = {
 }
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_s(pid: int, tid: int | None = None) -> float:
+    try:
+        stat = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+        fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone (a PostgreSQL backend whose connection closed)
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks (100 Hz)
 
 
-def start(stack: BenchStack, variants: list[str], search_attributes: bool) -> dict[str, list]:
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """A worker's CPU by kind of thread: ``main`` (the event loop: activities, and workflow
+    activations' payload visits), ``threads`` (Python threads: workflow activations, the SQLite
+    writer), ``core`` (the SDK's Rust runtime: gRPC, protobuf, its state machines)."""
+    out = {"main": 0.0, "threads": 0.0, "core": 0.0}
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except OSError:
+            continue
+        kind = "main" if tid == pid else ("core" if comm.startswith(("tokio", "temporal")) else "threads")
+        out[kind] += cpu_s(pid, tid)
+    return out
+
+
+async def pg_backends(sessions) -> list[int]:  # type: ignore[no-untyped-def]
+    """The PostgreSQL server processes serving the bench's database (when it is on this machine):
+    their CPU is part of what a design costs, and is on the same cores as everything else."""
+    from sqlalchemy import text
+
+    async with sessions() as session:
+        rows = await session.execute(
+            text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        )
+        return [int(pid) for (pid,) in rows]
+
+
+def start(stack: BenchStack, variants: list[str], search_attributes: bool, lean: bool) -> dict[str, list]:
     """Start every process; returns, per design, the children whose CPU counts for it."""
     stack.start_temporal(search_attributes=search_attributes)
     stack.start_services(enable_faults=False)
@@ -79,9 +120,9 @@ def start(stack: BenchStack, variants: list[str], search_attributes: bool) -> di
                 )
             ]
         else:
-            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]] + (
-                ["--no-mirror"] if v in ("bare", "proj") else []
-            )
+            args = ["-m", "bench._worker", "bench", "--task-queue", QUEUE[v]]
+            args += (["--no-mirror"] if v in ("bare", "bare-queues", "proj") else []) + (["--lean"] if lean else [])
+            args += ["--service-queues"] if v == "bare-queues" else []
             procs[v] = [stack.python(f"worker-{v}", args)]
         if v == "proj":
             procs[v].append(stack.python("projector", ["-m", "bench._projector", "--task-queue", QUEUE[v]]))
@@ -182,7 +223,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     with BenchStack(keep=args.keep) as stack:
         if args.database_url:
             stack.db_url = args.database_url
-        procs = start(stack, variants, not args.no_search_attributes)
+        procs = start(stack, variants, not args.no_search_attributes, args.lean_baseline)
         from sas import state_store
         from sas.settings import DatabaseSettings
 
@@ -190,16 +231,26 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         sessions = state_store.session_factory(engine)
         client = await sas_client(stack.temporal_address)
         server_pid = stack.group.children[0].process.pid
+        services_pid = stack.group.children[1].process.pid
+        postgres = not stack.db_url.startswith("sqlite")
         try:
             for v in variants:  # warm-up: imports, caches, connection pools, sticky queues
                 await run_round(client, stack, v, args.warmup, f"{run}-w", sessions)
             wps: dict[str, list[float]] = {v: [] for v in variants}
             cpu: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+            ms: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
             for r in range(args.rounds):
                 order = variants[r % len(variants) :] + variants[: r % len(variants)]
                 for v in order:
                     pids = {"server": server_pid, **{c.name: c.process.pid for c in procs[v]}}
+                    # The remote services (and PostgreSQL) serve every design alike; shown so
+                    # that the whole machine's CPU per order is accounted for.
+                    pids["services"] = services_pid
+                    backends = await pg_backends(sessions) if postgres else []
                     before = {k: cpu_s(p) for k, p in pids.items()}
+                    before_pg = {p: cpu_s(p) for p in backends}
+                    worker_pid = procs[v][0].process.pid
+                    before_threads = thread_cpu_s(worker_pid)
                     t0 = time.monotonic()
                     spy = _profile(args.profile, v, r, procs[v][0].process.pid, args.profile_gil)
                     try:
@@ -207,9 +258,24 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     finally:
                         _stop_profile(spy)
                     wall = time.monotonic() - t0
+                    used = {k: cpu_s(p) - before[k] for k, p in pids.items()}
+                    if postgres:
+                        # Backends opened during the round count from zero; closed ones are lost.
+                        after = await pg_backends(sessions)
+                        used["postgres"] = sum(cpu_s(p) - before_pg.get(p, 0.0) for p in set(after) | set(backends))
+                    # Threads that ended during the round are lost; the SDK's and the writer's live on.
+                    by_thread = {
+                        f"worker_{k}": round(1000 * (u - before_threads[k]) / args.orders, 1)
+                        for k, u in thread_cpu_s(worker_pid).items()
+                    }
                     wps[v].append(w)
-                    cpu[v].append({k: round((cpu_s(p) - before[k]) / wall, 2) for k, p in pids.items()})
-                    print(f"round {r} {v:9s} wps={w:6.1f} cpu_cores={cpu[v][-1]}", flush=True)
+                    cpu[v].append({k: round(u / wall, 2) for k, u in used.items()})
+                    # CPU per order: what decides throughput on a machine whose cores are all busy,
+                    # and far steadier than wall-clock rates on a shared one.
+                    ms[v].append({**{k: round(1000 * u / args.orders, 1) for k, u in used.items()}, **by_thread})
+                    print(
+                        f"round {r} {v:9s} wps={w:6.1f} cpu_cores={cpu[v][-1]} cpu_ms_per_order={ms[v][-1]}", flush=True
+                    )
             out: dict[str, object] = {"orders": args.orders, "rounds": args.rounds}
             bare = median(wps["bare"])
             for v in variants:
@@ -223,8 +289,16 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     out[f"{key}_ratio" if v != "sas" else "ratio"] = round(median(per_round), 3)
                     out[f"{key}_ratio_of_medians"] = round(median(wps[v]) / bare, 3)
                     print(f"{v}: per-round ratios {per_round}", flush=True)
+            for v in variants:
+                key = v.replace("-", "_")
+                procs_ms = {k for round_ms in ms[v] for k in round_ms}
+                for k in sorted(procs_ms):
+                    name = "worker" if k.startswith("worker-") else k
+                    out[f"{key}_{name}_ms"] = round(median([m.get(k, 0.0) for m in ms[v]]), 1)
             if args.json:
-                Path(args.json).write_text(json.dumps({"wps": wps, "cpu": cpu, "summary": out}, indent=1))
+                Path(args.json).write_text(
+                    json.dumps({"wps": wps, "cpu": cpu, "cpu_ms_per_order": ms, "summary": out}, indent=1)
+                )
             return out
         finally:
             await engine.dispose()
@@ -251,6 +325,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--profile-gil", action="store_true", help="with --profile: sample only the thread holding the GIL"
+    )
+    parser.add_argument(
+        "--lean-baseline",
+        action="store_true",
+        help="run the comparison designs' workers (bare, la, batch, proj) with the process-level savings sas's"
+        " worker.py makes and a plain Temporal worker does not (sas's sandbox runner, gc.freeze()): shows how much"
+        " of a ratio comes from those rather than from the pattern itself",
     )
     parser.add_argument("--json", help="also write every round's figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")

@@ -50,9 +50,16 @@ def test_write_cost_runs_on_both_backends() -> None:
         assert float(summary[key]) > 0
 
 
+def test_workflow_cost_runs() -> None:
+    summary = run_bench("workflow_cost.py", "--runs", "3")
+    for design in ("bare", "sas"):
+        for runner in ("stock", "sas"):
+            assert float(summary[f"{design}_{runner}_runner_ms"]) > 0
+
+
 def test_throughput_runs_every_design() -> None:
     summary = run_bench("throughput.py", "--orders", "4", "--rounds", "1", "--warmup", "1")
-    for key in ("ratio", "sas_nosa_ratio", "la_ratio", "batch_ratio", "proj_ratio"):
+    for key in ("ratio", "bare_queues_ratio", "sas_nosa_ratio", "la_ratio", "batch_ratio", "proj_ratio"):
         assert float(summary[key]) > 0, key
 
 
