@@ -217,6 +217,7 @@ async def test_an_operator_forces_a_breaker_open_and_closed_audited(breaker_stac
     await wait_until(lambda: charge_held(stack, task_id), what="charge held by the forced breaker")
     assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve"]  # payment was not called
     shown = sas(stack, "services", "--json")
+    assert shown.returncode == 0 and shown.stdout.strip(), f"exit {shown.returncode}; stderr: {shown.stderr}"
     rows: list[dict[str, Any]] = json.loads(shown.stdout)
     row = next(r for r in rows if r["service"] == "payment")
     assert (row["state"], row["forced_by"], row["holding"], row["next_probe"]) == ("open", "alice", True, None)
