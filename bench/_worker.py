@@ -37,6 +37,8 @@ async def run_bench(task_queue: str, mirror: bool, lean: bool = False, service_q
     from sas.runtime.task_workers import TaskWorkers
     from sas.settings import get_settings
     from sas.state_store.agent_writes import make_step_writer
+    from sas.task_models.activity_defs import activity_name
+    from sas.task_models.queues import service_queue
 
     settings = get_settings()
     engine = state_store.create_engine(settings.database) if mirror else None
@@ -66,9 +68,9 @@ async def run_bench(task_queue: str, mirror: bool, lean: bool = False, service_q
         workers = [worker]
         if service_queues:  # one worker per service queue, as sas's build_task_workers runs them
             for name, service in SERVICE.items():
-                agent = next(a for a in acts.all() if getattr(a, "__temporal_activity_definition").name == name)
+                agent = next(a for a in acts.all() if activity_name(a) == name)
                 workers.append(
-                    Worker(client, task_queue=f"{task_queue}.{service}", activities=[agent], identity=identity)
+                    Worker(client, task_queue=service_queue(task_queue, service), activities=[agent], identity=identity)
                 )
         if lean:
             gc.freeze()  # as worker.py does

@@ -73,6 +73,8 @@ class BenchBareQueuesOrder:
     async def run(self, order: dict[str, Any]) -> str:
         queue = workflow.info().task_queue
         for step, activity in STEPS:
+            # sas.task_models.queues.service_queue's naming, written out: importing it would load
+            # sas.task_models (pydantic models) into the stock sandbox at every run of the baseline.
             await _step(order, step, activity, f"{queue}.{SERVICE[activity]}")
         return "Processed"
 
