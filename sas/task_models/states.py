@@ -6,6 +6,8 @@ Step:  Pending -> Processing -> Processed
                                    |-> CompensationFailed (waits for a decision) -> Compensating
        never attempted when the task is undone -> Skipped
        parked by the Supervisor or an operator -> Error (waits for an operator)
+       a wait step: Pending -> Waiting (a time, or an approval, until its deadline) -> Processed
+       a conditional step whose condition is false -> Skipped (the reason recorded)
 
 Task:  Pending -> Processing -> Processed
        Processing -> Failed (a step waits for a decision) -> Processing | Compensating
@@ -28,6 +30,7 @@ class StepState(StrEnum):
     COMPENSATION_FAILED = "CompensationFailed"
     SKIPPED = "Skipped"
     ERROR = "Error"
+    WAITING = "Waiting"
 
 
 class TaskState(StrEnum):

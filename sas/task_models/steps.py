@@ -190,6 +190,11 @@ class StepTransition(BaseModel):
     result: dict[str, Any] | None = Field(
         default=None, description="The step's result without its secret fields (a Processed write); None: unchanged."
     )
+    note: CleanText | None = Field(
+        default=None,
+        max_length=500,
+        description="Why a step is Skipped, or what a Waiting step waits for and until when; None: unchanged.",
+    )
 
 
 class TransitionBatch(BaseModel):
