@@ -8,7 +8,16 @@ from sas.task_models.ids import TASK_ID_PATTERN, validate_task_id
 from sas.task_models.orders import OrderInput, PreorderInput
 from sas.task_models.results import Secret, secret_fields, shown
 from sas.task_models.states import ACTIVE_STEP_STATES, StepState, TaskState
-from sas.task_models.status import CallbackEvent, OperatorAnswer, OperatorRequest, StepStatus, TaskResult, TaskStatus
+from sas.task_models.status import (
+    MAX_FAILURE_COUNT,
+    Approval,
+    CallbackEvent,
+    OperatorAnswer,
+    OperatorRequest,
+    StepStatus,
+    TaskResult,
+    TaskStatus,
+)
 from sas.task_models.steps import (
     RESUBMIT_MEMO,
     AcceptOutcome,
@@ -28,9 +37,11 @@ from sas.task_models.steps import (
 
 __all__ = [
     "ACTIVE_STEP_STATES",
+    "MAX_FAILURE_COUNT",
     "RESUBMIT_MEMO",
     "TASK_ID_PATTERN",
     "AcceptOutcome",
+    "Approval",
     "AuditRecord",
     "CallbackEvent",
     "MirrorStamp",

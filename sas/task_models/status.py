@@ -10,6 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sas.task_models.states import StepState, TaskState
 from sas.task_models.text import UserText
 
+# The largest FailureCount a request may carry: far above any ladder (retries and cool-down tries
+# are bounded in the settings), far below the state store's 32-bit column.
+MAX_FAILURE_COUNT = 100_000
+
 
 class StepStatus(BaseModel):
     name: str
@@ -23,6 +27,11 @@ class StepStatus(BaseModel):
     result: dict[str, Any] | None = Field(
         default=None, description="The forward result, without its secret fields (task_models.results)."
     )
+    stage: int | None = Field(default=None, description="Steps of one stage run side by side; None: its position.")
+    note: str | None = Field(
+        default=None, description="Why the step was Skipped, or what a Waiting step waits for and until when."
+    )
+    wait_until: datetime | None = Field(default=None, description="A Waiting step's deadline (UTC).")
 
 
 class TaskStatus(BaseModel):
@@ -49,13 +58,33 @@ class OperatorRequest(BaseModel):
 
     step: str | None = Field(default=None, description="Step to retry; the one waiting for a decision if unset.")
     failure_count: int | None = Field(
-        default=None, ge=0, description="Set by the Supervisor: the FailureCount its decision was made at."
+        default=None,
+        ge=0,
+        le=MAX_FAILURE_COUNT,
+        description="Set by the Supervisor: the FailureCount its decision was made at (at most 100,000).",
     )
-    decision_id: str | None = None
+    decision_id: str | None = Field(
+        default=None,
+        max_length=20,
+        pattern=r"^[0-9]+$",
+        description="The Supervisor's decision (decisions.id); a request is the Supervisor's only if it exists.",
+    )
     reset_failure_count: bool = Field(
         default=False,
         description="Start FailureCount again from 0 before retrying (sas resubmit: out of the dead letter).",
     )
+    by: UserText = Field(default="operator", max_length=200)
+    reason: UserText = Field(default="", max_length=2000)
+
+
+class Approval(BaseModel):
+    """Payload of a wait step's signal (``approve`` by default) and of its ``request_<signal>`` update:
+    who decided, whether to go on, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str | None = Field(default=None, max_length=32, description="The wait step; the one waiting if unset.")
+    approved: bool = Field(default=True, description="False: the task is undone (compensated).")
     by: UserText = Field(default="operator", max_length=200)
     reason: UserText = Field(default="", max_length=2000)
 

@@ -56,6 +56,10 @@ class StepPlan(BaseModel):
         description="Task queue of the step's Agents (its service's, task_models/queues.py), set at accept;"
         " None: the workflow's own (tasks accepted before service queues).",
     )
+    stage: int | None = Field(
+        default=None,
+        description="Steps of one stage start together (a parallel group); None: a stage of its own, at its position.",
+    )
 
     @property
     def resolved_policy(self) -> StepPolicyValues:
@@ -215,3 +219,8 @@ class AuditRecord(BaseModel):
     reason: CleanText = ""
     changed: CleanText
     at: datetime
+    decision_id: str | None = Field(
+        default=None,
+        description="The Supervisor decision the request names; the state store records the request as the "
+        "Supervisor's only if that decision exists for this task (a `by` alone proves nothing).",
+    )
