@@ -16,13 +16,12 @@ RUN groupadd --system --gid 10001 sas \
 
 WORKDIR /app
 
-# Dependencies first, so editing the code does not reinstall them: install the
-# project's dependency list (read from pyproject.toml) before copying the code.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-       > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+# Dependencies first, so editing the code does not reinstall them: exactly the
+# locked versions, checked against their hashes. requirements-runtime.lock is the
+# runtime part of requirements.lock (same versions, no test, dev or bench tools,
+# no Temporal binaries); the README's Tests section says how to refresh both.
+COPY requirements-runtime.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements-runtime.lock
 
 # /app/.sas: local state (`sas demo`); /data: the remote-services ledger, a
 # named volume in docker-compose.yml that starts with this ownership.
