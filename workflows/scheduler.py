@@ -1,128 +1,141 @@
-"""The Scheduler: runs a task's declared steps through their Agents, in order, and
-undoes the attempted ones in reverse when the task cannot complete.
+"""The Scheduler: runs a task's declared stages through their Agents - a step, or a parallel
+group whose steps start together - then undoes the attempted steps in the reverse order of
+their completion when the task cannot complete.
 
-Every change of a step's state happens in this class, in ``_set``; each is
-mirrored to the state store - by the Agent itself when an attempt starts and
-succeeds, and through the ``mirror.record`` local activity otherwise.
+The rules live in the pure core (``workflows/core/``): every change of a step's state is made
+in ``TaskCore.set``, and whether an operator's request applies is decided in
+``workflows/core/requests.py``. This module carries them out with Temporal: the Agents'
+activities (``shell/agents.py``), mirror writes (``shell/records.py``), wait steps
+(``shell/waits.py``), the undo engine (``shell/undo.py``, shared with the clean-up) and the
+operator protocol (``shell/host.py``).
 
-Each step's result (what its Agent got back, such as the provider's charge id) is kept
-here: later steps receive the results of earlier ones, and a step's undo its own forward
-result. Activities are called through their typed declarations (sas/task_models/activity_defs.py).
-
-When a step fails after its Agent's quick retries, the Scheduler records it as
-Failed and waits for a decision (``retry``, ``compensate`` or ``park``) from the
-Supervisor or an operator; it never gives up on its own.
+When a step fails after its Agent's quick retries, the Scheduler records it as Failed and
+waits for a decision (``retry``, ``compensate`` or ``park``) from the Supervisor or an
+operator; it never gives up on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any, ClassVar
 
+from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
-from temporalio.workflow import ActivityCancellationType
+from temporalio.common import RawValue
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from sas.task_models import (
         RESUBMIT_MEMO,
-        AuditRecord,
-        CallbackEvent,
-        MirrorStamp,
-        OperatorAnswer,
         OperatorRequest,
         Resubmission,
-        StepCall,
         StepPlan,
-        StepPolicyValues,
         StepResult,
         StepState,
         StepStatus,
-        StepTransition,
         TaskAccepted,
         TaskPlan,
         TaskResult,
         TaskState,
         TaskStatus,
-        TransitionBatch,
         validate_task_id,
     )
-    from sas.task_models.activity_defs import AgentRef, CallbackDefs, MirrorDefs, activity_name, agent_result
-    from sas.task_models.breakers import BREAKER_OPEN
-    from sas.task_models.errors import MIRROR_WRITE_REFUSED
+    from sas.task_models.activity_defs import MirrorDefs, agent_result
     from sas.task_models.results import shown
-    from sas.task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
-    from sas.task_models.versions import next_stamp, version_of
-    from sas.workflows.definitions import TaskDefinition
+    from sas.workflows.core.machine import PlanStep, TaskCore
+    from sas.workflows.definitions import StepContext, StepDefinition, TaskDefinition, Wait
     from sas.workflows.inputs import INVALID_INPUT, decode, short
-    from sas.workflows.summaries import current_details, step_summary
+    from sas.workflows.shell.agents import cancelled, held_by_breaker, start_agent, step_call
+    from sas.workflows.shell.records import _MIRROR_RETRY, _MIRROR_TIMEOUT, Records
+    from sas.workflows.shell.undo import UndoEngine
+    from sas.workflows.shell.waits import WaitSteps
+    from sas.workflows.summaries import step_summary
 
 # A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
 TASK_ID_REUSED = "TaskIdReused"
-# Mirror writes wait out a database outage rather than fail the task.
-_MIRROR_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-_MIRROR_TIMEOUT = timedelta(seconds=15)
-_MAX_EVENTS = 200
-# Requests from sas itself, not from a person: not written to the operator audit log.
-_AUTOMATIC = ("supervisor", "temporal")
-# A submitter's endpoint may be down for a while; keep trying for about half an hour.
-_CALLBACK_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=120), maximum_attempts=20
-)
 
 
-class TaskScheduler:
+class TaskScheduler(UndoEngine, WaitSteps):
     """Base of every task workflow. Subclasses set ``definition`` and a ``@workflow.run``
     that calls :meth:`execute`."""
 
     definition: ClassVar[TaskDefinition]
 
     def __init__(self) -> None:
+        super().__init__()
         info = workflow.info()
         # The task's status exists from the start (Pending, its declared steps), so no handler or
-        # step has to ask whether it does; ``_plan`` is None until the task is accepted.
-        self._status = TaskStatus(
-            task_id=info.workflow_id,
-            task_type=self.definition.task_type,
+        # step has to ask whether it does; the core is accepted once the state store has the task.
+        self._core = self._new_core(info.workflow_id, [(s.name, None) for s in self.definition.steps])
+        self._records = Records(task_id=info.workflow_id, chain_id=info.first_execution_run_id)
+        self._listen_for_approvals([s for s in self.definition.steps if isinstance(s, Wait)])
+
+    def _new_core(self, task_id: str, steps: list[tuple[str, int | None]]) -> TaskCore:
+        definition = self.definition
+        plan = []
+        for position, (name, _) in enumerate(steps):
+            step = definition.step(name)
+            stage = definition.stage_of(name)
+            is_wait = isinstance(step, Wait)
+            plan.append(
+                PlanStep(
+                    name,
+                    position,
+                    position if stage is None else stage,
+                    undo=not is_wait and step.undo is not None,
+                    wait=is_wait,
+                    signal=step.signal if is_wait else None,
+                )
+            )
+        status = TaskStatus(
+            task_id=task_id,
+            task_type=definition.task_type,
             state=TaskState.PENDING,
-            steps=[StepStatus(name=d.name, position=i) for i, d in enumerate(self.definition.steps)],
+            steps=[StepStatus(name=p.name, position=p.position, stage=s) for p, (_, s) in zip(plan, steps, strict=True)],
         )
-        self._plan: TaskPlan | None = None
-        self._payload: dict[str, Any] = {}
-        self._seq = 0  # this run's transitions, for the audit log
-        self._stamp = 0  # orders the mirror writes, across runs too (task_models.versions)
-        self._requests: list[tuple[str, OperatorRequest]] = []
-        self._compensate: OperatorRequest | None = None
-        self._inflight: workflow.ActivityHandle[StepResult] | None = None
-        self._published: dict[str, Any] = {}
-        self._callbacks: list[workflow.ActivityHandle[None]] = []
-        # Forward results by step (secret fields included: they go only to the Agents).
-        self._results: dict[str, dict[str, Any]] = {}
+        return TaskCore(status, plan)
 
     # ------------------------------------------------------------------ run
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         task_input = self._validate(raw_input)
+        plan = await self._accept(task_input)
+        self._payload = task_input
+        self._notify("received")
+        try:
+            await self._run_stages()
+        except asyncio.CancelledError:
+            # Cancelling the workflow (UI, CLI) means: undo what was done, then stop.
+            self._event("workflow cancellation requested: compensating")
+            if not self._core.compensating:
+                self._core.begin_compensation(OperatorRequest(by="temporal", reason="workflow cancelled"))
+        if not self._core.compensating:
+            await self._finish(plan)
+            self._notify("completed")
+        else:
+            await self._run_compensations()
+            self._notify("compensated")
+        for line in await self._notifier.delivered():
+            self._event(line)
+        status = self._core.status
+        return TaskResult(task_id=status.task_id, state=status.state, steps=status.steps)
+
+    async def _accept(self, task_input: dict[str, Any]) -> TaskPlan:
         info = workflow.info()
-        resubmission = workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission)
-        declared = [
-            StepPlan(
-                name=d.name,
-                position=i,
-                agent=d.agent,
-                compensation=d.compensation,
-                idempotency_key=f"{info.workflow_id}:{d.name}",
-                policy=d.policy,
+        declared = []
+        for position, step in enumerate(self.definition.steps):
+            declared.append(
+                StepPlan(
+                    name=step.name,
+                    position=position,
+                    agent=step.agent,
+                    compensation=step.compensation,
+                    idempotency_key=f"{info.workflow_id}:{step.name}",
+                    policy=step.policy if isinstance(step, StepDefinition) else None,
+                    stage=self.definition.stage_of(step.name),
+                )
             )
-            for i, d in enumerate(self.definition.steps)
-        ]
-        self._plan = await workflow.execute_local_activity_method(
+        plan = await workflow.execute_local_activity_method(
             MirrorDefs.accept,
             TaskAccepted(
                 task_id=info.workflow_id,
@@ -134,39 +147,29 @@ class TaskScheduler:
                 accepted_at=workflow.now(),
                 run_id=info.run_id,
                 chain_id=info.first_execution_run_id,
-                resubmission=resubmission,
+                resubmission=workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission),
             ),
             start_to_close_timeout=_MIRROR_TIMEOUT,
             retry_policy=_MIRROR_RETRY,
             summary="accept the task: write its rows to the state store",
         )
-        if self._plan.refused is not None:
+        if plan.refused is not None:
             # The id belongs to another task: touch nothing of it (no rows, no keys, no callbacks).
-            raise ApplicationError(self._plan.refused, type=TASK_ID_REUSED, non_retryable=True)
-        self._status = TaskStatus(
-            task_id=info.workflow_id,
-            task_type=self.definition.task_type,
-            state=TaskState.PENDING,
-            steps=[StepStatus(name=p.name, position=p.position) for p in self._plan.steps],
-        )
-        self._payload = task_input
-        self._notify("received")
-        try:
-            for plan in self._plan.steps:
-                if self._compensate is not None:
-                    break
-                await self._run_forward(plan)
-        except asyncio.CancelledError:
-            # Cancelling the workflow (UI, CLI) means: undo what was done, then stop.
-            self._event("workflow cancellation requested: compensating")
-            self._compensate = self._compensate or OperatorRequest(by="temporal", reason="workflow cancelled")
-        if self._compensate is None:
-            self._notify("completed")
-        else:
-            await self._run_compensations()
-            self._notify("compensated")
-        await self._callbacks_delivered()
-        return self._result()
+            raise ApplicationError(plan.refused, type=TASK_ID_REUSED, non_retryable=True)
+        before = self._core
+        self._core = self._new_core(info.workflow_id, [(p.name, p.stage) for p in plan.steps])
+        self._core.accepted = True
+        self._core.compensation = before.compensation  # a compensate that came before the accept
+        self._core.status.events = before.status.events
+        self._plans = {p.name: p for p in plan.steps}
+        self._compensation_policy = plan.compensation_policy
+        self._supervisor_id = plan.supervisor_workflow_id
+        self._publisher.search_attributes = plan.search_attributes
+        self._publisher.on = True
+        url = task_input.get("callback_url")
+        self._notifier.url = url if isinstance(url, str) else None
+        self._notifier.incarnation = plan.incarnation
+        return plan
 
     def _validate(self, raw_input: RawValue | Any) -> dict[str, Any]:
         """The task's input, or a non-retryable InvalidInput failure saying what is wrong with it.
@@ -174,6 +177,7 @@ class TaskScheduler:
         Decoded here, from the raw payload, rather than by the SDK before the workflow runs: a
         payload that does not decode (too deeply nested, not JSON) would otherwise fail every
         workflow task, leaving the workflow Running for ever with nothing to say why."""
+        task_type = self.definition.task_type
         try:
             validate_task_id(workflow.info().workflow_id)
             if isinstance(raw_input, RawValue):
@@ -183,608 +187,119 @@ class TaskScheduler:
             model = self.definition.input_model.model_validate(raw_input)
         except ValidationError as err:
             raise ApplicationError(
-                f"invalid {self.definition.task_type} input: {short(err)}", type=INVALID_INPUT, non_retryable=True
+                f"invalid {task_type} input: {short(err)}", type=INVALID_INPUT, non_retryable=True
             ) from None
         except ValueError as err:
-            raise ApplicationError(
-                f"invalid {self.definition.task_type} input: {err}", type=INVALID_INPUT, non_retryable=True
-            ) from None
+            raise ApplicationError(f"invalid {task_type} input: {err}", type=INVALID_INPUT, non_retryable=True) from None
         return model.model_dump(mode="json")
 
     # ----------------------------------------------------------- forward
 
-    async def _run_forward(self, plan: StepPlan) -> None:
-        step = self._step(plan.name)
-        last = plan.position == len(self._steps_plan) - 1
-        while self._compensate is None:
-            self._advance()
-            step.runs += 1
-            self._set(step, StepState.PROCESSING, TaskState.PROCESSING)
-            call = self._call(plan, compensation=False, task_state_on_done=TaskState.PROCESSED if last else None)
-            self._inflight = workflow.start_activity_method(
-                self._agent(plan.agent),
-                call,
-                task_queue=plan.task_queue,  # its service's queue; None (older plans): the workflow's
-                start_to_close_timeout=plan.resolved_policy.complete_by,
-                heartbeat_timeout=plan.resolved_policy.heartbeat,
-                retry_policy=_retry_policy(plan.resolved_policy),
-                cancellation_type=ActivityCancellationType.TRY_CANCEL,
-                summary=step_summary(
-                    plan.name, plan.agent, self._payload, run=step.runs, failure_count=step.failure_count
-                ),
+    async def _run_stages(self) -> None:
+        core = self._core
+        earlier: list[str] = []
+        for stage in core.stages():
+            if core.compensating:
+                return
+            runnable = await self._skip_unless_wanted(stage)
+            if len(runnable) == 1:
+                await self._run_step(runnable[0], earlier)
+            elif runnable:
+                await asyncio.gather(*(self._run_step(name, earlier) for name in runnable))
+            earlier = earlier + stage
+
+    async def _skip_unless_wanted(self, stage: list[str]) -> list[str]:
+        """The stage's steps whose condition holds; the others are Skipped, with the reason."""
+        context = StepContext(input=self._payload, results=self._results)
+        runnable, skipped = [], []
+        for name in stage:
+            when = self.definition.step(name).when
+            if when is None or when.predicate(context):
+                runnable.append(name)
+                continue
+            if not skipped:
+                self._records.advance()
+            step = self._core.skip(name, f"skipped: {when.unless}")
+            self._publish()
+            self._event(f"{name}: {step.note}")
+            skipped.append(self._records.transition(step, note=step.note))
+        if skipped:
+            await self._records.mirror(skipped)
+        return runnable
+
+    async def _run_step(self, name: str, earlier: list[str]) -> None:
+        step = self.definition.step(name)
+        if isinstance(step, Wait):
+            await self._run_wait(name, step)
+        else:
+            await self._run_forward(name, earlier)
+
+    async def _run_forward(self, name: str, earlier: list[str]) -> None:
+        core, records = self._core, self._records
+        plan = self._plans[name]
+        # The Agent of the only step of the last stage records the task's completion with its own.
+        completes = core.stages()[-1] == [name]
+        while not core.compensating:
+            records.advance()
+            step = core.start(name)
+            self._publish()
+            call = step_call(
+                core.status,
+                plan,
+                records,
+                self._payload,
+                self._results,
+                compensation=False,
+                task_state_on_done=TaskState.PROCESSED if completes else None,
+                earlier=earlier,
             )
+            handle = start_agent(
+                plan.agent,
+                call,
+                task_queue=plan.task_queue,
+                policy=plan.resolved_policy,
+                summary=step_summary(name, plan.agent, self._payload, run=step.runs, failure_count=step.failure_count),
+            )
+            self._inflight[name] = handle
             try:
-                done = await self._inflight
+                done = await handle
                 self._keep_result(plan, step, done)
-                self._set(step, StepState.PROCESSED, TaskState.PROCESSED if last else TaskState.PROCESSING)
-                self._notify("step_completed", step.name)
+                core.done(name)
+                self._publish()
+                self._notify("step_completed", name)
                 return
             except ActivityError as err:
-                if isinstance(err.cause, CancelledError):
-                    if self._compensate is not None:
+                if cancelled(err):
+                    if core.compensating:
                         return  # undone below, with the others: the attempt may have had its effect
                     raise asyncio.CancelledError() from err  # the workflow itself is being cancelled
-                if await _held_by_breaker(plan, step.name, err, self._event):
+                if await held_by_breaker(plan, name, err, self._event):
                     continue  # not a failure: started again, to wait in the service's queue
-                await self._record_failure(step, StepState.FAILED, err)
+                await self._record_failure(name, StepState.FAILED, err)
             finally:
-                self._inflight = None
-            if await self._await_decision(step, compensating=False) == "compensate":
+                self._inflight.pop(name, None)
+            if await self._await_decision(name, compensating=False) == "compensate":
                 return
 
-    # ------------------------------------------------------ compensation
-
-    async def _run_compensations(self) -> None:
-        if self._compensate is not None and self._compensate.by not in _AUTOMATIC:
-            attempted = [s.name for s in self._status.steps if s.runs > 0]
-            await self._audit(
-                "compensate",
-                None,
-                self._compensate,
-                f"task {self._status.state} -> Compensating; undoing {', '.join(reversed(attempted)) or 'nothing'}",
-            )
-        self._set_task_state(TaskState.COMPENSATING)
-        self._advance()
-        skipped = []
-        for step in self._status.steps:
-            if step.runs == 0:
-                self._set(step, StepState.SKIPPED)
-                skipped.append(self._transition(step, task_state=TaskState.COMPENSATING))
-        await self._mirror(skipped or [self._transition(self._status.steps[0], task_state=TaskState.COMPENSATING)])
-        for plan in reversed(self._steps_plan):
-            step = self._step(plan.name)
-            if step.runs > 0:
-                await self._undo(plan, step)
-        self._set_task_state(TaskState.COMPENSATED)
-        self._advance()
-        await self._mirror([self._transition(self._status.steps[-1], task_state=TaskState.COMPENSATED)])
-
-    async def _undo(self, plan: StepPlan, step: StepStatus) -> None:
-        assert self._plan is not None
-        if plan.compensation is None:
-            self._set(step, StepState.COMPENSATED)
+    async def _finish(self, plan: TaskPlan) -> None:
+        """The task completed. Its completion is in the mirror already when the Agent of a last
+        stage's only step wrote it; otherwise (a parallel group, a wait or a skipped step last)
+        it is written here."""
+        core = self._core
+        last = core.stages()[-1]
+        if len(last) == 1 and not core.planned(last[0]).wait and core.step(last[0]).state == StepState.PROCESSED:
             return
-        policy = self._plan.compensation_policy
-        undo_runs = 0
-        while True:
-            self._advance()
-            undo_runs += 1
-            self._set(step, StepState.COMPENSATING, TaskState.COMPENSATING)
-            undo = asyncio.ensure_future(
-                workflow.execute_activity_method(
-                    self._agent(plan.compensation),
-                    self._call(plan, compensation=True),
-                    task_queue=plan.task_queue,
-                    start_to_close_timeout=policy.complete_by,
-                    heartbeat_timeout=policy.heartbeat,
-                    retry_policy=_retry_policy(policy),
-                    summary=step_summary(
-                        plan.name,
-                        plan.compensation,
-                        self._payload,
-                        run=undo_runs,
-                        failure_count=step.failure_count,
-                        undo=True,
-                    ),
-                )
-            )
-            try:
-                await _shielded(undo)
-                self._set(step, StepState.COMPENSATED)
-                return
-            except ActivityError as err:
-                if await _held_by_breaker(plan, step.name, err, self._event):
-                    continue
-                await self._record_failure(step, StepState.COMPENSATION_FAILED, err)
-            await self._await_decision(step, compensating=True)
-
-    # --------------------------------------------------------- decisions
-
-    async def _record_failure(self, step: StepStatus, state: StepState, err: ActivityError) -> None:
-        message, error_type, permanent = _describe(err)
-        step.last_error, step.error_type, step.permanent = message, error_type, permanent
-        self._advance()
-        task_state = TaskState.FAILED if state == StepState.FAILED else TaskState.COMPENSATING
-        self._set(step, state, task_state)
-        self._event(f"{step.name}: {state} ({error_type}): {message}")
-        self._notify("failed", step.name, f"{error_type}: {message}")
-        # CompleteBy of a Failed step: when the Supervisor should look at it - now.
-        await self._mirror([self._transition(step, task_state=task_state, complete_by=workflow.now())])
-        await self._wake_supervisor()
-
-    async def _await_decision(self, step: StepStatus, *, compensating: bool) -> str:
-        """Wait for the Supervisor or an operator. Returns "retry" or "compensate"."""
-        while True:
-            await workflow.wait_condition(
-                lambda: bool(self._requests) or (self._compensate is not None and not compensating)
-            )
-            if not self._requests:
-                return "compensate"
-            kind, request = self._requests.pop(0)
-            if request.failure_count is not None:
-                step.failure_count = max(step.failure_count, request.failure_count)
-                self._publish()
-            if kind == "park":
-                self._advance()
-                self._status.needs_operator = True  # published by _set below
-                self._set(step, StepState.ERROR, TaskState.ERROR)
-                self._event(f"{step.name}: parked as Error by {request.by}: {request.reason}")
-                self._notify("needs_operator", step.name, request.reason)
-                await self._mirror([self._transition(step, task_state=TaskState.ERROR, complete_by=None)])
-                continue
-            self._status.needs_operator = False
-            self._publish()
-            self._event(f"{step.name}: {kind} by {request.by}" + (f": {request.reason}" if request.reason else ""))
-            if request.reset_failure_count:
-                changed = f"FailureCount {step.failure_count} -> 0; {step.name} retried"
-                step.failure_count = 0
-                self._advance()
-                reset = self._transition(step).model_copy(update={"reset_failure_count": True})
-                await self._mirror([reset])
-                self._publish()
-                await self._audit("resubmit", step.name, request, changed)
-            elif request.by not in _AUTOMATIC:
-                await self._audit(kind, step.name, request, f"{step.name} ({step.state}) {kind}")
-            if kind == "compensate" and not compensating:
-                return "compensate"
-            return "retry"
-
-    # ------------------------------------------------- signals and updates
-    #
-    # The signals keep the Temporal UI and `temporal workflow signal` working; a signal
-    # that does not apply changes nothing and is recorded in `events`. The updates do
-    # the same, but reject what does not apply in their validator, so the caller gets
-    # an immediate answer saying why.
-
-    @workflow.signal(name="retry")
-    def retry(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
-        """Re-run the step that waits for a decision (or retry its failed undo)."""
-        request = self._request("retry", raw)
-        if request is None:
-            return
-        problem = self._retry_problem(request)
-        if problem:
-            # Still count it: the Supervisor may be counting an overrun of a running step.
-            self._note_count(request)
-            self._event(f"retry from {request.by} ignored: {problem}")
-            return
-        self._claim_count(request)
-        self._requests.append(("retry", request))
-
-    @workflow.signal(name="compensate")
-    def compensate(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
-        """Undo every attempted step, in reverse order."""
-        request = self._request("compensate", raw)
-        if request is None:
-            return
-        problem = self._compensate_problem(request)
-        self._note_count(request)
-        if problem:
-            self._event(f"compensate from {request.by} ignored: {problem}")
-            return
-        self._start_compensation(request)
-
-    @workflow.signal(name="park")
-    def park(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
-        """Park the waiting step as Error until an operator acts (sent by the Supervisor)."""
-        request = self._request("park", raw)
-        if request is None:
-            return
-        waiting = self._waiting_step()
-        if waiting is None:
-            self._event(f"park from {request.by} ignored: no step is waiting for a decision")
-            return
-        if request.failure_count is not None and request.failure_count <= waiting.failure_count:
-            self._event(
-                f"park from {request.by} ignored: the decision at FailureCount {request.failure_count} was already applied"
-            )
-            return
-        self._claim_count(request)
-        self._requests.append(("park", request))
-
-    @workflow.update(name="request_retry")
-    def request_retry(self, request: OperatorRequest) -> OperatorAnswer:
-        """``retry`` with an answer: accepted, or rejected with the reason."""
-        step = self._waiting_step()
-        self._claim_count(request)
-        self._requests.append(("retry", request))
-        assert step is not None
-        what = "undo of" if step.state != StepState.FAILED and self._compensate is not None else "step"
-        return OperatorAnswer(message=f"retrying {what} {step.name}", task_state=self._status.state)
-
-    @request_retry.validator
-    def _validate_retry(self, request: OperatorRequest) -> None:
-        problem = self._retry_problem(request)
-        if problem:
-            raise ValueError(problem)
-
-    @workflow.update(name="request_compensate")
-    def request_compensate(self, request: OperatorRequest) -> OperatorAnswer:
-        """``compensate`` with an answer: accepted, or rejected with the reason."""
-        self._note_count(request)
-        self._start_compensation(request)
-        return OperatorAnswer(
-            message="compensating: attempted steps are undone in reverse order", task_state=self._status.state
+        self._set_task(TaskState.PROCESSED)
+        self._records.advance()
+        carrier = core.step(core.completed[-1]) if core.completed else core.status.steps[-1]
+        await self._records.mirror(
+            [self._records.transition(carrier, task_state=TaskState.PROCESSED, note=carrier.note)]
         )
-
-    @request_compensate.validator
-    def _validate_compensate(self, request: OperatorRequest) -> None:
-        problem = self._compensate_problem(request)
-        if problem:
-            raise ValueError(problem)
-
-    def _request(self, signal: str, raw: RawValue | None) -> OperatorRequest | None:
-        """A signal's request, or None (and an event saying why) if its payload is not one.
-
-        The signals take the raw payload and decode it here: a payload the SDK failed to
-        decode would be dropped with only a line in the worker's log."""
-        if raw is None:
-            return OperatorRequest()
-        try:
-            decoded = decode(raw)
-            return OperatorRequest() if decoded is None else OperatorRequest.model_validate(decoded)
-        except ValidationError as err:
-            problem = short(err)
-        except ValueError as err:
-            problem = str(err)
-        workflow.logger.warning("%s signal rejected: %s", signal, problem)
-        self._event(f"{signal} signal rejected: invalid request: {problem}")
-        return None
-
-    def _retry_problem(self, request: OperatorRequest) -> str | None:
-        """Why a retry request does not apply now, or None if it does."""
-        if self._plan is None:
-            return "the task has not been accepted yet"
-        if self._status.state.terminal:
-            return f"the task is already {self._status.state}"
-        names = [s.name for s in self._status.steps]
-        if request.step is not None and request.step not in names:
-            return f"unknown step {request.step!r}; the steps are {', '.join(names)}"
-        waiting = self._waiting_step()
-        if waiting is None:
-            if request.step is not None:
-                return f"step {request.step} is {self._step(request.step).state}, not waiting for a decision"
-            return f"no step is waiting for a decision (the task is {self._status.state})"
-        if request.step is not None and request.step != waiting.name:
-            return f"step {request.step} is {self._step(request.step).state}; the step waiting for a decision is {waiting.name}"
-        if request.failure_count is not None and request.failure_count <= waiting.failure_count:
-            return f"the decision at FailureCount {request.failure_count} was already applied"
-        return None
-
-    def _claim_count(self, request: OperatorRequest) -> None:
-        """Take a decision's FailureCount as soon as it is queued, so a second copy of the same
-        decision (two Supervisors flushing one outbox row) is recognised and ignored."""
-        waiting = self._waiting_step()
-        if waiting is not None and request.failure_count is not None:
-            waiting.failure_count = max(waiting.failure_count, request.failure_count)
-
-    def _compensate_problem(self, request: OperatorRequest) -> str | None:
-        if self._plan is None:
-            return None if self._compensate is None else "the task is already compensating"
-        if self._status.state.terminal:
-            return f"the task is already {self._status.state}"
-        names = [s.name for s in self._status.steps]
-        if request.step is not None and request.step not in names:
-            return f"unknown step {request.step!r}; the steps are {', '.join(names)}"
-        if self._compensate is not None:
-            waiting = self._waiting_step()
-            if waiting is None or waiting.state == StepState.FAILED:
-                return "the task is compensating"
-        return None
-
-    def _start_compensation(self, request: OperatorRequest) -> None:
-        self._event(f"compensate requested by {request.by}" + (f": {request.reason}" if request.reason else ""))
-        if self._compensate is None:
-            self._compensate = request
-            if self._inflight is not None:
-                self._inflight.cancel()
-            self._requests.clear()
-        else:
-            self._requests.append(("compensate", request))  # retry the undo that failed or was parked
-
-    @workflow.query(name="status")
-    def status(self) -> TaskStatus:
-        return self._status
-
-    # ------------------------------------------------------------ helpers
-
-    def _agent(self, name: str) -> AgentRef:
-        """The typed reference of the Agent a plan names. The plan (recorded in history when the
-        task was accepted) decides which Agent runs; the registered name stays what it was."""
-        ref = self.definition.agents().get(name)
-        if ref is None:
-            raise ApplicationError(f"no Agent {name!r} is declared for {self.definition.task_type} tasks")
-        return ref
 
     def _keep_result(self, plan: StepPlan, step: StepStatus, done: StepResult) -> None:
         """Keep a forward result for the later steps and the undo; show it without its secrets."""
         # No workflow.patched here: keeping a result changes no command, only the inputs of later
-        # activities, which replay does not compare. A run started before results existed got
-        # answers without the provider's ids; its undo then looks the id up by our key
-        # (activities/agent.py). A patch would cost every task a marker and a visibility write.
+        # activities, which replay does not compare.
         self._results[plan.name] = done.data
         model = agent_result(plan.agent)
         step.result = shown(model, done.data) if model is not None else done.data
-
-    def _shown_results(self) -> dict[str, dict[str, Any]]:
-        return {s.name: s.result for s in self._status.steps if s.result is not None}
-
-    @property
-    def _steps_plan(self) -> list[StepPlan]:
-        assert self._plan is not None
-        return self._plan.steps
-
-    def _step(self, name: str) -> StepStatus:
-        return next(s for s in self._status.steps if s.name == name)
-
-    def _waiting_step(self) -> StepStatus | None:
-        waiting = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
-        return next((s for s in self._status.steps if s.state in waiting), None)
-
-    def _note_count(self, request: OperatorRequest) -> None:
-        if request.failure_count is None:
-            return
-        target = request.step and next((s for s in self._status.steps if s.name == request.step), None)
-        if target:
-            target.failure_count = max(target.failure_count, request.failure_count)
-
-    def _advance(self) -> None:
-        """Number the next transition: its audit seq and its mirror stamp."""
-        self._seq += 1
-        self._stamp = next_stamp(self._stamp, workflow.now())
-
-    def _set(self, step: StepStatus, state: StepState, task_state: TaskState | None = None) -> None:
-        """The one place a step's state changes in the Scheduler."""
-        step.state = state
-        if task_state is not None:
-            self._status.state = task_state
-            self._status.current_step = step.name
-        self._publish()
-
-    def _set_task_state(self, task_state: TaskState) -> None:
-        self._status.state = task_state
-        self._publish()
-
-    def _publish(self) -> None:
-        """Keep the UI's view in step with the task: the current details (the workflow page) and
-        the search attributes an operator filters on (only what changed, to keep the history small)."""
-        if self._plan is None:
-            return
-        # Current details are no command and no event: the UI reads them through a query, so
-        # setting them on every change costs nothing in history and replays the same.
-        workflow.set_current_details(current_details(self._status))
-        if not self._plan.search_attributes:
-            return
-        wanted: dict[SearchAttributeKey[Any], Any] = {
-            TASK_STATE: str(self._status.state),
-            CURRENT_STEP: self._status.current_step or "",
-            FAILURE_COUNT: max((s.failure_count for s in self._status.steps), default=0),
-            NEEDS_OPERATOR: self._status.needs_operator,
-        }
-        # The current step alone moving on is not worth an upsert (each one is a history event
-        # and a visibility write): it is published with the next change of anything else.
-        triggers = (TASK_STATE, FAILURE_COUNT, NEEDS_OPERATOR)
-        if any(self._published.get(key.name) != wanted[key] for key in triggers):
-            changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
-            workflow.upsert_search_attributes(changed)
-            self._published.update({key.name: value for key, value in wanted.items()})
-
-    def _call(self, plan: StepPlan, *, compensation: bool, task_state_on_done: TaskState | None = None) -> StepCall:
-        step = self._step(plan.name)
-        return StepCall(
-            task_id=self._status.task_id,
-            task_type=self._status.task_type,
-            step=plan.name,
-            position=plan.position,
-            idempotency_key=f"{plan.idempotency_key}:undo" if compensation else plan.idempotency_key,
-            target_key=plan.idempotency_key if compensation else None,
-            compensation=compensation,
-            payload=self._payload,
-            stamp=MirrorStamp(
-                seq=self._stamp,
-                chain_id=workflow.info().first_execution_run_id,
-                failure_count=step.failure_count,
-                task_state_on_done=task_state_on_done,
-            ),
-            # The steps before this one, in order; an undo gets its own step's result.
-            results={}
-            if compensation
-            else {
-                p.name: self._results[p.name]
-                for p in self._steps_plan
-                if p.position < plan.position and p.name in self._results
-            },
-            forward_result=self._results.get(plan.name) if compensation else None,
-        )
-
-    def _transition(
-        self, step: StepStatus, *, task_state: TaskState | None = None, complete_by: Any = None
-    ) -> StepTransition:
-        return StepTransition(
-            task_id=workflow.info().workflow_id,
-            step=step.name,
-            version=version_of(self._stamp),
-            state=step.state,
-            at=workflow.now(),
-            complete_by=complete_by,
-            failure_count=step.failure_count,
-            last_error=step.last_error,
-            error_type=step.error_type,
-            permanent=step.permanent,
-            task_state=task_state,
-            run_id=workflow.info().run_id,
-            chain_id=workflow.info().first_execution_run_id,
-        )
-
-    async def _mirror(self, transitions: list[StepTransition]) -> None:
-        with _unless_refused(activity_name(MirrorDefs.record)):
-            await workflow.execute_local_activity_method(
-                MirrorDefs.record,
-                TransitionBatch(transitions=transitions),
-                start_to_close_timeout=_MIRROR_TIMEOUT,
-                retry_policy=_MIRROR_RETRY,
-                summary="record "
-                + ", ".join(
-                    f"{t.step} {t.state}" + (f" (task {t.task_state})" if t.task_state else "") for t in transitions
-                ),
-            )
-
-    async def _audit(self, action: str, step: str | None, request: OperatorRequest, changed: str) -> None:
-        """Record an operator's action - who, when, why, what it changed - in the state store."""
-        self._advance()
-        record = AuditRecord(
-            task_id=self._status.task_id,
-            run_id=workflow.info().run_id,
-            seq=self._seq,
-            step=step,
-            action=action,
-            actor=request.by,
-            reason=request.reason,
-            changed=changed,
-            at=workflow.now(),
-        )
-        with _unless_refused(activity_name(MirrorDefs.audit)):
-            await workflow.execute_local_activity_method(
-                MirrorDefs.audit,
-                record,
-                start_to_close_timeout=_MIRROR_TIMEOUT,
-                retry_policy=_MIRROR_RETRY,
-                summary=f"audit: {action} by {request.by}",
-            )
-
-    async def _wake_supervisor(self) -> None:
-        """Tell the Supervisor now rather than at its next tick; harmless if it is not running."""
-        if self._plan is None or not self._plan.supervisor_workflow_id:
-            return
-        try:
-            await workflow.get_external_workflow_handle(self._plan.supervisor_workflow_id).signal("wake")
-        except Exception as err:  # noqa: BLE001 - waking is an optimisation only
-            workflow.logger.debug("could not wake the Supervisor: %s", err)
-
-    def _notify(self, kind: str, step: str | None = None, detail: str | None = None) -> None:
-        """Post a status event to the submitter's callback URL, if the task has one.
-        Not awaited: a slow receiver must not hold the task up."""
-        url = self._payload.get("callback_url")
-        if not url:
-            return
-        event = CallbackEvent(
-            event_id=f"{self._status.task_id}:{self._stamp}:{kind}" + (f":{step}" if step else ""),
-            kind=kind,
-            task_id=self._status.task_id,
-            task_type=self._status.task_type,
-            state=self._status.state,
-            step=step,
-            detail=detail,
-            at=workflow.now(),
-            url=url,
-            results=self._shown_results(),
-        )
-        self._callbacks.append(
-            workflow.start_activity_method(
-                CallbackDefs.post,
-                event,
-                start_to_close_timeout=timedelta(seconds=15),
-                retry_policy=_CALLBACK_RETRY,
-                summary=f"post '{kind}' to the submitter's callback URL",  # the URL itself is not shown
-            )
-        )
-
-    async def _callbacks_delivered(self) -> None:
-        """Wait for the posts still under way; one that gave up does not fail the task."""
-        for handle in self._callbacks:
-            try:
-                await handle
-            except ActivityError as err:
-                self._event(f"callback not delivered: {err.cause or err}")
-
-    def _event(self, text: str) -> None:
-        self._status.events.append(f"{workflow.now().isoformat(timespec='seconds')} {text}")
-        del self._status.events[:-_MAX_EVENTS]
-
-    def _result(self) -> TaskResult:
-        return TaskResult(task_id=self._status.task_id, state=self._status.state, steps=self._status.steps)
-
-
-async def _shielded(task: asyncio.Future[Any]) -> Any:
-    """Await ``task`` through any number of cancellations: once undoing has begun,
-    cancelling the workflow must not leave it half done."""
-    while True:
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled():
-                raise
-            workflow.logger.warning("cancellation ignored while compensating")
-
-
-async def _held_by_breaker(plan: StepPlan, step: str, err: ActivityError, note: Callable[[str], None]) -> bool:
-    """Whether the Agent refused to call because its service's circuit breaker is open
-    (activities/breaker.py): not a failure of the step, which is then started again without
-    spending an attempt or a Supervisor decision. On a service's own queue the new attempt waits
-    there, unpolled, until the breaker lets it go; on the workflow's queue (a plan from before
-    service queues) nothing holds it, so the Scheduler waits for the breaker's next probe first."""
-    cause = err.cause
-    if not (isinstance(cause, ApplicationError) and cause.type == BREAKER_OPEN):
-        return False
-    note(f"{step}: held, the circuit breaker of its service is open; started again")
-    if plan.task_queue is None:
-        details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
-        await workflow.sleep(timedelta(seconds=float(details.get("retry_in_s", 5.0))))
-    return True
-
-
-def _retry_policy(policy: StepPolicyValues) -> RetryPolicy:
-    return RetryPolicy(
-        initial_interval=timedelta(seconds=policy.initial_interval_s),
-        backoff_coefficient=policy.backoff,
-        maximum_interval=timedelta(seconds=policy.max_interval_s),
-        maximum_attempts=policy.max_attempts,
-    )
-
-
-def _describe(err: ActivityError) -> tuple[str, str, bool]:
-    """Message, type and permanence of an Agent's failure, for the record and the Supervisor."""
-    cause = err.cause
-    if isinstance(cause, ApplicationError):
-        return cause.message, cause.type or "ApplicationError", cause.non_retryable
-    if isinstance(cause, TimeoutError):
-        kind = cause.type.name if cause.type is not None else "UNKNOWN"
-        return f"no answer within the step's {kind.lower().replace('_', '-')} timeout", f"Timeout:{kind}", False
-    if isinstance(cause, CancelledError):
-        return "the attempt was cancelled", "Cancelled", False
-    return str(cause or err), type(cause or err).__name__, False
-
-
-@contextmanager
-def _unless_refused(activity_name: str) -> Iterator[None]:
-    """A mirror write the state store refused for good (the activity raised the alert) does not
-    stop the task: Temporal holds its state, and the row is repaired from it later."""
-    try:
-        yield
-    except (ActivityError, ApplicationError) as err:
-        # A local activity's failure reaches the workflow as the activity's own error, not
-        # wrapped in an ActivityError as a regular activity's is; both are handled.
-        cause = err.cause if isinstance(err, ActivityError) else err
-        if not (isinstance(cause, ApplicationError) and cause.type == MIRROR_WRITE_REFUSED):
-            raise
-        workflow.logger.error("%s refused for good, the task goes on: %s", activity_name, cause.message)

@@ -22,6 +22,8 @@ class CleanupStep(BaseModel):
     state: str
     compensation: str | None
     idempotency_key: str
+    task_queue: str | None = Field(default=None, description="Its service's queue; None: the clean-up's own.")
+    version: int = Field(default=0, description="The row's version: Processed steps are undone latest first.")
 
 
 class CleanupInput(BaseModel):

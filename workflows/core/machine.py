@@ -1,0 +1,187 @@
+"""The Scheduler's state machine over a task's plan: step states, what may start now, and what
+to undo in which order. Pure Python, like ``supervisor/policy.py``: no I/O and nothing from
+Temporal, so the Scheduler's rules are read and tested here, and the workflow shell
+(``workflows/shell/``) only carries them out.
+
+Every change of a step's state is made here, in :meth:`TaskCore.set`.
+
+A plan is a list of *stages*. A stage is one step, or a parallel group whose steps start
+together; the task goes on to the next stage when every step of the stage is done. A step
+is *attempted* once the Scheduler has started it (``runs > 0``): only an attempted step can
+have had an effect, so only attempted steps are undone, and a step never started is Skipped.
+Undoing goes in the reverse order in which the steps completed; steps that were attempted
+but never completed (failed, or cancelled in flight) are undone first, since they are the
+latest work and their effect is not known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState, TaskStatus
+
+# A step in one of these states waits for a decision (the Supervisor's or an operator's).
+DECISION_STATES = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
+RequestKind = Literal["retry", "compensate", "park"]
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """What the core needs to know of one planned step."""
+
+    name: str
+    position: int
+    stage: int
+    undo: bool = True  # has a compensation to call
+    wait: bool = False  # a wait step: no Agent, no effect to undo
+    signal: str | None = None  # what a wait step waits for: this signal (or its update); None: a time
+
+
+@dataclass
+class TaskCore:
+    """A task's state: its status (what the ``status`` query answers), the order in which its
+    steps completed, and the decisions queued for each step."""
+
+    status: TaskStatus
+    plan: list[PlanStep]
+    completed: list[str] = field(default_factory=list)
+    compensation: OperatorRequest | None = None
+    queued: dict[str, list[tuple[RequestKind, OperatorRequest]]] = field(default_factory=dict)
+    accepted: bool = False
+
+    # ----------------------------------------------------------------- reading
+
+    def step(self, name: str) -> StepStatus:
+        return next(s for s in self.status.steps if s.name == name)
+
+    def planned(self, name: str) -> PlanStep:
+        return next(p for p in self.plan if p.name == name)
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.status.steps]
+
+    def stages(self) -> list[list[str]]:
+        """The plan's stages in order, each the names of its steps in position order."""
+        ordered = sorted(self.plan, key=lambda p: (p.stage, p.position))
+        stages: list[list[str]] = []
+        for previous, plan in zip([None, *ordered], ordered, strict=False):
+            if previous is None or previous.stage != plan.stage:
+                stages.append([])
+            stages[-1].append(plan.name)
+        return stages
+
+    def waiting(self) -> list[StepStatus]:
+        """The steps waiting for a decision, in position order."""
+        return [s for s in self.status.steps if s.state in DECISION_STATES]
+
+    @property
+    def compensating(self) -> bool:
+        return self.compensation is not None
+
+    def undo_order(self) -> list[str]:
+        """The attempted steps to undo, in order: those attempted but never completed first (latest
+        position first), then the completed ones in the reverse order of their completion."""
+        done = (StepState.COMPENSATED, StepState.SKIPPED)
+        unfinished = [
+            s.name for s in reversed(self.status.steps) if s.runs > 0 and s.name not in self.completed and s.state not in done
+        ]
+        return unfinished + [name for name in reversed(self.completed) if self.step(name).state not in done]
+
+    def never_started(self) -> list[StepStatus]:
+        return [s for s in self.status.steps if s.runs == 0]
+
+    # ---------------------------------------------------------------- changing
+
+    def set(self, name: str, state: StepState, task_state: TaskState | None = None) -> StepStatus:
+        """The one place a step's state changes. A task state given with it becomes the task's,
+        and the step its current step."""
+        step = self.step(name)
+        step.state = state
+        if state == StepState.PROCESSED and name not in self.completed:
+            self.completed.append(name)
+        if task_state is not None:
+            self.status.state = task_state
+            self.status.current_step = name
+        return step
+
+    def set_task(self, task_state: TaskState) -> None:
+        self.status.state = task_state
+
+    def forward_state(self) -> TaskState:
+        """The task's state while it runs forward: Error or Failed while any step of it waits
+        for an operator or a decision (another of its parallel group may still be running)."""
+        states = {s.state for s in self.status.steps}
+        if StepState.ERROR in states:
+            return TaskState.ERROR
+        if StepState.FAILED in states:
+            return TaskState.FAILED
+        return TaskState.PROCESSING
+
+    def start(self, name: str, state: StepState = StepState.PROCESSING) -> StepStatus:
+        """A run of the step begins (forward): counted, Processing (a wait step: Waiting)."""
+        step = self.step(name)
+        step.runs += 1
+        step.state = state
+        return self.set(name, state, self.forward_state())
+
+    def done(self, name: str) -> TaskState:
+        """The step completed: Processed. Returns the task's state now (Processed if it was the
+        last one to complete)."""
+        self.set(name, StepState.PROCESSED)
+        task_state = TaskState.PROCESSED if self.is_last(name) else self.forward_state()
+        self.set(name, StepState.PROCESSED, task_state)
+        return task_state
+
+    def skip(self, name: str, why: str) -> StepStatus:
+        """A conditional step whose condition is false: never run, never undone."""
+        step = self.set(name, StepState.SKIPPED)
+        step.note = why
+        return step
+
+    def record_failure(
+        self, name: str, state: StepState, message: str, error_type: str, permanent: bool
+    ) -> tuple[StepStatus, TaskState]:
+        step = self.step(name)
+        step.last_error, step.error_type, step.permanent = message, error_type, permanent
+        task_state = TaskState.FAILED if state == StepState.FAILED else TaskState.COMPENSATING
+        self.set(name, state, task_state)
+        return step, task_state
+
+    def stage_done(self, stage: Sequence[str]) -> bool:
+        return all(self.step(n).state in (StepState.PROCESSED, StepState.SKIPPED) for n in stage)
+
+    def is_last(self, name: str) -> bool:
+        """Whether completing this step completes the task (the last stage, its other steps done)."""
+        last = self.stages()[-1]
+        return name in last and all(
+            self.step(n).state in (StepState.PROCESSED, StepState.SKIPPED) for n in last if n != name
+        )
+
+    # ------------------------------------------------------------ decisions
+
+    def queue(self, name: str, kind: RequestKind, request: OperatorRequest) -> None:
+        self.queued.setdefault(name, []).append((kind, request))
+
+    def next_request(self, name: str) -> tuple[RequestKind, OperatorRequest] | None:
+        pending = self.queued.get(name)
+        return pending.pop(0) if pending else None
+
+    def has_request(self, name: str) -> bool:
+        return bool(self.queued.get(name))
+
+    def claim_count(self, name: str, request: OperatorRequest) -> None:
+        """Take a decision's FailureCount as soon as it is queued, so that a second copy of it (two
+        Supervisors flushing one outbox row) is recognised and refused."""
+        if request.failure_count is not None:
+            step = self.step(name)
+            step.failure_count = max(step.failure_count, request.failure_count)
+
+    def begin_compensation(self, request: OperatorRequest) -> None:
+        """Compensation starts: the queued decisions no longer apply (each step's undo has its own)."""
+        self.compensation = request
+        self.queued.clear()
+
+    def task_failure_count(self) -> int:
+        return max((s.failure_count for s in self.status.steps), default=0)

@@ -1,0 +1,127 @@
+"""Where the Scheduler calls an Agent: one activity per attempt of a step or of its undo, on
+the step's service queue, with the step's complete-by as its start-to-close timeout. Also how
+an Agent's failure reads (message, type, permanent) and whether it was only held by its
+service's circuit breaker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import MirrorStamp, StepCall, StepPlan, StepPolicyValues, StepResult, TaskState, TaskStatus
+    from sas.task_models.breakers import BREAKER_OPEN
+    from sas.workflows.shell.records import Records
+
+
+def start_agent(
+    name: str, call: StepCall, *, task_queue: str | None, policy: StepPolicyValues, summary: str
+) -> workflow.ActivityHandle[StepResult]:
+    """Start one attempt of an Agent, by its activity name: the name the accepted plan (or the
+    mirror, for a clean-up) recorded, so a rename in code never changes what a task runs."""
+    return workflow.start_activity(
+        name,
+        call,
+        result_type=StepResult,
+        task_queue=task_queue,  # its service's queue; None (older plans): the workflow's own
+        start_to_close_timeout=policy.complete_by,
+        heartbeat_timeout=policy.heartbeat,
+        retry_policy=retry_policy(policy),
+        cancellation_type=ActivityCancellationType.TRY_CANCEL,
+        summary=summary,
+    )
+
+
+def retry_policy(policy: StepPolicyValues) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=policy.initial_interval_s),
+        backoff_coefficient=policy.backoff,
+        maximum_interval=timedelta(seconds=policy.max_interval_s),
+        maximum_attempts=policy.max_attempts,
+    )
+
+
+def describe(err: ActivityError) -> tuple[str, str, bool]:
+    """Message, type and permanence of an Agent's failure, for the record and the Supervisor."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return cause.message, cause.type or "ApplicationError", cause.non_retryable
+    if isinstance(cause, TimeoutError):
+        kind = cause.type.name if cause.type is not None else "UNKNOWN"
+        return f"no answer within the step's {kind.lower().replace('_', '-')} timeout", f"Timeout:{kind}", False
+    if isinstance(cause, CancelledError):
+        return "the attempt was cancelled", "Cancelled", False
+    return str(cause or err), type(cause or err).__name__, False
+
+
+def cancelled(err: ActivityError) -> bool:
+    return isinstance(err.cause, CancelledError)
+
+
+async def held_by_breaker(plan: StepPlan | None, step: str, err: ActivityError, note: Callable[[str], None]) -> bool:
+    """Whether the Agent refused to call because its service's circuit breaker is open
+    (activities/breaker.py): not a failure of the step, which is then started again without
+    spending an attempt or a Supervisor decision. On a service's own queue the new attempt waits
+    there, unpolled, until the breaker lets it go; on the workflow's queue (a plan from before
+    service queues) nothing holds it, so the Scheduler waits for the breaker's next probe first."""
+    cause = err.cause
+    if not (isinstance(cause, ApplicationError) and cause.type == BREAKER_OPEN):
+        return False
+    note(f"{step}: held, the circuit breaker of its service is open; started again")
+    if plan is None or plan.task_queue is None:
+        details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+        await workflow.sleep(timedelta(seconds=float(details.get("retry_in_s", 5.0))))
+    return True
+
+
+async def shielded(task: asyncio.Future[Any]) -> Any:
+    """Await ``task`` through any number of cancellations: once undoing has begun, cancelling
+    the workflow must not leave it half done."""
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            workflow.logger.warning("cancellation ignored while compensating")
+
+
+def step_call(
+    status: TaskStatus,
+    plan: StepPlan,
+    records: Records,
+    payload: dict[str, Any],
+    results: dict[str, dict[str, Any]],
+    *,
+    compensation: bool,
+    task_state_on_done: TaskState | None = None,
+    earlier: list[str] | None = None,
+) -> StepCall:
+    """The message to an Agent: the step, its key, the stamp its own mirror writes carry, and
+    the results it may use (the earlier steps' forward; its own, for an undo)."""
+    step = next(s for s in status.steps if s.name == plan.name)
+    return StepCall(
+        task_id=status.task_id,
+        task_type=status.task_type,
+        step=plan.name,
+        position=plan.position,
+        idempotency_key=f"{plan.idempotency_key}:undo" if compensation else plan.idempotency_key,
+        target_key=plan.idempotency_key if compensation else None,
+        compensation=compensation,
+        payload=payload,
+        stamp=MirrorStamp(
+            seq=records.stamp,
+            chain_id=records.chain_id,
+            failure_count=step.failure_count,
+            task_state_on_done=task_state_on_done,
+        ),
+        results={} if compensation else {name: results[name] for name in earlier or [] if name in results},
+        forward_result=results.get(plan.name) if compensation else None,
+    )

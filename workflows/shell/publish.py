@@ -1,0 +1,45 @@
+"""What the Temporal UI shows of a running task: the current details (the workflow page) and
+the search attributes an operator filters on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import TaskStatus
+    from sas.task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
+    from sas.workflows.summaries import current_details
+
+# The current step alone moving on is not worth an upsert (each one is a history event and a
+# visibility write): it is published with the next change of anything else.
+_TRIGGERS = (TASK_STATE, FAILURE_COUNT, NEEDS_OPERATOR)
+
+
+class Publisher:
+    def __init__(self) -> None:
+        self.search_attributes = False  # set once the plan says the namespace has them (sas setup)
+        self.on = False  # nothing is published before the task is accepted
+        self._published: dict[str, Any] = {}
+
+    def publish(self, status: TaskStatus) -> None:
+        """Keep the UI's view in step with the task (only what changed, to keep history small)."""
+        if not self.on:
+            return
+        # Current details are no command and no event: the UI reads them through a query, so
+        # setting them on every change costs nothing in history and replays the same.
+        workflow.set_current_details(current_details(status))
+        if not self.search_attributes:
+            return
+        wanted: dict[SearchAttributeKey[Any], Any] = {
+            TASK_STATE: str(status.state),
+            CURRENT_STEP: status.current_step or "",
+            FAILURE_COUNT: max((s.failure_count for s in status.steps), default=0),
+            NEEDS_OPERATOR: status.needs_operator,
+        }
+        if any(self._published.get(key.name) != wanted[key] for key in _TRIGGERS):
+            changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
+            workflow.upsert_search_attributes(changed)
+            self._published.update({key.name: value for key, value in wanted.items()})

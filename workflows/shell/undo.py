@@ -1,0 +1,81 @@
+"""The one undo engine, for the Scheduler and the clean-up alike: every attempted step is
+undone in the order the core gives (``TaskCore.undo_order``: unfinished first, then the
+completed ones in reverse order of completion), each undo on its service's queue, with its
+bulkhead and breaker. An undo that fails after its quick retries is CompensationFailed and
+waits for a decision (the Supervisor's ladder, or an operator's ``retry``/``compensate``), or
+is parked as Error; the same signals and updates reach it in either workflow."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import StepState, StepTransition, TaskState
+    from sas.workflows.shell.agents import held_by_breaker, shielded, start_agent, step_call
+    from sas.workflows.shell.host import TaskHost
+    from sas.workflows.summaries import step_summary
+
+
+class UndoEngine(TaskHost):
+    async def _run_compensations(self, *, audit: bool = True) -> None:
+        core, records = self._core, self._records
+        request = core.compensation
+        if request is not None and audit:
+            undoing = ", ".join(core.undo_order()) or "nothing"
+            await self._audit_request(
+                "compensate", None, request, f"task {core.status.state} -> Compensating; undoing {undoing}"
+            )
+        self._set_task(TaskState.COMPENSATING)
+        records.advance()
+        skipped: list[StepTransition] = []
+        for step in core.never_started():
+            if step.state != StepState.SKIPPED:
+                self._set(step.name, StepState.SKIPPED)
+            skipped.append(records.transition(step, task_state=TaskState.COMPENSATING, note=step.note))
+        await records.mirror(skipped or [records.transition(core.status.steps[0], task_state=TaskState.COMPENSATING)])
+        quiet: list[str] = []  # undone with no Agent to call: written with the last record
+        for name in core.undo_order():
+            if not await self._undo(name):
+                quiet.append(name)
+        self._set_task(TaskState.COMPENSATED)
+        records.advance()
+        last = core.status.steps[-1]
+        final = [records.transition(core.step(n), note=core.step(n).note) for n in quiet if n != last.name]
+        await records.mirror([*final, records.transition(last, task_state=TaskState.COMPENSATED, note=last.note)])
+
+    async def _undo(self, name: str) -> bool:
+        """Undo one attempted step; False if there was no Agent to call."""
+        core, records = self._core, self._records
+        plan = self._plans[name]
+        step = core.step(name)
+        if plan.compensation is None:
+            if name in core.completed or not core.planned(name).wait:
+                self._set(name, StepState.COMPENSATED)
+            else:  # a wait step interrupted while it waited: it had no effect
+                core.skip(name, step.note or "the task was undone while it waited")
+                self._publish()
+            return False
+        runs = 0
+        while True:
+            records.advance()
+            runs += 1
+            self._set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
+            undo = start_agent(
+                plan.compensation,
+                step_call(core.status, plan, records, self._payload, self._results, compensation=True),
+                task_queue=plan.task_queue,
+                policy=self._compensation_policy,
+                summary=step_summary(
+                    name, plan.compensation, self._payload, run=runs, failure_count=step.failure_count, undo=True
+                ),
+            )
+            try:
+                await shielded(undo)
+                self._set(name, StepState.COMPENSATED)
+                return True
+            except ActivityError as err:
+                if await held_by_breaker(plan, name, err, self._event):
+                    continue
+                await self._record_failure(name, StepState.COMPENSATION_FAILED, err)
+            await self._await_decision(name, compensating=True)
