@@ -47,7 +47,7 @@ from bench._stack import ROOT, BenchStack, order_payload, poll, print_summary, s
 async def completed_between(sessions: Any, task_type: str, start: datetime, end: datetime) -> int:
     from sqlalchemy import func, select
 
-    from sas.state_store.tables import Task
+    from sas.state_store.mirror_tables import Task
 
     async with sessions() as session:
         query = (
@@ -62,7 +62,7 @@ async def completed_between(sessions: Any, task_type: str, start: datetime, end:
 async def states_of(sessions: Any, task_type: str) -> dict[str, int]:
     from sqlalchemy import func, select
 
-    from sas.state_store.tables import Task
+    from sas.state_store.mirror_tables import Task
 
     async with sessions() as session:
         rows = await session.execute(

@@ -52,7 +52,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
 
         from sas import state_store
         from sas.settings import DatabaseSettings
-        from sas.state_store.tables import Task
+        from sas.state_store.mirror_tables import Task
 
         engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
         sessions = state_store.session_factory(engine)

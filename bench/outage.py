@@ -62,7 +62,7 @@ def hold_write_lock(db_url: str) -> Iterator[None]:
 async def task_states(sessions, task_ids: list[str]) -> dict[str, str]:
     from sqlalchemy import select
 
-    from sas.state_store.tables import Task
+    from sas.state_store.mirror_tables import Task
 
     async with sessions() as session:
         rows = await session.execute(select(Task.task_id, Task.state).where(Task.task_id.in_(task_ids)))

@@ -45,13 +45,13 @@ GRACE = timedelta(seconds=3)
 
 
 def step_columns() -> list[str]:
-    from sas.state_store.tables import Step
+    from sas.state_store.mirror_tables import Step
 
     return [c.name for c in Step.__table__.columns]
 
 
 def task_columns() -> list[str]:
-    from sas.state_store.tables import Task
+    from sas.state_store.mirror_tables import Task
 
     return [c.name for c in Task.__table__.columns]
 

@@ -55,7 +55,7 @@ async def run_round(client, stack: BenchStack, variant: str, n: int, tag: str, s
     if variant == "proj":
         from sqlalchemy import func, select
 
-        from sas.state_store.tables import Task
+        from sas.state_store.mirror_tables import Task
 
         async def projected() -> int:
             async with sessions() as session:

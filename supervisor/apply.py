@@ -19,6 +19,7 @@ from temporalio.client import Client
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_decision, defer_step
+from sas.state_store.queries import get_step, get_task_row
 from sas.supervisor.activity_defs import ApplyDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision
@@ -77,7 +78,7 @@ class ApplyActivities(ApplyDefs):
         if not held:
             return False
         async with self._sessions() as session:
-            step = await session.get(tables.Step, (d.task_id, d.step))
+            step = await get_step(session, d.task_id, d.step)
         service = service_of_step(step.agent) if step is not None else None
         view = held.get(service) if service else None
         if step is None or view is None:
@@ -103,8 +104,8 @@ class ApplyActivities(ApplyDefs):
         unknown one is the orphan check's; a step that waits for a worker, or a decision the
         workflow has not yet taken in, is not counted again - its look is only put off."""
         async with self._sessions() as session:
-            task = await session.get(tables.Task, d.task_id)
-            step = await session.get(tables.Step, (d.task_id, d.step))
+            task = await get_task_row(session, d.task_id)
+            step = await get_step(session, d.task_id, d.step)
         if task is None or step is None or task.version >= CLEANUP_VERSION:
             return False  # a clean-up workflow is undoing it: its own ladder applies
         view = await look(self._client, d.task_id, task.chain_id, task.run_id)

@@ -12,7 +12,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio import activity
 
-from sas.state_store.tables import Alert, Step
+from sas.state_store.queries import overdue_steps, step_counts
+from sas.state_store.tables import Alert
 from sas.task_models import StepState
 
 
@@ -82,18 +83,12 @@ class StoreGauges:
         if meter is None or time.monotonic() - self._last < self._every_s:
             return False
         self._last = time.monotonic()
-        counts = dict((await session.execute(select(Step.state, func.count()).group_by(Step.state))).all())
+        counts = await step_counts(session)
         steps = meter.create_gauge("sas_steps", "Step rows in the state store, by state")
         for state in StepState:
             steps.set(int(counts.get(state.value, 0)), {"state": state.value})
         cutoff = datetime.now(UTC) - grace
-        overdue = await session.scalar(
-            select(func.count())
-            .select_from(Step)
-            .where(
-                Step.state.in_([StepState.PROCESSING.value, StepState.COMPENSATING.value]), Step.complete_by < cutoff
-            )
-        )
+        overdue = await overdue_steps(session, (StepState.PROCESSING.value, StepState.COMPENSATING.value), cutoff)
         meter.create_gauge("sas_steps_overdue", "Processing steps past CompleteBy (plus grace)").set(int(overdue or 0))
         open_alerts = await session.scalar(select(func.count()).select_from(Alert).where(Alert.status == "open"))
         meter.create_gauge("sas_alerts_open", "Open operator alerts").set(int(open_alerts or 0))

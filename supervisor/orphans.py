@@ -5,7 +5,10 @@
 - gone from Temporal (history expired, namespace reset): one alert, nothing undone on the
   mirror's word;
 - running but stuck, its workflow task failing again and again: one alert;
-- completed: its rows are reconciled with what Temporal says.
+- completed: its rows are reconciled with what Temporal says;
+
+and tasks the mirror says are finished whose steps are still open (a write lost while the
+task finished) are reconciled too (``reconcile.reconcile_finished``).
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_cleanup
 from sas.state_store.queries import OPEN_TASK_STATES, get_task, stale_tasks
+from sas.state_store.rows import TaskRow
 from sas.supervisor.activity_defs import OrphanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
 from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.outbox import Outbox, cleanup_workflow_id
-from sas.supervisor.reconcile import reconcile_task
+from sas.supervisor.reconcile import reconcile_finished, reconcile_task
 from sas.supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
 from sas.workflows.cleanup import UNDO_STATES
 
@@ -79,11 +83,18 @@ class OrphanActivities(OrphanDefs):
                 elif closed is None:
                     found = await reconcile_task(self._sessions, self._client, task.task_id)
                     result.repaired += len(found.repairs) if found else 0
+        # Finished tasks too: one may have finished while a write of its steps was lost. Their own
+        # budget: the open tasks (a long wait step's among them) must not starve them.
+        asked, repaired = await reconcile_finished(
+            self._sessions, self._client, result.cursor, before, s.orphan_batch, buckets
+        )
+        result.checked += asked
+        result.repaired += repaired
         if result.orphans:
             await self._outbox.flush(buckets)
         return result
 
-    async def _closed_how(self, task: tables.Task, now: datetime) -> str | None:
+    async def _closed_how(self, task: TaskRow, now: datetime) -> str | None:
         """How the task's workflow was closed from outside, or None if it was not (running,
         completed - then reconciled - or unknown to Temporal, which only raises an alert)."""
         view = await look(self._client, task.task_id, task.chain_id, task.run_id)
@@ -94,7 +105,7 @@ class OrphanActivities(OrphanDefs):
             await self._check_stuck(task, view.description, now)
         return view.how if view.status == "closed" else None
 
-    async def _history_gone(self, task: tables.Task, now: datetime) -> None:
+    async def _history_gone(self, task: TaskRow, now: datetime) -> None:
         """Temporal no longer knows the workflow (retention, a namespace reset). Its history was
         the only proof of what it did, so nothing is undone on the mirror's word: one alert."""
         spec = AlertSpec(
@@ -112,7 +123,7 @@ class OrphanActivities(OrphanDefs):
         key = f"history_gone:{task.task_id}"
         await raise_once(self._sessions, spec, key, now, task_id=task.task_id, step=task.current_step)
 
-    async def _check_stuck(self, task: tables.Task, described: Any, now: datetime) -> None:
+    async def _check_stuck(self, task: TaskRow, described: Any, now: datetime) -> None:
         """A running workflow whose workflow task keeps failing cannot act on any signal - the
         ladder is no use. Usually deployed code no longer matches its history (non-determinism).
         Say so, once, to an operator."""
@@ -136,7 +147,7 @@ class OrphanActivities(OrphanDefs):
             self._sessions, spec, key, now, task_id=task.task_id, step=task.current_step, failure_count=attempt
         )
 
-    async def _claim_cleanup(self, task: tables.Task, closed: str, now: datetime) -> bool:
+    async def _claim_cleanup(self, task: TaskRow, closed: str, now: datetime) -> bool:
         async with self._sessions() as session:
             record = await get_task(session, task.task_id)
         done = [s.name for s in (record.steps if record else []) if s.state in UNDO_STATES]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -20,7 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from sas.settings import Settings
 from sas.state_store import tables
-from sas.state_store.decisions import mark_sent
+from sas.state_store.decisions import mark_sent, unsent_decisions
 from sas.state_store.queries import get_task
 from sas.supervisor.activity_support import beat
 from sas.supervisor.models import CleanupInput, CleanupStep
@@ -39,12 +38,7 @@ def cleanup_workflow_id(task_id: str) -> str:
 
 async def unsent(session: AsyncSession, limit: int, buckets: tuple[int, int] | None) -> list[tables.Decision]:
     """The oldest decisions not yet sent, of the shard's buckets (all of them when None)."""
-    query = select(tables.Decision).where(tables.Decision.signal_sent_at.is_(None))
-    if buckets is not None:
-        query = query.join(tables.Task, tables.Task.task_id == tables.Decision.task_id).where(
-            tables.Task.shard >= buckets[0], tables.Task.shard < buckets[1]
-        )
-    return list((await session.scalars(query.order_by(tables.Decision.id).limit(limit))).all())
+    return await unsent_decisions(session, limit, buckets)
 
 
 class Outbox:

@@ -1,36 +1,53 @@
 """Reconciling the mirror with Temporal: the mirror follows Temporal, never leads it.
 
 A row can drift from its workflow - an Agent's write lost in a database outage, a row
-edited by hand, a workflow reset. Reconciling compares a task's open rows with
+edited by hand, a workflow reset. Reconciling compares every step row of a task with
 Temporal's state of its workflow (describe; the result of a finished one; the ``status``
 query of a running one) and repairs rows that Temporal shows *done*, with an audit
-entry and never with compensation. The Supervisor does it for quiet open tasks
-periodically and for every task it was about to act on; ``sas reconcile`` does it on
-demand.
+entry and never with compensation, through the one writer (``state_store.mirror``).
+
+The Supervisor does it for quiet open tasks periodically, for every task it was about to
+act on, and for finished tasks whose steps disagree with them (``reconcile_finished``: a
+task can finish while a write of one of its steps was lost - the Agent goes on without its
+row while the database is away - and nothing else would look at it again). ``sas
+reconcile`` does it on demand.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
 
-from sqlalchemy import CursorResult, func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from sas.state_store.queries import OPEN_TASK_STATES, get_task
+from sas.state_store import mirror
+from sas.state_store.queries import (
+    FINISHED_TASK_STATES,
+    OPEN_STEP_STATES,
+    OPEN_TASK_STATES,
+    finished_page,
+    finished_with_open_steps,
+    get_task,
+    list_tasks_ids,
+)
 from sas.state_store.rejections import alert_refused_write, refused_for_good
-from sas.state_store.tables import AuditEntry, Step, Task
+from sas.state_store.tables import AuditEntry
 from sas.supervisor.temporal_view import TemporalView, look
-from sas.task_models import StepState, TaskResult, TaskStatus
+from sas.task_models import StepState, StepStatus, TaskResult, TaskStatus
 
 # Step states Temporal can show as settled; a row that is open while Temporal shows one of these is stale.
 _DONE = (StepState.PROCESSED, StepState.COMPENSATED, StepState.SKIPPED)
-_OPEN_STEP = ("Pending", "Processing", "Failed", "Compensating", "CompensationFailed")
 _AUDIT_RUN = "reconcile"
+# Where the look at finished tasks starts when it has no cursor yet (a new Supervisor workflow).
+FIRST_LOOKBACK = timedelta(hours=24)
+# Finished tasks read per page, and pages per call: the rows are read from an index, and only
+# those that disagree cost a question to Temporal.
+_PAGE = 500
+_PAGES = 10
 
 
 @dataclass
@@ -42,6 +59,7 @@ class Repair:
     before: str
     after: str
     seen_version: int
+    temporal: StepStatus | None = field(default=None, repr=False)  # what Temporal shows of the step
 
     def describe(self) -> str:
         what = f"{self.task_id} {self.step}" if self.step else f"{self.task_id} (task)"
@@ -68,11 +86,11 @@ async def reconcile_task(
     truth = await _truth(client, task_id, view)
     repairs: list[Repair] = []
     if truth is not None:
-        settled = {s.name: s.state for s in truth.steps}
+        settled = {s.name: s for s in truth.steps}
         for row in record.steps:
-            after = settled.get(row.name)
-            if after in _DONE and row.state in _OPEN_STEP and row.state != after:
-                repairs.append(Repair(task_id, row.name, row.state, str(after), row.version))
+            shown = settled.get(row.name)
+            if shown is not None and shown.state in _DONE and row.state in OPEN_STEP_STATES:
+                repairs.append(Repair(task_id, row.name, row.state, str(shown.state), row.version, shown))
         if view.status == "completed" and record.task.state != truth.state:
             repairs.append(Repair(task_id, None, record.task.state, str(truth.state), record.task.version))
     if repairs and not dry_run:
@@ -105,28 +123,31 @@ async def _truth(client: Client, task_id: str, view: TemporalView) -> TaskResult
 
 async def _apply(sessions: async_sessionmaker[AsyncSession], repairs: list[Repair], view: TemporalView) -> list[Repair]:
     """Write each repair if its row is still as it was read (compare-and-set on the version),
-    with an audit entry; returns those written. The new version is one above the row's, so
-    any later write of the workflow still wins."""
+    with an audit entry; returns those written. The new version is above the row's
+    (``mirror.repair_version``), so any later write of the workflow still wins."""
     now = datetime.now(UTC)
+    finished = view.status == "completed"
     done: list[Repair] = []
     async with sessions() as session, session.begin():
         for r in repairs:
+            version = mirror.repair_version(r.seen_version, now, finished)
             if r.step is None:
-                query = update(Task).where(Task.task_id == r.task_id, Task.version == r.seen_version)
-                values: dict[str, object] = {"state": r.after, "version": r.seen_version + 1, "updated_at": now}
+                written = await mirror.repair_task(session, r.task_id, r.seen_version, version, r.after, now)
             else:
-                query = update(Step).where(
-                    Step.task_id == r.task_id, Step.name == r.step, Step.version == r.seen_version
+                shown = r.temporal
+                written = await mirror.repair_step(
+                    session,
+                    r.task_id,
+                    r.step,
+                    r.seen_version,
+                    version,
+                    r.after,
+                    now,
+                    failure_count=shown.failure_count if shown else None,
+                    result=shown.result if shown else None,
+                    note=shown.note if shown else None,
                 )
-                values = {
-                    "state": r.after,
-                    "version": r.seen_version + 1,
-                    "updated_at": now,
-                    "complete_by": None,
-                    "locked_by": None,
-                }
-            written = cast("CursorResult[Any]", await session.execute(query.values(**values)))
-            if written.rowcount:
+            if written:
                 done.append(r)
         if done:
             await _audit(session, done, view, now)
@@ -159,10 +180,58 @@ async def _audit(session: AsyncSession, done: list[Repair], view: TemporalView, 
         pass  # another Supervisor recorded the same repair
 
 
+async def reconcile_finished(
+    sessions: async_sessionmaker[AsyncSession],
+    client: Client,
+    cursor: dict[str, str],
+    before: datetime,
+    budget: int,
+    bucket_range: tuple[int, int] | None = None,
+) -> tuple[int, int]:
+    """Reconcile the tasks that finished since the last call and whose steps disagree with them.
+
+    A cursor per finished state (``cursor["finished:<state>"]``, kept by the Supervisor's
+    workflow) moves through the tasks finished before ``before`` (a settling margin, so no
+    task commits behind it) in (updated_at, task_id) order. Each such task is read once from
+    the index; the few whose steps are still open are asked of Temporal, at most ``budget``
+    of them per call. The first call starts ``FIRST_LOOKBACK`` back. Returns (tasks asked
+    of Temporal, rows repaired)."""
+    asked = repaired = 0
+    for state in FINISHED_TASK_STATES:
+        key = f"finished:{state}"
+        position = _parse(cursor.get(key)) or (before - FIRST_LOOKBACK, "")
+        for _ in range(_PAGES):
+            async with sessions() as session:
+                page = await finished_page(session, state, position, before, _PAGE, bucket_range)
+            out_of_budget = False
+            for at, task_id in page.disagreeing:
+                if asked >= budget:
+                    out_of_budget = True  # the rest of the page waits for the next call
+                    break
+                asked += 1
+                found = await reconcile_task(sessions, client, task_id)
+                repaired += len(found.repairs) if found else 0
+                position = (at, task_id)
+            if not out_of_budget:
+                position = page.last or position
+            cursor[key] = f"{position[0].isoformat()}|{position[1]}"
+            if out_of_budget or not page.full:
+                break
+    return asked, repaired
+
+
+def _parse(raw: str | None) -> tuple[datetime, str] | None:
+    if not raw:
+        return None
+    when, _, task_id = raw.partition("|")
+    return datetime.fromisoformat(when), task_id
+
+
 async def open_task_ids(sessions: async_sessionmaker[AsyncSession], limit: int) -> list[str]:
-    """Tasks the mirror says are unfinished, oldest update first (for ``sas reconcile`` with no id)."""
+    """Tasks the mirror says are unfinished, oldest update first, then finished tasks with a step
+    still open (for ``sas reconcile`` with no id)."""
     async with sessions() as session:
-        rows = await session.scalars(
-            select(Task.task_id).where(Task.state.in_(OPEN_TASK_STATES)).order_by(Task.updated_at).limit(limit)
-        )
-        return list(rows.all())
+        ids = await list_tasks_ids(session, OPEN_TASK_STATES, limit)
+        if len(ids) < limit:
+            ids += [t for t in await finished_with_open_steps(session, limit - len(ids)) if t not in ids]
+        return ids

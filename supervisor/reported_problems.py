@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from sas.state_store import tables
 from sas.state_store.alerts import active_alerts_of_kind
+from sas.state_store.queries import get_task_row
 from sas.supervisor.activity_support import beat
 from sas.supervisor.alert_rows import raise_once, resolve_key
 from sas.supervisor.models import AlertSpec
@@ -64,7 +64,7 @@ async def check_reported_problems(
         ]
     for key in gone:
         async with sessions() as session:
-            task = await session.get(tables.Task, key.split(":", 1)[1])
+            task = await get_task_row(session, key.split(":", 1)[1])
         if task is None:  # the mirror-based check (check_orphans) owns the rest
             await resolve_key(sessions, key, now, "Temporal no longer reports a problem")
     return len(stuck)

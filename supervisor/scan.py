@@ -10,10 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 
 from sas.settings import Settings
-from sas.state_store import tables
 from sas.state_store.alerts import resolve_recovered, undelivered_alerts
 from sas.state_store.decisions import undo_retries
 from sas.state_store.queries import due_steps
+from sas.state_store.rows import StepRow, TaskRow
 from sas.supervisor.activity_defs import ScanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.metrics import StoreGauges, record_sweep
@@ -74,7 +74,7 @@ class ScanActivities(ScanDefs):
                 await self._gauges.refresh(session, timedelta(seconds=s.overdue_grace_s))
         return ScanResult(policy=self.policy(), due=due, unsent=pending, resolved=resolved, undelivered=undelivered)
 
-    def _due(self, step: tables.Step, task: tables.Task, undo: int) -> DueStep:
+    def _due(self, step: StepRow, task: TaskRow, undo: int) -> DueStep:
         ladder = self._settings.supervisor.ladder_for(task.task_type, step.name)
         return DueStep(
             task_id=step.task_id,

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, cast
 
 import typer
 from rich.markup import escape
-from sqlalchemy import CursorResult, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import PendingActivityState
@@ -39,14 +37,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from sas.cli import audit, context
 from sas.cli.output import CliError, console
-from sas.state_store.tables import Step, Task
+from sas.state_store.rows import StepRow
 
 _PAUSED = (
     PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
     PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
 )
 _WAITING = ("Failed", "CompensationFailed")
-_RUNNING = ("Processing", "Compensating", "Pending")
 # How long the Scheduler may take to apply a park signal before we say it has not yet.
 _SIGNAL_WAIT_S = 30.0
 
@@ -107,7 +104,7 @@ async def _find(client: Client, task_id: str, step: str | None) -> Target:
         raise CliError(f"{task_id} has not started yet: nothing to park", f"`sas cancel {task_id}` cancels it")
     pending = list(described.raw_description.pending_activities)
 
-    def activity_of(row: Step) -> PendingActivityInfo | None:
+    def activity_of(row: StepRow) -> PendingActivityInfo | None:
         names = (row.agent, row.compensation)
         return next((a for a in pending if a.activity_type.name in names), None)
 
@@ -254,27 +251,14 @@ async def _paused_now(client: Client, target: Target, activity_id: str, want: bo
 
 
 async def _mark(session: AsyncSession, target: Target, to_step: str, to_task: str, seen: str | None = None) -> int:
-    """Set the step's and the task's state if the step row is still as we read it. The version
-    stays: the Scheduler's and the Agents' next writes are newer and win."""
+    """Set the step's and the task's state if the step row is still as we read it, through the
+    mirror's one writer (an operator's mark). The version stays: the Scheduler's and the
+    Agents' next writes are newer and win."""
     from datetime import UTC, datetime
 
-    now = datetime.now(UTC)
+    from sas.state_store.mirror import mark_step
+
+    read = (seen or target.state, target.version)
     async with session.begin():
-        moved = await session.execute(
-            update(Step)
-            .where(
-                Step.task_id == target.task_id,
-                Step.name == target.step,
-                Step.state == (seen or target.state),
-                Step.version == target.version,
-            )
-            .values(state=to_step, updated_at=now)
-        )
-        rows = cast("CursorResult[Any]", moved).rowcount
-        if rows:
-            await session.execute(
-                update(Task)
-                .where(Task.task_id == target.task_id, Task.state.in_((*_RUNNING, "Failed", "Error")))
-                .values(state=to_task, current_step=target.step, updated_at=now)
-            )
-    return int(rows)
+        marked = await mark_step(session, target.task_id, target.step, read, to_step, to_task, datetime.now(UTC))
+    return int(marked)

@@ -5,32 +5,34 @@ starts, Processed when it succeeds.
 They are three-quarters of the mirror's work: eight writes per order. Through an ORM session
 each cost about 4 ms of CPU and, on SQLite, contended with the Agents' connection for the
 file's write lock; as plain statements on one kept-open connection, well under 1 ms
-(bench/write_cost.py, docs/benchmarks.md). They follow the same rules as
-``state_store.mirror.record_transitions``: a write applies only if its version is newer,
-FailureCount never goes down, a success clears the last error, and accepting a task
-twice changes nothing.
+(bench/write_cost.py, docs/benchmarks.md). This module owns only the connections, the
+batching and the transactions: the statements are the one writer's (``state_store.mirror_rules``),
+compiled once for the driver, so these writes follow the same rules as every other write of
+``tasks`` and ``steps``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from sqlalchemy.engine import make_url
 
 from sas.settings import DatabaseSettings
 from sas.state_store.engine import sqlite_path
-from sas.state_store.tables import shard_of
-from sas.task_models import AcceptOutcome, StepState, StepTransition, TaskAccepted, TaskState
-
-# Only a step that went through clears its last error. An undone step keeps it: after a
-# compensation, "what failed?" is the question an operator asks (issue 14).
-_CLEARS_ERROR = (StepState.PROCESSED,)
+from sas.state_store.mirror_rules import (
+    HotPath,
+    attempt_params,
+    judge_existing,
+    new_step_params,
+    new_task_params,
+    step_params,
+    task_params,
+)
+from sas.task_models import AcceptOutcome, StepTransition, TaskAccepted
 
 
 class StepWriter(Protocol):
@@ -48,122 +50,8 @@ def make_step_writer(db: DatabaseSettings) -> StepWriter:
     return SqliteStepWriter(str(path)) if path is not None else PostgresStepWriter(db)
 
 
-# -- the statements, one set per backend; the parameters are built by the functions below them
-#
-# A write applies only to a row of its own chain of runs (see tables.Task.chain_id); rows
-# accepted before chains were recorded (chain_id NULL) take any.
-
-_SQLITE_STEP = (
-    "UPDATE steps SET state=?, version=?, updated_at=?, locked_by=?, complete_by=?, attempt=COALESCE(?, attempt),"
-    " failure_count=MAX(failure_count, COALESCE(?, failure_count)),"
-    " last_error=CASE WHEN ? THEN NULL ELSE last_error END, error_type=CASE WHEN ? THEN NULL ELSE error_type END,"
-    " run_id=COALESCE(?, run_id), result=COALESCE(?, result)"
-    " WHERE task_id=? AND name=? AND version<? AND (chain_id IS NULL OR chain_id=?)"
-)
-_PG_STEP = (
-    "UPDATE steps SET state=$1, version=$2, updated_at=$3, locked_by=$4, complete_by=$5,"
-    " attempt=COALESCE($6, attempt), failure_count=GREATEST(failure_count, COALESCE($7, failure_count)),"
-    " last_error=CASE WHEN $8 THEN NULL ELSE last_error END, error_type=CASE WHEN $8 THEN NULL ELSE error_type END,"
-    " run_id=COALESCE($11, run_id), result=COALESCE($13, result)"
-    " WHERE task_id=$9 AND name=$10 AND version<$2 AND (chain_id IS NULL OR chain_id=$12)"
-)
-_SQLITE_TASK = (
-    "UPDATE tasks SET state=?, current_step=?, version=?, updated_at=?, run_id=COALESCE(?, run_id)"
-    " WHERE task_id=? AND version<? AND (chain_id IS NULL OR chain_id=?)"
-)
-_PG_TASK = (
-    "UPDATE tasks SET state=$1, current_step=$2, version=$3, updated_at=$4, run_id=COALESCE($6, run_id)"
-    " WHERE task_id=$5 AND version<$3 AND (chain_id IS NULL OR chain_id=$7)"
-)
-# An attempt's start (the Agent's write with LockedBy) is also kept as a row of its own, in
-# the same transaction and only if the step write applied (so only for the task's own chain).
-_ATTEMPT_COLUMNS = (
-    "task_id, step, state, attempt, failure_count, locked_by, complete_by, started_at, version, chain_id, run_id"
-)
-_SQLITE_ATTEMPT = (
-    f"INSERT INTO step_attempts ({_ATTEMPT_COLUMNS}) VALUES ({', '.join('?' * 11)}) ON CONFLICT DO NOTHING"
-)
-_PG_ATTEMPT = (
-    f"INSERT INTO step_attempts ({_ATTEMPT_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 12))})"
-    " ON CONFLICT DO NOTHING"
-)
-_TASK_COLUMNS = (
-    "task_id, task_type, workflow_type, task_queue, state, current_step, payload, shard, version, created_at,"
-    " updated_at, chain_id, run_id, incarnation"
-)
-_STEP_COLUMNS = (
-    "task_id, name, position, agent, compensation, state, locked_by, complete_by, failure_count, resets, attempt,"
-    " last_error, error_type, permanent, idempotency_key, complete_by_s, version, updated_at, shard, chain_id, run_id"
-)
-_SQLITE_NEW_TASK = f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join('?' * 14)}) ON CONFLICT DO NOTHING"
-_SQLITE_NEW_STEP = f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 21)}) ON CONFLICT DO NOTHING"
-_PG_NEW_TASK = (
-    f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 15))}) ON CONFLICT DO NOTHING"
-)
-_PG_NEW_STEP = (
-    f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 22))}) ON CONFLICT DO NOTHING"
-)
-_SQLITE_EXISTING = "SELECT chain_id, state, incarnation FROM tasks WHERE task_id=?"
-_PG_EXISTING = "SELECT chain_id, state, incarnation FROM tasks WHERE task_id=$1"
-# A run of the task's own chain (a reset to before the accept, a retried accept) takes the rows over.
-_SQLITE_ADOPT = (
-    "UPDATE tasks SET run_id=?, chain_id=COALESCE(chain_id, ?) WHERE task_id=?",
-    "UPDATE steps SET chain_id=COALESCE(chain_id, ?) WHERE task_id=?",
-)
-_PG_ADOPT = (
-    "UPDATE tasks SET run_id=$1, chain_id=COALESCE(chain_id, $2) WHERE task_id=$3",
-    "UPDATE steps SET chain_id=COALESCE(chain_id, $1) WHERE task_id=$2",
-)
-# States in which a task can no longer be adopted by a run that cannot prove it is of the same chain.
-_FINISHED = (str(TaskState.PROCESSED), str(TaskState.COMPENSATED), str(TaskState.ERROR))
-
-
-def judge_existing(chain_id: str | None, state: str, incarnation: int, accepted: TaskAccepted) -> AcceptOutcome:
-    """Whether the run accepting ``accepted`` owns the task row already there.
-
-    The same chain of runs (a reset or a retried accept) does. A row from before chains were
-    recorded is adopted only while its task is unfinished; a finished one is never re-run."""
-    same = chain_id == accepted.chain_id if chain_id is not None else state not in _FINISHED
-    if same:
-        return AcceptOutcome(status="same_task", state=state, incarnation=incarnation)
-    return AcceptOutcome(status="other_task", state=state, incarnation=incarnation)
-
-
-def _new_task_row(a: TaskAccepted, at: Any) -> tuple[Any, ...]:
-    return (
-        a.task_id, a.task_type, a.workflow_type, a.task_queue, str(TaskState.PENDING), None, json.dumps(a.payload),
-        shard_of(a.task_id), 0, at, at, a.chain_id, a.run_id, 1,
-    )  # fmt: skip
-
-
-def _new_step_rows(a: TaskAccepted, at: Any) -> list[tuple[Any, ...]]:
-    shard = shard_of(a.task_id)
-    return [
-        (
-            a.task_id,
-            p.name,
-            p.position,
-            p.agent,
-            p.compensation,
-            str(StepState.PENDING),
-            None,
-            None,
-            0,
-            0,
-            0,
-            None,
-            None,
-            False,
-            p.idempotency_key,
-            p.resolved_policy.complete_by_s,
-            0,
-            at,
-            shard,
-            a.chain_id,
-            a.run_id,
-        )
-        for p in a.steps
-    ]
+_SQLITE = HotPath("sqlite")
+_PG = HotPath("postgresql")
 
 
 class SqliteStepWriter:
@@ -188,53 +76,36 @@ class SqliteStepWriter:
         self._flusher: asyncio.Task[None] | None = None
 
     async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
-        at = _naive(accepted.accepted_at)
-        task, steps = _new_task_row(accepted, at), _new_step_rows(accepted, at)
+        task = _SQLITE.new_task.args(new_task_params(accepted, accepted.accepted_at))
+        steps = _SQLITE.new_step.many(new_step_params(accepted, accepted.accepted_at))
+        ids = {"task_id": accepted.task_id, "run_id": accepted.run_id, "chain_id": accepted.chain_id}
 
         def run(db: sqlite3.Connection) -> AcceptOutcome:
-            if db.execute(_SQLITE_NEW_TASK, task).rowcount:
-                db.executemany(_SQLITE_NEW_STEP, steps)
+            if db.execute(_SQLITE.new_task.sql, task).rowcount:
+                db.executemany(_SQLITE.new_step.sql, steps)
                 return AcceptOutcome(status="new")
-            chain_id, state, incarnation = db.execute(_SQLITE_EXISTING, (accepted.task_id,)).fetchone()
+            chain_id, state, incarnation = db.execute(_SQLITE.existing.sql, _SQLITE.existing.args(ids)).fetchone()
             outcome = judge_existing(chain_id, state, incarnation, accepted)
             if outcome.status == "same_task":
-                db.execute(_SQLITE_ADOPT[0], (accepted.run_id, accepted.chain_id, accepted.task_id))
-                db.execute(_SQLITE_ADOPT[1], (accepted.chain_id, accepted.task_id))
+                db.execute(_SQLITE.adopt_task.sql, _SQLITE.adopt_task.args(ids))
+                db.execute(_SQLITE.adopt_steps.sql, _SQLITE.adopt_steps.args(ids))
             return outcome
 
         return cast(AcceptOutcome, await self._submit(run, durable=True))
 
     async def write(self, t: StepTransition) -> None:
-        ok = t.state in _CLEARS_ERROR
-        at = _naive(t.at)
-        step = (
-            str(t.state),
-            t.version,
-            at,
-            t.locked_by,
-            _naive(t.complete_by),
-            t.attempt,
-            t.failure_count,
-            ok,
-            ok,
-            t.run_id,
-            _json(t.result),
-            t.task_id,
-            t.step,
-            t.version,
-            t.chain_id,
-        )
-        task = None
-        if t.task_state is not None:
-            task = (str(t.task_state), t.step, t.version, at, t.run_id, t.task_id, t.version, t.chain_id)
-        attempt = _attempt_row(t, at, _naive(t.complete_by))
+        step = _SQLITE.step.args(step_params(t))
+        moved = task_params(t)
+        task = _SQLITE.task.args(moved) if moved is not None else None
+        started = attempt_params(t)
+        attempt = _SQLITE.attempt.args(started) if started is not None else None
 
         def run(db: sqlite3.Connection) -> None:
-            applied = db.execute(_SQLITE_STEP, step).rowcount
+            applied = db.execute(_SQLITE.step.sql, step).rowcount
             if task is not None:
-                db.execute(_SQLITE_TASK, task)
+                db.execute(_SQLITE.task.sql, task)
             if attempt is not None and applied:
-                db.execute(_SQLITE_ATTEMPT, attempt)
+                db.execute(_SQLITE.attempt.sql, attempt)
 
         await self._submit(run)
 
@@ -338,45 +209,31 @@ class PostgresStepWriter:
         self._starting = asyncio.Lock()
 
     async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
-        at = accepted.accepted_at.astimezone(UTC)
+        ids = {"task_id": accepted.task_id, "run_id": accepted.run_id, "chain_id": accepted.chain_id}
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            if await conn.execute(_PG_NEW_TASK, *_new_task_row(accepted, at)) != "INSERT 0 0":
-                await conn.executemany(_PG_NEW_STEP, _new_step_rows(accepted, at))
+            task = _PG.new_task.args(new_task_params(accepted, accepted.accepted_at))
+            if await conn.execute(_PG.new_task.sql, *task) != "INSERT 0 0":
+                await conn.executemany(
+                    _PG.new_step.sql, _PG.new_step.many(new_step_params(accepted, accepted.accepted_at))
+                )
                 return AcceptOutcome(status="new")
-            row = await conn.fetchrow(_PG_EXISTING, accepted.task_id)
+            row = await conn.fetchrow(_PG.existing.sql, *_PG.existing.args(ids))
             outcome = judge_existing(row["chain_id"], row["state"], row["incarnation"], accepted)
             if outcome.status == "same_task":
-                await conn.execute(_PG_ADOPT[0], accepted.run_id, accepted.chain_id, accepted.task_id)
-                await conn.execute(_PG_ADOPT[1], accepted.chain_id, accepted.task_id)
+                await conn.execute(_PG.adopt_task.sql, *_PG.adopt_task.args(ids))
+                await conn.execute(_PG.adopt_steps.sql, *_PG.adopt_steps.args(ids))
             return outcome
 
     async def write(self, t: StepTransition) -> None:
+        moved, started = task_params(t), attempt_params(t)
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            applied = await conn.execute(
-                _PG_STEP,
-                str(t.state),
-                t.version,
-                t.at,
-                t.locked_by,
-                t.complete_by,
-                t.attempt,
-                t.failure_count,
-                t.state in _CLEARS_ERROR,
-                t.task_id,
-                t.step,
-                t.run_id,
-                t.chain_id,
-                _json(t.result),
-            )
-            if t.task_state is not None:
-                await conn.execute(
-                    _PG_TASK, str(t.task_state), t.step, t.version, t.at, t.task_id, t.run_id, t.chain_id
-                )
-            attempt = _attempt_row(t, t.at, t.complete_by)
-            if attempt is not None and applied != "UPDATE 0":
-                await conn.execute(_PG_ATTEMPT, *attempt)
+            applied = await conn.execute(_PG.step.sql, *_PG.step.args(step_params(t)))
+            if moved is not None:
+                await conn.execute(_PG.task.sql, *_PG.task.args(moved))
+            if started is not None and applied != "UPDATE 0":
+                await conn.execute(_PG.attempt.sql, *_PG.attempt.args(started))
 
     async def _get_pool(self) -> Any:
         import asyncpg
@@ -390,23 +247,3 @@ class PostgresStepWriter:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-
-def _json(value: dict[str, Any] | None) -> str | None:
-    """A step's result (the Processed write) as the JSON text both drivers store; None leaves it."""
-    return None if value is None else json.dumps(value, separators=(",", ":"))
-
-
-def _attempt_row(t: StepTransition, at: Any, complete_by: Any) -> tuple[Any, ...] | None:
-    """The kept row of an attempt, for an Agent's write that starts one (it carries LockedBy)."""
-    if t.locked_by is None or t.attempt is None:
-        return None
-    return (
-        t.task_id, t.step, str(t.state), t.attempt, t.failure_count or 0, t.locked_by, complete_by, at, t.version,
-        t.chain_id, t.run_id,
-    )  # fmt: skip
-
-
-def _naive(value: datetime | None) -> str | None:
-    """SQLite stores UTC as text in the format SQLAlchemy's DateTime uses (see tables.UTCDateTime)."""
-    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")

@@ -10,7 +10,8 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sas.state_store.tables import Alert, Step, Task
+from sas.state_store.mirror_tables import Step, Task
+from sas.state_store.tables import Alert
 
 ALERT_STATUSES = ("open", "acked", "resolved")
 ACTIVE = ("open", "acked")

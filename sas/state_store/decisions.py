@@ -2,20 +2,22 @@
 
 Each decision is keyed (task, step, FailureCount, kind) and claimed with a
 compare-and-set on the step row, so a restarted sweep or a second Supervisor
-never acts twice.
+never acts twice. The step and task rows are written by the one writer
+(``state_store.mirror``); this module writes the decisions and their alerts.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
 
-from sqlalchemy import CursorResult, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from sas.state_store import mirror
 from sas.state_store.alerts import raise_alert
-from sas.state_store.tables import Alert, Decision, Step, Task
+from sas.state_store.queries import tasks_in_buckets
+from sas.state_store.tables import Alert, Decision
 
 
 async def claim_decision(
@@ -33,17 +35,16 @@ async def claim_decision(
     """
     try:
         async with session.begin():
-            claimed = await session.execute(
-                update(Step)
-                .where(
-                    Step.task_id == decision.task_id,
-                    Step.name == decision.step,
-                    Step.failure_count == seen_failure_count,
-                    Step.version == seen_version,
-                )
-                .values(failure_count=decision.failure_count, complete_by=next_look_at)
+            claimed = await mirror.claim_step(
+                session,
+                decision.task_id,
+                decision.step,
+                seen_failure_count,
+                seen_version,
+                decision.failure_count,
+                next_look_at,
             )
-            return await _record_claimed(session, cast("CursorResult[Any]", claimed).rowcount, decision, alert)
+            return await _record_claimed(session, claimed, decision, alert)
     except IntegrityError:
         # The unique (task, step, FailureCount, kind) key: someone else recorded it first.
         return False
@@ -55,17 +56,7 @@ async def defer_step(
     """Put off the Supervisor's next look at a step that Temporal shows waiting (for a worker,
     or for the workflow to take in a decision), without counting a failure."""
     async with session.begin():
-        moved = await session.execute(
-            update(Step)
-            .where(
-                Step.task_id == task_id,
-                Step.name == step,
-                Step.version == seen_version,
-                Step.failure_count == seen_failure_count,
-            )
-            .values(complete_by=until)
-        )
-        return bool(cast("CursorResult[Any]", moved).rowcount)
+        return await mirror.put_off_step(session, task_id, step, seen_version, seen_failure_count, until)
 
 
 async def claim_cleanup(
@@ -77,19 +68,17 @@ async def claim_cleanup(
     new version is above anything the dead workflow could still write."""
     try:
         async with session.begin():
-            claimed = await session.execute(
-                update(Task)
-                .where(Task.task_id == decision.task_id, Task.state == seen_state, Task.version == seen_version)
-                .values(state="Error", version=version, updated_at=decision.decided_at)
+            claimed = await mirror.claim_cleanup(
+                session, decision.task_id, seen_state, seen_version, version, decision.decided_at
             )
-            return await _record_claimed(session, cast("CursorResult[Any]", claimed).rowcount, decision, alert)
+            return await _record_claimed(session, claimed, decision, alert)
     except IntegrityError:
         return False
 
 
-async def _record_claimed(session: AsyncSession, claimed_rows: int, decision: Decision, alert: Alert | None) -> bool:
+async def _record_claimed(session: AsyncSession, claimed: bool, decision: Decision, alert: Alert | None) -> bool:
     """Inside the claim's transaction: record the decision and its alert if the claim won."""
-    if not claimed_rows:
+    if not claimed:
         return False
     session.add(decision)
     # Flush now: a duplicate decision must fail before the alert is touched.
@@ -99,10 +88,13 @@ async def _record_claimed(session: AsyncSession, claimed_rows: int, decision: De
     return True
 
 
-async def unsent_decisions(session: AsyncSession, limit: int) -> list[Decision]:
-    """Decisions whose signal (or clean-up start) has not been confirmed (the outbox)."""
-    query = select(Decision).where(Decision.signal_sent_at.is_(None)).order_by(Decision.id).limit(limit)
-    return list((await session.scalars(query)).all())
+async def unsent_decisions(session: AsyncSession, limit: int, buckets: tuple[int, int] | None = None) -> list[Decision]:
+    """Decisions whose signal (or clean-up start) has not been confirmed (the outbox), oldest
+    first, of the tasks in a shard's ``buckets`` (all of them when None)."""
+    query = select(Decision).where(Decision.signal_sent_at.is_(None))
+    if buckets is not None:
+        query = query.where(Decision.task_id.in_(tasks_in_buckets(buckets)))
+    return list((await session.scalars(query.order_by(Decision.id).limit(limit))).all())
 
 
 async def mark_sent(session: AsyncSession, decision_id: int, at: datetime) -> None:

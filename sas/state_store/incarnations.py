@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sas.state_store.tables import AuditEntry, Step, Task, TaskArchive, shard_of
-from sas.task_models import AcceptOutcome, StepState, TaskAccepted, TaskState, incarnation_key
+from sas.state_store import mirror
+from sas.state_store.queries import as_dict, get_task
+from sas.state_store.tables import AuditEntry, TaskArchive
+from sas.task_models import AcceptOutcome, TaskAccepted, TaskState, incarnation_key
 
 # Finished tasks that an operator may run again; a Processed task is done and stays done.
 RESUBMITTABLE = (str(TaskState.COMPENSATED), str(TaskState.ERROR))
@@ -42,57 +43,34 @@ async def resubmit_task(session: AsyncSession, accepted: TaskAccepted) -> Accept
     assert request is not None, "resubmit_task needs a resubmission"
     now = datetime.now(UTC)
     async with session.begin():
-        task = await session.get(Task, accepted.task_id, with_for_update=True)
-        if task is None:
+        record = await get_task(session, accepted.task_id, for_update=True)
+        if record is None:
             return AcceptOutcome(status="other_task", state="gone")
+        task = record.task
         if task.chain_id == accepted.chain_id:
             return AcceptOutcome(status="resubmitted", state=task.state, incarnation=task.incarnation)
         if task.chain_id != request.of or task.state not in RESUBMITTABLE:
             return AcceptOutcome(status="other_task", state=task.state, incarnation=task.incarnation)
-        steps = list((await session.scalars(select(Step).where(Step.task_id == task.task_id))).all())
+        previous_state, incarnation = task.state, task.incarnation + 1
+        snapshot = {"task": as_dict(task), "steps": [as_dict(s) for s in record.steps]}
+        # Counting FailureCount afresh is a reset: a new epoch keeps the new decisions apart from the old.
+        resets = max((s.resets for s in record.steps), default=0) + 1
+        keys = {p.name: incarnation_key(p.idempotency_key, incarnation) for p in accepted.steps}
+        if not await mirror.start_incarnation(session, accepted, incarnation, resets, keys, now):
+            return AcceptOutcome(status="other_task", state=previous_state, incarnation=incarnation - 1)
         session.add(
             TaskArchive(
-                task_id=task.task_id,
-                incarnation=task.incarnation,
-                chain_id=task.chain_id,
-                state=task.state,
-                snapshot={"task": _row(task), "steps": [_row(s) for s in steps]},
+                task_id=accepted.task_id,
+                incarnation=incarnation - 1,
+                chain_id=request.of,
+                state=previous_state,
+                snapshot=snapshot,
                 archived_at=now,
             )
         )
-        incarnation = task.incarnation + 1
-        # Counting FailureCount afresh is a reset: a new epoch keeps the new decisions apart from the old.
-        resets = max((s.resets for s in steps), default=0) + 1
-        await session.execute(delete(Step).where(Step.task_id == task.task_id))
-        previous_state = task.state
-        task.state, task.current_step, task.version = str(TaskState.PENDING), None, 0
-        task.payload, task.chain_id, task.run_id = accepted.payload, accepted.chain_id, accepted.run_id
-        task.incarnation, task.updated_at = incarnation, now
-        for plan in accepted.steps:
-            session.add(
-                Step(
-                    task_id=task.task_id,
-                    name=plan.name,
-                    position=plan.position,
-                    agent=plan.agent,
-                    compensation=plan.compensation,
-                    state=str(StepState.PENDING),
-                    failure_count=0,
-                    resets=resets,
-                    attempt=0,
-                    permanent=False,
-                    idempotency_key=incarnation_key(plan.idempotency_key, incarnation),
-                    complete_by_s=plan.resolved_policy.complete_by_s,
-                    version=0,
-                    updated_at=now,
-                    shard=shard_of(task.task_id),
-                    chain_id=accepted.chain_id,
-                    run_id=accepted.run_id,
-                )
-            )
         session.add(
             AuditEntry(
-                task_id=task.task_id,
+                task_id=accepted.task_id,
                 run_id=accepted.run_id or "",
                 seq=0,
                 step=None,
@@ -105,10 +83,3 @@ async def resubmit_task(session: AsyncSession, accepted: TaskAccepted) -> Accept
             )
         )
     return AcceptOutcome(status="resubmitted", state=str(TaskState.PENDING), incarnation=incarnation)
-
-
-def _row(obj: Task | Step) -> dict[str, object]:
-    return {
-        c.key: (v.isoformat() if isinstance(v := getattr(obj, c.key), datetime) else v)
-        for c in obj.__table__.columns  # type: ignore[attr-defined]
-    }

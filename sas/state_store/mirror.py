@@ -1,20 +1,39 @@
-"""Writes that mirror the Scheduler's state into the state store.
+"""Every write to ``tasks`` and ``steps`` outside the hot path, run in an ORM session.
 
-With ``state_store.agent_writes`` (acceptance and the Agents' own writes, on the
-driver directly), these are the only places a step's recorded state changes (the
-Supervisor only raises FailureCount and moves CompleteBy, in ``state_store.decisions``). Every write
-is idempotent and ordered by version (see ``task_models.versions``).
+The statements and their rules are the one writer's (``state_store.mirror_rules``); these
+functions only give them their parameters and run them in the caller's session: the
+Scheduler's transitions and audit entries, the Supervisor's claims (``decisions``), an
+operator's park mark (``sas/cli/park.py``), reconciliation's repairs (``supervisor/reconcile.py``)
+and a resubmitted task's next incarnation (``incarnations``). The hot path - acceptance and
+the Agents' writes - runs the same statements on its own connections (``agent_writes``).
+
+Except ``record_transitions`` and ``record_audit``, each runs inside the caller's transaction
+and returns whether its row was written (False: the row was not as the caller read it).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, case, or_, select, update
+from sqlalchemy import CursorResult, Executable, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sas.state_store.tables import AuditEntry, Step, Task
-from sas.task_models import AuditRecord, StepState, StepTransition
+from sas.state_store import mirror_rules as rules
+from sas.state_store.tables import AuditEntry, Decision
+from sas.task_models import AuditRecord, StepTransition, TaskAccepted
+from sas.task_models.versions import version_of
+
+
+async def _run(session: AsyncSession, statement: Executable, params: dict[str, Any] | list[dict[str, Any]]) -> int:
+    """Run one of the writer's statements; how many rows it changed."""
+    values = rules.bound(params) if isinstance(params, dict) else [rules.bound(p) for p in params]
+    result = await session.execute(statement, values)
+    return cast("CursorResult[Any]", result).rowcount or 0
+
+
+def _backend(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
 
 
 async def record_transitions(session: AsyncSession, transitions: list[StepTransition]) -> int:
@@ -31,64 +50,152 @@ async def record_transitions(session: AsyncSession, transitions: list[StepTransi
 
 
 async def _apply(session: AsyncSession, t: StepTransition) -> int:
-    values: dict[str, object] = {
-        "state": t.state,
-        "version": t.version,
-        "updated_at": t.at,
-        "locked_by": t.locked_by,
-        "complete_by": t.complete_by,
+    """One transition (its step row, and its task row if it moves the task), in the caller's transaction."""
+    changed = await _run(session, rules.STEP_WRITE, rules.step_params(t))
+    moved = rules.task_params(t)
+    if moved is not None:
+        await _run(session, rules.TASK_WRITE, moved)
+    return changed
+
+
+async def claim_step(
+    session: AsyncSession,
+    task_id: str,
+    step: str,
+    seen_failure_count: int,
+    seen_version: int,
+    failure_count: int,
+    next_look_at: datetime,
+) -> bool:
+    """The Supervisor's claim of a decision: FailureCount (never lower) and its next look, if unchanged."""
+    params = {
+        "task_id": task_id,
+        "step": step,
+        "seen_failure_count": seen_failure_count,
+        "seen_version": seen_version,
+        "failure_count": failure_count,
+        "complete_by": next_look_at,
     }
-    if t.attempt is not None:
-        values["attempt"] = t.attempt
-    if t.run_id is not None:
-        values["run_id"] = t.run_id
-    if t.reset_failure_count and t.failure_count is not None:
-        values["failure_count"] = t.failure_count
-        values["resets"] = Step.resets + 1
-    elif t.failure_count is not None:
-        # The Supervisor may have counted further than the Scheduler knows yet.
-        values["failure_count"] = case(
-            (Step.failure_count < t.failure_count, t.failure_count), else_=Step.failure_count
-        )
-    # A step that went through clears its last error; an undone one keeps it (see agent_writes).
-    if t.last_error is not None or t.state == StepState.PROCESSED:
-        values["last_error"] = t.last_error
-        values["error_type"] = t.error_type
-    if t.permanent is not None:
-        values["permanent"] = t.permanent
-    if t.result is not None:
-        values["result"] = t.result
-    # Only the task's own chain of runs writes its rows (see tables.Task.chain_id).
-    result = await session.execute(
-        update(Step)
-        .where(Step.task_id == t.task_id, Step.name == t.step, Step.version < t.version)
-        .where(or_(Step.chain_id.is_(None), Step.chain_id == t.chain_id))
-        .values(**values)
+    return bool(await _run(session, rules.CLAIM_STEP, params))
+
+
+async def put_off_step(
+    session: AsyncSession, task_id: str, step: str, seen_version: int, seen_failure_count: int, until: datetime
+) -> bool:
+    """Move a step's next look to ``until`` without counting a failure, if the row is unchanged."""
+    params = {
+        "task_id": task_id,
+        "step": step,
+        "seen_version": seen_version,
+        "seen_failure_count": seen_failure_count,
+        "complete_by": until,
+    }
+    return bool(await _run(session, rules.DEFER_STEP, params))
+
+
+async def claim_cleanup(
+    session: AsyncSession, task_id: str, seen_state: str, seen_version: int, version: int, at: datetime
+) -> bool:
+    """Mark a task whose workflow died Error, at ``version``, if its row is as the check read it."""
+    params = {"task_id": task_id, "seen_state": seen_state, "seen_version": seen_version, "version": version, "at": at}
+    return bool(await _run(session, rules.CLAIM_CLEANUP, params))
+
+
+async def mark_step(
+    session: AsyncSession,
+    task_id: str,
+    step: str,
+    seen: tuple[str, int],
+    to_step: str,
+    to_task: str,
+    at: datetime,
+) -> bool:
+    """An operator's mark: the step (if still in the state and version ``seen``) and its unfinished
+    task move to ``to_step``/``to_task``; the version stays, so the workflow's next writes win."""
+    params = {"task_id": task_id, "step": step, "seen_state": seen[0], "seen_version": seen[1], "at": at}
+    if not await _run(session, rules.MARK_STEP, {**params, "state": to_step}):
+        return False
+    await _run(session, rules.MARK_TASK, {"task_id": task_id, "step": step, "state": to_task, "at": at})
+    return True
+
+
+def repair_version(seen_version: int, at: datetime, finished: bool) -> int:
+    """The version a repair from Temporal writes: above the row's; for a finished workflow also
+    above anything its runs wrote (stamped now), so a late write of theirs never undoes the
+    repair - while a reset's new run, stamped later still, wins over it."""
+    return max(seen_version + 1, version_of(int(at.timestamp() * 1000))) if finished else seen_version + 1
+
+
+async def repair_step(
+    session: AsyncSession,
+    task_id: str,
+    step: str,
+    seen_version: int,
+    version: int,
+    state: str,
+    at: datetime,
+    *,
+    failure_count: int | None = None,
+    result: dict[str, Any] | None = None,
+    note: str | None = None,
+) -> bool:
+    """Write what Temporal shows of a step over the row read at ``seen_version``."""
+    params = {
+        "task_id": task_id,
+        "step": step,
+        "seen_version": seen_version,
+        "version": version,
+        "state": state,
+        "at": at,
+        "failure_count": failure_count,
+        "result": result,
+        "note": note,
+    }
+    return bool(await _run(session, rules.REPAIR_STEP, params))
+
+
+async def repair_task(
+    session: AsyncSession, task_id: str, seen_version: int, version: int, state: str, at: datetime
+) -> bool:
+    """Write what Temporal shows of a task over the row read at ``seen_version``."""
+    params = {"task_id": task_id, "seen_version": seen_version, "version": version, "state": state, "at": at}
+    return bool(await _run(session, rules.REPAIR_TASK, params))
+
+
+async def start_incarnation(
+    session: AsyncSession, accepted: TaskAccepted, incarnation: int, resets: int, keys: dict[str, str], at: datetime
+) -> bool:
+    """Replace a finished task's rows (already archived) with its next incarnation's, Pending,
+    if the task is still the chain the operator resubmitted. FailureCount starts again at 0:
+    the operator's reset, counted in ``resets``."""
+    assert accepted.resubmission is not None, "an incarnation is started by a resubmission"
+    restarted = await _run(
+        session,
+        rules.RESTART_TASK,
+        {
+            "task_id": accepted.task_id,
+            "of": accepted.resubmission.of,
+            "payload": accepted.payload,
+            "chain_id": accepted.chain_id,
+            "run_id": accepted.run_id,
+            "incarnation": incarnation,
+            "at": at,
+        },
     )
-    if t.task_state is not None:
-        task_values: dict[str, object] = {
-            "state": t.task_state,
-            "current_step": t.step,
-            "version": t.version,
-            "updated_at": t.at,
-        }
-        if t.run_id is not None:
-            task_values["run_id"] = t.run_id
-        await session.execute(
-            update(Task)
-            .where(Task.task_id == t.task_id, Task.version < t.version)
-            .where(or_(Task.chain_id.is_(None), Task.chain_id == t.chain_id))
-            .values(**task_values)
-        )
-    return cast("CursorResult[Any]", result).rowcount or 0
-
-
-async def task_exists(session: AsyncSession, task_id: str) -> bool:
-    return (await session.execute(select(Task.task_id).where(Task.task_id == task_id))).first() is not None
+    if not restarted:
+        return False
+    await _run(session, rules.DROP_STEPS, {"task_id": accepted.task_id})
+    rows = rules.new_step_params(accepted, at, resets=resets, keys=keys)
+    await _run(session, rules.STEP_INSERT[_backend(session)], rows)
+    return True
 
 
 async def record_audit(session: AsyncSession, record: AuditRecord) -> bool:
-    """Write an operator action once (keyed by task, run and the run's transition)."""
+    """Write an operator action once (keyed by task, run and the run's transition).
+
+    A request is recorded as the Supervisor's only if it names a decision of the Supervisor's
+    for this task (``decision_id``); a request that only says it is the Supervisor's is
+    recorded as unverified."""
     async with session.begin():
         exists = await session.execute(
             select(AuditEntry.id).where(
@@ -97,5 +204,22 @@ async def record_audit(session: AsyncSession, record: AuditRecord) -> bool:
         )
         if exists.first() is not None:
             return False
-        session.add(AuditEntry(**record.model_dump()))
+        entry = record.model_dump(exclude={"decision_id"})
+        if await _decided(session, record.task_id, record.decision_id):
+            entry["actor"] = SUPERVISOR
+        elif record.actor == SUPERVISOR:
+            entry["actor"] = f"{SUPERVISOR} (unverified: no such decision)"
+        session.add(AuditEntry(**entry))
     return True
+
+
+SUPERVISOR = "supervisor"
+
+
+async def _decided(session: AsyncSession, task_id: str, decision_id: str | None) -> bool:
+    if decision_id is None or not decision_id.isdigit():
+        return False
+    found = await session.execute(
+        select(Decision.id).where(Decision.id == int(decision_id), Decision.task_id == task_id)
+    )
+    return found.first() is not None

@@ -1,14 +1,22 @@
-"""Reads of the state store: for the CLI, the tests and the Supervisor's scan."""
+"""Reads of the state store: for the CLI, the tests and the Supervisor's scan.
+
+Rows of ``tasks`` and ``steps`` come back typed as ``TaskRow`` and ``StepRow``: read-only to
+the type checker, so nothing outside the state store writes them by changing a loaded row
+(their one writer is ``state_store.mirror_rules``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Select, func, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sas.state_store.tables import Alert, AuditEntry, Decision, Step, Task, TaskArchive
+from sas.state_store.mirror_tables import Step, Task
+from sas.state_store.rows import StepRow, TaskRow
+from sas.state_store.tables import Alert, AuditEntry, Decision, TaskArchive
 from sas.task_models import StepState
 
 # What the Supervisor looks at, and how long past CompleteBy each state may be.
@@ -19,22 +27,44 @@ _RUNNING = (StepState.PROCESSING, StepState.COMPENSATING)
 
 @dataclass(frozen=True)
 class TaskRecord:
-    task: Task
-    steps: list[Step]
+    task: TaskRow
+    steps: list[StepRow]
 
 
-async def get_task(session: AsyncSession, task_id: str) -> TaskRecord | None:
-    task = await session.get(Task, task_id)
+async def get_task(session: AsyncSession, task_id: str, *, for_update: bool = False) -> TaskRecord | None:
+    """A task and its steps in plan order; ``for_update`` locks the task row (PostgreSQL) until the
+    caller's transaction ends."""
+    task = await session.get(Task, task_id, with_for_update=for_update or None)
     if task is None:
         return None
     steps = (await session.scalars(select(Step).where(Step.task_id == task_id).order_by(Step.position))).all()
     return TaskRecord(task=task, steps=list(steps))
 
 
-async def list_tasks(session: AsyncSession, state: str | None = None, limit: int = 50) -> list[Task]:
+async def get_task_row(session: AsyncSession, task_id: str) -> TaskRow | None:
+    return await session.get(Task, task_id)
+
+
+async def get_step(session: AsyncSession, task_id: str, step: str) -> StepRow | None:
+    return await session.get(Step, (task_id, step))
+
+
+def as_dict(row: TaskRow | StepRow) -> dict[str, Any]:
+    """A task or step row as plain JSON-able values, by column (a snapshot for the archive)."""
+    columns = (Task if isinstance(row, Task) else Step).__table__.columns
+    return {c.key: (v.isoformat() if isinstance(v := getattr(row, c.key), datetime) else v) for c in columns}
+
+
+async def list_tasks(session: AsyncSession, state: str | None = None, limit: int = 50) -> list[TaskRow]:
     query = select(Task).order_by(Task.updated_at.desc()).limit(limit)
     if state is not None:
         query = query.where(Task.state == state)
+    return list((await session.scalars(query)).all())
+
+
+async def list_tasks_ids(session: AsyncSession, states: tuple[str, ...], limit: int) -> list[str]:
+    """Ids of the tasks in ``states``, least recently updated first."""
+    query = select(Task.task_id).where(Task.state.in_(states)).order_by(Task.updated_at).limit(limit)
     return list((await session.scalars(query)).all())
 
 
@@ -59,7 +89,7 @@ async def stuck_before_the_mirror(session: AsyncSession, limit: int = 50) -> lis
 
 def due_steps_query(
     now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
-) -> Select[Step]:
+) -> Select[Any]:
     """The Supervisor's scan: one index range scan on (state, complete_by) per state,
     each bounded by ``limit``, so its cost does not grow with the table. A shard's
     hash range filters the rows the range scan reads; it does not widen it."""
@@ -77,7 +107,7 @@ def due_steps_query(
 
 async def due_steps(
     session: AsyncSession, now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
-) -> list[tuple[Step, Task]]:
+) -> list[tuple[StepRow, TaskRow]]:
     steps = list((await session.scalars(due_steps_query(now, grace, limit, bucket_range))).all())
     if not steps:
         return []
@@ -98,7 +128,7 @@ def stale_tasks_query(
     limit: int,
     after: tuple[datetime, str] | None = None,
     bucket_range: tuple[int, int] | None = None,
-) -> Select[Task]:
+) -> Select[Any]:
     """Tasks in ``state`` not updated since ``before``, in (updated_at, task_id) order after
     ``after``: a range scan of the (state, updated_at) index that resumes where the
     last one stopped, so every stale task gets its turn however many there are."""
@@ -117,8 +147,69 @@ async def stale_tasks(
     limit: int,
     after: tuple[datetime, str] | None = None,
     bucket_range: tuple[int, int] | None = None,
-) -> list[Task]:
+) -> list[TaskRow]:
     return list((await session.scalars(stale_tasks_query(state, before, limit, after, bucket_range))).all())
+
+
+# Finished by their workflow. A row of one of these whose step is still in an open state
+# (OPEN_STEP_STATES) disagrees with its task: a write was lost (issue 23's chaos finding).
+FINISHED_TASK_STATES = ("Processed", "Compensated")
+OPEN_STEP_STATES = ("Pending", "Processing", "Failed", "Compensating", "CompensationFailed", "Waiting")
+
+
+@dataclass(frozen=True)
+class FinishedPage:
+    """One page of finished tasks: those whose steps disagree with them, and where the page ended."""
+
+    disagreeing: list[tuple[datetime, str]]  # (updated_at, task_id), in page order
+    last: tuple[datetime, str] | None  # None: no task in the range
+    full: bool  # the page was full: more may follow
+
+
+async def finished_page(
+    session: AsyncSession,
+    state: str,
+    after: tuple[datetime, str],
+    before: datetime,
+    limit: int,
+    bucket_range: tuple[int, int] | None = None,
+) -> FinishedPage:
+    """The next ``limit`` tasks finished in ``state`` after ``after`` and before ``before``, in
+    (updated_at, task_id) order - a range scan of the (state, updated_at) index - and which of
+    them has a step in an open state (their steps by primary key). Each finished task is
+    looked at once as a cursor moves past it, so the cost follows the rate tasks finish at,
+    not the size of the history."""
+    query = select(Task.updated_at, Task.task_id).where(
+        Task.state == state,
+        Task.updated_at < before,
+        tuple_(Task.updated_at, Task.task_id) > tuple_(after[0], after[1]),
+    )
+    if bucket_range is not None:
+        query = query.where(Task.shard >= bucket_range[0], Task.shard < bucket_range[1])
+    rows = [
+        (at, task_id)
+        for at, task_id in (await session.execute(query.order_by(Task.updated_at, Task.task_id).limit(limit))).all()
+    ]
+    if not rows:
+        return FinishedPage([], None, False)
+    open_steps = select(Step.task_id).where(
+        Step.task_id.in_([task_id for _, task_id in rows]), Step.state.in_(OPEN_STEP_STATES)
+    )
+    stale = set((await session.scalars(open_steps.distinct())).all())
+    return FinishedPage([r for r in rows if r[1] in stale], rows[-1], len(rows) == limit)
+
+
+async def finished_with_open_steps(session: AsyncSession, limit: int) -> list[str]:
+    """Finished tasks with a step still in an open state, found from the open steps (the
+    (state, complete_by) index): bounded by the work in flight, for ``sas reconcile``."""
+    query = (
+        select(Step.task_id)
+        .join(Task, Task.task_id == Step.task_id)
+        .where(Step.state.in_(OPEN_STEP_STATES), Task.state.in_(FINISHED_TASK_STATES))
+        .distinct()
+        .limit(limit)
+    )
+    return list((await session.scalars(query)).all())
 
 
 async def waiting_tasks_by_queue(session: AsyncSession, before: datetime, limit: int = 1000) -> dict[str, int]:
@@ -138,6 +229,23 @@ async def waiting_tasks_by_queue(session: AsyncSession, before: datetime, limit:
         .group_by(Task.task_queue)
     )
     return {queue: int(n) for queue, n in rows.all()}
+
+
+def tasks_in_buckets(buckets: tuple[int, int]) -> Select[Any]:
+    """The ids of the tasks in a shard's hash range, as a subquery for another table's reads."""
+    return select(Task.task_id).where(Task.shard >= buckets[0], Task.shard < buckets[1])
+
+
+async def step_counts(session: AsyncSession) -> dict[str, int]:
+    """Step rows by state."""
+    rows = await session.execute(select(Step.state, func.count()).group_by(Step.state))
+    return {state: int(n) for state, n in rows.all()}
+
+
+async def overdue_steps(session: AsyncSession, states: tuple[str, ...], cutoff: datetime) -> int:
+    """Steps in ``states`` whose CompleteBy passed before ``cutoff``."""
+    query = select(func.count()).select_from(Step).where(Step.state.in_(states), Step.complete_by < cutoff)
+    return int(await session.scalar(query) or 0)
 
 
 async def decisions_for(session: AsyncSession, task_id: str) -> list[Decision]:

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sas.state_store.tables import Step, Task
+from sas.state_store.mirror_tables import Step, Task
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
-"""The state store's tables: the pattern's task and step records, the Supervisor's decisions, alerts.
+"""The state store's tables: the Supervisor's decisions, alerts, the audit log, attempts, breakers.
 
-Timestamps are timezone-aware UTC in Python on both backends (see ``UTCDateTime``).
+The mirror's own two tables, ``tasks`` and ``steps``, are in ``mirror_tables``: only their
+one writer (``mirror_rules``) and the state store's reads may import them (pyproject's
+import-linter contracts). Timestamps are timezone-aware UTC in Python on both backends (see
+``UTCDateTime``).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ import zlib
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -46,76 +49,8 @@ def shard_of(task_id: str) -> int:
     return zlib.crc32(task_id.encode()) % SHARD_BUCKETS
 
 
-def _step_shard(context: Any) -> int:
-    # Filled in on insert, so every ORM writer of step rows gets it without knowing about shards.
-    return shard_of(context.get_current_parameters()["task_id"])
-
-
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
-
-
-class Task(Base):
-    """One task (an order): written with its steps in one transaction when the Scheduler accepts it."""
-
-    __tablename__ = "tasks"
-
-    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    task_type: Mapped[str] = mapped_column(String(64))
-    workflow_type: Mapped[str] = mapped_column(String(128))
-    task_queue: Mapped[str] = mapped_column(String(200))
-    state: Mapped[str] = mapped_column(String(32))
-    current_step: Mapped[str | None] = mapped_column(String(64))
-    payload: Mapped[dict[str, Any]]
-    shard: Mapped[int] = mapped_column(Integer, doc="Stable hash bucket of task_id, for sharded Supervisors.")
-    version: Mapped[int] = mapped_column(BigInteger, default=0)
-    chain_id: Mapped[str | None] = mapped_column(
-        String(64), doc="first_execution_run_id of the runs that own this task: a reset or continue-as-new keeps it."
-    )
-    run_id: Mapped[str | None] = mapped_column(String(64), doc="The run that wrote the row last.")
-    incarnation: Mapped[int] = mapped_column(
-        Integer, default=1, doc="1, then +1 for each `sas resubmit` of a finished task."
-    )
-    created_at: Mapped[datetime]
-    updated_at: Mapped[datetime]
-
-    __table_args__ = (Index("ix_tasks_state_updated", "state", "updated_at"),)
-
-
-class Step(Base):
-    """The pattern's per-step record: ProcessState, LockedBy, CompleteBy, FailureCount."""
-
-    __tablename__ = "steps"
-
-    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    position: Mapped[int] = mapped_column(Integer)
-    agent: Mapped[str] = mapped_column(String(128))
-    compensation: Mapped[str | None] = mapped_column(String(128))
-    state: Mapped[str] = mapped_column(String(32))
-    locked_by: Mapped[str | None] = mapped_column(String(200), doc="Identity of the agent process running the attempt.")
-    complete_by: Mapped[datetime | None] = mapped_column(doc="When the current attempt's start-to-close runs out.")
-    failure_count: Mapped[int] = mapped_column(Integer, default=0)
-    resets: Mapped[int] = mapped_column(Integer, default=0, doc="Times an operator reset FailureCount (sas resubmit).")
-    attempt: Mapped[int] = mapped_column(Integer, default=0, doc="Temporal's attempt number of the current run.")
-    last_error: Mapped[str | None] = mapped_column(Text)
-    error_type: Mapped[str | None] = mapped_column(String(200))
-    permanent: Mapped[bool] = mapped_column(Boolean, default=False)
-    idempotency_key: Mapped[str] = mapped_column(String(300))
-    complete_by_s: Mapped[float] = mapped_column(doc="The step's complete-by, to extend CompleteBy by.")
-    result: Mapped[dict[str, Any] | None] = mapped_column(
-        JSON, doc="The forward result (task_models.results) without its secret fields; set with Processed."
-    )
-    version: Mapped[int] = mapped_column(BigInteger, default=0, doc="Orders writes: an older one never wins.")
-    chain_id: Mapped[str | None] = mapped_column(String(64), doc="The owning chain of runs (as tasks.chain_id).")
-    run_id: Mapped[str | None] = mapped_column(String(64), doc="The run that wrote the row last.")
-    updated_at: Mapped[datetime]
-    shard: Mapped[int | None] = mapped_column(
-        Integer, default=_step_shard, doc="The task's hash bucket (0..4095): a Supervisor shard scans a range."
-    )
-
-    # The Supervisor's scan: WHERE state = ? AND complete_by < ? ORDER BY complete_by LIMIT n.
-    __table_args__ = (Index("ix_steps_state_complete_by", "state", "complete_by"),)
 
 
 class Decision(Base):

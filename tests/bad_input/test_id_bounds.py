@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import String
 
 from sas.remote_services.app import MAX_KEY_LENGTH
-from sas.state_store.tables import Step
+from sas.state_store.mirror_tables import Step
 from sas.task_models import TaskResult, TaskState, incarnation_key, validate_task_id
 from sas.task_models.activity_defs import PaymentDefs
 from sas.task_models.ids import (

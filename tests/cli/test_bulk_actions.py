@@ -31,7 +31,7 @@ from temporalio.client import Client
 from sas.remote_services.launcher import ServiceProcess
 from sas.settings import SupervisorSettings
 from sas.state_store.queries import audit_for
-from sas.state_store.tables import Step, Task
+from sas.state_store.mirror_tables import Step, Task
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues, TaskResult
 from tests.helpers import fresh_id, wait_until

@@ -18,7 +18,7 @@ from sas import state_store
 from sas.remote_services.launcher import free_port
 from sas.runtime.local_stack import LocalStack, LocalStackConfig
 from sas.settings import DatabaseSettings, TemporalSettings
-from sas.state_store.tables import Step
+from sas.state_store.mirror_tables import Step
 from tests.helpers import fresh_id, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,6 +8,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from sas.state_store import mirror_tables  # noqa: F401 - puts tasks and steps in Base.metadata
 from sas.state_store.tables import Base
 
 config = context.config
