@@ -15,7 +15,9 @@ back, under the same background load). ``bare_ratio=`` is sas against plain ``ba
 layout and the pattern cost together. Every other design has ``<design>_ratio`` against
 bare-queues and ``<design>_bare_ratio`` against bare; ``bare_queues_ratio`` is bare-queues
 against bare (what the layout alone costs). CPU per order is printed by process and by worker
-thread kind (``<design>_<process>_ms``). Ends with one line of key=value figures.
+thread kind (``<design>_<process>_ms``), in all (``<design>_total_ms``), and as ``cpu_ratio=``,
+bare-queues' total over sas's (median of the rounds): what the gate would read on a machine these
+processes had to themselves, far steadier than wall-clock rates when it is shared. Ends with one line of key=value figures.
 """
 
 from __future__ import annotations
@@ -113,6 +115,12 @@ def ratios(wps: dict[str, list[float]], design: str, baseline: str) -> tuple[flo
     return round(median(per_round), 3), per_round
 
 
+def total_ms(per_order: dict[str, float]) -> float:
+    """The CPU an order cost every process of its design (server, worker, services, PostgreSQL…);
+    the ``worker_<thread kind>`` entries split the worker's and are not added again."""
+    return sum(ms for k, ms in per_order.items() if not k.startswith("worker_"))
+
+
 def summarise(args: argparse.Namespace, variants: list[str], wps: dict, ms: dict) -> dict[str, object]:
     out: dict[str, object] = {"orders": args.orders, "rounds": args.rounds, "load_avg_start": args.load_avg_start}
     for v in variants:
@@ -121,6 +129,13 @@ def summarise(args: argparse.Namespace, variants: list[str], wps: dict, ms: dict
     out["bare_ratio"], full = ratios(wps, "sas", "bare") if "sas" in variants else (float("nan"), [])
     out["bare_queues_ratio"], layout = ratios(wps, "bare-queues", "bare")
     print(f"sas/bare-queues per round {gate}; sas/bare {full}; bare-queues/bare {layout}", flush=True)
+    if "sas" in variants:
+        # On a shared machine the wall-clock rates swing with the others' load, while CPU per order
+        # holds steady: bare-queues' total CPU per order over sas's, per round, is the throughput
+        # ratio a machine saturated by these processes alone would give. Shown beside the gate.
+        per_round_cpu = [round(total_ms(b) / total_ms(a), 3) for a, b in zip(ms["sas"], ms["bare-queues"], strict=True)]
+        out["cpu_ratio"] = round(median(per_round_cpu), 3)
+        print(f"bare-queues/sas total CPU per order, per round {per_round_cpu}", flush=True)
     for v in variants:
         if v not in ("sas", *BASELINES):
             key = v.replace("-", "_")
@@ -129,6 +144,7 @@ def summarise(args: argparse.Namespace, variants: list[str], wps: dict, ms: dict
             print(f"{v}/bare-queues per round {per_round}", flush=True)
     for v in variants:
         key = v.replace("-", "_")
+        out[f"{key}_total_ms"] = round(median([total_ms(m) for m in ms[v]]), 1)
         for k in sorted({k for round_ms in ms[v] for k in round_ms}):
             name = "worker" if k.startswith("worker-") else k
             out[f"{key}_{name}_ms"] = round(median([m.get(k, 0.0) for m in ms[v]]), 1)

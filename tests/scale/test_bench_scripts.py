@@ -61,7 +61,7 @@ def test_throughput_runs_every_design() -> None:
     summary = run_bench("throughput.py", "--orders", "4", "--rounds", "1", "--warmup", "1")
     # The gate (sas against bare-queues) and the full cost (sas against bare), then every other
     # design against both baselines; CPU per order by process and by worker thread kind.
-    for key in ("ratio", "bare_ratio", "bare_queues_ratio"):
+    for key in ("ratio", "bare_ratio", "bare_queues_ratio", "cpu_ratio", "sas_total_ms", "bare_queues_total_ms"):
         assert float(summary[key]) > 0, key
     for design in ("sas_nosa", "la", "batch", "proj"):
         assert float(summary[f"{design}_ratio"]) > 0 and float(summary[f"{design}_bare_ratio"]) > 0, design
@@ -115,3 +115,14 @@ def test_breaker_runs_both_modes() -> None:
     assert summary["on_orders"] == summary["on_orders_completed"] and summary["on_orders_compensated"] == "0"
     assert int(summary["off_payment_requests"]) > 0 and float(summary["on_others_ratio"]) > 0
     assert summary["outage_s"] == "6"
+
+
+def test_profile_diff_reads_py_spy_raw_stacks(tmp_path: Path) -> None:
+    # Two rounds' raw stacks, as py-spy writes them for bench/throughput.py --profile; "bare" must
+    # not pick up "bare-queues" files.
+    (tmp_path / "sas-r1-0.txt").write_text("run (worker.py:10);write (agent_writes.py:5) 30\nrun (worker.py:10) 10\n")
+    (tmp_path / "sas-r1-1.txt").write_text("run (worker.py:12);write (agent_writes.py:6) 10\n")
+    (tmp_path / "bare-queues-r1-0.txt").write_text("run (worker.py:10) 20\n")
+    (tmp_path / "bare-r1-0.txt").write_text("run (worker.py:10) 99\n")
+    summary = run_bench("profile_diff.py", str(tmp_path), "--orders", "10")
+    assert summary["rounds"] == "2" and float(summary["extra_ms"]) == float(summary["sas_sampled_ms"]) - 20.0
