@@ -29,19 +29,16 @@ the updates itself, after its own look at each workflow, at most ``--concurrency
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 import typer
-from temporalio.api.enums.v1 import PendingActivityState
 
 from sas.cli import context
 from sas.cli.bulk_selection import Selected, Selection, check, select
-from sas.cli.output import CliError, Markup, ago, console, err_console, print_json, styled, table
+from sas.cli.output import CliError, Markup, ago, console, err_console, print_json, shown, styled, table
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -65,10 +62,6 @@ DRY_RUN = typer.Option(False, "--dry-run", help="With a selection: list the task
 YES = typer.Option(False, "--yes", help="With a selection: act on the selected tasks (required).")
 JSON = typer.Option(False, "--json", help="With a selection: print JSON instead of tables.")
 
-_PAUSED = (
-    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
-    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
-)
 _DONE = {"retry": "retried", "compensate": "compensated", "resubmit": "resubmitted"}
 
 
@@ -145,7 +138,13 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
 
     chosen, results = context.run(go)
     if not chosen.tasks:
-        raise CliError(f"no task matches {selection.describe()}", "check it with `--dry-run`, or `sas list --state …`")
+        # Nothing to act on is an answer, not a failure: a script that retries whatever is
+        # parked must not fail when nothing is.
+        if flags.as_json:
+            print_json({"action": action, "dry_run": flags.dry_run, "selection": selection.describe(), "tasks": []})
+        else:
+            console.print(f"no task matches {shown(selection.describe())}: nothing to {action}")
+        return 0
     if results is None:
         _print_plan(action, selection, chosen, flags.as_json)
         if flags.dry_run:
@@ -163,17 +162,11 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
 
 
 def _request(action: Action, step: str | None, by: str, reason: str) -> OperatorRequest:
-    from pydantic import ValidationError
+    from sas.cli.tasks import operator_request
 
-    from sas.task_models import OperatorRequest
-
-    try:
-        return OperatorRequest(
-            step=step if action == "retry" else None, by=by, reason=reason, reset_failure_count=action == "resubmit"
-        )
-    except ValidationError as err:
-        problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise CliError(f"--by/--reason: {problem}") from None
+    return operator_request(
+        step=step if action == "retry" else None, by=by, reason=reason, reset_failure_count=action == "resubmit"
+    )
 
 
 # ------------------------------------------------------------------ acting
@@ -188,6 +181,8 @@ async def _act_all(
     concurrency: int,
 ) -> list[Result]:
     """Act on every target, at most ``concurrency`` at a time, with a progress bar on a terminal."""
+    import asyncio
+
     gate = asyncio.Semaphore(concurrency)
     progress = _Progress(action, len(targets))
     # Said first, so an interrupted run can still be found in the audit log by its id.
@@ -217,17 +212,36 @@ async def _act_all(
 
 
 async def _act(client: Client, action: Action, request: OperatorRequest, target: SelectedTask) -> Result:
-    """One task: ask Temporal first, then act as the single-task command would."""
+    """One task: ask Temporal first, then act as the single-task command would, on the workflow
+    that answers for the task (its Scheduler, or its clean-up once the Scheduler is closed)."""
+    from temporalio.api.enums.v1 import PendingActivityState
+
+    from sas.cli.answering import answering_workflow
     from sas.supervisor.temporal_view import look
 
+    paused = (
+        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
+        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
+    )
     view = await look(client, target.task_id, target.chain_id, target.run_id)
+    if view.status != "running":
+        answering = await answering_workflow(client, target.task_id)
+        if answering.cleanup:
+            if action == "resubmit":
+                return Result(
+                    target.task_id,
+                    "skipped",
+                    f"its clean-up {answering.workflow_id} is still undoing it; finish it first "
+                    f"(sas retry / sas compensate {target.task_id})",
+                )
+            return await _act_on_cleanup(client, action, request, target, answering.workflow_id)
     if view.status == "gone":
         return Result(target.task_id, "skipped", f"{view.how}: nothing to {action}")
     if view.status != "running":
         if action == "resubmit":
             return await _resubmit_finished(client, request, target, view.run_id, view.status == "completed")
         return Result(target.task_id, "skipped", f"finished in Temporal ({view.how}): not {_DONE[action]}")
-    if action == "retry" and any(a.state in _PAUSED for a in view.activities):
+    if action == "retry" and any(a.state in paused for a in view.activities):
         # Parked by `sas park` (its activity paused in Temporal): un-parked as `sas retry ID` does.
         from sas.cli import park
 
@@ -238,14 +252,35 @@ async def _act(client: Client, action: Action, request: OperatorRequest, target:
     return await _update(client, target.task_id, update, request, action)
 
 
-async def _update(client: Client, task_id: str, name: str, request: OperatorRequest, action: Action) -> Result:
+async def _act_on_cleanup(
+    client: Client, action: Action, request: OperatorRequest, target: SelectedTask, workflow_id: str
+) -> Result:
+    """A task whose Scheduler is closed and whose clean-up runs: the clean-up takes the request."""
+    if action == "retry":
+        from sas.cli import park
+
+        unparked = await park.unpark(target.task_id, request.step, request.by, request.reason)
+        if unparked is not None:
+            return Result(target.task_id, "ok", unparked)
+    update = "request_compensate" if action == "compensate" else "request_retry"
+    result = await _update(client, target.task_id, update, request, action, workflow_id=workflow_id)
+    if result.outcome == "ok":
+        return Result(target.task_id, "ok", f"{result.reason} (by its clean-up {workflow_id})")
+    return result
+
+
+async def _update(
+    client: Client, task_id: str, name: str, request: OperatorRequest, action: Action, workflow_id: str | None = None
+) -> Result:
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError, RPCStatusCode
 
     from sas.task_models import OperatorAnswer
 
     try:
-        answer = await client.get_workflow_handle(task_id).execute_update(name, request, result_type=OperatorAnswer)
+        answer = await client.get_workflow_handle(workflow_id or task_id).execute_update(
+            name, request, result_type=OperatorAnswer
+        )
     except WorkflowUpdateFailedError as err:
         return Result(task_id, "failed", "rejected: " + (getattr(err.cause, "message", None) or str(err.cause)))
     except RPCError as err:
@@ -350,20 +385,14 @@ def _print_plan(action: Action, selection: Selection, chosen: Selected, as_json:
             }
         )
         return
-    shown = table(
-        f"{action}: {len(chosen.tasks)} task(s) selected by {selection.describe()}{_cut(chosen, selection)}",
-        ["task", "state", "step", "changed", "last error"],
-        [[t.task_id, styled(t.state), t.step, ago(t.updated_at), _short(t.last_error, 28)] for t in chosen.tasks],
+    # One line per task at 80 columns: the last error cut (`sas status ID` shows it whole).
+    console.print(
+        table(
+            f"{action}: {len(chosen.tasks)} task(s) selected by {selection.describe()}{_cut(chosen, selection)}",
+            ["task", "state", "step", "changed", "last error"],
+            [[t.task_id, styled(t.state), t.step, ago(t.updated_at), _short(t.last_error, 28)] for t in chosen.tasks],
+        )
     )
-    # One line per task at 80 columns: ids of a usual length whole, the last error cut
-    # (`sas status ID` shows it whole).
-    shown.columns[0].min_width = _id_width(t.task_id for t in chosen.tasks)
-    console.print(shown)
-
-
-def _id_width(ids: Iterable[str]) -> int:
-    """Task ids on one line when they are of a usual length; longer ones fold."""
-    return min(max((len(i) for i in ids), default=4), 28)
 
 
 def _short(text: str | None, width: int) -> str:
@@ -387,12 +416,12 @@ def _print_results(action: Action, bulk_id: str, chosen: Selected, results: list
         )
         return
     style = {"ok": "green", "skipped": "yellow", "failed": "bold red"}
-    shown = table(
-        f"{action} (bulk {bulk_id}): " + ", ".join(f"{v} {k}" for k, v in counts.items()),
-        ["task", "outcome", "reason"],
-        [[r.task_id, Markup(f"[{style[r.outcome]}]{r.outcome}[/]"), r.reason] for r in results],
+    console.print(
+        table(
+            f"{action} (bulk {bulk_id}): " + ", ".join(f"{v} {k}" for k, v in counts.items()),
+            ["task", "outcome", "reason"],
+            [[r.task_id, Markup(f"[{style[r.outcome]}]{r.outcome}[/]"), r.reason] for r in results],
+        )
     )
-    shown.columns[0].min_width = _id_width(r.task_id for r in results)
-    console.print(shown)
     if chosen.more:
         console.print("more tasks match than --limit: run the command again for the rest")

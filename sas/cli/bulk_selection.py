@@ -99,9 +99,7 @@ def check(
     if query is not None:
         if states or step or since or task_type:
             raise CliError("give --query or --state/--step/--since/--task-type, not both")
-        query = query.strip()
-        if not query or len(query) > MAX_QUERY_CHARS or any(ord(c) < 32 for c in query):
-            raise CliError(f"--query: give one line of at most {MAX_QUERY_CHARS} characters")
+        query = check_query(query)
         return Selection(limit=limit, query=query, described=[f"--query {query!r}"])
     task_states, step_states = _states(states or [], allow_processed)
     described = [f"--state {s}" for s in (*task_states, *step_states)]
@@ -176,6 +174,44 @@ def parse_since(text: str) -> timedelta:
     return window
 
 
+def check_query(query: str) -> str:
+    """The user's visibility filter, if it stays one group: ``_visibility`` puts it in parentheses
+    and adds this deployment's task queue and task workflow types, so a filter that closes a
+    parenthesis it did not open (``x') OR (WorkflowId = 'y'``) would escape that scope.
+
+    Quoted values (single, double or back quotes, with backslash escapes, as Temporal's query
+    parser reads them) may hold any parenthesis; outside them every ``(`` must be closed, and no
+    ``)`` may close what the filter did not open. The list is checked again on the client."""
+    query = query.strip()
+    if not query or len(query) > MAX_QUERY_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in query):
+        raise CliError(f"--query: give one line of at most {MAX_QUERY_CHARS} characters")
+    depth, quote, i = 0, "", 0
+    while i < len(query):
+        char = query[i]
+        if quote:
+            if char == "\\":
+                i += 1  # the escaped character is part of the value
+            elif char == quote:
+                quote = ""
+        elif char in "'\"`":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                raise CliError(
+                    f"--query: the ')' at character {i + 1} closes a parenthesis the query did not open",
+                    "a --query is one filter within this deployment's tasks; balance its parentheses",
+                )
+        i += 1
+    if quote:
+        raise CliError(f"--query: a value opened with {quote} is not closed")
+    if depth:
+        raise CliError("--query: a '(' is not closed", "balance the query's parentheses")
+    return query
+
+
 # ---------------------------------------------------------------- selecting
 
 
@@ -212,13 +248,16 @@ async def _visibility(client: Client, task_queue: str, query: str, limit: int) -
     from sas.state_store.selection import SelectedTask
     from sas.task_models.search_attributes import CURRENT_STEP, TASK_STATE
 
-    types = ", ".join(_quoted(workflow_type) for _, workflow_type in TASK_TYPES.values())
-    scoped = f"({query}) AND TaskQueue = {_quoted(task_queue)} AND WorkflowType IN ({types})"
+    workflow_types = {workflow_type for _, workflow_type in TASK_TYPES.values()}
+    types = ", ".join(_quoted(workflow_type) for workflow_type in sorted(workflow_types))
+    scoped = f"({check_query(query)}) AND TaskQueue = {_quoted(task_queue)} AND WorkflowType IN ({types})"
     found: dict[str, SelectedTask] = {}
     try:
         # Every run of an id is listed (a resubmitted task has several): ask for more rows than ids.
         async for run in client.list_workflows(scoped, limit=limit * 4, page_size=min(1000, limit * 4)):
-            if run.id in found:
+            # The scope again, on what came back: only this deployment's task workflows, whatever
+            # the server made of the text.
+            if run.id in found or run.task_queue != task_queue or run.workflow_type not in workflow_types:
                 continue
             attributes = run.typed_search_attributes
             found[run.id] = SelectedTask(

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import typer
-from rich.markup import escape
 
 from sas.cli import context
-from sas.cli.output import CliError, console
+from sas.cli.output import CliError, console, shown
 
 DEFAULT_UI_ORIGINS = ["http://localhost:8233", "http://127.0.0.1:8233"]
 
@@ -39,10 +38,8 @@ def codec_server(
     configure_logging(settings.log_level)
     codec = EncryptionCodec(KeyRing.from_settings(settings.encryption))
     endpoint = f"http://{host}:{port}"
-    console.print(
-        f"codec server on {escape(endpoint)} ({escape(repr(codec.ring))}), for {escape(', '.join(ui_origin))}"
-    )
-    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {escape(endpoint)}")
-    console.print(f"  temporal CLI: --codec-endpoint {escape(endpoint)}")
+    console.print(f"codec server on {shown(endpoint)} ({shown(repr(codec.ring))}), for {shown(', '.join(ui_origin))}")
+    console.print(f"  Temporal UI: Settings (top right) > Codec Server > {shown(endpoint)}")
+    console.print(f"  temporal CLI: --codec-endpoint {shown(endpoint)}")
     # log_config=None: uvicorn's loggers go through sas's JSON root handler.
     uvicorn.run(build_codec_app(codec, ui_origin), host=host, port=port, log_config=None)

@@ -4,13 +4,13 @@ clear line. Commands import this module, never each other (no import cycles in t
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sas.cli.output import CliError
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
     from temporalio.client import Client
 
     from sas.settings import Settings
@@ -23,12 +23,12 @@ DEBUG = False
 
 def settings() -> Settings:
     """The settings, or a CliError naming each bad SAS_* variable."""
-    from sas.runtime.entry import SETTINGS_ERRORS, describe_settings_error
+    from sas.runtime.entry import describe_settings_error, settings_errors
     from sas.settings import get_settings
 
     try:
         return get_settings()
-    except SETTINGS_ERRORS as err:
+    except settings_errors() as err:
         raise CliError(
             f"invalid settings:\n{describe_settings_error(err)}", "fix the SAS_* environment variables or .env", code=2
         ) from None
@@ -37,6 +37,8 @@ def settings() -> Settings:
 def run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a command's async part. An unreachable dependency raises DependencyUnreachable, which
     ``main`` prints as one line."""
+    import asyncio
+
     return asyncio.run(make())
 
 
@@ -51,17 +53,42 @@ async def with_client(fn: Callable[[Client], Awaitable[T]]) -> T:
     return await fn(await client())
 
 
-async def with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
-    """Run ``fn`` with a state-store session; a database that cannot be reached or read (no
-    tables yet) raises StateStoreUnreachable, naming the URL without its password."""
+def no_state_store(where: str) -> CliError:
+    """The one line a command prints when there is no sas state store where it looks."""
+    return CliError(
+        f"no sas state store at {where}: start one here with `sas up`, or point at one"
+        " (`. .sas/env` where `sas up` runs, or SAS_DATABASE__URL)"
+    )
+
+
+def open_engine(loaded: Settings) -> AsyncEngine:
+    """An engine on the existing state store. A command never creates one (no SQLite file, no
+    directory): only `sas migrate` and the stack's processes do."""
     from sas import state_store
-    from sas.runtime.failures import reaching_state_store
+    from sas.state_store.engine import sqlite_path
+
+    path = sqlite_path(loaded.database.url)
+    if path is not None and not path.is_file():
+        raise no_state_store(str(path))
+    return state_store.create_engine(loaded.database)
+
+
+async def with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``fn`` with a state-store session; a database that cannot be reached raises
+    StateStoreUnreachable, naming the URL without its password, and one without sas's tables
+    says there is no state store there."""
+    from sas import state_store
+    from sas.runtime.failures import StateStoreUnreachable, mask_url, missing_tables, reaching_state_store
 
     loaded = settings()
-    engine = state_store.create_engine(loaded.database)
+    engine = open_engine(loaded)
     try:
         with reaching_state_store(loaded.database.url):
             async with state_store.session_factory(engine)() as session:
                 return await fn(session)
+    except StateStoreUnreachable as err:
+        if missing_tables(err):
+            raise no_state_store(mask_url(loaded.database.url)) from None
+        raise
     finally:
         await engine.dispose()

@@ -10,11 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.markup import escape
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from sas.cli.output import console, print_json
+from sas.cli.output import console, print_json, shown
 
 
 async def scheduled(client: Client, task_id: str) -> dict[str, Any] | None:
@@ -59,10 +58,10 @@ def report(data: dict[str, Any], as_json: bool) -> None:
         return
     if data["state"] == "Cancelled":
         at = data["cancelled_at"] or "?"
-        console.print(f"{escape(data['task_id'])}: cancelled before it started, at {at} ({escape(data['reason'])})")
+        console.print(f"{shown(data['task_id'])}: cancelled before it started, at {at} ({shown(data['reason'])})")
         return
     when = datetime.fromisoformat(data["scheduled_for"]).strftime("%Y-%m-%d %H:%M:%S %Z")
     if data["due"]:
-        console.print(f"{data['task_id']}: due since {when}, waiting for a worker to pick it up")
+        console.print(f"{shown(data['task_id'])}: due since {when}, waiting for a worker to pick it up")
     else:
-        console.print(f"{data['task_id']}: scheduled for {when}; nothing has run yet")
+        console.print(f"{shown(data['task_id'])}: scheduled for {when}; nothing has run yet")

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
-from sas.cli import audit, context
-from sas.cli.output import CliError, console, print_json
+from sas.cli import context
+from sas.cli.output import CliError, console, print_json, shown
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 # Closer to its start than this, a delayed task may begin before the termination lands.
 MIN_LEAD = timedelta(seconds=5)
@@ -63,14 +61,14 @@ def cancel(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Cancel a delayed task before it starts, or a schedule (no more runs)."""
-    from sas.cli import tasks
+    from sas.cli import audit, tasks
 
     tasks.check_task_id(task_id)
     out = context.run(lambda: context.with_client(lambda c: _cancel(c, task_id, audit.actor(by), reason)))
     if as_json:
         print_json(out)
         return
-    console.print(f"{escape(task_id)}: {escape(out['changed'])}")
+    console.print(f"{shown(task_id)}: {shown(out['changed'])}")
 
 
 def reschedule(
@@ -82,7 +80,7 @@ def reschedule(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Move a delayed task's start to another time (--at or --in)."""
-    from sas.cli import tasks
+    from sas.cli import audit, tasks
 
     tasks.check_task_id(task_id)
     delay = tasks.parse_when(at, after)
@@ -92,13 +90,16 @@ def reschedule(
     if as_json:
         print_json(out)
         return
-    console.print(f"{escape(task_id)}: {escape(out['changed'])}")
+    console.print(f"{shown(task_id)}: {shown(out['changed'])}")
 
 
 async def pending(client: Client, task_id: str) -> Pending | None:
     """The task's run if it is delayed and not started yet; None if Temporal has no such workflow.
 
     Raises a CliError naming the task's state when it exists but has started or finished."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
     handle = client.get_workflow_handle(task_id)
     try:
         described = await handle.describe()
@@ -144,6 +145,8 @@ async def _terminate(client: Client, task: Pending, why: str) -> None:
 
 
 async def _cancel(client: Client, task_id: str, by: str, reason: str) -> dict[str, Any]:
+    from sas.cli import audit
+
     await audit.check_reachable()
     task = await pending(client, task_id)
     if task is None:
@@ -155,6 +158,10 @@ async def _cancel(client: Client, task_id: str, by: str, reason: str) -> dict[st
 
 
 async def _cancel_schedule(client: Client, schedule_id: str, by: str, reason: str) -> dict[str, Any]:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from sas.cli import audit
+
     handle = client.get_schedule_handle(schedule_id)
     try:
         await handle.describe()
@@ -171,6 +178,10 @@ async def _cancel_schedule(client: Client, schedule_id: str, by: str, reason: st
 
 
 async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, reason: str) -> dict[str, Any]:
+    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from sas.cli import audit
     from sas.workflows.registry import by_workflow_name
     from sas.workflows.summaries import task_details, task_summary
 

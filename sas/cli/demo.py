@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sas.cli.demo_plan import DEMO_ENV, base_order, check_ledger, demo_cases
-from sas.cli.output import CliError, console, styled, table
-from sas.runtime.local_stack import LocalStack, LocalStackConfig
+from sas.cli.output import CliError, command_line, console, shown, styled, table
+
+if TYPE_CHECKING:
+    from sas.runtime.local_stack import LocalStack, LocalStackConfig
 
 SETTLED = ("Processed", "Compensated", "Error")
 
@@ -27,6 +26,8 @@ def register(app: typer.Typer) -> None:
 def _stack_options(
     state_dir: Path, temporal_port: int, ui_port: int, services_port: int, **kw: Any
 ) -> LocalStackConfig:
+    from sas.runtime.local_stack import LocalStackConfig
+
     return LocalStackConfig(
         state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port, services_port=services_port, **kw
     )
@@ -56,7 +57,7 @@ def up(
         _print_stack(stack)
         env_file = _write_env_file(cfg)
         console.print("To use `sas` against it from another shell:")
-        console.print(f"  . {escape(str(env_file))}")
+        command_line(f"  . {env_file}")
         console.print("Ctrl-C stops everything.")
         _hold(stack)
     finally:
@@ -80,10 +81,12 @@ def demo(
         from sas.settings import get_settings
 
         get_settings.cache_clear()
+        import asyncio
+
         results = asyncio.run(_run_orders(cfg, orders, timeout))
         ok = _summary(results)
         console.print(f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]")
-        console.print(f"logs: {escape(str(cfg.state_dir / 'logs'))}")
+        console.print(f"logs: {shown(cfg.state_dir / 'logs')}")
         if not exit_after:
             console.print("The stack stays up; Ctrl-C stops everything.")
             _hold(stack)
@@ -93,10 +96,12 @@ def demo(
 
 
 def _start(cfg: LocalStackConfig) -> LocalStack:
+    from sas.runtime.local_stack import LocalStack
+
     stack = LocalStack(cfg)
     with console.status("starting") as status:
         try:
-            stack.start(lambda name: status.update(f"starting {escape(name)}"))
+            stack.start(lambda name: status.update(f"starting {shown(name)}"))
         except RuntimeError as err:
             raise CliError(str(err)) from None
     return stack
@@ -144,7 +149,10 @@ def _hold(stack: LocalStack) -> None:
 
 
 async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list[dict[str, Any]]:
+    import asyncio
+
     import httpx
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from sas.cli import tasks
     from sas.runtime.connect import connect
@@ -220,6 +228,8 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
 
 async def _terminate_mid_saga(client: Any, settings: Any, task_id: str) -> None:
     """Terminate the workflow while its ship step runs, as someone might from the UI."""
+    import asyncio
+
     from sas.state_store import create_engine, session_factory
     from sas.state_store.queries import get_task
 

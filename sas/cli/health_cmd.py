@@ -10,7 +10,6 @@ the worker is not doing work either, and the check says so.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
 from dataclasses import dataclass
@@ -54,15 +53,17 @@ def health(
     max_age_s: float = typer.Option(DEFAULT_MAX_AGE_S, help="Unhealthy if its last poll is older than this."),
 ) -> None:
     """Exit 0 if the worker or Supervisor on this host polls its task queue (for healthchecks)."""
-    from sas.runtime.entry import SETTINGS_ERRORS, describe_settings_error
+    from sas.runtime.entry import describe_settings_error, settings_errors
     from sas.settings import get_settings
 
     try:
         settings = get_settings()
-    except SETTINGS_ERRORS as err:
+    except settings_errors() as err:
         # describe_settings_error names the variables, never their values.
         raise CliError(f"invalid settings:\n{describe_settings_error(err)}", code=2) from None
     queue = settings.temporal.task_queue if role is Role.worker else settings.temporal.supervisor_task_queue
+    import asyncio
+
     pollers = asyncio.run(_pollers(settings, queue))
     mine = [p for p in pollers if is_this_host(p.identity, role, settings.temporal.identity)]
     # Both kinds: a worker whose activity poller died still looks alive to its workflows.
@@ -121,6 +122,8 @@ async def _pollers(settings: Settings, queue: str) -> list[Poller]:
 
 
 async def _connect(settings: Settings) -> Client:
+    import asyncio
+
     from sas.runtime.connect import connect
     from sas.runtime.failures import TemporalUnreachable
 

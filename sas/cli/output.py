@@ -1,21 +1,61 @@
-"""How the CLI talks to people: rich tables, ``--json``, human times, and errors that say what to do."""
+"""How the CLI talks to people: rich tables, ``--json``, human times, and errors that say what to do.
+
+Everything printed goes through one sanitiser (``sas.runtime.terminal``): text from outside
+(a remote result, an operator's reason, an alert, a last error) is shown with its control and
+direction characters as visible escapes (``shown``, ``table``), and both consoles drop any
+that a printing path let through (``_Sanitised``), so no escape sequence reaches the terminal.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-from rich.console import Console
+from rich.console import Console, RenderHook
 from rich.markup import escape
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-console = Console()
+from sas.runtime.terminal import for_terminal, strip_unsafe
+
+if TYPE_CHECKING:
+    from rich.console import ConsoleOptions, ConsoleRenderable, RenderableType, RenderResult
+
+
+class _Clean:
+    """A renderable's segments without control or direction characters (rich's own styling
+    and cursor controls, which are not in the text, stay)."""
+
+    def __init__(self, inner: RenderableType) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        segments: Iterator[Segment] = iter(console.render(self.inner, options))
+        for segment in segments:
+            if segment.control or not segment.text:
+                yield segment
+            else:
+                yield Segment(strip_unsafe(segment.text), segment.style, segment.control)
+
+
+class _Sanitised(RenderHook):
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Clean(r) for r in renderables]  # type: ignore[misc]
+
+
+def _console(**kw: Any) -> Console:
+    made = Console(**kw)
+    made.push_render_hook(_Sanitised())
+    return made
+
+
+console = _console()
 # Errors are one line each, whatever the terminal's width.
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = _console(stderr=True, soft_wrap=True)
 
 
 class CliError(Exception):
@@ -26,8 +66,14 @@ class CliError(Exception):
         self.message, self.hint, self.code = message, hint, code
 
 
+def shown(value: object) -> str:
+    """Outside text for a markup string: sanitised (``for_terminal``), then markup-escaped."""
+    return escape(for_terminal(value))
+
+
 def print_json(data: Any) -> None:
-    if isinstance(data, BaseModel):
+    # json.dumps writes every control character as \\u00XX: JSON output needs no other sanitising.
+    if hasattr(data, "model_dump"):
         data = data.model_dump(mode="json")
     sys.stdout.write(json.dumps(data, indent=2, default=_default) + "\n")
 
@@ -35,7 +81,7 @@ def print_json(data: Any) -> None:
 def _default(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, BaseModel):
+    if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     return str(value)
 
@@ -46,22 +92,76 @@ class Markup(str):
     ``[link=http://x]evil[/link]`` must not turn into a link."""
 
 
+def command_line(text: str) -> None:
+    """Print a command the user is told to run on a line of its own, never wrapped, so it can
+    be copied whole however narrow the terminal (the terminal may fold it; the line is one)."""
+    console.print(Text(for_terminal(text)), soft_wrap=True, highlight=False)
+
+
+# ------------------------------------------------------------------ tables
+
+# A column is not made narrower than its longest word (up to these caps) while another can give:
+# the first column holds the row's id, which someone copies.
+_ID_CAP = 40
+_WORD_CAP = 24
+# Padding (one space each side) and the vertical line of each column, plus the table's last edge.
+_PER_COLUMN = 3
+
+
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> Table:
-    """Cells are shown literally, except Markup (see ``styled``)."""
-    t = Table(title=escape(title) if title else None, title_justify="left", header_style="bold")
-    for i, column in enumerate(columns):
-        # The first column holds the row's id: kept on one line, whole, so it can be copied;
-        # the other columns give way on a narrow terminal.
-        t.add_column(escape(column), overflow="fold", no_wrap=i == 0)
-    for row in rows:
-        t.add_row(*[_cell(v) for v in row])
+    """Cells are shown literally (sanitised), except Markup (see ``styled``). Sized for the
+    console: on a narrow terminal the widest columns give way first, lines wrap between words,
+    and a word (or an id) longer than its column ends in an ellipsis, never split over lines."""
+    t = Table(title=escape(for_terminal(title)) if title else None, title_justify="left", header_style="bold")
+    cells = [[_cell(v) for v in row] for row in rows]
+    for column in columns:
+        t.add_column(escape(column), overflow="ellipsis", no_wrap=False)
+    for row in cells:
+        t.add_row(*row)
+    widths = fit_widths(
+        [[column, *(row[i].plain for row in cells)] for i, column in enumerate(columns)],
+        console.width - _PER_COLUMN * len(columns) - 1,
+    )
+    if widths is not None:
+        for column_obj, width in zip(t.columns, widths, strict=True):
+            column_obj.width = width
     return t
+
+
+def fit_widths(columns: list[list[str]], available: int) -> list[int] | None:
+    """Column widths whose sum is at most ``available``, or None when every column fits as it is.
+
+    Each column keeps its longest word whole (up to ``_ID_CAP`` for the first, ``_WORD_CAP`` for the
+    others) while the widest column that still can gives a character at a time; only if that is
+    not enough do words give way, again from the widest column."""
+    from rich.cells import cell_len
+
+    def lines(texts: Iterable[str]) -> Iterator[str]:
+        for text in texts:
+            yield from text.splitlines() or [""]
+
+    natural = [max(cell_len(line) for line in lines(texts)) for texts in columns]
+    if sum(natural) <= available:
+        return None
+    floors = []
+    for i, texts in enumerate(columns):
+        longest = max((cell_len(word) for line in lines(texts) for word in line.split()), default=1)
+        floors.append(min(longest, _ID_CAP if i == 0 else _WORD_CAP))
+    widths = list(natural)
+    while sum(widths) > available:
+        giving = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not giving:
+            break
+        widths[max(giving, key=lambda i: widths[i])] -= 1
+    while sum(widths) > available and max(widths) > 4:
+        widths[widths.index(max(widths))] -= 1
+    return widths
 
 
 def _cell(value: Any) -> Text:
     if isinstance(value, Markup):
         return Text.from_markup(value)
-    return Text("" if value is None else str(value))
+    return Text(for_terminal(value))
 
 
 def ago(when: datetime | None, now: datetime | None = None) -> str:
@@ -93,11 +193,14 @@ STATE_STYLE = {
     "CompensationFailed": "bold red",
     "Processing": "cyan",
     "Compensating": "magenta",
+    "Waiting": "blue",
+    "Skipped": "dim",
     "Stuck": "bold red",
 }
 
 
-def styled(state: str) -> Markup:
-    """A state in its colour, as markup (the state itself escaped)."""
-    style = STATE_STYLE.get(state)
-    return Markup(f"[{style}]{escape(state)}[/{style}]" if style else escape(state))
+def styled(state: object) -> Markup:
+    """A state in its colour, as markup (the state itself sanitised and escaped)."""
+    text = "" if state is None else str(state)
+    style = STATE_STYLE.get(text)
+    return Markup(f"[{style}]{shown(text)}[/{style}]" if style else shown(text))

@@ -25,8 +25,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import typer
-from rich.markup import escape
 from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import PendingActivityState
@@ -36,7 +34,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from sas.cli import audit, context
-from sas.cli.output import CliError, console
+from sas.cli.output import CliError
 from sas.state_store.rows import StepRow
 
 _PAUSED = (
@@ -53,6 +51,7 @@ class Target:
     """The step to park, as the mirror and Temporal show it."""
 
     task_id: str
+    workflow_id: str  # the workflow that answers for the task: its Scheduler, or its clean-up
     run_id: str
     step: str
     state: str
@@ -66,32 +65,21 @@ class Target:
         return self.activity is not None and self.activity.activity_type.name == self.compensation
 
 
-def register(app: typer.Typer) -> None:
-    app.command("park")(park)
-
-
-def park(
-    task_id: str = typer.Argument(..., help="Task id."),
-    step: str | None = typer.Option(None, help="Step to park (default: the running or waiting one)."),
-    by: str | None = typer.Option(None, help="Who is acting (default: $USER)."),
-    reason: str = typer.Option("", help="Why, for the record."),
-) -> None:
-    """Park a task's running or waiting step as Error until `sas retry` (hung calls too)."""
-    from sas.cli import tasks
-
-    tasks.check_task_id(task_id)
-    message = context.run(lambda: context.with_client(lambda c: _park(c, task_id, step, audit.actor(by), reason)))
-    shown = escape(task_id)
-    console.print(f"{shown}: {escape(message)}; `sas retry {shown}` resumes it")
+async def park_step(client: Client, task_id: str, step: str | None, by: str, reason: str) -> str:
+    """``sas park``: park the task's running or waiting step, in the workflow that answers for it."""
+    return await _park(client, task_id, step, by, reason)
 
 
 async def _find(client: Client, task_id: str, step: str | None) -> Target:
     """The step to act on: ``step``, else the one whose Agent Temporal shows pending, else
-    the one waiting for a decision. Refuses a task whose workflow is not running."""
+    the one waiting for a decision. Refuses a task that no running workflow answers for (its
+    Scheduler, or once that is closed, its clean-up: ``answering.py``)."""
+    from sas.cli.answering import answering_workflow
     from sas.state_store.queries import get_task
 
+    workflow_id = (await answering_workflow(client, task_id)).workflow_id
     try:
-        described = await client.get_workflow_handle(task_id).describe()
+        described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise CliError(f"no task {task_id!r}", "check the id with `sas list`") from None
@@ -120,6 +108,7 @@ async def _find(client: Client, task_id: str, step: str | None) -> Target:
         raise CliError(f"{task_id}: {which}: no step is running or waiting to park", f"see `sas status {task_id}`")
     return Target(
         task_id=task_id,
+        workflow_id=workflow_id,
         run_id=described.run_id,
         step=row.name,
         state=row.state,
@@ -147,7 +136,7 @@ async def _park_waiting(client: Client, target: Target, by: str, reason: str) ->
     from sas.task_models import OperatorRequest
 
     request = OperatorRequest(by=by, reason=reason or "parked by an operator", step=target.step)
-    await client.get_workflow_handle(target.task_id).signal("park", request)
+    await client.get_workflow_handle(target.workflow_id).signal("park", request)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _SIGNAL_WAIT_S
     while True:
@@ -172,7 +161,7 @@ async def _park_running(client: Client, target: Target, by: str, reason: str) ->
     await client.workflow_service.pause_activity(
         PauseActivityRequest(
             namespace=client.namespace,
-            execution=WorkflowExecution(workflow_id=target.task_id, run_id=target.run_id),
+            execution=WorkflowExecution(workflow_id=target.workflow_id, run_id=target.run_id),
             identity=by,
             id=activity.activity_id,
             reason=reason or "parked with sas",
@@ -197,10 +186,13 @@ async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | 
     """``sas retry`` of a step parked by pausing its activity: unpause it (attempts reset) and
     mark the row running again. None if the task has no paused activity (the Scheduler's
     ``request_retry`` handles every other case)."""
+    from sas.cli.answering import answering_workflow
+
     client = await context.client()
     # Temporal first, and only: a task with no paused activity needs nothing from the state store here.
     try:
-        described = await client.get_workflow_handle(task_id).describe()
+        workflow_id = (await answering_workflow(client, task_id)).workflow_id
+        described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError:
         return None  # the update that follows says what is wrong (no such task, ...)
     if not any(a.state in _PAUSED for a in described.raw_description.pending_activities):
@@ -215,7 +207,7 @@ async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | 
     await client.workflow_service.unpause_activity(
         UnpauseActivityRequest(
             namespace=client.namespace,
-            execution=WorkflowExecution(workflow_id=task_id, run_id=target.run_id),
+            execution=WorkflowExecution(workflow_id=target.workflow_id, run_id=target.run_id),
             identity=by,
             id=activity.activity_id,
             reset_attempts=True,
@@ -239,7 +231,7 @@ async def _paused_now(client: Client, target: Target, activity_id: str, want: bo
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 10
     while True:
-        described = await client.get_workflow_handle(target.task_id, run_id=target.run_id).describe()
+        described = await client.get_workflow_handle(target.workflow_id, run_id=target.run_id).describe()
         found = next((a for a in described.raw_description.pending_activities if a.activity_id == activity_id), None)
         if found is None:
             return not want  # it ended meanwhile: nothing left paused

@@ -45,7 +45,7 @@ async def _reconcile(task_id: str | None, dry_run: bool, limit: int) -> list[dic
 
     settings = context.settings()
     client = await context.client()
-    engine = state_store.create_engine(settings.database)
+    engine = context.open_engine(settings)
     sessions = state_store.session_factory(engine)
     out: list[dict[str, Any]] = []
     try:

@@ -12,8 +12,8 @@ from typing import Any
 
 import typer
 
-from sas.cli import audit, context
-from sas.cli.output import CliError, ago, console, print_json, table
+from sas.cli import context
+from sas.cli.output import CliError, ago, console, print_json, shown, table
 
 services_app = typer.Typer(
     help="Remote services: circuit breakers and queues (force a breaker open or closed); `serve` runs them.",
@@ -93,6 +93,7 @@ async def _rows(session: Any) -> list[dict[str, Any]]:
 
 def _force(service: str, state: str, by: str | None, reason: str, as_json: bool) -> None:
     from sas.activities.services import AGENTS
+    from sas.cli import audit
 
     if service not in AGENTS:
         raise CliError(f"no service named {service!r}", f"use one of: {', '.join(sorted(AGENTS))}", code=2)
@@ -109,7 +110,7 @@ def _force(service: str, state: str, by: str | None, reason: str, as_json: bool)
     if as_json:
         print_json({"service": service, "before": before, "after": after, "by": who, "reason": reason})
         return
-    console.print(f"{service}: breaker {before} -> {after} (audited, by {who})")
+    console.print(f"{shown(service)}: breaker {shown(before)} -> {shown(after)} (audited, by {shown(who)})")
 
 
 @services_app.command("open")

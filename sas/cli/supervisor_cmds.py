@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from sas.cli import context
-from sas.cli.output import CliError, ago, console, print_json, styled, table
+from sas.cli.output import CliError, ago, console, print_json, shown, styled, table
 
 
 def register(app: typer.Typer) -> None:
@@ -40,9 +39,9 @@ def show(
         return
     task = data["task"]
     console.print(
-        f"[bold]{escape(task_id)}[/bold] ({escape(task['task_type'])}): {styled(task['state'])}"
-        + (f", at step {escape(task['current_step'])}" if task["current_step"] else "")
-        + f", queue {escape(task['task_queue'])}, updated {ago(task['updated_at'])}"
+        f"[bold]{shown(task_id)}[/bold] ({shown(task['task_type'])}): {styled(task['state'])}"
+        + (f", at step {shown(task['current_step'])}" if task["current_step"] else "")
+        + f", queue {shown(task['task_queue'])}, updated {ago(task['updated_at'])}"
     )
     # Few, short columns, so the table fits 80 columns without breaking a state in two.
     console.print(
@@ -132,7 +131,7 @@ def _show_actions_only(task_id: str, as_json: bool) -> bool:
     if as_json:
         print_json({"task_id": task_id, "task": None, "operator_actions": actions})
         return True
-    console.print(f"[bold]{escape(task_id)}[/bold]: never ran, so it has no rows; its operator actions:")
+    console.print(f"[bold]{shown(task_id)}[/bold]: never ran, so it has no rows; its operator actions:")
     console.print(
         table(
             None,

@@ -31,12 +31,18 @@ TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
 
 
 def build_input(
-    task_type: str, file: Path | None, flags: dict[str, Any], outbound: OutboundPolicy | None = None
+    task_type: str,
+    file: Path | None,
+    flags: dict[str, Any],
+    outbound: OutboundPolicy | None = None,
+    flag_names: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The task input from a JSON file (or '-' for stdin) overlaid with flags, validated; its
-    callback URL against ``outbound`` (default: SAS_OUTBOUND__* from the settings)."""
+    callback URL against ``outbound`` (default: SAS_OUTBOUND__* from the settings). A bad value
+    is named as it was given: its flag (``flag_names``, default ``FIELD_FLAGS``) or its field in the file."""
+    flag_names = FIELD_FLAGS if flag_names is None else flag_names
     if task_type not in TASK_TYPES:
-        raise CliError(f"unknown task type {task_type!r}", f"use one of: {', '.join(TASK_TYPES)}")
+        raise CliError(f"--type {task_type!r}: unknown task type", f"use one of: {', '.join(TASK_TYPES)}")
     data: dict[str, Any] = {}
     if file is not None:
         import sys
@@ -57,13 +63,60 @@ def build_input(
     try:
         return model.model_validate(data, context=outbound_context(outbound)).model_dump(mode="json")
     except ValidationError as err:
+        given = {k for k, v in flags.items() if v is not None}
         problems = "\n".join(
-            f"  {'.'.join(map(str, e['loc'])) or 'input'}: {e['msg'].removeprefix('Value error, ')}"
-            for e in err.errors()
+            f"  {_where(e['loc'], given, file, flag_names)}: {in_words(e)}" for e in err.errors(include_input=False)
         )
         raise CliError(
-            f"invalid {task_type}:\n{problems}", "fix the fields above; `sas submit --help` lists them"
+            f"invalid {task_type}:\n{problems}", "fix the values above; `sas submit --help` lists the flags"
         ) from None
+
+
+# The submit and schedule commands' flag for each input field (the others come from the JSON file).
+FIELD_FLAGS = {
+    "customer_id": "--customer",
+    "sku": "--sku",
+    "quantity": "--quantity",
+    "amount_cents": "--amount-cents",
+    "currency": "--currency",
+    "card": "--card",
+    "address": "--address",
+}
+
+
+def _where(loc: tuple[Any, ...], given: set[str], file: Path | None, flag_names: dict[str, str]) -> str:
+    """Name a bad value as the user gave it: the flag, or the field of the JSON input."""
+    field = ".".join(map(str, loc)) or "input"
+    flag = flag_names.get(str(loc[0])) if loc else None
+    source = "the JSON input" if file is not None and str(file) == "-" else str(file) if file is not None else None
+    if loc and str(loc[0]) in given and flag:
+        return flag
+    if source is not None:
+        return f"{field!r} in {source}" + (f" (or {flag})" if flag else "")
+    return flag or f"{field!r}"
+
+
+# What a pattern of the input models allows, in words (a raw regex tells a user little).
+PATTERN_WORDS = {
+    r"^[\x20-\x7e]+$": "printable ASCII only (letters, digits, spaces and punctuation)",
+    r"^[\x21-\x7e]+$": "printable ASCII without spaces",
+    r"^[A-Za-z0-9._-]+$": "letters, digits, '.', '_' and '-' only",
+    r"^[A-Z]{3}$": "a three-letter currency code in capitals, e.g. EUR",
+    r"^[0-9]{12,19}$": "a card number of 12 to 19 digits, without spaces",
+    r"^[0-9]+$": "digits only",
+}
+
+
+def in_words(error: Any) -> str:
+    """A pydantic error as a person reads it: what is allowed, never a raw regex."""
+    kind, ctx = error.get("type", ""), error.get("ctx") or {}
+    if kind == "string_pattern_mismatch":
+        return "must be " + PATTERN_WORDS.get(str(ctx.get("pattern")), "in the documented form (see --help)")
+    if kind == "missing":
+        return "required"
+    if kind == "extra_forbidden":
+        return "not a field of this task type"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 def _read(file: Path) -> str:
@@ -77,11 +130,23 @@ def new_task_id(task_type: str) -> str:
     return f"{task_type}-{uuid.uuid4().hex[:12]}"
 
 
-def check_task_id(task_id: str) -> str:
+def check_task_id(task_id: str, flag: str | None = None) -> str:
+    """The id, or a CliError saying what a task id may hold (naming ``flag`` when it came from one)."""
     try:
         return validate_task_id(task_id)
     except ValueError as err:
-        raise CliError(str(err)) from None
+        raise CliError(f"{flag}: {err}" if flag else str(err)) from None
+
+
+def operator_request(**fields: Any) -> OperatorRequest:
+    """An operator request from ``--step``, ``--by`` and ``--reason``; a bad value is refused
+    naming its flag, in words."""
+    try:
+        return OperatorRequest(**fields)
+    except ValidationError as err:
+        raise CliError(
+            "; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')}: {in_words(e)}" for e in err.errors())
+        ) from None
 
 
 def check_schedule_id(schedule_id: str) -> str:
@@ -137,10 +202,10 @@ async def submit(
         return False
 
 
-async def query_status(client: Client, task_id: str) -> TaskStatus | None:
-    """The Scheduler's own answer, or None if Temporal has no such workflow."""
+async def query_status(client: Client, task_id: str, run_id: str | None = None) -> TaskStatus | None:
+    """The Scheduler's own answer (its newest run's, or ``run_id``'s), or None if Temporal has no such run."""
     try:
-        return await client.get_workflow_handle(task_id).query(
+        return await client.get_workflow_handle(task_id, run_id=run_id).query(
             "status", result_type=TaskStatus, rpc_timeout=timedelta(seconds=5)
         )
     except RPCError as err:
@@ -149,23 +214,31 @@ async def query_status(client: Client, task_id: str) -> TaskStatus | None:
         raise
 
 
-async def signal(client: Client, task_id: str, name: str, request: OperatorRequest) -> None:
+async def newest_run_is(client: Client, task_id: str, chain_id: str | None) -> bool:
+    """Whether the id's newest run belongs to the run chain the state store has for the task
+    (True when there is nothing to compare). A later run of another chain is a new incarnation
+    not yet accepted, or a refused reuse of the id."""
+    if chain_id is None:
+        return True
     try:
-        await client.get_workflow_handle(task_id).signal(name, request)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(
-                f"no running task {task_id!r}", "check the id with `sas list`; finished tasks take no signals"
-            ) from None
-        raise
+        described = await client.get_workflow_handle(task_id).describe()
+    except RPCError:
+        return True
+    first = described.raw_description.workflow_execution_info.first_run_id
+    return not first or first == chain_id
 
 
-async def update(client: Client, task_id: str, name: str, request: OperatorRequest) -> OperatorAnswer:
-    """Send an operator update; a rejection comes back as a CliError saying why."""
+async def update(
+    client: Client, task_id: str, name: str, request: OperatorRequest, workflow_id: str | None = None
+) -> OperatorAnswer:
+    """Send an operator update to the task's Scheduler, or to ``workflow_id`` (the workflow that
+    answers for the task: ``answering.py``); a rejection comes back as a CliError saying why."""
     from temporalio.client import WorkflowUpdateFailedError
 
     try:
-        return await client.get_workflow_handle(task_id).execute_update(name, request, result_type=OperatorAnswer)
+        return await client.get_workflow_handle(workflow_id or task_id).execute_update(
+            name, request, result_type=OperatorAnswer
+        )
     except WorkflowUpdateFailedError as err:
         reason = getattr(err.cause, "message", None) or str(err.cause)
         raise CliError(f"{task_id}: rejected: {reason}", f"see `sas status {task_id}`") from None
@@ -246,13 +319,9 @@ async def existing_task(client: Client, task_id: str) -> CliError:
 
 async def workflow_status(client: Client, task_id: str) -> str | None:
     """The newest run's status name (RUNNING, COMPLETED, FAILED, …), or None if Temporal has none."""
-    try:
-        description = await client.get_workflow_handle(task_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    return description.status.name if description.status is not None else None
+    from sas.cli.answering import run_status
+
+    return await run_status(client, task_id)
 
 
 async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, timeout_s: float = 60) -> int:

@@ -3,7 +3,6 @@ clean exits, and one clear line for bad settings or an unreachable Temporal."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
@@ -12,15 +11,15 @@ import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from pydantic import ValidationError
-from pydantic_settings import SettingsError
-
 from sas.runtime.failures import DependencyUnreachable, MissingExtra
+from sas.runtime.terminal import for_terminal
 
 
 async def serve_until_signalled(*runners: Any) -> None:
     """Run Temporal workers (async context managers) until SIGINT or SIGTERM, then shut
     them down gracefully so in-flight activities finish or are handed back."""
+    import asyncio
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -47,10 +46,12 @@ def exit_hard(code: int) -> None:
 def run_entry(main: Callable[[], Coroutine[Any, Any, None]], debug: bool = False) -> None:
     """Run an async entry point; bad settings, a missing extra and an unreachable dependency end it
     with one clear line (and the traceback too with ``debug``), then exit hard (see ``exit_hard``)."""
+    import asyncio
+
     code = 0
     try:
         asyncio.run(main())
-    except SETTINGS_ERRORS as err:
+    except settings_errors() as err:
         print(f"sas: invalid settings:\n{describe_settings_error(err)}", file=sys.stderr)
         code = 2
     except MissingExtra as err:
@@ -61,19 +62,43 @@ def run_entry(main: Callable[[], Coroutine[Any, Any, None]], debug: bool = False
     except DependencyUnreachable as err:
         if debug:
             traceback.print_exc()
-        print(f"sas: {err}\n  {err.hint}", file=sys.stderr)
+        print(f"sas: {for_terminal(err)}\n  {err.hint}", file=sys.stderr)
         code = 1
+    except Exception as err:
+        from sas.state_store.migrate import ForeignDatabase
+
+        if not isinstance(err, ForeignDatabase):
+            raise
+        print(f"sas: {for_terminal(err)}", file=sys.stderr)
+        code = 2
     exit_hard(code)
 
 
-# A group or map set in one variable that is not JSON reaches validation as text (sas/settings.py), so
-# pydantic reports it with its location; SettingsError stays for what pydantic-settings still raises.
-SETTINGS_ERRORS = (ValidationError, SettingsError)
+def settings_errors() -> tuple[type[Exception], ...]:
+    """What reading bad settings raises. A group or map set in one variable that is not JSON
+    reaches validation as text (sas/settings.py), so pydantic reports it with its location;
+    SettingsError stays for what pydantic-settings still raises. Imported when asked: the
+    CLI's ``--help`` loads neither."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    return (ValidationError, SettingsError)
+
+
+def __getattr__(name: str) -> Any:
+    # SETTINGS_ERRORS, as before, without importing pydantic with this module.
+    if name == "SETTINGS_ERRORS":
+        return settings_errors()
+    raise AttributeError(name)
+
+
 _NOT_AN_OBJECT = {"model_type", "dict_type", "model_attributes_type"}
 
 
 def describe_settings_error(err: Exception) -> str:
     """One line per bad SAS_* variable, naming it; never the rejected value (it may be a secret)."""
+    from pydantic import ValidationError
+
     if not isinstance(err, ValidationError):
         return f"  {err}"
     lines = []

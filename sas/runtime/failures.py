@@ -92,6 +92,19 @@ def _state_store_errors() -> tuple[type[BaseException], ...]:
     return errors
 
 
+def missing_tables(err: BaseException) -> bool:
+    """Whether the database was reached but has no sas tables (never migrated: not a state store)."""
+    seen: BaseException | None = err
+    for _ in range(10):  # the chain of causes, bounded
+        if seen is None:
+            return False
+        text = str(seen)
+        if "no such table" in text or "UndefinedTableError" in text or type(seen).__name__ == "UndefinedTableError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @contextmanager
 def reaching_state_store(url: str) -> Iterator[None]:
     """Turn the database's connection and login failures inside the block into StateStoreUnreachable."""

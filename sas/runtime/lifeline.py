@@ -10,6 +10,11 @@ program's process group (SIGTERM, then SIGKILL). When the program exits first, s
 This replaces ``prctl(PR_SET_PDEATHSIG)`` in a ``preexec_fn``: code between fork and exec in a
 threaded parent can deadlock, and that signal follows the thread that forked, not the process.
 Standard library only: it runs before the program, for every child.
+
+The watcher learns that the program exited from a pidfd (Linux 5.3+). Where there is none
+(macOS, older kernels; ``SAS_LIFELINE_POLL=1`` forces it, for the tests) it asks twice a second
+whether its parent - the program, which the watcher is a child of - is still its parent:
+when the program exits, the watcher is adopted by another process.
 """
 
 from __future__ import annotations
@@ -20,9 +25,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 # How long the program gets to stop on SIGTERM when its parent is gone, before SIGKILL.
 GRACE_S = 10.0
+# Without a pidfd: how often the watcher checks that the program is still its parent.
+POLL_S = 0.5
+POLL_ENV = "SAS_LIFELINE_POLL"
+
+
+def _use_pidfd() -> bool:
+    return hasattr(os, "pidfd_open") and os.environ.get(POLL_ENV) != "1"
 
 
 def launch(argv: list[str]) -> None:
@@ -49,6 +62,9 @@ def watch(program_pid: int) -> None:
     # Stopping the group on purpose signals us too: the program's exit is what ends us then.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    if not _use_pidfd():
+        _watch_polling(program_pid)
+        return
     try:
         program = os.pidfd_open(program_pid)
     except ProcessLookupError:
@@ -58,15 +74,33 @@ def watch(program_pid: int) -> None:
         if program in ready:
             return
         if not os.read(0, 4096):  # end-of-file: the parent is gone
-            _stop_group(program)
+            _stop_group(lambda timeout: bool(select.select([program], [], [], timeout)[0]))
             return
 
 
-def _stop_group(program: int) -> None:
+def _watch_polling(program_pid: int) -> None:
+    """``watch`` without a pidfd: the program is our parent until it exits."""
+
+    def exited(timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while os.getppid() == program_pid:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(0.1, timeout))
+        return True
+
+    while not exited(0):
+        ready, _, _ = select.select([0], [], [], POLL_S)
+        if ready and not os.read(0, 4096):  # end-of-file: the parent is gone
+            _stop_group(exited)
+            return
+
+
+def _stop_group(exited: Callable[[float], bool]) -> None:
+    """SIGTERM to the program's group, then SIGKILL unless ``exited(GRACE_S)`` says it has gone."""
     group = os.getpgrp()
     os.killpg(group, signal.SIGTERM)
-    readable, _, _ = select.select([program], [], [], GRACE_S)
-    if not readable:
+    if not exited(GRACE_S):
         os.killpg(group, signal.SIGKILL)
     # Give the program's own children a moment to go with it before we leave the group.
     time.sleep(0.1)

@@ -24,7 +24,9 @@ def create_engine(db: DatabaseSettings) -> AsyncEngine:
     worker, the Supervisor and the CLI can share one file without 'database is locked'."""
     path = sqlite_path(db.url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # No directory is made here: opening a state store never creates one (only `sas migrate`,
+        # ``migrate.upgrade``, does). SQLite still creates a missing file in an existing directory,
+        # so a read command checks that the file exists first (sas/cli/context.py).
         engine = create_async_engine(db.url, echo=db.echo, connect_args={"timeout": 30})
         _tune_sqlite(engine)
         return engine

@@ -1,0 +1,106 @@
+"""``sas alerts``: the operator alerts the Supervisor raised - list, acknowledge, resolve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from sas.cli import context
+from sas.cli.output import CliError, ago, console, print_json, shown, table
+
+alerts_app = typer.Typer(help="Operator alerts: list, acknowledge, resolve.", invoke_without_command=True)
+JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_FIELDS = (
+    "id",
+    "severity",
+    "kind",
+    "task_id",
+    "step",
+    "failure_count",
+    "message",
+    "last_error",
+    "suggested_action",
+    "status",
+    "created_at",
+    "updated_at",
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(alerts_app, name="alerts")
+
+
+@alerts_app.callback()
+def alerts(
+    ctx: typer.Context,
+    status_filter: str | None = typer.Option("open", "--status", help="open | acked | resolved | all"),
+    limit: int = typer.Option(100, min=1),
+    as_json: bool = JSON,
+) -> None:
+    """List operator alerts (open ones by default)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from sas.state_store.alerts import ALERT_STATUSES, list_alerts
+
+    if status_filter not in (*ALERT_STATUSES, "all"):
+        raise CliError(f"--status {status_filter!r}: unknown status", f"use one of: {', '.join(ALERT_STATUSES)}, all")
+
+    wanted = None if status_filter == "all" else status_filter
+    rows = context.run(lambda: context.with_session(lambda s: list_alerts(s, wanted, limit)))
+    if as_json:
+        print_json([{c: getattr(a, c) for c in _FIELDS} for a in rows])
+        return
+    if not rows:
+        console.print(f"no {'' if wanted is None else wanted + ' '}alerts")
+        return
+    console.print(
+        table(
+            f"{len(rows)} alert(s)",
+            ["id", "task, step", "alert", "do", "status"],
+            [
+                [
+                    a.id,
+                    f"{a.task_id or '-'}\n{a.step or '-'}",
+                    f"{a.severity}, FailureCount {a.failure_count}: {a.message}",
+                    a.suggested_action,
+                    f"{a.status}\n{ago(a.created_at)}",
+                ]
+                for a in rows
+            ],
+        )
+    )
+
+
+def _set_alert(alert_id: int, action: str, as_json: bool) -> None:
+    """Ack or resolve by the alerts' state machine (docs/operator.md): a move it does not
+    allow changes nothing, says so, and exits 0 - the alert is already where the operator
+    wanted it or beyond. Only an unknown id is an error."""
+    from datetime import UTC, datetime
+
+    from sas.state_store.alerts import set_alert_status
+
+    async def act(session: Any) -> Any:
+        return await set_alert_status(session, alert_id, action, datetime.now(UTC))
+
+    change = context.run(lambda: context.with_session(act))
+    if change.before is None:
+        raise CliError(f"no alert {alert_id}", "see the ids with `sas alerts --status all`")
+    if as_json:
+        print_json({"id": alert_id, "before": change.before, "status": change.after, "changed": change.changed})
+    elif change.changed:
+        console.print(f"alert {alert_id}: {shown(change.before)} -> {shown(change.after)}")
+    else:
+        console.print(f"alert {alert_id} is already {shown(change.after)}: {action} changes nothing")
+
+
+@alerts_app.command("ack")
+def alerts_ack(alert_id: int, as_json: bool = JSON) -> None:
+    """Acknowledge an open alert: someone is on it (a resolved one stays resolved)."""
+    _set_alert(alert_id, "ack", as_json)
+
+
+@alerts_app.command("resolve")
+def alerts_resolve(alert_id: int, as_json: bool = JSON) -> None:
+    """Close an open or acknowledged alert."""
+    _set_alert(alert_id, "resolve", as_json)

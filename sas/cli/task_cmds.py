@@ -1,0 +1,327 @@
+"""``sas submit | status | list``: start a task, follow it, list tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from sas.cli import context
+from sas.cli.output import CliError, ago, command_line, console, duration, print_json, shown, styled, table
+
+JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+# `sas list`'s name for a workflow stuck in workflow task failures before the mirror saw it.
+STUCK = "Stuck"
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(submit)
+    app.command()(status)
+    app.command("list")(list_tasks)
+
+
+def submit(
+    file: Path | None = typer.Argument(None, help="JSON file with the task input ('-' for stdin)."),
+    task_id: str | None = typer.Option(None, "--id", help="Task id (= workflow id). Default: <type>-<random>."),
+    task_type: str = typer.Option("order", "--type", help="order | preorder"),
+    customer_id: str | None = typer.Option(None, "--customer"),
+    sku: str | None = typer.Option(None),
+    quantity: int | None = typer.Option(None),
+    amount_cents: int | None = typer.Option(None, "--amount-cents"),
+    currency: str | None = typer.Option(None),
+    card: str | None = typer.Option(None),
+    address: str | None = typer.Option(None),
+    at: str | None = typer.Option(None, "--at", help="Start at this time (ISO 8601), not now."),
+    after: str | None = typer.Option(None, "--in", help="Start after this long: 90s, 15m, 2h, 1d."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the task to finish and print its result."),
+    priority: int | None = typer.Option(
+        None, "--priority", help="1 (most urgent) to 5: a backlog hands out urgent tasks first. Default: 3."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Submit a task. Example: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299 --customer c1 --address '1 Main St'"""
+    from sas.cli import tasks
+
+    flags = {
+        "customer_id": customer_id,
+        "sku": sku,
+        "quantity": quantity,
+        "amount_cents": amount_cents,
+        "currency": currency,
+        "card": card,
+    }
+    if task_type == "order":
+        flags["address"] = address
+    payload = tasks.build_input(task_type, file, flags)
+    task_id = tasks.check_task_id(task_id, "--id") if task_id else tasks.new_task_id(task_type)
+    delay = tasks.parse_when(at, after)
+    urgency = tasks.check_priority(priority)
+
+    async def go() -> dict[str, Any]:
+        client = await context.client()
+        created = await tasks.submit(
+            client, context.settings(), task_type, task_id, payload, start_delay=delay, priority=urgency
+        )
+        if not created:
+            # A task id is one task: a script must see that nothing new started.
+            raise await tasks.existing_task(client, task_id)
+        out: dict[str, Any] = {"task_id": task_id, "submitted": created}
+        if delay is not None:
+            out["starts_in_s"] = round(delay.total_seconds(), 1)
+        if wait:
+            from sas.task_models import TaskResult
+
+            out["result"] = (await client.get_workflow_handle(task_id, result_type=TaskResult).result()).model_dump(
+                mode="json"
+            )
+        return out
+
+    out = context.run(go)
+    if as_json:
+        print_json(out)
+        return
+    when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
+    console.print(f"submitted {shown(task_type)} [bold]{shown(task_id)}[/bold]{when}; follow it with:")
+    command_line(f"  sas status {task_id} --follow")
+    if wait:
+        console.print(f"finished: {styled(out['result']['state'])}")
+
+
+def status(
+    task_id: str = typer.Argument(..., help="Task id."),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Keep printing changes until the task ends (Ctrl-C stops)."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Show a task's steps, states and failure counts (asks the Scheduler, else the state store)."""
+    from sas.cli import tasks
+
+    tasks.check_task_id(task_id)
+    if follow:
+        context.run(lambda: _follow(task_id, as_json))
+        return
+    data = context.run(lambda: fetch_status(task_id))
+    if data is None:
+        from sas.cli import delayed
+
+        later = context.run(lambda: context.with_client(lambda c: delayed.scheduled(c, task_id)))
+        if later is not None:
+            delayed.report(later, as_json)
+            return
+        raise CliError(f"no task {task_id!r}", "check the id with `sas list`")
+    if as_json:
+        print_json(data)
+        return
+    _print_status(data)
+
+
+async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | None:
+    """The task as its own Scheduler run answers, else as the state store has it.
+
+    The run asked is the one the state store names for the task: the newest run of the id may
+    be a refused reuse of it (someone started the id again; the run says Pending, all steps
+    Pending, and ends TaskIdReused), which says nothing about the task."""
+    from temporalio.service import RPCError
+
+    from sas.cli import tasks
+    from sas.runtime.failures import StateStoreUnreachable
+    from sas.state_store.queries import get_task
+
+    down: StateStoreUnreachable | None = None
+    try:
+        record = await context.with_session(lambda s: get_task(s, task_id))
+    except StateStoreUnreachable as err:
+        record, down = None, err  # down for now: the Scheduler may still answer
+    client = client or await context.client()
+    run_id = record.task.run_id if record is not None else None
+    live = None
+    if record is None or await tasks.newest_run_is(client, task_id, record.task.chain_id):
+        try:
+            live = await tasks.query_status(client, task_id)
+        except RPCError:
+            live = None  # no worker to answer, or not started yet: the state store still knows
+    elif run_id:
+        try:
+            live = await tasks.query_status(client, task_id, run_id=run_id)
+        except RPCError:
+            live = None
+    if live is not None and live.steps:
+        return {"source": "scheduler", **live.model_dump(mode="json")}
+    if down is not None:
+        raise down
+    if record is None:
+        return None
+    return {
+        "source": "state store",
+        "task_id": task_id,
+        "task_type": record.task.task_type,
+        "state": record.task.state,
+        "current_step": record.task.current_step,
+        "needs_operator": record.task.state == "Error",
+        "steps": [
+            {
+                "name": s.name,
+                "position": s.position,
+                "state": s.state,
+                "failure_count": s.failure_count,
+                "runs": None,
+                "last_error": s.last_error,
+                "error_type": s.error_type,
+                "note": getattr(s, "note", None),
+            }
+            for s in record.steps
+        ],
+        "events": [],
+    }
+
+
+def where_it_stands(state: str, steps: list[dict[str, Any]], current: str | None) -> str:
+    """ ", at step X" for the step the task stands at: for an undone or parked task, the step whose
+    failure decided it (a Compensated order whose charge was declined stands at charge, not at
+    the ship step it never reached)."""
+    if state in ("Compensated", "Compensating", "Error", "Failed"):
+        waiting = [s for s in steps if s.get("state") in ("Error", "Failed", "CompensationFailed")]
+        failed = waiting or [s for s in steps if s.get("last_error") and s.get("state") != "Skipped"]
+        if failed:
+            return f", at step {failed[-1]['name']}"
+    return f", at step {current}" if current else ""
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    where = where_it_stands(data["state"], data["steps"], data.get("current_step"))
+    console.print(
+        f"[bold]{shown(data['task_id'])}[/bold] ({shown(data['task_type'])}): {styled(data['state'])}"
+        + shown(where)
+        + (" - [bold red]needs an operator[/bold red]" if data.get("needs_operator") else "")
+    )
+    console.print(
+        table(
+            None,
+            ["#", "step", "state", "FailureCount", "runs", "last error or note"],
+            [
+                [
+                    s["position"],
+                    s["name"],
+                    styled(s["state"]),
+                    s["failure_count"],
+                    s.get("runs") or "",
+                    s.get("last_error") or s.get("note") or "",
+                ]
+                for s in data["steps"]
+            ],
+        )
+    )
+    for event in data.get("events", [])[-10:]:
+        console.print(f"  {shown(event)}")
+
+
+async def _follow(task_id: str, as_json: bool) -> None:
+    """Print each change of the task's state, steps and events until it ends."""
+    import asyncio
+    import json as _json
+
+    client = await context.client()
+    seen_events = 0
+    last: tuple[Any, ...] | None = None
+    while True:
+        data = await fetch_status(task_id, client)
+        if data is None:
+            if last is None:
+                console.print(f"{shown(task_id)}: not started yet (or unknown); waiting")
+                last = ()
+        else:
+            shape = (data["state"], tuple((s["name"], s["state"], s["failure_count"]) for s in data["steps"]))
+            events = data.get("events", [])
+            if shape != last:
+                if as_json:
+                    print(
+                        _json.dumps({"task_id": task_id, "state": data["state"], "steps": data["steps"]}, default=str),
+                        flush=True,
+                    )
+                else:
+                    steps = "  ".join(f"{shown(s['name'])}={styled(s['state'])}" for s in data["steps"])
+                    console.print(f"{shown(task_id)}: {styled(data['state'])}  {steps}")
+                last = shape
+            for event in events[seen_events:]:
+                if not as_json:
+                    console.print(f"  {shown(event)}")
+            seen_events = len(events)
+            if data["state"] in ("Processed", "Compensated"):
+                return
+        await asyncio.sleep(1)
+
+
+def list_tasks(
+    state: str | None = typer.Option(
+        None, help="Only tasks in this state (e.g. Error, Processing, Compensated; Stuck: not yet in the mirror)."
+    ),
+    limit: int = typer.Option(50, min=1, max=10_000),
+    as_json: bool = JSON,
+) -> None:
+    """List tasks from the state store, newest first, and workflows stuck before it saw them."""
+    from sas.state_store.queries import failure_counts, stuck_before_the_mirror
+    from sas.state_store.queries import list_tasks as query
+    from sas.task_models import TaskState
+
+    wanted = None
+    if state is not None:
+        by_name = {s.value.lower(): s.value for s in TaskState} | {STUCK.lower(): STUCK}
+        wanted = by_name.get(state.lower())
+        if wanted is None:
+            raise CliError(f"--state {state!r}: unknown state", f"use one of: {', '.join(by_name.values())}")
+
+    async def load(session: Any) -> tuple[list[Any], dict[str, int], list[Any]]:
+        # A workflow stuck in workflow task failures before its first write has no row: the
+        # Supervisor's workflow_stuck alert (from TemporalReportedProblems) is how it is known.
+        stuck = await stuck_before_the_mirror(session, limit) if wanted in (None, STUCK) else []
+        tasks = await query(session, wanted, limit) if wanted != STUCK else []
+        return tasks, await failure_counts(session, [t.task_id for t in tasks]), stuck
+
+    rows, counts, stuck = context.run(lambda: context.with_session(load))
+    if as_json:
+        print_json(
+            [
+                {
+                    "task_id": a.task_id,
+                    "task_type": None,
+                    "state": STUCK,
+                    "current_step": None,
+                    "failure_count": 0,
+                    "updated_at": a.updated_at,
+                    "in_mirror": False,
+                    "why": a.message,
+                }
+                for a in stuck
+            ]
+            + [
+                {
+                    "task_id": t.task_id,
+                    "task_type": t.task_type,
+                    "state": t.state,
+                    "current_step": t.current_step,
+                    "failure_count": counts.get(t.task_id, 0),
+                    "updated_at": t.updated_at,
+                    "in_mirror": True,
+                }
+                for t in rows
+            ]
+        )
+        return
+    if not rows and not stuck:
+        console.print("no tasks" + (f" in state {shown(wanted)}" if wanted else "") + " in this state store")
+        return
+    console.print(
+        table(
+            f"{len(rows)} task(s)" + (f", {len(stuck)} stuck before the mirror saw them" if stuck else ""),
+            ["task", "type", "state", "step", "FailureCount", "updated"],
+            [[a.task_id, "?", styled(STUCK), "-", "-", ago(a.updated_at)] for a in stuck]
+            + [
+                [t.task_id, t.task_type, styled(t.state), t.current_step, counts.get(t.task_id, 0), ago(t.updated_at)]
+                for t in rows
+            ],
+        )
+    )
+    if stuck:
+        console.print("Stuck: its workflow task keeps failing; `sas alerts` says why and what to do.")
