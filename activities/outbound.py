@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 import ssl
 from collections.abc import Iterable
@@ -45,6 +46,28 @@ from sas.task_models.outbound import (
 RESPONSE_CAP = 64 * 1024
 # The remote services answer small JSON objects; anything near this is a fault.
 SERVICE_RESPONSE_CAP = 1024 * 1024
+
+
+log = logging.getLogger("sas.outbound")
+# Sending unsigned is allowed (a local stack, a receiver on loopback) but said once per process:
+# a receiver cannot tell an unsigned delivery from a forged one. Refusing would break every
+# setup that has no secret yet, the demo included, for a risk that is the receiver's to take.
+_warned_unsigned = False
+
+
+def warn_unsigned_once(url_host: str) -> bool:
+    """Log, once per process, that webhooks go unsigned; True if this call logged it."""
+    global _warned_unsigned
+    if _warned_unsigned:
+        return False
+    _warned_unsigned = True
+    log.warning(
+        "webhooks are sent unsigned: no signing secret is set (SAS_CALLBACKS__SECRET for task callbacks,"
+        " the alert webhook's secret for alerts), so a receiver cannot tell them from forgeries;"
+        " see docs/webhooks.md",
+        extra={"fields": {"host": url_host, "unsigned": True}},
+    )
+    return True
 
 
 class ResponseTooLarge(Exception):
@@ -224,6 +247,8 @@ class WebhookSender:
         """POST ``body`` to ``url`` signed as message ``message_id``; never raises for the receiver's faults."""
         try:
             check_url(url, self._policy)  # scheme and shape; the address is checked as it connects
+            if self._secret is None:
+                warn_unsigned_once(httpx.URL(url).host)
             async with self._client.stream(
                 "POST", url, content=body, headers=signed_headers(self._secret, message_id, body), timeout=timeout_s
             ) as response:

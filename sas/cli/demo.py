@@ -133,7 +133,8 @@ def _write_env_file(cfg: LocalStackConfig) -> Path:
         )
         lines.append(f"export {key}={shown}\n")
     path = cfg.state_dir / "env"
-    path.write_text("".join(lines))
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+        out.write("".join(lines))
     return path
 
 

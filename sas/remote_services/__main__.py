@@ -15,6 +15,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -102,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, sqlite3.Error) as err:
         parser.error(f"cannot open ledger {ledger!r}: {err}")
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _json_logs(args.log_level.upper())
     logging.getLogger("remote_services").info(
         "starting on http://%s:%d ledger=%s faults=%s", args.host, args.port, ledger, "on" if enable_faults else "off"
     )
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             log_level=args.log_level,
+            log_config=None,  # uvicorn's loggers go through the JSON root handler too
             access_log=args.access_log,
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
             lifespan="on",
@@ -119,6 +121,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server.run()
     return 0 if server.started else 1
+
+
+def _json_logs(level: str) -> None:
+    """JSON lines on stderr, as every sas process logs them (``ts`` in UTC, ``level``, ``logger``,
+    ``msg``, then the record's fields): the services stand alone, so they format them here
+    rather than with sas.runtime.logs."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    class Formatter(JsonFormatter):
+        def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message: dict[str, Any]) -> None:
+            fields: dict[str, Any] = {}
+            super().add_fields(fields, record, message)
+            fields.pop("color_message", None)  # uvicorn's copy of msg with terminal colours
+            log_data["ts"] = fields.pop("ts")
+            log_data.update(fields, level=record.levelname.lower())
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        Formatter(
+            ["levelname", "name", "message"],
+            rename_fields={"levelname": "level", "name": "logger", "message": "msg", "exc_info": "exc"},
+            timestamp="ts",
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
 
 
 if __name__ == "__main__":

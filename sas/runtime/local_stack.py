@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sas.runtime.processes import Child, ProcessGroup, port_in_use, wait_for
+from sas.runtime.processes import Child, ProcessGroup, port_in_use, private_dir, wait_for
 from sas.runtime.readiness import http_ready, temporal_ready
 from sas.task_models.search_attributes import dev_server_flags
 
@@ -88,7 +88,7 @@ class LocalStackConfig(LoopbackStack):
         """Kept in ``<state_dir>/admin-token`` (mode 600), so another shell can use it."""
         if self.admin_token_file.exists():
             return self.admin_token_file.read_text().strip()
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir, narrow=True)
         token = secrets.token_urlsafe(24)
         fd = os.open(self.admin_token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -107,7 +107,8 @@ class LocalStack:
 
     def start(self, on_step: Callable[[str], object] = lambda _name: None) -> None:
         cfg = self.config
-        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        # The state dir holds customer data (temporal.db, state.db, ledger.db, logs): owner only.
+        private_dir(cfg.state_dir, narrow=True)
         for port, what in (
             (cfg.temporal_port, "Temporal"),
             (cfg.ui_port, "the Temporal UI"),

@@ -64,10 +64,25 @@ class Child:
             self.process.stdin.close()
 
 
+# Children create their files for their user only: the Temporal file, the state store, the
+# ledger and the logs hold customer data (card numbers too, when payload encryption is off).
+CHILD_UMASK = 0o077
+
+
+def private_dir(path: Path, narrow: bool = False) -> Path:
+    """``path`` as a directory only its owner can enter (0700) when made here; an existing one is
+    narrowed to 0700 too with ``narrow`` (a stack's own state dir), else left as it is."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if narrow:
+        path.chmod(0o700)
+    return path
+
+
 def spawn(name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> Child:
-    """Start ``argv`` as a child that dies with us, its output appended to ``log_path``."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    """Start ``argv`` as a child that dies with us, its output appended to ``log_path`` (0600);
+    what the child creates is its user's alone (``CHILD_UMASK``)."""
+    private_dir(log_path.parent)
+    with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "sas.runtime.lifeline", "--", *argv],
             # The lifeline: we never write to it; the kernel closes it when we exit, however we exit.
@@ -76,6 +91,7 @@ def spawn(name: str, argv: list[str], log_path: Path, env: dict[str, str] | None
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            umask=CHILD_UMASK,
         )
     return Child(name, process, log_path)
 

@@ -5,11 +5,17 @@ is asked of the server, not of its port."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from sas.runtime.lifeline import POLL_ENV
+from sas.runtime.local_stack import LocalStackConfig
 from sas.runtime.processes import ProcessGroup, free_port, port_in_use
 from sas.runtime.readiness import http_ready, temporal_healthy, temporal_ready
 from tests.helpers import fresh_id, wait_until
@@ -34,15 +40,18 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def start_parent(tmp_path: Path, marker: str) -> subprocess.Popen[str]:
+def start_parent(tmp_path: Path, marker: str, poll: bool = False) -> subprocess.Popen[str]:
+    env = {**os.environ, POLL_ENV: "1" if poll else "0"}
     return subprocess.Popen(
-        [sys.executable, "-c", PARENT, str(tmp_path), marker], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+        [sys.executable, "-c", PARENT, str(tmp_path), marker], stdout=subprocess.PIPE, text=True, cwd=tmp_path, env=env
     )
 
 
-async def test_a_child_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
+# pidfd: Linux's way; poll: the fallback where there is no pidfd (macOS), forced here.
+@pytest.mark.parametrize("poll", [False, True], ids=["pidfd", "poll"])
+async def test_a_child_dies_when_its_parent_is_killed(tmp_path: Path, poll: bool) -> None:
     marker = fresh_id("lifeline")
-    parent = await asyncio.to_thread(start_parent, tmp_path, marker)
+    parent = await asyncio.to_thread(start_parent, tmp_path, marker, poll)
     assert parent.stdout is not None
     child_pid = int(await asyncio.to_thread(parent.stdout.readline))
     # The pid the parent holds becomes the program's own once the launcher has exec'd it (until
@@ -57,6 +66,55 @@ async def test_a_child_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
 
 async def _gone(pid: int) -> bool:
     return gone(pid)
+
+
+def watchers_of(pid: int) -> list[int]:
+    """The lifeline watchers of program ``pid`` (``python -m sas.runtime.lifeline --watch PID``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_text().split("\0")
+        except OSError:
+            continue
+        if "sas.runtime.lifeline" in argv and argv[-3:-1] == ["--watch", str(pid)] and not gone(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["pidfd", "poll"])
+async def test_the_watcher_ends_when_its_program_does(tmp_path: Path, poll: bool, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(POLL_ENV, "1" if poll else "0")
+    group = ProcessGroup(tmp_path / "logs")
+    child = group.python("short", ["-c", "import time; time.sleep(3)"])
+    watchers = await wait_until(lambda: _watchers(child.pid), lambda w: len(w) == 1, what="its watcher to start")
+    await asyncio.to_thread(child.process.wait, 30)
+    await wait_until(lambda: _gone(watchers[0]), timeout=30, what="the watcher to end with its program")
+    group.stop_all()
+
+
+async def _watchers(pid: int) -> list[int]:
+    return watchers_of(pid)
+
+
+def test_a_childs_files_and_log_are_its_users_alone(tmp_path: Path) -> None:
+    group = ProcessGroup(tmp_path / "logs")
+    made = tmp_path / "made-by-the-child"
+    child = group.python("writer", ["-c", f"open({str(made)!r}, 'w').write('card numbers')"])
+    child.process.wait(30)
+    group.stop_all()
+    assert stat.S_IMODE(made.stat().st_mode) == 0o600
+    assert stat.S_IMODE(child.log_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(child.log_path.parent.stat().st_mode) == 0o700
+
+
+def test_a_stacks_state_dir_is_narrowed_to_its_owner(tmp_path: Path) -> None:
+    state_dir = tmp_path / ".sas"
+    state_dir.mkdir(mode=0o755)
+    state_dir.chmod(0o755)  # as an older sas left it
+    config = LocalStackConfig(state_dir=state_dir)
+    assert config.admin_token  # made on first use, in the state dir
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(config.admin_token_file.stat().st_mode) == 0o600
 
 
 async def _runs_the_program(pid: int, marker: str) -> bool:
