@@ -25,12 +25,11 @@ from sas.settings import DatabaseSettings
 from sas.state_store.engine import sqlite_path
 from sas.state_store.mirror_rules import (
     HotPath,
-    attempt_params,
     judge_existing,
     new_step_params,
     new_task_params,
-    step_params,
-    task_params,
+    starts_attempt,
+    transition_params,
 )
 from sas.task_models import AcceptOutcome, StepTransition, TaskAccepted
 
@@ -76,8 +75,9 @@ class SqliteStepWriter:
         self._flusher: asyncio.Task[None] | None = None
 
     async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
-        task = _SQLITE.new_task.args(new_task_params(accepted, accepted.accepted_at))
-        steps = _SQLITE.new_step.many(new_step_params(accepted, accepted.accepted_at))
+        at = accepted.accepted_at
+        task = _SQLITE.new_task.args(_SQLITE.prepared(new_task_params(accepted, at)))
+        steps = _SQLITE.new_step.many([_SQLITE.prepared(row) for row in new_step_params(accepted, at)])
         ids = {"task_id": accepted.task_id, "run_id": accepted.run_id, "chain_id": accepted.chain_id}
 
         def run(db: sqlite3.Connection) -> AcceptOutcome:
@@ -94,11 +94,10 @@ class SqliteStepWriter:
         return cast(AcceptOutcome, await self._submit(run, durable=True))
 
     async def write(self, t: StepTransition) -> None:
-        step = _SQLITE.step.args(step_params(t))
-        moved = task_params(t)
-        task = _SQLITE.task.args(moved) if moved is not None else None
-        started = attempt_params(t)
-        attempt = _SQLITE.attempt.args(started) if started is not None else None
+        params = _SQLITE.prepared(transition_params(t))
+        step = _SQLITE.step.args(params)
+        task = _SQLITE.task.args(params) if t.task_state is not None else None
+        attempt = _SQLITE.attempt.args(params) if starts_attempt(t) else None
 
         def run(db: sqlite3.Connection) -> None:
             applied = db.execute(_SQLITE.step.sql, step).rowcount
@@ -209,14 +208,14 @@ class PostgresStepWriter:
         self._starting = asyncio.Lock()
 
     async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
+        at = accepted.accepted_at
         ids = {"task_id": accepted.task_id, "run_id": accepted.run_id, "chain_id": accepted.chain_id}
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            task = _PG.new_task.args(new_task_params(accepted, accepted.accepted_at))
+            task = _PG.new_task.args(_PG.prepared(new_task_params(accepted, at)))
             if await conn.execute(_PG.new_task.sql, *task) != "INSERT 0 0":
-                await conn.executemany(
-                    _PG.new_step.sql, _PG.new_step.many(new_step_params(accepted, accepted.accepted_at))
-                )
+                steps = _PG.new_step.many([_PG.prepared(row) for row in new_step_params(accepted, at)])
+                await conn.executemany(_PG.new_step.sql, steps)
                 return AcceptOutcome(status="new")
             row = await conn.fetchrow(_PG.existing.sql, *_PG.existing.args(ids))
             outcome = judge_existing(row["chain_id"], row["state"], row["incarnation"], accepted)
@@ -226,14 +225,14 @@ class PostgresStepWriter:
             return outcome
 
     async def write(self, t: StepTransition) -> None:
-        moved, started = task_params(t), attempt_params(t)
+        params = _PG.prepared(transition_params(t))
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
-            applied = await conn.execute(_PG.step.sql, *_PG.step.args(step_params(t)))
-            if moved is not None:
-                await conn.execute(_PG.task.sql, *_PG.task.args(moved))
-            if started is not None and applied != "UPDATE 0":
-                await conn.execute(_PG.attempt.sql, *_PG.attempt.args(started))
+            applied = await conn.execute(_PG.step.sql, *_PG.step.args(params))
+            if t.task_state is not None:
+                await conn.execute(_PG.task.sql, *_PG.task.args(params))
+            if starts_attempt(t) and applied != "UPDATE 0":
+                await conn.execute(_PG.attempt.sql, *_PG.attempt.args(params))
 
     async def _get_pool(self) -> Any:
         import asyncpg

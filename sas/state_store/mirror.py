@@ -51,10 +51,10 @@ async def record_transitions(session: AsyncSession, transitions: list[StepTransi
 
 async def _apply(session: AsyncSession, t: StepTransition) -> int:
     """One transition (its step row, and its task row if it moves the task), in the caller's transaction."""
-    changed = await _run(session, rules.STEP_WRITE, rules.step_params(t))
-    moved = rules.task_params(t)
-    if moved is not None:
-        await _run(session, rules.TASK_WRITE, moved)
+    params = rules.transition_params(t)
+    changed = await _run(session, rules.STEP_WRITE, params)
+    if t.task_state is not None:
+        await _run(session, rules.TASK_WRITE, params)
     return changed
 
 

@@ -36,8 +36,9 @@ The rules, stated once:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -146,14 +147,16 @@ TASK_WRITE: Update = (
 )
 
 
-def step_params(t: StepTransition) -> dict[str, Any]:
-    """STEP_WRITE's parameters for a transition."""
+def transition_params(t: StepTransition) -> dict[str, Any]:
+    """The parameters of a transition's statements: STEP_WRITE, and TASK_WRITE when it moves its
+    task (``task_state``), ATTEMPT_INSERT when it starts an attempt (``starts_attempt``)."""
     return {
         "task_id": t.task_id,
         "step": t.step,
         "version": t.version,
         "chain_id": t.chain_id,
         "state": str(t.state),
+        "task_state": None if t.task_state is None else str(t.task_state),
         "at": t.at,
         "locked_by": t.locked_by,
         "complete_by": t.complete_by,
@@ -170,19 +173,9 @@ def step_params(t: StepTransition) -> dict[str, Any]:
     }
 
 
-def task_params(t: StepTransition) -> dict[str, Any] | None:
-    """TASK_WRITE's parameters, for a transition that also moves its task."""
-    if t.task_state is None:
-        return None
-    return {
-        "task_id": t.task_id,
-        "version": t.version,
-        "chain_id": t.chain_id,
-        "task_state": str(t.task_state),
-        "step": t.step,
-        "at": t.at,
-        "run_id": t.run_id,
-    }
+def starts_attempt(t: StepTransition) -> bool:
+    """An Agent's write that starts an attempt (it carries LockedBy): the attempt is kept too."""
+    return t.locked_by is not None and t.attempt is not None
 
 
 # -- acceptance: the task row and its Pending step rows, once ---------------------------------
@@ -201,8 +194,20 @@ def _insert_once(table: Table) -> dict[str, Insert]:
 TASK_INSERT = _insert_once(_tasks)
 STEP_INSERT = _insert_once(_steps)
 # An attempt's start (the Agent's write with LockedBy) is kept as a row of its own, in the same
-# transaction as its step write and only if that applied (so only for the task's own chain).
-ATTEMPT_INSERT = _insert_once(_attempts)
+# transaction as its step write and only if that applied (so only for the task's own chain);
+# from the transition's own parameters.
+_a = _attempts.c
+_attempt_row = {
+    "task_id": _p("task_id", _a.task_id), "step": _p("step", _a.step), "state": _p("state", _a.state),
+    "attempt": _p("attempt", _a.attempt), "failure_count": func.coalesce(_fc, literal_column("0")),
+    "locked_by": _p("locked_by", _a.locked_by), "complete_by": _p("complete_by", _a.complete_by),
+    "started_at": _p("at", _a.started_at), "version": _p("version", _a.version),
+    "chain_id": _p("chain_id", _a.chain_id), "run_id": _p("run_id", _a.run_id),
+}  # fmt: skip
+ATTEMPT_INSERT = {
+    "sqlite": sqlite_insert(_attempts).values(_attempt_row).on_conflict_do_nothing().inline(),
+    "postgresql": pg_insert(_attempts).values(_attempt_row).on_conflict_do_nothing().inline(),
+}
 EXISTING: Select[Any] = select(_t.chain_id, _t.state, _t.incarnation).where(_t.task_id == _p("task_id", _t.task_id))
 # A run of the task's own chain (a reset to before the accept, a retried accept) takes the rows over.
 ADOPT_TASK: Update = (
@@ -241,17 +246,6 @@ def new_step_params(
         }
         for p in a.steps
     ]  # fmt: skip
-
-
-def attempt_params(t: StepTransition) -> dict[str, Any] | None:
-    """The kept row of an attempt, for an Agent's write that starts one (it carries LockedBy)."""
-    if t.locked_by is None or t.attempt is None:
-        return None
-    return {
-        "task_id": t.task_id, "step": t.step, "state": str(t.state), "attempt": t.attempt,
-        "failure_count": t.failure_count or 0, "locked_by": t.locked_by, "complete_by": t.complete_by,
-        "started_at": t.at, "version": t.version, "chain_id": t.chain_id, "run_id": t.run_id,
-    }  # fmt: skip
 
 
 def judge_existing(chain_id: str | None, state: str, incarnation: int, accepted: TaskAccepted) -> AcceptOutcome:
@@ -343,11 +337,7 @@ REPAIR_TASK: Update = (
 
 
 class Compiled:
-    """A statement compiled for one driver: its SQL and its parameters in the order it binds them.
-
-    ``args`` turns the statement's named parameters into that tuple, converting what the
-    session's type processors would: JSON as compact text, and on SQLite datetimes as the
-    naive UTC text SQLAlchemy stores (``tables.UTCDateTime``)."""
+    """A statement compiled for one driver: its SQL, and its parameters in the order it binds them."""
 
     def __init__(self, statement: Any, backend: str) -> None:
         dialect = sqlite_dialect(paramstyle="qmark") if backend == "sqlite" else asyncpg_dialect()
@@ -356,27 +346,20 @@ class Compiled:
         positions = tuple(compiled.positiontup or ())
         fixed = [name for name in positions if not name.startswith(_PREFIX)]
         assert not fixed, f"a hot-path statement binds only named parameters, not {fixed}"
-        self._names: tuple[str, ...] = tuple(name.removeprefix(_PREFIX) for name in positions)
-        self._sqlite = backend == "sqlite"
-
-    def args(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(self._value(params[name]) for name in self._names)
+        names = [name.removeprefix(_PREFIX) for name in positions]
+        self.args: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
+            itemgetter(*names) if len(names) > 1 else lambda params: (params[names[0]],)
+        )
 
     def many(self, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
         return [self.args(row) for row in rows]
-
-    def _value(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            return json.dumps(value, separators=(",", ":"))
-        if self._sqlite and isinstance(value, datetime):
-            return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-        return value
 
 
 class HotPath:
     """The statements the hot path runs, compiled for one backend (``sqlite`` or ``postgresql``)."""
 
     def __init__(self, backend: str) -> None:
+        self._sqlite = backend == "sqlite"
         self.step = Compiled(STEP_WRITE, backend)
         self.task = Compiled(TASK_WRITE, backend)
         self.attempt = Compiled(ATTEMPT_INSERT[backend], backend)
@@ -385,3 +368,23 @@ class HotPath:
         self.existing = Compiled(EXISTING, backend)
         self.adopt_task = Compiled(ADOPT_TASK, backend)
         self.adopt_steps = Compiled(ADOPT_STEPS, backend)
+
+    def prepared(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` as the driver takes them, converted in place, once for all the statements of a
+        write - what a session's type processors would do: JSON as compact text, and on SQLite
+        datetimes as the naive UTC text SQLAlchemy stores (``tables.UTCDateTime``)."""
+        for key, value in params.items():
+            if isinstance(value, datetime):
+                if self._sqlite:
+                    params[key] = _as_text(value)
+            elif isinstance(value, dict):
+                params[key] = json.dumps(value, separators=(",", ":"))
+        return params
+
+
+def _as_text(value: datetime) -> str:
+    # SQLAlchemy's SQLite format, "%Y-%m-%d %H:%M:%S.%f", spelled the quicker way.
+    offset = value.utcoffset()
+    if offset is None:
+        raise ValueError("naive datetime given to the state store; use an aware UTC datetime")
+    return (value - offset).replace(tzinfo=None).isoformat(" ", "microseconds")

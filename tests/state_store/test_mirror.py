@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-
-import pytest_asyncio
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from sas import state_store
 from sas.settings import DatabaseSettings
-from sas.state_store.agent_writes import StepWriter, make_step_writer
+from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.mirror import record_transitions
 from sas.state_store.queries import get_task
 from sas.state_store.tables import shard_of
@@ -20,26 +16,6 @@ from sas.task_models.versions import Phase, version_of
 from tests.helpers import fresh_id
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-
-
-@pytest_asyncio.fixture
-async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    await state_store.upgrade_async(db_url)
-    engine = state_store.create_engine(DatabaseSettings(url=db_url))
-    try:
-        yield state_store.session_factory(engine)
-    finally:
-        await engine.dispose()
-
-
-@pytest_asyncio.fixture
-async def writer(sessions, db_url: str) -> AsyncIterator[StepWriter]:
-    """The hot-path writer (acceptance, the Agents' writes), as the worker builds it."""
-    made = make_step_writer(DatabaseSettings(url=db_url))
-    try:
-        yield made
-    finally:
-        await made.aclose()
 
 
 def accepted(task_id: str, chain: str | None = None, run: str | None = None) -> TaskAccepted:
