@@ -130,10 +130,13 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
     request = _request(action, flags.step, actor, f"{reason} (bulk {bulk_id})".strip())
 
     async def go() -> tuple[Selected, list[Result] | None]:
-        client = await context.client()
+        context.require_state_store(context.settings())
+        # Temporal is asked only for a visibility query or to act: a dry run from the state store needs none.
+        client = await context.client() if selection.query is not None or flags.yes else None
         chosen = await select(client, context.settings().temporal.task_queue, selection)
         if not chosen.tasks or flags.dry_run or not flags.yes:
             return chosen, None
+        client = client or await context.client()
         return chosen, await _act_all(client, action, bulk_id, request, chosen.tasks, flags.concurrency)
 
     chosen, results = context.run(go)

@@ -223,9 +223,10 @@ class Selected:
     more: bool
 
 
-async def select(client: Client, task_queue: str, selection: Selection) -> Selected:
+async def select(client: Client | None, task_queue: str, selection: Selection) -> Selected:
     """Run the selection: one bounded read of the state store, or one bounded visibility list
-    whose ids are then looked up in the state store (for the state, step and last error)."""
+    whose ids are then looked up in the state store (for the state, step and last error).
+    ``client`` is needed for a visibility query only."""
     from sas.cli import context
     from sas.state_store.selection import select_tasks, tasks_by_id
 
@@ -233,6 +234,7 @@ async def select(client: Client, task_queue: str, selection: Selection) -> Selec
         wanted = selection.task_filter(datetime.now(UTC))
         found = await context.with_session(lambda s: select_tasks(s, wanted, selection.limit + 1))
         return Selected(tasks=found[: selection.limit], more=len(found) > selection.limit)
+    assert client is not None, "a visibility query needs a Temporal client"
     listed = await _visibility(client, task_queue, selection.query, selection.limit + 1)
     ids = list(listed)[: selection.limit]
     rows = await context.with_session(lambda s: tasks_by_id(s, ids))

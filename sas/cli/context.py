@@ -61,15 +61,22 @@ def no_state_store(where: str) -> CliError:
     )
 
 
-def open_engine(loaded: Settings) -> AsyncEngine:
-    """An engine on the existing state store. A command never creates one (no SQLite file, no
-    directory): only `sas migrate` and the stack's processes do."""
-    from sas import state_store
+def require_state_store(loaded: Settings) -> None:
+    """Say so, in one line, when the state store the settings name does not exist: a command
+    that needs one checks first, before it asks Temporal anything."""
     from sas.state_store.engine import sqlite_path
 
     path = sqlite_path(loaded.database.url)
     if path is not None and not path.is_file():
         raise no_state_store(str(path))
+
+
+def open_engine(loaded: Settings) -> AsyncEngine:
+    """An engine on the existing state store. A command never creates one (no SQLite file, no
+    directory): only `sas migrate` and the stack's processes do."""
+    from sas import state_store
+
+    require_state_store(loaded)
     return state_store.create_engine(loaded.database)
 
 

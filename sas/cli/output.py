@@ -164,6 +164,18 @@ def _cell(value: Any) -> Text:
     return Text(for_terminal(value))
 
 
+def stands_at(state: str, steps: list[dict[str, Any]], current: str | None) -> str:
+    """The ", at step X" of a task's summary line. For an undone or parked task, the step whose
+    failure decided it (a Compensated order whose charge was declined stands at charge, not at
+    the ship step it never reached)."""
+    if state in ("Compensated", "Compensating", "Error", "Failed"):
+        waiting = [s for s in steps if s.get("state") in ("Error", "Failed", "CompensationFailed")]
+        failed = waiting or [s for s in steps if s.get("last_error") and s.get("state") != "Skipped"]
+        if failed:
+            return f", at step {failed[-1]['name']}"
+    return f", at step {current}" if current else ""
+
+
 def ago(when: datetime | None, now: datetime | None = None) -> str:
     """'3m ago', 'in 12s': how a person reads a timestamp."""
     if when is None:

@@ -44,8 +44,8 @@ async def _reconcile(task_id: str | None, dry_run: bool, limit: int) -> list[dic
     from sas.supervisor.reconcile import open_task_ids, reconcile_task
 
     settings = context.settings()
-    client = await context.client()
     engine = context.open_engine(settings)
+    client = await context.client()
     sessions = state_store.session_factory(engine)
     out: list[dict[str, Any]] = []
     try:

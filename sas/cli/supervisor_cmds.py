@@ -7,7 +7,7 @@ from typing import Any
 import typer
 
 from sas.cli import context
-from sas.cli.output import CliError, ago, console, print_json, shown, styled, table
+from sas.cli.output import CliError, ago, console, print_json, shown, stands_at, styled, table
 
 
 def register(app: typer.Typer) -> None:
@@ -40,7 +40,7 @@ def show(
     task = data["task"]
     console.print(
         f"[bold]{shown(task_id)}[/bold] ({shown(task['task_type'])}): {styled(task['state'])}"
-        + (f", at step {shown(task['current_step'])}" if task["current_step"] else "")
+        + shown(stands_at(task["state"], data["steps"], task["current_step"]))
         + f", queue {shown(task['task_queue'])}, updated {ago(task['updated_at'])}"
     )
     # Few, short columns, so the table fits 80 columns without breaking a state in two.

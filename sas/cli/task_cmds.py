@@ -8,7 +8,18 @@ from typing import Any
 import typer
 
 from sas.cli import context
-from sas.cli.output import CliError, ago, command_line, console, duration, print_json, shown, styled, table
+from sas.cli.output import (
+    CliError,
+    ago,
+    command_line,
+    console,
+    duration,
+    print_json,
+    shown,
+    stands_at,
+    styled,
+    table,
+)
 
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 # `sas list`'s name for a workflow stuck in workflow task failures before the mirror saw it.
@@ -43,6 +54,8 @@ def submit(
     """Submit a task. Example: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299 --customer c1 --address '1 Main St'"""
     from sas.cli import tasks
 
+    if task_id:
+        tasks.check_task_id(task_id, "--id")
     flags = {
         "customer_id": customer_id,
         "sku": sku,
@@ -177,20 +190,8 @@ async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | Non
     }
 
 
-def where_it_stands(state: str, steps: list[dict[str, Any]], current: str | None) -> str:
-    """ ", at step X" for the step the task stands at: for an undone or parked task, the step whose
-    failure decided it (a Compensated order whose charge was declined stands at charge, not at
-    the ship step it never reached)."""
-    if state in ("Compensated", "Compensating", "Error", "Failed"):
-        waiting = [s for s in steps if s.get("state") in ("Error", "Failed", "CompensationFailed")]
-        failed = waiting or [s for s in steps if s.get("last_error") and s.get("state") != "Skipped"]
-        if failed:
-            return f", at step {failed[-1]['name']}"
-    return f", at step {current}" if current else ""
-
-
 def _print_status(data: dict[str, Any]) -> None:
-    where = where_it_stands(data["state"], data["steps"], data.get("current_step"))
+    where = stands_at(data["state"], data["steps"], data.get("current_step"))
     console.print(
         f"[bold]{shown(data['task_id'])}[/bold] ({shown(data['task_type'])}): {styled(data['state'])}"
         + shown(where)
