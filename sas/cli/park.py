@@ -150,8 +150,7 @@ async def _park_waiting(client: Client, target: Target, by: str, reason: str) ->
                 f"the Scheduler applies it when a worker runs it; see `sas status {target.task_id}`",
             )
         await asyncio.sleep(0.3)
-    changed = f"{target.step} {target.state} -> Error (park signal)"
-    await audit.record(target.task_id, "park", by, reason, changed, step=target.step)
+    # The workflow that applied the signal audits it (every request is audited where it is applied).
     return f"step {target.step} parked as Error"
 
 
