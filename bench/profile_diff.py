@@ -4,9 +4,10 @@
     python bench/profile_diff.py prof --orders 200 --design sas --base bare-queues
 
 py-spy samples each measured round's worker 100 times a second (raw stacks, one file per design
-and round: ``<design>-<run>-<round>.txt``). For each function this prints the worker CPU per order
-it accounts for in each design, as self time (the sampled frame was this function) and as
-inclusive time (this function was on the stack), and the difference, largest first: the worker's
+and round: ``<design>-<run>-<round>.txt``). This prints the worker CPU per order by role (mirror
+writes, workflow start, activation, payload visits, activities, thread hand-offs: ROLES), then per
+function as self time (the sampled frame was this function) and as inclusive time (this function
+was on the stack), each design's and the difference, largest first: the worker's
 share of what the design costs beyond the base. A sample is 10 ms of one thread, so the figures
 are per thread; the SDK's Rust threads show as Python only where they call into Python.
 Ends with one line of key=value figures.
@@ -25,7 +26,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._stack import print_summary
 
 SAMPLE_MS = 10.0  # py-spy --rate 100
+# Where a thread waits rather than works. py-spy counts a thread as busy while the OS says it
+# can run, which on a loaded machine includes a thread just woken and not yet on a core, so
+# these leaves show how often threads wake, not CPU spent: left out unless --keep-idle.
+IDLE_LEAVES = (
+    "EpollSelector.select (",
+    "_worker (concurrent/futures/thread.py:81)",  # an executor thread waiting for work
+    "Condition.wait (",
+    "Thread._wait_for_tstate_lock (",
+)
 _LOCATION = re.compile(r" \((?:[^()]*/)?(?P<file>[^/()]+):\d+\)$")
+
+# What a sample was doing, by the first role (in this order) whose pattern is on its stack: the
+# two designs name their own code differently (sas's Agents and runner against the bench's plain
+# activities and the stock sandbox runner), so roles compare where single functions cannot.
+ROLES = (
+    ("mirror writes", re.compile(r"sas/state_store/|aiosqlite|asyncpg|sqlalchemy")),
+    ("workflow start (sandbox instance)", re.compile(r"\.create_instance \(|_create_workflow_instance \(")),
+    ("workflow activation", re.compile(r"\.activate \(")),
+    ("payload visits (encode/decode)", re.compile(r"_command_aware_visitor|visit_payloads|/converter\.py")),
+    ("activities (remote calls)", re.compile(r"temporalio/worker/_activity\.py|sas/activities/|bench/_activities")),
+    ("thread hand-offs", re.compile(r"call_soon_threadsafe|run_in_executor|_write_to_self|_read_from_self")),
+    ("SDK bridge calls", re.compile(r"temporalio/bridge/")),
+)
+
+
+def role(raw: list[str]) -> str:
+    return next((name for name, rx in ROLES if any(rx.search(f) for f in raw)), "other")
 
 
 def frame_name(frame: str) -> str:
@@ -33,10 +60,11 @@ def frame_name(frame: str) -> str:
     return _LOCATION.sub(lambda m: f" ({m.group('file')})", frame.strip())
 
 
-def load(folder: Path, design: str) -> tuple[Counter[str], Counter[str], int]:
-    """Self and inclusive samples per function over every round of a design, and the rounds."""
+def load(folder: Path, design: str, keep_idle: bool = False) -> tuple[Counter[str], Counter[str], Counter[str], int]:
+    """Self, inclusive and per-role samples over every round of a design, and the rounds."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
+    roles: Counter[str] = Counter()
     files = sorted(folder.glob(f"{design}-*.txt"))
     # "bare-…" must not pick up "bare-queues-…" files.
     files = [f for f in files if not f.name[len(design) + 1 :].startswith(("queues-", "nosa-"))]
@@ -45,13 +73,15 @@ def load(folder: Path, design: str) -> tuple[Counter[str], Counter[str], int]:
             stack, _, count = line.rpartition(" ")
             if not stack or not count.isdigit():
                 continue
-            frames = [frame_name(f) for f in stack.split(";") if f]
-            if not frames:
+            raw = [f for f in stack.split(";") if f.strip()]
+            if not raw or (not keep_idle and raw[-1].startswith(IDLE_LEAVES)):
                 continue
+            frames = [frame_name(f) for f in raw]
+            roles[role(raw)] += int(count)
             own[frames[-1]] += int(count)
             for name in set(frames):
                 inclusive[name] += int(count)
-    return own, inclusive, len(files)
+    return own, inclusive, roles, len(files)
 
 
 def per_order(samples: Counter[str], rounds: int, orders: int) -> dict[str, float]:
@@ -73,12 +103,14 @@ def main() -> None:
     parser.add_argument("--design", default="sas")
     parser.add_argument("--base", default="bare-queues")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--keep-idle", action="store_true", help="count samples of threads waiting (IDLE_LEAVES)")
     args = parser.parse_args()
-    d_own, d_inc, d_rounds = load(args.folder, args.design)
-    b_own, b_inc, b_rounds = load(args.folder, args.base)
+    d_own, d_inc, d_roles, d_rounds = load(args.folder, args.design, args.keep_idle)
+    b_own, b_inc, b_roles, b_rounds = load(args.folder, args.base, args.keep_idle)
     if not d_rounds or not b_rounds:
         parser.error(f"no profiles of {args.design} or {args.base} in {args.folder}")
     names = (args.design, args.base)
+    table("by role", per_order(d_roles, d_rounds, args.orders), per_order(b_roles, b_rounds, args.orders), 99, names)
     table("self", per_order(d_own, d_rounds, args.orders), per_order(b_own, b_rounds, args.orders), args.top, names)
     table(
         "inclusive", per_order(d_inc, d_rounds, args.orders), per_order(b_inc, b_rounds, args.orders), args.top, names

@@ -126,3 +126,10 @@ def test_profile_diff_reads_py_spy_raw_stacks(tmp_path: Path) -> None:
     (tmp_path / "bare-r1-0.txt").write_text("run (worker.py:10) 99\n")
     summary = run_bench("profile_diff.py", str(tmp_path), "--orders", "10")
     assert summary["rounds"] == "2" and float(summary["extra_ms"]) == float(summary["sas_sampled_ms"]) - 20.0
+
+
+def test_history_cost_runs_both_designs() -> None:
+    summary = run_bench("history_cost.py", "--orders", "2")
+    # Every design's orders ended and their histories were read; no count is asserted here.
+    for design in ("bare_queues", "sas"):
+        assert float(summary[f"{design}_events"]) > 0 and float(summary[f"{design}_history_bytes"]) > 0
