@@ -14,17 +14,22 @@ compiled once for the driver, so these writes follow the same rules as every oth
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from operator import itemgetter
 from typing import Any, Protocol, cast
 
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import make_url
 
 from sas.settings import DatabaseSettings
+from sas.state_store import mirror_rules as rules
 from sas.state_store.engine import sqlite_path
 from sas.state_store.mirror_rules import (
-    HotPath,
     judge_existing,
     new_step_params,
     new_task_params,
@@ -47,6 +52,63 @@ class StepWriter(Protocol):
 def make_step_writer(db: DatabaseSettings) -> StepWriter:
     path = sqlite_path(db.url)
     return SqliteStepWriter(str(path)) if path is not None else PostgresStepWriter(db)
+
+
+# -- the one writer's statements, compiled for the hot path's drivers
+
+
+class Compiled:
+    """A statement compiled for one driver: its SQL, and its parameters in the order it binds them."""
+
+    def __init__(self, statement: Any, backend: str) -> None:
+        dialect = sqlite_dialect(paramstyle="qmark") if backend == "sqlite" else asyncpg_dialect()
+        compiled = statement.compile(dialect=dialect)
+        self.sql: str = compiled.string
+        positions = tuple(compiled.positiontup or ())
+        fixed = [name for name in positions if not name.startswith(rules.PARAM_PREFIX)]
+        assert not fixed, f"a hot-path statement binds only named parameters, not {fixed}"
+        names = [name.removeprefix(rules.PARAM_PREFIX) for name in positions]
+        self.args: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
+            itemgetter(*names) if len(names) > 1 else lambda params: (params[names[0]],)
+        )
+
+    def many(self, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        return [self.args(row) for row in rows]
+
+
+class HotPath:
+    """The statements the hot path runs, compiled for one backend (``sqlite`` or ``postgresql``)."""
+
+    def __init__(self, backend: str) -> None:
+        self._sqlite = backend == "sqlite"
+        self.step = Compiled(rules.STEP_WRITE, backend)
+        self.task = Compiled(rules.TASK_WRITE, backend)
+        self.attempt = Compiled(rules.ATTEMPT_INSERT[backend], backend)
+        self.new_task = Compiled(rules.TASK_INSERT[backend], backend)
+        self.new_step = Compiled(rules.STEP_INSERT[backend], backend)
+        self.existing = Compiled(rules.EXISTING, backend)
+        self.adopt_task = Compiled(rules.ADOPT_TASK, backend)
+        self.adopt_steps = Compiled(rules.ADOPT_STEPS, backend)
+
+    def prepared(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` as the driver takes them, converted in place, once for all the statements of a
+        write - what a session's type processors would do: JSON as compact text, and on SQLite
+        datetimes as the naive UTC text SQLAlchemy stores (``tables.UTCDateTime``)."""
+        for key, value in params.items():
+            if isinstance(value, datetime):
+                if self._sqlite:
+                    params[key] = _as_text(value)
+            elif isinstance(value, dict):
+                params[key] = json.dumps(value, separators=(",", ":"))
+        return params
+
+
+def _as_text(value: datetime) -> str:
+    # SQLAlchemy's SQLite format, "%Y-%m-%d %H:%M:%S.%f", spelled the quicker way.
+    offset = value.utcoffset()
+    if offset is None:
+        raise ValueError("naive datetime given to the state store; use an aware UTC datetime")
+    return (value - offset).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 _SQLITE = HotPath("sqlite")

@@ -4,8 +4,8 @@ Why one place: a step row used to be written by raw SQL for each backend, by ORM
 by the CLI and the Supervisor directly, each with its own copy of the rules. Here each write
 is one SQLAlchemy Core statement, built once and run on both backends: a session executes it
 with a dict of parameters (``state_store.mirror``: the Scheduler's, the Supervisor's and the
-operators' writes), and the hot path executes the same statement compiled for its own driver
-connection (``Compiled``, used by ``state_store.agent_writes``: acceptance and the Agents').
+operators' writes), and the hot path executes the same statement compiled once for its own
+driver connections (``state_store.agent_writes``: acceptance and the Agents' writes).
 
 How that is held (pyproject's import-linter contracts, and ``tests/state_store/test_one_writer.py``):
 the tables live in ``state_store.mirror_tables``, which only this module and the state store's
@@ -22,10 +22,13 @@ The rules, stated once:
   accepted before chains were recorded (``chain_id`` NULL) take any.
 - **FailureCount never goes down**, whoever writes; the one exception is an operator's
   explicit reset (``StepTransition.reset_failure_count``), which also counts the reset.
-- **State order.** A write without a version of its own - an operator's park mark, the
-  Supervisor's claim - is a compare-and-set on the state and version it read, and leaves the
-  version, so every later write of the workflow wins. A repair from Temporal
-  (``supervisor/reconcile.py``) also compares-and-sets, and takes a version above the row's.
+- **State order.** Versioned writes are ordered by their version alone, whatever the states
+  (Waiting and Skipped included). A write without a version of its own - an operator's park
+  mark, the Supervisor's claim - is a compare-and-set on the state and version it read, and
+  leaves the version, so every later write of the workflow wins. A repair from Temporal
+  (``supervisor/reconcile.py``) also compares-and-sets, and takes a version above the row's;
+  for a finished workflow one stamped with the repair's time, so a late write of that run
+  never undoes it (``mirror.repair_version``).
 - **Errors.** A step that went through (Processed) clears its last error; an undone one keeps
   it: after a compensation, "what failed?" is the question an operator asks (issue 14).
 - **Notes.** A transition's ``note`` (why Skipped; what a Waiting step waits for) is kept
@@ -35,10 +38,8 @@ The rules, stated once:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
-from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -59,8 +60,6 @@ from sqlalchemy import (
 from sqlalchemy import delete as _delete
 from sqlalchemy import update as _update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
-from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import BindParameter
 
@@ -88,7 +87,7 @@ def _p(name: str, column: Any = None, type_: Any = None) -> BindParameter[Any]:
     return bindparam(_PREFIX + name, type_=type_ if type_ is not None else column.type)
 
 
-_PREFIX = "p_"
+PARAM_PREFIX = _PREFIX = "p_"
 
 
 def bound(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -331,60 +330,3 @@ REPAIR_TASK: Update = (
     .where(_t.version < _p("version", _t.version))
     .values(state=_p("state", _t.state), version=_p("version", _t.version), updated_at=_p("at", _t.updated_at))
 )
-
-
-# -- the same statements on the hot path's driver connections ----------------------------------
-
-
-class Compiled:
-    """A statement compiled for one driver: its SQL, and its parameters in the order it binds them."""
-
-    def __init__(self, statement: Any, backend: str) -> None:
-        dialect = sqlite_dialect(paramstyle="qmark") if backend == "sqlite" else asyncpg_dialect()
-        compiled = statement.compile(dialect=dialect)
-        self.sql: str = compiled.string
-        positions = tuple(compiled.positiontup or ())
-        fixed = [name for name in positions if not name.startswith(_PREFIX)]
-        assert not fixed, f"a hot-path statement binds only named parameters, not {fixed}"
-        names = [name.removeprefix(_PREFIX) for name in positions]
-        self.args: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
-            itemgetter(*names) if len(names) > 1 else lambda params: (params[names[0]],)
-        )
-
-    def many(self, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-        return [self.args(row) for row in rows]
-
-
-class HotPath:
-    """The statements the hot path runs, compiled for one backend (``sqlite`` or ``postgresql``)."""
-
-    def __init__(self, backend: str) -> None:
-        self._sqlite = backend == "sqlite"
-        self.step = Compiled(STEP_WRITE, backend)
-        self.task = Compiled(TASK_WRITE, backend)
-        self.attempt = Compiled(ATTEMPT_INSERT[backend], backend)
-        self.new_task = Compiled(TASK_INSERT[backend], backend)
-        self.new_step = Compiled(STEP_INSERT[backend], backend)
-        self.existing = Compiled(EXISTING, backend)
-        self.adopt_task = Compiled(ADOPT_TASK, backend)
-        self.adopt_steps = Compiled(ADOPT_STEPS, backend)
-
-    def prepared(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` as the driver takes them, converted in place, once for all the statements of a
-        write - what a session's type processors would do: JSON as compact text, and on SQLite
-        datetimes as the naive UTC text SQLAlchemy stores (``tables.UTCDateTime``)."""
-        for key, value in params.items():
-            if isinstance(value, datetime):
-                if self._sqlite:
-                    params[key] = _as_text(value)
-            elif isinstance(value, dict):
-                params[key] = json.dumps(value, separators=(",", ":"))
-        return params
-
-
-def _as_text(value: datetime) -> str:
-    # SQLAlchemy's SQLite format, "%Y-%m-%d %H:%M:%S.%f", spelled the quicker way.
-    offset = value.utcoffset()
-    if offset is None:
-        raise ValueError("naive datetime given to the state store; use an aware UTC datetime")
-    return (value - offset).replace(tzinfo=None).isoformat(" ", "microseconds")
