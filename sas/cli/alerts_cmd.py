@@ -68,6 +68,7 @@ def alerts(
                 ]
                 for a in rows
             ],
+            ids=(0, 1),
         )
     )
 

@@ -271,7 +271,7 @@ def _summary(results: list[dict[str, Any]]) -> bool:
     other = [r for r in results if r["state"] not in groups]
     if other:
         rows.append(["other", "not settled", len(other), "\n".join(f"{r['task_id']} ({r['state']})" for r in other)])
-    console.print(table("demo summary", ["state", "meaning", "orders", "order ids"], rows))
+    console.print(table("demo summary", ["state", "meaning", "orders", "order ids"], rows, ids=(3,)))
     noted = [r for r in results if r["notes"]]
     if noted:
         console.print(

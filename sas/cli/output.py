@@ -103,37 +103,62 @@ def command_line(text: str) -> None:
 # A column is not made narrower than its longest word (up to these caps) while another can give:
 # the first column holds the row's id, which someone copies.
 _ID_CAP = 40
+_ID_MIN = 24
+_ID_TAIL = 13  # "-" and the 12 hex digits of a generated id
 _WORD_CAP = 24
 # Padding (one space each side) and the vertical line of each column, plus the table's last edge.
 _PER_COLUMN = 3
 
 
-def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> Table:
+def table(title: str | None, columns: list[str], rows: list[list[Any]], ids: tuple[int, ...] = (0,)) -> Table:
     """Cells are shown literally (sanitised), except Markup (see ``styled``). Sized for the
     console: on a narrow terminal the widest columns give way first, lines wrap between words,
-    and a word (or an id) longer than its column ends in an ellipsis, never split over lines."""
+    and a word longer than its column ends in an ellipsis, never split over lines. The columns
+    ``ids`` (the first, by default) hold ids, which someone copies: they are kept whole longest."""
     t = Table(title=escape(for_terminal(title)) if title else None, title_justify="left", header_style="bold")
     cells = [[_cell(v) for v in row] for row in rows]
     for column in columns:
         t.add_column(escape(column), overflow="ellipsis", no_wrap=False)
-    for row in cells:
-        t.add_row(*row)
     widths = fit_widths(
         [[column, *(row[i].plain for row in cells)] for i, column in enumerate(columns)],
         console.width - _PER_COLUMN * len(columns) - 1,
+        ids,
     )
     if widths is not None:
-        for column_obj, width in zip(t.columns, widths, strict=True):
+        for i, (column_obj, width) in enumerate(zip(t.columns, widths, strict=True)):
             column_obj.width = width
+            if i in ids:
+                for row in cells:
+                    row[i] = _middle_cut(row[i], width)
+    for row in cells:
+        t.add_row(*row)
     return t
 
 
-def fit_widths(columns: list[list[str]], available: int) -> list[int] | None:
+def _middle_cut(cell: Text, width: int) -> Text:
+    """An id longer than its column, cut in the middle (``w80-customer-…-parked-c716fa44b200``):
+    its start and its end, where ids differ (a random suffix, a case name), stay readable."""
+    from rich.cells import cell_len
+
+    lines = cell.plain.splitlines()
+    if all(cell_len(line) <= width for line in lines) or width < 5:
+        return cell
+    cut = []
+    for line in lines:
+        if cell_len(line) > width:
+            # The end gets the larger part: where generated ids keep their random suffix.
+            tail = max((width - 1) // 2 + (width - 1) % 2, min(_ID_TAIL, width - 7))
+            line = line[: width - 1 - tail] + "…" + line[len(line) - tail :]
+        cut.append(line)
+    return Text("\n".join(cut), style=cell.style)
+
+
+def fit_widths(columns: list[list[str]], available: int, ids: tuple[int, ...] = (0,)) -> list[int] | None:
     """Column widths whose sum is at most ``available``, or None when every column fits as it is.
 
-    Each column keeps its longest word whole (up to ``_ID_CAP`` for the first, ``_WORD_CAP`` for the
-    others) while the widest column that still can gives a character at a time; only if that is
-    not enough do words give way, again from the widest column."""
+    Each column keeps its longest word whole (up to ``_ID_CAP`` for the ``ids`` columns,
+    ``_WORD_CAP`` for the others) while the widest column that still can gives a character at a
+    time; only if that is not enough do words give way: ids first, then the widest column."""
     from rich.cells import cell_len
 
     def lines(texts: Iterable[str]) -> Iterator[str]:
@@ -146,15 +171,22 @@ def fit_widths(columns: list[list[str]], available: int) -> list[int] | None:
     floors = []
     for i, texts in enumerate(columns):
         longest = max((cell_len(word) for line in lines(texts) for word in line.split()), default=1)
-        floors.append(min(longest, _ID_CAP if i == 0 else _WORD_CAP))
+        floors.append(min(longest, _ID_CAP if i in ids else _WORD_CAP))
     widths = list(natural)
     while sum(widths) > available:
         giving = [i for i, w in enumerate(widths) if w > floors[i]]
         if not giving:
             break
         widths[max(giving, key=lambda i: widths[i])] -= 1
-    while sum(widths) > available and max(widths) > 4:
-        widths[widths.index(max(widths))] -= 1
+    # Then ids give way first, down to _ID_MIN: cut in the middle (``_middle_cut``), their start and
+    # end still tell them apart; then the other wide columns, down to 12; then the widest of all.
+    others = [i for i in range(len(widths)) if i not in ids]
+    for floor, columns_giving in ((_ID_MIN, list(ids)), (12, others), (4, list(range(len(widths))))):
+        while sum(widths) > available:
+            giving = [i for i in columns_giving if i < len(widths) and widths[i] > floor]
+            if not giving:
+                break
+            widths[max(giving, key=lambda i: widths[i])] -= 1
     return widths
 
 

@@ -47,7 +47,7 @@ def show(
     console.print(
         table(
             "steps",
-            ["step", "state", "FailureCount", "attempt", "LockedBy, CompleteBy", "last error"],
+            ["step", "state", "FailureCount", "attempt", "LockedBy, CompleteBy", "last error or note"],
             [
                 [
                     s["name"],
@@ -55,7 +55,7 @@ def show(
                     s["failure_count"],
                     s["attempt"],
                     f"{s['locked_by']}, {ago(s['complete_by'])}" if s["locked_by"] else "",
-                    s["last_error"],
+                    s["last_error"] or s.get("note") or "",
                 ]
                 for s in data["steps"]
             ],
@@ -244,6 +244,7 @@ async def _task_data(session: Any, task_id: str) -> dict[str, Any] | None:
                     "permanent",
                     "idempotency_key",
                     "result",
+                    "note",
                 )
             }
             for s in record.steps
