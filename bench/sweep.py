@@ -56,6 +56,13 @@ def task_columns() -> list[str]:
     return [c.name for c in Task.__table__.columns]
 
 
+def filled(columns: list[str], sample: dict) -> list[str]:
+    """The table's columns that ``rows`` fills: a column added since (nullable, or with a default)
+    is left to the database, so a migration that adds one does not break the load; one that is
+    required fails the insert, loudly."""
+    return [c for c in columns if c in sample]
+
+
 def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], list[dict]]:
     """Task and step rows for step indexes [start, stop): the first 100 steps are due and
     the next IN_FLIGHT are in flight (only present when the first load includes them)."""
@@ -131,13 +138,13 @@ def _sqlite_ts(value: datetime | None) -> str | None:
 
 
 def load_sqlite(path: Path, start: int, stop: int, now: datetime, run: str) -> None:
-    tcols, scols = task_columns(), step_columns()
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=OFF")
     chunk = 100_000
     for lo in range(start, stop, chunk):
         tasks, steps = rows(lo, min(lo + chunk, stop), now, run)
+        tcols, scols = filled(task_columns(), tasks[0]), filled(step_columns(), steps[0])
         conv = lambda r, cols: tuple(_sqlite_ts(r[c]) if isinstance(r[c], datetime) else r[c] for c in cols)  # noqa: E731
         conn.executemany(
             f"INSERT OR IGNORE INTO tasks ({','.join(tcols)}) VALUES ({','.join('?' * len(tcols))})",
@@ -159,12 +166,12 @@ def load_sqlite(path: Path, start: int, stop: int, now: datetime, run: str) -> N
 async def load_postgres(dsn: str, start: int, stop: int, now: datetime, run: str) -> None:
     import asyncpg
 
-    tcols, scols = task_columns(), step_columns()
     conn = await asyncpg.connect(dsn)
     try:
         chunk = 100_000
         for lo in range(start, stop, chunk):
             tasks, steps = rows(lo, min(lo + chunk, stop), now, run)
+            tcols, scols = filled(task_columns(), tasks[0]), filled(step_columns(), steps[0])
             existing = await conn.fetchval("SELECT count(*) FROM tasks WHERE task_id = $1", tasks[0]["task_id"])
             if existing:
                 tasks = tasks[1:]
