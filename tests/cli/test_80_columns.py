@@ -159,7 +159,7 @@ async def test_the_read_commands_fit_80_columns_without_splitting_a_word(stack_n
 
     shown = outputs[f"show {parked_id}"] + outputs[f"show {undone_id}"]
     assert "Waiting" in shown and "Skipped" in shown and "Error" in shown and "Compensated" in shown
-    assert "approval by the warehouse" in shown  # a Waiting step's note
+    assert "approval" in shown and "warehouse" in shown  # a Waiting step's note
     # Ids longer than their column are cut in the middle: the start and the end, where they differ, stay.
     for task_id in ids:
         assert task_id[:6] in outputs["list"] and task_id[-12:] in outputs["list"], task_id
