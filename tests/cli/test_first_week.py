@@ -159,3 +159,19 @@ async def test_status_shows_the_task_not_a_refused_reuse_of_its_id(stack: Stack)
     status = json.loads(done.stdout)
     assert status["state"] == "Processed", status
     assert [s["state"] for s in status["steps"]] == ["Processed"] * 3
+
+
+def test_elsewhere_than_linux_and_macos_one_line_says_so(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from sas.cli.main import main; sys.platform = 'win32'; main()", "list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "sas: sas runs on Linux and macOS, not on win32",
+        "  use WSL or the Docker image (see the README's quick start)",
+    ]
+    assert list(tmp_path.iterdir()) == []
