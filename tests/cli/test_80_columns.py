@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sas.state_store import mirror
 from sas.state_store.alerts import raise_alert
@@ -177,7 +178,7 @@ async def test_the_read_commands_fit_80_columns_without_splitting_a_word(stack_n
 def test_the_demo_summary_fits_80_columns() -> None:
     names = ["clean", "flaky-payment", "card-declined", "shipping-hangs", "terminated", "refund-down"]
     states = ["Processed", "Processed", "Compensated", "Compensated", "Compensated", "Error", "Processing"]
-    results = [
+    results: list[dict[str, Any]] = [
         {
             "task_id": f"demo-125959-{i:03d}-{names[i % len(names)]}",
             "case": names[i % len(names)],
@@ -194,7 +195,7 @@ def test_the_demo_summary_fits_80_columns() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "80"}
     )
     assert done.returncode == 0, done.stderr
-    ids = {r["task_id"] for r in results}
+    ids = {str(r["task_id"]) for r in results}
     assert all(i in done.stdout for i in ids)  # whole, each on a line
     assert too_wide(done.stdout) == []
     assert split_words(done.stdout, ids | STATES) == []
