@@ -99,9 +99,7 @@ def _check_name(name: str) -> None:
     # Checked when the worker imports the definitions, so a bad name never reaches a
     # workflow: the name is part of every idempotency key and a mirror key (sas/task_models/ids.py).
     if not _STEP_NAME.fullmatch(name):
-        raise ValueError(
-            f"step name {name!r}: use 1-{MAX_STEP_NAME} characters from a-z 0-9 _, starting with a letter"
-        )
+        raise ValueError(f"step name {name!r}: use 1-{MAX_STEP_NAME} characters from a-z 0-9 _, starting with a letter")
 
 
 # What a wait step's deadline does: undo the task, or go on as if the wait had ended well.

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         StepResult,
         StepState,
         StepStatus,
+        StepTransition,
         TaskAccepted,
         TaskPlan,
         TaskResult,
@@ -82,16 +83,18 @@ class TaskScheduler(UndoEngine, WaitSteps):
                     name,
                     position,
                     position if stage is None else stage,
-                    undo=not is_wait and step.undo is not None,
+                    undo=isinstance(step, StepDefinition) and step.undo is not None,
                     wait=is_wait,
-                    signal=step.signal if is_wait else None,
+                    signal=step.signal if isinstance(step, Wait) else None,
                 )
             )
         status = TaskStatus(
             task_id=task_id,
             task_type=definition.task_type,
             state=TaskState.PENDING,
-            steps=[StepStatus(name=p.name, position=p.position, stage=s) for p, (_, s) in zip(plan, steps, strict=True)],
+            steps=[
+                StepStatus(name=p.name, position=p.position, stage=s) for p, (_, s) in zip(plan, steps, strict=True)
+            ],
         )
         return TaskCore(status, plan)
 
@@ -190,7 +193,9 @@ class TaskScheduler(UndoEngine, WaitSteps):
                 f"invalid {task_type} input: {short(err)}", type=INVALID_INPUT, non_retryable=True
             ) from None
         except ValueError as err:
-            raise ApplicationError(f"invalid {task_type} input: {err}", type=INVALID_INPUT, non_retryable=True) from None
+            raise ApplicationError(
+                f"invalid {task_type} input: {err}", type=INVALID_INPUT, non_retryable=True
+            ) from None
         return model.model_dump(mode="json")
 
     # ----------------------------------------------------------- forward
@@ -211,7 +216,8 @@ class TaskScheduler(UndoEngine, WaitSteps):
     async def _skip_unless_wanted(self, stage: list[str]) -> list[str]:
         """The stage's steps whose condition holds; the others are Skipped, with the reason."""
         context = StepContext(input=self._payload, results=self._results)
-        runnable, skipped = [], []
+        runnable: list[str] = []
+        skipped: list[StepTransition] = []
         for name in stage:
             when = self.definition.step(name).when
             if when is None or when.predicate(context):

@@ -85,7 +85,9 @@ class TaskCore:
         position first), then the completed ones in the reverse order of their completion."""
         done = (StepState.COMPENSATED, StepState.SKIPPED)
         unfinished = [
-            s.name for s in reversed(self.status.steps) if s.runs > 0 and s.name not in self.completed and s.state not in done
+            s.name
+            for s in reversed(self.status.steps)
+            if s.runs > 0 and s.name not in self.completed and s.state not in done
         ]
         return unfinished + [name for name in reversed(self.completed) if self.step(name).state not in done]
 

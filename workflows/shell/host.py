@@ -116,9 +116,7 @@ class TaskHost:
         core = self._core
         step = core.step(name)
         while True:
-            await workflow.wait_condition(
-                lambda: core.has_request(name) or (core.compensating and not compensating)
-            )
+            await workflow.wait_condition(lambda: core.has_request(name) or (core.compensating and not compensating))
             queued = core.next_request(name)
             if queued is None:
                 return "compensate"

@@ -26,7 +26,12 @@ class Notifier:
         self._posts: list[workflow.ActivityHandle[None]] = []
 
     def notify(
-        self, status: TaskStatus, stamp: int, kind: str, results: dict[str, dict[str, Any]], step: str | None = None,
+        self,
+        status: TaskStatus,
+        stamp: int,
+        kind: str,
+        results: dict[str, dict[str, Any]],
+        step: str | None = None,
         detail: str | None = None,
     ) -> None:
         """Post a status event, if the task has a callback URL. Not awaited: a slow receiver

@@ -10,7 +10,6 @@ deadline passes, the step's ``on_deadline`` applies.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -107,7 +106,7 @@ class WaitSteps(TaskHost):
             try:
                 await workflow.wait_condition(lambda: name in self._approvals or core.compensating, timeout=remaining)
                 answered = True
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if core.compensating:
             return  # undone with the others: a wait interrupted is Skipped

@@ -1,0 +1,92 @@
+"""Fake Agents and a fake state store for the Scheduler's fast tests, registered under the
+real activity names (as samples-python does). They keep a ledger of effects by idempotency
+key, so a test sees exactly what was done and undone, in which order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from sas.task_models import (
+    AuditRecord,
+    StepCall,
+    StepPolicyValues,
+    StepResult,
+    StepTransition,
+    TaskAccepted,
+    TaskPlan,
+    TransitionBatch,
+)
+
+FAST = StepPolicyValues(complete_by_s=5, max_attempts=2, initial_interval_s=0.1, backoff=1.0, max_interval_s=0.1)
+
+
+@dataclass
+class Services:
+    """What the fake Agents do: per activity name, ``ok`` (the default), ``refuse`` (a
+    permanent, non-retryable failure), ``flaky`` (fails once per key, then succeeds) or
+    ``slow`` (succeeds after a short real pause, so another step completes first)."""
+
+    behaviour: dict[str, str] = field(default_factory=dict)
+    effects: list[tuple[str, str]] = field(default_factory=list)  # (activity, idempotency key) in order
+    attempts: list[tuple[str, str, str]] = field(default_factory=list)  # (activity, key, task queue)
+    transitions: list[StepTransition] = field(default_factory=list)
+    audits: list[AuditRecord] = field(default_factory=list)
+    accepted: list[TaskAccepted] = field(default_factory=list)
+    queues: dict[str, str] = field(default_factory=dict)  # step -> task queue of its Agents
+    _failed_once: set[str] = field(default_factory=set)
+
+    def agent(self, name: str) -> Callable[..., Any]:
+        @activity.defn(name=name)
+        async def run(call: StepCall) -> StepResult:
+            self.attempts.append((name, call.idempotency_key, activity.info().task_queue))
+            how = self.behaviour.get(name, "ok")
+            if how == "refuse":
+                raise ApplicationError(f"{name} refused", type="Refused", non_retryable=True)
+            if how == "flaky" and call.idempotency_key not in self._failed_once:
+                self._failed_once.add(call.idempotency_key)
+                raise ApplicationError(f"{name}: 503 service unavailable", type="Unavailable")
+            if how == "slow":
+                await asyncio.sleep(0.5)
+            if (name, call.idempotency_key) not in self.effects:  # the service's idempotency store
+                self.effects.append((name, call.idempotency_key))
+            return StepResult(data={"ref": f"{name}:{call.idempotency_key}"})
+
+        return run
+
+    def store(self) -> list[Callable[..., Any]]:
+        @activity.defn(name="mirror.accept")
+        async def accept(accepted: TaskAccepted) -> TaskPlan:
+            self.accepted.append(accepted)
+            steps = [
+                p.model_copy(update={"policy": FAST, "task_queue": self.queues.get(p.name)}) for p in accepted.steps
+            ]
+            return TaskPlan(steps=steps, compensation_policy=FAST)
+
+        @activity.defn(name="mirror.record")
+        async def record(batch: TransitionBatch) -> int:
+            self.transitions.extend(batch.transitions)
+            return len(batch.transitions)
+
+        @activity.defn(name="mirror.audit")
+        async def audit(entry: AuditRecord) -> bool:
+            self.audits.append(entry)
+            return True
+
+        @activity.defn(name="callback.post")
+        async def post(event: Any) -> None:
+            return None
+
+        return [accept, record, audit, post]
+
+    def undone(self) -> list[str]:
+        """The activities whose effect was an undo, in order."""
+        return [name for name, key in self.effects if key.endswith(":undo")]
+
+    def notes(self, step: str) -> list[str]:
+        return [t.note for t in self.transitions if t.step == step and t.note]

@@ -1,0 +1,130 @@
+"""The Scheduler's pure core as plain Python, with property-based tests: no step is undone
+that was never attempted, undo order is the reverse of completion order (unfinished first),
+and a request applies only when its validator would accept it - and a copy of it never does."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState, TaskStatus
+from sas.workflows.core.machine import PlanStep, TaskCore
+from sas.workflows.core.requests import compensate_problem, park_problem, retry_problem, target_step
+
+NAMES = ["a", "b", "c", "d", "e", "f"]
+
+
+@st.composite
+def cores(draw: st.DrawFn) -> TaskCore:
+    """A task part-way through its stages: some steps completed (in some order), some attempted
+    and failed or parked, the rest never started."""
+    count = draw(st.integers(1, 6))
+    stages = draw(st.lists(st.integers(0, 2), min_size=count, max_size=count))
+    plan, stage = [], 0
+    for position, grow in enumerate(stages):
+        stage = stage if grow == 0 and position else position
+        plan.append(PlanStep(NAMES[position], position, stage))
+    status = TaskStatus(
+        task_id="t",
+        task_type="x",
+        state=TaskState.PROCESSING,
+        steps=[StepStatus(name=p.name, position=p.position) for p in plan],
+    )
+    core = TaskCore(status, plan, accepted=True)
+    for name in draw(st.permutations([p.name for p in plan])):
+        fate = draw(st.sampled_from(["pending", "done", "failed", "parked", "running"]))
+        if fate == "pending":
+            continue
+        core.start(name)
+        core.step(name).failure_count = draw(st.integers(0, 5))
+        if fate == "done":
+            core.done(name)
+        elif fate == "failed":
+            core.record_failure(name, StepState.FAILED, "no", "Refused", True)
+        elif fate == "parked":
+            core.set(name, StepState.ERROR, TaskState.ERROR)
+    return core
+
+
+requests = st.builds(
+    OperatorRequest,
+    step=st.one_of(st.none(), st.sampled_from(NAMES)),
+    failure_count=st.one_of(st.none(), st.integers(0, 8)),
+    decision_id=st.one_of(st.none(), st.just("1")),
+)
+
+
+@given(cores())
+def test_only_attempted_steps_are_undone_unfinished_first_then_latest_completed_first(core: TaskCore) -> None:
+    order = core.undo_order()
+    attempted = {s.name for s in core.status.steps if s.runs > 0}
+    assert set(order) == attempted
+    assert len(order) == len(set(order))
+    unfinished = [n for n in order if n not in core.completed]
+    assert order == unfinished + list(reversed(core.completed))
+
+
+@given(cores())
+def test_stages_cover_every_step_once_in_position_order(core: TaskCore) -> None:
+    flat = [name for stage in core.stages() for name in stage]
+    assert flat == [p.name for p in sorted(core.plan, key=lambda p: p.position)]
+
+
+@settings(max_examples=300)
+@given(cores(), requests)
+def test_a_retry_applies_to_exactly_one_waiting_step_and_never_twice(core: TaskCore, request: OperatorRequest) -> None:
+    problem = retry_problem(core, request)
+    if problem is not None:
+        return
+    target = target_step(core, request.step)
+    assert target.state in (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
+    assert request.step in (None, target.name)
+    assert request.failure_count is None or request.failure_count > target.failure_count
+    # What the shell does with it: the count is claimed, the decision queued. A copy is refused.
+    core.claim_count(target.name, request)
+    core.queue(target.name, "retry", request)
+    assert retry_problem(core, request) is not None
+
+
+@settings(max_examples=300)
+@given(cores(), requests)
+def test_a_stale_decision_never_applies(core: TaskCore, request: OperatorRequest) -> None:
+    if request.failure_count is None or request.step is None or request.step not in core.names():
+        return
+    if request.failure_count <= core.step(request.step).failure_count:
+        assert retry_problem(core, request) is not None
+        assert park_problem(core, request) is not None
+        assert compensate_problem(core, request) is not None
+
+
+@given(cores(), requests)
+def test_no_supervisor_compensate_applies_once_compensation_began(core: TaskCore, request: OperatorRequest) -> None:
+    core.begin_compensation(OperatorRequest(by="alice"))
+    if request.failure_count is not None:
+        assert compensate_problem(core, request) is not None
+
+
+def test_nothing_applies_to_a_finished_task() -> None:
+    core = TaskCore(
+        TaskStatus(task_id="t", task_type="x", state=TaskState.PROCESSED, steps=[StepStatus(name="a", position=0)]),
+        [PlanStep("a", 0, 0)],
+        accepted=True,
+    )
+    for check in (retry_problem, compensate_problem, park_problem):
+        assert check(core, OperatorRequest()) == "the task is already Processed"
+
+
+def test_two_waiting_steps_need_a_name() -> None:
+    plan = [PlanStep("a", 0, 0), PlanStep("b", 1, 0)]
+    status = TaskStatus(
+        task_id="t",
+        task_type="x",
+        state=TaskState.FAILED,
+        steps=[StepStatus(name="a", position=0), StepStatus(name="b", position=1)],
+    )
+    core = TaskCore(status, plan, accepted=True)
+    for name in ("a", "b"):
+        core.start(name)
+        core.record_failure(name, StepState.FAILED, "no", "Refused", True)
+    assert retry_problem(core, OperatorRequest()) == "steps a, b wait for a decision: name one (--step)"
+    assert retry_problem(core, OperatorRequest(step="b")) is None
