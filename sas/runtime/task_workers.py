@@ -24,6 +24,7 @@ from sas.activities import Breakers, by_service
 from sas.activities.breaker_gate import BreakerGate
 from sas.settings import WORKFLOW_QUEUE, Settings
 from sas.task_models.queues import service_queue
+from sas.workflows.shell.arguments import OneArgument
 
 # The SDK's defaults, which a tuner replaces: it takes slot suppliers for every kind of task.
 _WORKFLOW_SLOTS = 100
@@ -82,7 +83,15 @@ def build_task_workers(
     workers = []
     if wanted is None or WORKFLOW_QUEUE in wanted:
         workers.append(
-            Worker(client, task_queue=queue, workflows=workflows, activities=activities, **options, **main_options)
+            Worker(
+                client,
+                task_queue=queue,
+                workflows=workflows,
+                activities=activities,
+                interceptors=[OneArgument()],
+                **options,
+                **main_options,
+            )
         )
     for name, agents in by_service(activities).items():
         if not agents or (wanted is not None and name not in wanted):

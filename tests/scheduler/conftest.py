@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
+from sas.workflows.shell.arguments import OneArgument
 from tests.scheduler import kinds
 from tests.scheduler.fakes import Services
 
@@ -73,6 +74,7 @@ async def running(
         workflows=[*ALL_WORKFLOWS, *kinds.ALL],
         activities=[*agents, *services.store()],
         workflow_runner=workflow_runner(),
+        interceptors=[OneArgument()],
     )
     others = [Worker(client, task_queue=q, activities=[services.agent(n) for n in AGENTS]) for q in extra_queues]
     async with main:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from sas.task_models import StepState, TaskResult, TaskState, TaskStatus
@@ -251,3 +252,21 @@ async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_en
     queues = {name: q for name, _, q in services.attempts}
     assert queues == {"cards.refund": "svc-cards", "hotels.cancel": "svc-hotels", "flights.cancel": "svc-flights"}
     assert ("retry", "frank") in [(a.action, a.actor) for a in services.audits]
+
+
+@pytest.mark.parametrize("args", [[], [TRIP, TRIP]], ids=["no argument", "two arguments"])
+async def test_a_wrong_argument_count_fails_at_once_not_for_ever(
+    skipping_env: WorkflowEnvironment, args: list[Any]
+) -> None:
+    """Finding 6 of issue 24: the run fails non-retryably instead of a workflow task failing for ever."""
+    services = Services()
+    async with running(skipping_env, services) as queue:
+        handle = await skipping_env.client.start_workflow(
+            "TripTestWorkflow", args=args, id=fresh_id("t"), task_queue=queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidInput" and cause.non_retryable
+    assert f"started with {len(args)}" in cause.message
+    assert services.accepted == []

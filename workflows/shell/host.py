@@ -46,6 +46,8 @@ _AUTOMATIC = ("supervisor", "temporal")
 class TaskHost:
     """State and operator protocol shared by the Scheduler and the clean-up workflow."""
 
+    sas_task_workflow = True  # takes exactly one argument (workflows/shell/arguments.py)
+
     def __init__(self) -> None:
         self._core = TaskCore(TaskStatus(task_id="", task_type="", state=TaskState.PENDING, steps=[]), [])
         self._records = Records(task_id="", chain_id=None)
