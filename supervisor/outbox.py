@@ -24,6 +24,7 @@ from sas.state_store.queries import get_task
 from sas.supervisor.activity_support import beat
 from sas.supervisor.models import CleanupInput, CleanupStep
 from sas.task_models import OperatorRequest
+from sas.task_models.queues import service_of, service_queue
 from sas.workflows.summaries import cleanup_details, cleanup_summary
 
 log = logging.getLogger("sas.supervisor")
@@ -98,6 +99,12 @@ class Outbox:
                     state=s.state,
                     compensation=s.compensation,
                     idempotency_key=s.idempotency_key,
+                    # The undo runs where the Scheduler's would: on its service's queue, behind
+                    # its bulkhead and breaker (task_models/queues.py, as mirror.accept plans it).
+                    task_queue=service_queue(record.task.task_queue, service_of(s.compensation))
+                    if s.compensation
+                    else None,
+                    version=s.version,
                 )
                 for s in record.steps
             ],
