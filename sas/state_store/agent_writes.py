@@ -22,6 +22,7 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any, Protocol, cast
 
+from sqlalchemy import JSON
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import make_url
@@ -36,6 +37,7 @@ from sas.state_store.mirror_rules import (
     starts_attempt,
     transition_params,
 )
+from sas.state_store.tables import UTCDateTime
 from sas.task_models import AcceptOutcome, StepTransition, TaskAccepted
 
 
@@ -71,6 +73,14 @@ class Compiled:
         self.args: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
             itemgetter(*names) if len(names) > 1 else lambda params: (params[names[0]],)
         )
+        # What a session's type processors would convert: JSON to text, and on SQLite datetimes.
+        self.converted: dict[str, Callable[[Any], Any]] = {}
+        for position, name in zip(positions, names, strict=True):
+            kind = compiled.binds[position].type
+            if isinstance(kind, JSON):
+                self.converted[name] = _as_json
+            elif backend == "sqlite" and isinstance(kind, UTCDateTime):
+                self.converted[name] = _as_text
 
     def many(self, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
         return [self.args(row) for row in rows]
@@ -80,7 +90,6 @@ class HotPath:
     """The statements the hot path runs, compiled for one backend (``sqlite`` or ``postgresql``)."""
 
     def __init__(self, backend: str) -> None:
-        self._sqlite = backend == "sqlite"
         self.step = Compiled(rules.STEP_WRITE, backend)
         self.task = Compiled(rules.TASK_WRITE, backend)
         self.attempt = Compiled(rules.ATTEMPT_INSERT[backend], backend)
@@ -89,18 +98,23 @@ class HotPath:
         self.existing = Compiled(rules.EXISTING, backend)
         self.adopt_task = Compiled(rules.ADOPT_TASK, backend)
         self.adopt_steps = Compiled(rules.ADOPT_STEPS, backend)
+        statements = [v for v in vars(self).values() if isinstance(v, Compiled)]
+        self._converted = tuple({k: f for c in statements for k, f in c.converted.items()}.items())
 
     def prepared(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` as the driver takes them, converted in place, once for all the statements of a
-        write - what a session's type processors would do: JSON as compact text, and on SQLite
-        datetimes as the naive UTC text SQLAlchemy stores (``tables.UTCDateTime``)."""
-        for key, value in params.items():
-            if isinstance(value, datetime):
-                if self._sqlite:
-                    params[key] = _as_text(value)
-            elif isinstance(value, dict):
-                params[key] = json.dumps(value, separators=(",", ":"))
+        """``params`` as the driver takes them, converted in place once for all the statements
+        of a write: JSON as compact text, and on SQLite datetimes as the naive UTC text
+        SQLAlchemy stores (``tables.UTCDateTime``). Which names need it is known from the
+        statements' parameter types."""
+        for name, convert in self._converted:
+            value = params.get(name)
+            if value is not None:
+                params[name] = convert(value)
         return params
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _as_text(value: datetime) -> str:
