@@ -34,6 +34,7 @@ class Rig(Stack):
     exits: AsyncExitStack = field(default_factory=AsyncExitStack)
     supervisor_ids: list[str] = field(default_factory=list)
     supervisors: dict[str, Worker] = field(default_factory=dict)
+    extra_workflows: list[type] = field(default_factory=list)  # task types a test declares itself
 
     async def start_task_worker(self) -> None:
         assert self.http is not None
@@ -43,7 +44,7 @@ class Rig(Stack):
             self.client,
             self.settings,
             build_activities(self.settings, self.http, self.sessions, "rig-worker", step_writer=writer),
-            workflows=ALL_WORKFLOWS,
+            workflows=[*ALL_WORKFLOWS, *self.extra_workflows],
             identity="rig-worker",
             breakers=service_breakers(self.settings.services, "rig-worker", None),  # no breaker in these rigs
             workflow_runner=workflow_runner(),
@@ -107,12 +108,13 @@ async def make_rig(client: Client, temporal_address: str, services, db_url: str)
     rigs: list[Rig] = []
     engines = []
 
-    async def make(**supervisor: Any) -> Rig:
+    async def make(extra_workflows: list[type] | None = None, **supervisor: Any) -> Rig:
         settings = rig_settings(test_settings(temporal_address, services.url, db_url), **supervisor)
         await state_store.upgrade_async(db_url)
         engine = state_store.create_engine(settings.database)
         engines.append(engine)
         rig = Rig(client, settings, state_store.session_factory(engine), services.url)
+        rig.extra_workflows = list(extra_workflows or [])
         rig.http = await rig.exits.enter_async_context(httpx.AsyncClient())
         await rig.start_task_worker()
         rigs.append(rig)

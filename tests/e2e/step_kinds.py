@@ -1,0 +1,55 @@
+"""Task types beyond a straight line, over the real remote services, for the end-to-end tests
+of parallel groups, approvals and conditions (registered by tests/e2e/test_step_kinds.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RawValue
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import OrderInput, TaskResult
+    from sas.workflows.definitions import CHARGE, RESERVE, SHIP, Parallel, TaskDefinition, Wait, When
+    from sas.workflows.scheduler import TaskScheduler
+
+# The whole order as one parallel group: stock, payment and shipment at once.
+KIT = TaskDefinition("kit", OrderInput, (Parallel(RESERVE, CHARGE, SHIP),))
+# A person approves the order before anything is done; no answer in 4 s undoes it.
+APPROVED = TaskDefinition(
+    "approved_order", OrderInput, (Wait("approval", signal="approve", deadline=timedelta(seconds=4)), RESERVE, CHARGE)
+)
+# Collected in store: nothing to ship.
+PICKUP = TaskDefinition(
+    "pickup_order",
+    OrderInput,
+    (RESERVE, CHARGE, replace(SHIP, when=When(lambda ctx: ctx.input["address"] != "pickup", "collected in store"))),
+)
+
+
+@workflow.defn(name="KitWorkflow")
+class KitWorkflow(TaskScheduler):
+    definition = KIT
+
+    @workflow.run
+    async def run(self, order: RawValue) -> TaskResult:
+        return await self.execute(order)
+
+
+@workflow.defn(name="ApprovedOrderWorkflow")
+class ApprovedOrderWorkflow(TaskScheduler):
+    definition = APPROVED
+
+    @workflow.run
+    async def run(self, order: RawValue) -> TaskResult:
+        return await self.execute(order)
+
+
+@workflow.defn(name="PickupOrderWorkflow")
+class PickupOrderWorkflow(TaskScheduler):
+    definition = PICKUP
+
+    @workflow.run
+    async def run(self, order: RawValue) -> TaskResult:
+        return await self.execute(order)
