@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
-from sas.workflows.definitions import TaskDefinition
+from sas.workflows.definitions import Parallel, StepDefinition, TaskDefinition, Wait
 
 # The UI truncates long summaries; keep them to one short line.
 _MAX_SUMMARY = 200
@@ -43,23 +43,42 @@ def task_summary(definition: TaskDefinition, task_id: str, payload: Mapping[str,
     """One line for the UI's workflow list: ``order o-123 · 2 × BOOK-1 · 25.98 EUR · reserve → charge → ship``."""
     parts = [f"{definition.task_type} {task_id}"]
     parts += [p for p in (_items(payload), _amount(payload)) if p]
-    parts.append(" → ".join(s.name for s in definition.steps))
+    parts.append(_flow(definition))
     return " · ".join(parts)[:_MAX_SUMMARY]
+
+
+def _flow(definition: TaskDefinition) -> str:
+    """The stages in one line: ``reserve → (flight ‖ hotel) → charge``."""
+    return " → ".join(
+        "(" + " ‖ ".join(s.name for s in stage.steps) + ")" if isinstance(stage, Parallel) else stage.name
+        for stage in definition.stages
+    )
+
+
+def _kind(step: StepDefinition | Wait) -> str:
+    if isinstance(step, Wait):
+        if step.signal is not None:
+            return f"waits for `{step.signal}` (at most {step.deadline}; then {step.on_deadline})"
+        return "waits until a time"
+    return f"`{step.agent}`" + (f", undone by `{step.compensation}`" if step.compensation else "")
 
 
 def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str, Any]) -> str:
     """Markdown for the workflow page: what the task is, its steps and undos, and the commands that act on it."""
     # Lists, not tables: the UI's markdown view draws tables without borders or spacing.
     steps = "\n".join(
-        f"{i + 1}. **{s.name}**: `{s.agent}`" + (f", undone by `{s.compensation}`" if s.compensation else "")
+        f"{i + 1}. **{s.name}**: {_kind(s)}"
+        + (f" · in parallel (stage {stage + 1})" if stage is not None else "")
+        + (f" · only if not: {s.when.unless}" if s.when is not None else "")
         for i, s in enumerate(definition.steps)
+        for stage in [definition.stage_of(s.name)]
     )
     what = " · ".join(p for p in (_items(payload), _amount(payload)) if p) or "—"
     return (
         f"### {definition.task_type} `{task_id}`\n\n"
         f"**What:** {what}\n\n"
         f"{steps}\n\n"
-        "If it cannot complete, the attempted steps are undone in reverse order.\n\n"
+        "If it cannot complete, the attempted steps are undone, latest first.\n\n"
         f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
         f"act: `sas retry {task_id}` or `sas compensate {task_id}`"
     )
@@ -90,6 +109,13 @@ def _next_action(status: TaskStatus, waiting: StepStatus | None) -> str:
         return f"nothing: the task was undone. To run it again: `sas resubmit {task}`"
     if status.state == TaskState.ERROR or status.needs_operator:
         return f"**an operator must decide**: `sas retry {task}` or `sas compensate {task}` (see `sas show {task}`)"
+    waits = [s for s in status.steps if s.state == StepState.WAITING]
+    if waits and waiting is None:
+        return (
+            "waiting: "
+            + "; ".join(f"{s.name} {s.note}" for s in waits)
+            + (f". Approve or reject with the signal, or the update `request_<signal>`: see `sas show {task}`")
+        )
     if waiting is not None:
         return (
             f"waiting for a decision from the Supervisor, or an operator: `sas retry {task}` or `sas compensate {task}`"
@@ -114,12 +140,15 @@ def current_details(status: TaskStatus) -> str:
     ]
     if current is not None and not status.state.terminal:
         lines.append(f"**Step:** {current.name} ({current.state}) · run {current.runs}")
+    for waiting_step in (s for s in status.steps if s.state == StepState.WAITING):
+        lines.append(f"**Waiting:** {waiting_step.name} {waiting_step.note or ''}")
     if last is not None and last.last_error:
         lines.append(f"**Last error** ({last.name}, {last.error_type}): {last.last_error[:300]}")
     lines.append(f"**Next:** {_next_action(status, waiting)}")
     steps = "\n".join(
         f"- **{s.name}**: {s.state} · run {s.runs} · FailureCount {s.failure_count}"
         + (f" · last error: {s.last_error[:80]}" if s.last_error else "")
+        + (f" · {s.note[:120]}" if s.note and s.state in (StepState.SKIPPED, StepState.WAITING) else "")
         for s in status.steps
     )
     return "\n\n".join(lines) + "\n\n" + steps
