@@ -30,8 +30,8 @@ from temporalio.client import Client
 
 from sas.remote_services.launcher import ServiceProcess
 from sas.settings import SupervisorSettings
-from sas.state_store.queries import audit_for
 from sas.state_store.mirror_tables import Step, Task
+from sas.state_store.queries import audit_for
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues, TaskResult
 from tests.helpers import fresh_id, wait_until
@@ -194,8 +194,10 @@ async def fail_charges(stack: Stack, prefix: str, n: int = N) -> Incident:
 
 
 async def audit(stack: Stack, task_id: str) -> list[Any]:
+    """The task's audit entries by people and by sas; the Supervisor's own requests are audited
+    too (issue 24, finding 2), but they are not what these tests look at."""
     async with stack.sessions() as session:
-        return await audit_for(session, task_id)
+        return [e for e in await audit_for(session, task_id) if e.actor != "supervisor"]
 
 
 async def one_audit_each(stack: Stack, ids: list[str], action: str, reason: str, bulk_id: str) -> None:
@@ -495,8 +497,10 @@ async def test_bad_or_unbounded_selections_are_refused_in_one_line(args: list[st
     assert "Traceback" not in done.stderr
 
 
-async def test_an_empty_selection_and_a_bad_query_are_refused(stack_no_supervisor: Stack) -> None:
-    done = await sas(stack_no_supervisor, "retry", "--state", "error", "--dry-run")
-    assert done.returncode == 1 and "no task matches --state Error" in done.stderr
+async def test_an_empty_selection_says_so_and_a_bad_query_is_refused(stack_no_supervisor: Stack) -> None:
+    # Nothing to do is not a failure: a script that retries whatever is parked must not fail.
+    for flags in (("--dry-run",), ("--yes",)):
+        done = await sas(stack_no_supervisor, "retry", "--state", "error", *flags)
+        assert done.returncode == 0 and "no task matches --state Error: nothing to retry" in done.stdout
     done = await sas(stack_no_supervisor, "compensate", "--query", "SasTaskState === 'Error'", "--dry-run")
     assert done.returncode == 1 and "--query: Temporal refused it" in done.stderr
