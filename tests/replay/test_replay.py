@@ -22,8 +22,10 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 def all_workflows() -> list[type]:
     from sas.supervisor.workflow import SupervisorWorkflow
+    from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
 
-    found = [*ALL_WORKFLOWS, SupervisorWorkflow]  # CleanupWorkflow is among ALL_WORKFLOWS
+    # CleanupWorkflow is among ALL_WORKFLOWS; the step kinds' test types have histories too.
+    found = [*ALL_WORKFLOWS, SupervisorWorkflow, KitWorkflow, ApprovedOrderWorkflow, PickupOrderWorkflow]
     return list(dict.fromkeys(found))
 
 
@@ -37,6 +39,8 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
         for p in recorded()
     }
     assert {"OrderWorkflow", "PreorderWorkflow", "SupervisorWorkflow", "CleanupWorkflow"} <= types
+    # A parallel group, an approval and a skipped step (tests/supervisor/test_step_kinds.py records them).
+    assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
 
 
 @pytest.mark.parametrize("path", recorded(), ids=lambda p: p.stem)

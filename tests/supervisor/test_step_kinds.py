@@ -3,8 +3,13 @@ remote services and their ledger, a real Supervisor, on SQLite and PostgreSQL.""
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from sas.task_models import TaskState
 from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
@@ -13,6 +18,7 @@ from tests.stack import order
 from tests.supervisor.conftest import Rig
 
 KINDS: list[type] = [KitWorkflow, ApprovedOrderWorkflow, PickupOrderWorkflow]
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 UNDO_OF = {"reserve": "release", "charge": "refund", "ship": "cancel"}
 
 
@@ -99,3 +105,19 @@ async def test_a_step_whose_condition_is_false_is_skipped_with_its_reason(make_r
     assert record is not None and record.task.state == "Processed"
     ship = next(s for s in record.steps if s.name == "ship")
     assert ship.state == "Skipped" and ship.note == "skipped: collected in store"
+
+
+@pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_record_histories_of_the_step_kinds(make_rig) -> None:  # type: ignore[no-untyped-def]
+    """Histories for tests/replay: a parallel group, an approval, a skipped step."""
+    rig: Rig = await make_rig(extra_workflows=KINDS)
+    kit = await rig.submit(fresh_id("kit"), order(), workflow="KitWorkflow")
+    pickup = await rig.submit(fresh_id("pickup"), order(address="pickup"), workflow="PickupOrderWorkflow")
+    approved = await rig.submit(fresh_id("approve"), order(), workflow="ApprovedOrderWorkflow")
+    await wait_until(lambda: rig.step_states(approved.id), lambda s: s.get("approval") == "Waiting", what="waiting")
+    await approved.execute_update("request_approve", {"by": "grace", "reason": "known customer"})
+    for name, handle in (("kit_parallel", kit), ("pickup_skipped", pickup), ("approved_order", approved)):
+        assert (await handle.result()).state == TaskState.PROCESSED
+        history = await handle.fetch_history()
+        (HISTORIES / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
