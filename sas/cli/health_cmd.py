@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from sas.cli.output import CliError, console
+from sas.cli.output import CliError, console, shown
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -80,7 +80,10 @@ def health(
             f"other pollers of {queue!r}: {', '.join(others) or 'none'}",
         )
     freshest = min(mine, key=lambda p: p.age_s)
-    console.print(f"healthy: {freshest.identity} polls {queue!r} (last poll {freshest.age_s:.0f}s ago)")
+    # A poller's identity is whatever that client called itself: outside text.
+    console.print(
+        f"healthy: {shown(freshest.identity)} polls {shown(repr(queue))} (last poll {freshest.age_s:.0f}s ago)"
+    )
 
 
 def is_this_host(identity: str, role: Role, configured: str | None) -> bool:
