@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 
 from sas.task_models import (
     AuditRecord,
+    CallbackEvent,
     StepCall,
     StepPolicyValues,
     StepResult,
@@ -39,6 +40,8 @@ class Services:
     audits: list[AuditRecord] = field(default_factory=list)
     accepted: list[TaskAccepted] = field(default_factory=list)
     queues: dict[str, str] = field(default_factory=dict)  # step -> task queue of its Agents
+    incarnation: int = 1  # what the state store says of the task id (sas resubmit: 2, 3, ...)
+    callbacks: list[CallbackEvent] = field(default_factory=list)
     _failed_once: set[str] = field(default_factory=set)
 
     def agent(self, name: str) -> Callable[..., Any]:
@@ -66,7 +69,7 @@ class Services:
             steps = [
                 p.model_copy(update={"policy": FAST, "task_queue": self.queues.get(p.name)}) for p in accepted.steps
             ]
-            return TaskPlan(steps=steps, compensation_policy=FAST)
+            return TaskPlan(steps=steps, compensation_policy=FAST, incarnation=self.incarnation)
 
         @activity.defn(name="mirror.record")
         async def record(batch: TransitionBatch) -> int:
@@ -79,8 +82,8 @@ class Services:
             return True
 
         @activity.defn(name="callback.post")
-        async def post(event: Any) -> None:
-            return None
+        async def post(event: CallbackEvent) -> None:
+            self.callbacks.append(event)
 
         return [accept, record, audit, post]
 

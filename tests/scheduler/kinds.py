@@ -23,6 +23,7 @@ class TripInput(BaseModel):
     traveller: str
     amount_cents: int
     insure: bool = False
+    callback_url: str | None = None
 
 
 class Booked(BaseModel):

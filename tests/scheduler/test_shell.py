@@ -270,3 +270,14 @@ async def test_a_wrong_argument_count_fails_at_once_not_for_ever(
     assert isinstance(cause, ApplicationError) and cause.type == "InvalidInput" and cause.non_retryable
     assert f"started with {len(args)}" in cause.message
     assert services.accepted == []
+
+
+async def test_a_resubmitted_incarnations_callbacks_have_their_own_ids(skipping_env: WorkflowEnvironment) -> None:
+    """Issue 24, finding 7: a receiver that drops duplicate webhook ids must not drop incarnation 2's events."""
+    services = Services(incarnation=2)
+    async with running(skipping_env, services) as queue:
+        handle = await start(skipping_env, "LaterTripTestWorkflow", queue, {**TRIP, "callback_url": "https://x.test/h"})
+        await result(handle)
+    ids = [e.event_id for e in services.callbacks]
+    assert ids and all(i.startswith(f"{handle.id}#2:") for i in ids)
+    assert ids[0].endswith(":received") and len(set(ids)) == len(ids)
