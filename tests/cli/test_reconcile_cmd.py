@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from sas.state_store.queries import audit_for
 from sas.state_store.mirror_tables import Step, Task
+from sas.state_store.queries import audit_for
 from sas.task_models import TaskState
 from tests.cli.test_cli import as_json, sas
 from tests.helpers import fresh_id

@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sas import state_store
 from sas.settings import DatabaseSettings
-from sas.state_store.queries import due_steps, due_steps_query, stale_tasks_query
 from sas.state_store.mirror_tables import Step, Task
+from sas.state_store.queries import due_steps, due_steps_query, stale_tasks_query
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 ROWS = 4000
