@@ -131,11 +131,13 @@ def status(
 
 
 async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | None:
-    """The task as its own Scheduler run answers, else as the state store has it.
+    """The task as its running Scheduler answers, else as the state store has it.
 
-    The run asked is the one the state store names for the task: the newest run of the id may
-    be a refused reuse of it (someone started the id again; the run says Pending, all steps
-    Pending, and ends TaskIdReused), which says nothing about the task."""
+    The Scheduler is asked only when the newest run of the id is of the task's chain and is
+    running or completed: a later run may be a refused reuse of the id (someone started it
+    again; that run says Pending, all steps Pending, and ends TaskIdReused), and a run closed
+    from outside answers with its last word, while the state store also has what its clean-up
+    did since."""
     from temporalio.service import RPCError
 
     from sas.cli import tasks
@@ -148,18 +150,21 @@ async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | Non
     except StateStoreUnreachable as err:
         record, down = None, err  # down for now: the Scheduler may still answer
     client = client or await context.client()
-    run_id = record.task.run_id if record is not None else None
     live = None
-    if record is None or await tasks.newest_run_is(client, task_id, record.task.chain_id):
+    try:
+        newest = await tasks.newest_run(client, task_id)
+    except RPCError:
+        newest = None
+    # The Scheduler answers for the task when the newest run is of the task's chain and running
+    # or completed (its last word is the task's). A run closed from outside (terminated, timed
+    # out) may since have been cleaned up, and a run of another chain is not the task's: the
+    # state store has the task then.
+    ours = record is None or (newest is not None and newest[1] in (None, record.task.chain_id))
+    if newest is not None and ours and (record is None or newest[0] in ("RUNNING", "COMPLETED")):
         try:
             live = await tasks.query_status(client, task_id)
         except RPCError:
             live = None  # no worker to answer, or not started yet: the state store still knows
-    elif run_id:
-        try:
-            live = await tasks.query_status(client, task_id, run_id=run_id)
-        except RPCError:
-            live = None
     if live is not None and live.steps:
         return {"source": "scheduler", **live.model_dump(mode="json")}
     if down is not None:

@@ -214,18 +214,17 @@ async def query_status(client: Client, task_id: str, run_id: str | None = None) 
         raise
 
 
-async def newest_run_is(client: Client, task_id: str, chain_id: str | None) -> bool:
-    """Whether the id's newest run belongs to the run chain the state store has for the task
-    (True when there is nothing to compare). A later run of another chain is a new incarnation
-    not yet accepted, or a refused reuse of the id."""
-    if chain_id is None:
-        return True
+async def newest_run(client: Client, task_id: str) -> tuple[str | None, str | None] | None:
+    """The id's newest run: its status name (RUNNING, COMPLETED, ...) and its chain (the first
+    run id, which a reset keeps); None if Temporal has no such workflow."""
     try:
         described = await client.get_workflow_handle(task_id).describe()
-    except RPCError:
-        return True
-    first = described.raw_description.workflow_execution_info.first_run_id
-    return not first or first == chain_id
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    status = described.status.name if described.status is not None else None
+    return status, described.raw_description.workflow_execution_info.first_run_id or None
 
 
 async def update(
