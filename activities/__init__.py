@@ -1,4 +1,5 @@
-"""The Agents (one per remote service) and the Scheduler's mirror writes, as Temporal activities."""
+"""The Agents (one set per remote service of the registered task types) and the Scheduler's
+mirror writes, as Temporal activities."""
 
 from __future__ import annotations
 
@@ -120,12 +121,12 @@ def build_activities(
         remotes = {name: RemoteCaller.for_service(shared, settings.services.service(name)) for name in AGENTS}
     writer = step_writer or make_step_writer(settings.database)
     refused = RefusedWrites(sessions)
-    agents = [agent(remotes[name], writer, identity, refused) for name, agent in AGENTS.items()]
+    agents = [fn for name, service in AGENTS.items() for fn in service.build(remotes[name], writer, identity, refused)]
     mirror = MirrorActivities(sessions, writer, settings, search_attributes)
     # Callbacks go out through their own checked, pinned pool, never the services' one.
     callbacks = CallbackActivities(callback_sender or WebhookSender(settings.outbound, settings.callbacks.secret))
     return [
-        *(method for agent in agents for method in _activity_methods(agent)),
+        *agents,
         mirror.accept,
         mirror.record,
         mirror.audit,
@@ -145,12 +146,3 @@ def by_service(activities: list[Callable[..., Any]]) -> dict[str, list[Callable[
         if service in grouped:
             grouped[service].append(fn)
     return grouped
-
-
-def _activity_methods(agent: object) -> list[Callable[..., Any]]:
-    """The bound activity methods of an Agent (its forward action and its undo)."""
-    found = []
-    for name in sorted(dir(type(agent))):
-        if activity._Definition.from_callable(getattr(type(agent), name)) is not None:
-            found.append(getattr(agent, name))
-    return found

@@ -41,32 +41,62 @@ class Agent:
         self._identity = identity
         self._refused = refused
 
-    async def perform(self, call: StepCall, path: str, body: BaseModel) -> StepResult:
+    async def perform(
+        self, call: StepCall, path: str, body: BaseModel | dict[str, Any], *, method: str = "POST"
+    ) -> StepResult:
+        """Record the attempt (Processing, or Compensating for an undo), send ``body`` to the
+        service under the step's Idempotency-Key before the attempt's complete-by, validate the
+        answer against the Agent's result model and record it (Processed or Compensated).
+
+        Args:
+            call: What the Scheduler asked for.
+            path: The URL path under the service's URL.
+            body: The JSON body: a model, or a dict of JSON values.
+            method: The HTTP method (POST unless declared otherwise).
+
+        Returns:
+            The service's answer, as the result model dumped to JSON (secret fields included).
+        """
+        complete_by = await self._begin(call)
+        payload = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+        answer = await self._remote.post(path, payload, call.idempotency_key, complete_by, method=method)
+        model = agent_result(activity.info().activity_type)
+        data = _validated(model, path, answer) if model is not None else answer
+        return await self._finish(call, data, model)
+
+    async def nothing_to_undo(self, call: StepCall) -> StepResult:
+        """An undo with nothing to send: the service did nothing under the forward step's key
+        (its lookup says so). Recorded as Compensated, like an undo that was sent."""
+        await self._begin(call)
+        return await self._finish(call, {}, None)
+
+    async def _begin(self, call: StepCall) -> datetime:
+        """Record the attempt's start; its complete-by."""
         info = activity.info()
-        timeout = info.start_to_close_timeout or timedelta(seconds=30)
-        complete_by = info.started_time.astimezone(UTC) + timeout
-        running, done = (
-            (StepState.COMPENSATING, StepState.COMPENSATED)
-            if call.compensation
-            else (StepState.PROCESSING, StepState.PROCESSED)
-        )
+        complete_by = attempt_deadline()
         await self._record(
             call,
             Phase.AGENT_STARTED,
             info.attempt,
-            state=running,
+            state=StepState.COMPENSATING if call.compensation else StepState.PROCESSING,
             locked_by=self._identity,
             complete_by=complete_by,
             task_state=TaskState.COMPENSATING if call.compensation else TaskState.PROCESSING,
         )
-        answer = await self._remote.post(path, body.model_dump(mode="json"), call.idempotency_key, complete_by)
-        model = agent_result(info.activity_type)
-        data = _validated(model, path, answer) if model is not None else answer
+        return complete_by
+
+    async def _finish(self, call: StepCall, data: dict[str, Any], model: type[BaseModel] | None) -> StepResult:
         # The result rides on the Processed write itself (one statement, no extra round trip),
         # without its secret fields. An undo's result is not stored: the step keeps its forward one.
         stored = shown(model, data) if model is not None and not call.compensation else None
+        done = StepState.COMPENSATED if call.compensation else StepState.PROCESSED
         await self._record(
-            call, Phase.AGENT_DONE, info.attempt, state=done, task_state=call.stamp.task_state_on_done, result=stored
+            call,
+            Phase.AGENT_DONE,
+            activity.info().attempt,
+            state=done,
+            task_state=call.stamp.task_state_on_done,
+            result=stored,
         )
         return StepResult(data=data)
 

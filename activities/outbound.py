@@ -208,9 +208,11 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def post_capped(client: httpx.AsyncClient, url: str, limit: int, **kwargs: Any) -> httpx.Response:
-    """POST and read the answer with a cap; the returned response holds the body read."""
-    request = client.build_request("POST", url, **kwargs)
+async def post_capped(
+    client: httpx.AsyncClient, url: str, limit: int, *, method: str = "POST", **kwargs: Any
+) -> httpx.Response:
+    """POST (or ``method``) and read the answer with a cap; the returned response holds the body read."""
+    request = client.build_request(method, url, **kwargs)
     response = await client.send(request, stream=True)
     declared = response.headers.get("content-length")
     if declared is not None and declared.isdigit() and "content-encoding" not in response.headers:

@@ -84,9 +84,10 @@ class RemoteCaller:
         )
 
     async def post(
-        self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime
+        self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime, *, method: str = "POST"
     ) -> dict[str, Any]:
-        """A business call under our Idempotency-Key; the service's answer (a JSON object)."""
+        """A business call under our Idempotency-Key; the service's answer (a JSON object).
+        ``method``: POST, or PUT, PATCH or DELETE for a call declared so (``HttpCall``)."""
 
         def request(time_left: float) -> Awaitable[httpx.Response]:
             # The answer is read with a cap: a runaway service cannot fill the worker's memory.
@@ -94,6 +95,7 @@ class RemoteCaller:
                 self._client,
                 f"{self._base_url}{path}",
                 SERVICE_RESPONSE_CAP,
+                method=method,
                 json=body,
                 headers={**self._headers, "Idempotency-Key": idempotency_key},
                 timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),

@@ -1,127 +1,139 @@
-"""The Agents: one per remote service, each with its forward action and its compensation.
+"""The Agents this process runs: one set per remote service that the registered task types call.
 
-Each implements its declaration in ``sas/task_models/activity_defs.py`` (the activity's name,
-``<service>.<action>``, and its result model); the steps of a task type reference those
-declarations (``workflows/definitions.py``). An undo names the service's own id of the effect
-it undoes, from its forward step's result (``Agent.forward_id``). Each is listed under
-its remote service in ``AGENTS``: the worker gives it that service's own caller, a bulkhead
-(``activities/remote.py``), configured by ``SAS_SERVICES__<SERVICE>__*``.
+For each service (``sas/task_types/discovery.py`` finds them through the task types' steps):
+
+- its hand-written Agents: the class its ``Service(agent="package.module:Class")`` names, built
+  with the service's caller, the mirror's writer and the worker's identity;
+- its calls declared as data (``HttpCall``): sas's generic ``HttpAgent``, on the same caller.
+
+``AGENTS`` maps each service's name to what builds them. It is read on first use, not at
+import, so a task type registered by an entry point or ``SAS_TASK_TYPES__MODULES`` is never
+missed; every step's Agent must have an implementation, or the worker stops with one line.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
-from sas.activities.agent import Agent, attempt_deadline, parse_payload
-from sas.activities.heartbeats import last_checkpoint, save_checkpoint
-from sas.task_models import StepCall, StepResult
-from sas.task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs, implements
+from temporalio import activity
 
+from sas.activities.agent import Agent
+from sas.activities.http_agent import HttpAgent
+from sas.activities.refused_writes import RefusedWrites
+from sas.activities.remote import RemoteCaller
+from sas.state_store.agent_writes import StepWriter
+from sas.task_types.discovery import Catalog, TaskTypeError, discover
+from sas.task_types.services import HttpCall, Service
 
-class ReserveRequest(BaseModel):
-    order_id: str
-    sku: str
-    quantity: int
-
-
-class ReleaseRequest(BaseModel):
-    order_id: str
-    reserve_key: str
-    reservation_id: str | None
-
-
-class ChargeRequest(BaseModel):
-    order_id: str
-    amount_cents: int
-    currency: str
-    card: str
-
-
-class RefundRequest(BaseModel):
-    order_id: str
-    charge_key: str
-    charge_id: str | None
-
-
-class ShipRequest(BaseModel):
-    order_id: str
-    address: str
-
-
-class ShipOrder(ShipRequest):
-    """What the ship step reads from the order: the shipment and how many parcels it has."""
-
-    parcels: int = 1
-
-
-class ParcelRequest(ShipRequest):
-    parcel: int
-
-
-class CancelShipmentRequest(BaseModel):
-    order_id: str
-    ship_key: str
-    shipment_id: str | None
-
-
-class InventoryAgent(Agent, InventoryDefs):
-    @implements(InventoryDefs.reserve)
-    async def reserve(self, call: StepCall) -> StepResult:
-        return await self.perform(
-            call, "/inventory/reserve", parse_payload(ReserveRequest, call, order_id=call.task_id)
-        )
-
-    @implements(InventoryDefs.release)
-    async def release(self, call: StepCall) -> StepResult:
-        reservation_id = await self.forward_id(call, "inventory", "reservation_id")
-        body = ReleaseRequest(order_id=call.task_id, reserve_key=call.target_key or "", reservation_id=reservation_id)
-        return await self.perform(call, "/inventory/release", body)
-
-
-class PaymentAgent(Agent, PaymentDefs):
-    @implements(PaymentDefs.charge)
-    async def charge(self, call: StepCall) -> StepResult:
-        return await self.perform(call, "/payment/charge", parse_payload(ChargeRequest, call, order_id=call.task_id))
-
-    @implements(PaymentDefs.refund)
-    async def refund(self, call: StepCall) -> StepResult:
-        charge_id = await self.forward_id(call, "payment", "charge_id")
-        body = RefundRequest(order_id=call.task_id, charge_key=call.target_key or "", charge_id=charge_id)
-        return await self.perform(call, "/payment/refund", body)
-
-
-class ShippingAgent(Agent, ShippingDefs):
-    @implements(ShippingDefs.ship)
-    async def ship(self, call: StepCall) -> StepResult:
-        """Ship the order's parcels, one call each, then the shipment itself (its id is the
-        step's result, which the cancel names). After each parcel the attempt saves a
-        checkpoint, ``{"parcels_done": i}``; a retried attempt skips the parcels done."""
-        order = parse_payload(ShipOrder, call, order_id=call.task_id)
-        if order.parcels > 1:
-            for parcel in range(last_checkpoint("parcels_done") + 1, order.parcels + 1):
-                body = ParcelRequest(order_id=order.order_id, address=order.address, parcel=parcel)
-                await self._remote.post(
-                    "/shipping/ship",
-                    body.model_dump(mode="json"),
-                    f"{call.idempotency_key}:parcel-{parcel}",
-                    attempt_deadline(),
-                )
-                save_checkpoint(parcels_done=parcel)
-        shipment = ShipRequest(order_id=order.order_id, address=order.address)
-        return await self.perform(call, "/shipping/ship", shipment)
-
-    @implements(ShippingDefs.cancel)
-    async def cancel(self, call: StepCall) -> StepResult:
-        shipment_id = await self.forward_id(call, "shipping", "shipment_id")
-        body = CancelShipmentRequest(order_id=call.task_id, ship_key=call.target_key or "", shipment_id=shipment_id)
-        return await self.perform(call, "/shipping/cancel", body)
-
-
-# Every Agent the worker builds, by the remote service it calls: each gets that service's own
-# caller, configured by SAS_SERVICES__<NAME>__* (activities.build_activities). A new service is
-# its declaration (sas/task_models/activity_defs.py), its Agent above and one line here.
-AGENTS: dict[str, type[Agent]] = {
-    "inventory": InventoryAgent,
-    "payment": PaymentAgent,
-    "shipping": ShippingAgent,
+# The order example's services, whose declarations name no Agent class (until it moves out).
+_ORDER_AGENTS = {
+    "inventory": "sas.activities.order_agents:InventoryAgent",
+    "payment": "sas.activities.order_agents:PaymentAgent",
+    "shipping": "sas.activities.order_agents:ShippingAgent",
 }
+
+
+@dataclass(frozen=True)
+class ServiceAgents:
+    """One service's Agents: its hand-written class, if any, and its calls declared as data."""
+
+    service: Service
+    agent_class: type[Agent] | None
+    calls: tuple[HttpCall, ...]
+
+    def build(
+        self, remote: RemoteCaller, writer: StepWriter, identity: str, refused: RefusedWrites
+    ) -> list[Callable[..., Any]]:
+        """The service's activities, with their dependencies injected."""
+        found: list[Callable[..., Any]] = []
+        if self.agent_class is not None:
+            found += activity_methods(self.agent_class(remote, writer, identity, refused))
+        if self.calls:
+            found += HttpAgent(remote, writer, identity, refused).activities(self.calls)
+        return found
+
+
+def service_agents(catalog: Catalog) -> dict[str, ServiceAgents]:
+    """Each service of ``catalog`` with its Agents; TaskTypeError (one line) if a step's Agent
+    has no implementation or a service's Agent class cannot be loaded."""
+    found = {}
+    for name, service in sorted(catalog.services.items()):
+        hand_written = catalog.hand_written(name)
+        path = service.agent or _ORDER_AGENTS.get(name)
+        agent_class = _load(name, path) if hand_written and path else None
+        implemented = set() if agent_class is None else {_name(m) for m in activity_methods(agent_class)}
+        missing = [a for a in hand_written if a not in implemented]
+        if missing:
+            where = f"{path} has no @implements for it" if agent_class else f'declare Service("{name}", agent=...)'
+            raise TaskTypeError(f"service {name!r}: Agent {missing[0]!r} has no implementation: {where}")
+        found[name] = ServiceAgents(service, agent_class, tuple(catalog.http_calls(name)))
+    return found
+
+
+def _load(service: str, path: str) -> type[Agent]:
+    module, _, attr = path.partition(":")
+    try:
+        value = getattr(importlib.import_module(module), attr)
+    except Exception as err:  # whatever the import raises, the line names it
+        raise TaskTypeError(
+            f"service {service!r}: its Agent class {path!r} cannot be loaded: {type(err).__name__}: {err}"
+        ) from err
+    if not (isinstance(value, type) and issubclass(value, Agent)):
+        raise TaskTypeError(f"service {service!r}: {path!r} is not a subclass of sas.api.Agent")
+    return value
+
+
+def activity_methods(agent: object) -> list[Callable[..., Any]]:
+    """The activity methods of an Agent (its forward actions and undos): bound for an instance."""
+    cls = agent if isinstance(agent, type) else type(agent)
+    found = []
+    for name in sorted(dir(cls)):
+        if activity._Definition.from_callable(getattr(cls, name)) is not None:
+            found.append(getattr(agent, name))
+    return found
+
+
+def _name(fn: Callable[..., Any]) -> str | None:
+    definition = activity._Definition.from_callable(fn)
+    return None if definition is None else definition.name
+
+
+@cache
+def _registered(modules: tuple[str, ...]) -> dict[str, ServiceAgents]:
+    return service_agents(discover(modules))
+
+
+def registered_agents() -> dict[str, ServiceAgents]:
+    """The services of the registered task types (entry points and ``SAS_TASK_TYPES__MODULES``)."""
+    from sas.settings import get_settings
+
+    return _registered(tuple(get_settings().task_types.modules))
+
+
+def forget() -> None:
+    """Forget the services found (``sas.workflows.registry.refresh``)."""
+    _registered.cache_clear()
+
+
+class _Registered(Mapping[str, ServiceAgents]):
+    """``registered_agents()``, read when first looked at."""
+
+    def __getitem__(self, name: str) -> ServiceAgents:
+        return registered_agents()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registered_agents())
+
+    def __len__(self) -> int:
+        return len(registered_agents())
+
+    def __repr__(self) -> str:
+        return f"AGENTS({', '.join(self)})"
+
+
+# Service name -> its Agents, for every service of the registered task types.
+AGENTS: Mapping[str, ServiceAgents] = _Registered()

@@ -392,6 +392,11 @@ class SupervisorSettings(BaseModel):
         gt=0,
         description="A poller Temporal last saw longer ago than this is gone (workers long-poll ~60s).",
     )
+    incident_min_tasks: int = Field(
+        default=5,
+        ge=2,
+        description="Tasks failing for one cause (service, step, error) that make one incident, their alerts folded in.",
+    )
     webhook: WebhookSettings = WebhookSettings()
 
     def shard_workflow_id(self, shard: int) -> str:
@@ -538,6 +543,35 @@ class WorkerSettings(BaseModel):
         return list(dict.fromkeys(value))
 
 
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class TaskTypeSettings(BaseModel):
+    """Where sas finds task types besides the installed packages' ``sas.task_types`` entry points."""
+
+    modules: list[str] = Field(
+        default_factory=list,
+        description="Modules that declare task types, for code that is not installed as a package:"
+        " comma-separated (SAS_TASK_TYPES__MODULES=my_team.trip,my_team.refund) or a JSON list."
+        " Each must be importable (on PYTHONPATH) by every process: worker, Supervisor and sas.",
+    )
+
+    @field_validator("modules", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("modules")
+    @classmethod
+    def _module_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _MODULE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a module name (e.g. my_team.trip)")
+        return list(dict.fromkeys(value))
+
+
 class MetricsSettings(BaseModel):
     """Prometheus endpoints (host:port). Each serves the Temporal SDK's series and sas's own."""
 
@@ -593,6 +627,7 @@ class Settings(BaseSettings):
     callbacks: CallbackSettings = CallbackSettings()
     metrics: MetricsSettings = MetricsSettings()
     worker: WorkerSettings = WorkerSettings()
+    task_types: TaskTypeSettings = TaskTypeSettings()
     otel: OtelSettings = OtelSettings()
     encryption: EncryptionSettings = EncryptionSettings()
     outbound: OutboundPolicy = Field(

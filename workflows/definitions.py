@@ -1,220 +1,38 @@
-"""Task types, declared as data: each step names its Agent, its compensation and its policy.
-
-Beyond a straight line of steps, a definition may hold:
-
-- ``Parallel(a, b)``: a group of steps that start together; the task goes on when all are done;
-- ``Wait(...)``: a step that waits for a time, or for a named signal (an approval) until a
-  deadline, with a declared outcome when the deadline passes;
-- ``when=When(predicate, "why")`` on a step: the step runs only if the predicate, a pure
-  function of the input and the earlier steps' results, is true; otherwise it is Skipped and
-  the mirror records why.
-
-This is the step library; each task type declares its ``TaskDefinition`` in its own module
-(``workflows/preorder.py``) and is registered with one line in ``workflows/registry.py``. A step references its Agents by their declarations in
-``sas/task_models/activity_defs.py`` (``PaymentDefs.charge``), which also declare the model of
-each one's result (``ChargeResult``): that is the step's result, handed to later steps and to
-the step's own undo. A step's ``policy.complete_by_s`` is the Agent activity's start-to-close
-timeout; workers may override it per step name with ``SAS_STEPS__<STEP>__...`` settings.
-"""
+"""The step library, as the Scheduler imports it: the declarations live in
+``sas/task_types/definitions.py`` (below the workflows, so that the worker's Agents can read the
+task types too), and the order example's steps are declared here until it moves out."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from functools import cached_property
-from typing import Any, Literal
-
-from pydantic import BaseModel
-
-from sas.task_models import StepPolicyValues
-from sas.task_models.activity_defs import (
-    AgentRef,
-    InventoryDefs,
-    PaymentDefs,
-    ShippingDefs,
-    activity_name,
-    agent_result,
+from sas.task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs
+from sas.task_types.definitions import (
+    MAX_WAIT,
+    AgentCall,
+    DeadlineOutcome,
+    Parallel,
+    Step,
+    StepContext,
+    StepDefinition,
+    TaskDefinition,
+    Wait,
+    When,
 )
-from sas.task_models.ids import MAX_STEP_NAME
 
-_STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What a condition or a wait's time is computed from: the task's input and the results of
-    the steps done so far (by step name). Both are plain JSON values."""
-
-    input: Mapping[str, Any]
-    results: Mapping[str, Mapping[str, Any]]
-
-
-@dataclass(frozen=True)
-class When:
-    """A step's condition. ``predicate`` must be deterministic: it runs inside the workflow, and
-    again on every replay (no clock, no I/O, no random). ``unless`` says, for the record, why
-    the step is skipped when it is false."""
-
-    predicate: Callable[[StepContext], bool]
-    unless: str
-
-    def __post_init__(self) -> None:
-        if not self.unless.strip() or len(self.unless) > 200:
-            raise ValueError("When(..., unless=...): say in 1-200 characters why the step is skipped")
-
-
-@dataclass(frozen=True)
-class StepDefinition:
-    name: str
-    forward: AgentRef
-    undo: AgentRef | None = None
-    # None: the worker's SAS_DEFAULT_STEP__* settings. SAS_STEPS__<NAME>__* overrides either.
-    policy: StepPolicyValues | None = None
-    when: When | None = None
-
-    # Cached: the Scheduler looks its Agents up by name at every step (TaskDefinition.agents), and
-    # a name is found by reading the activity's definition off its declaration. The steps are
-    # module constants, shared by every run (workflows/definitions.py is passed through).
-    @cached_property
-    def agent(self) -> str:
-        """The forward Agent's activity name, as recorded in the plan and the state store."""
-        return activity_name(self.forward)
-
-    @cached_property
-    def compensation(self) -> str | None:
-        return None if self.undo is None else activity_name(self.undo)
-
-    @property
-    def result(self) -> type[BaseModel] | None:
-        """The model of the step's result: its Agent's (sas/task_models/results.py)."""
-        return agent_result(self.agent)
-
-    def __post_init__(self) -> None:
-        _check_name(self.name)
-
-
-def _check_name(name: str) -> None:
-    # Checked when the worker imports the definitions, so a bad name never reaches a
-    # workflow: the name is part of every idempotency key and a mirror key (sas/task_models/ids.py).
-    if not _STEP_NAME.fullmatch(name):
-        raise ValueError(f"step name {name!r}: use 1-{MAX_STEP_NAME} characters from a-z 0-9 _, starting with a letter")
-
-
-# What a wait step's deadline does: undo the task, or go on as if the wait had ended well.
-DeadlineOutcome = Literal["compensate", "continue"]
-MAX_WAIT = timedelta(days=366)
-
-
-@dataclass(frozen=True)
-class Wait:
-    """A step that waits, with no Agent and nothing to undo.
-
-    - ``Wait("approval", signal="approve", deadline=timedelta(days=2))``: waits for the signal
-      ``approve`` (or the update ``request_approve``) with an ``Approval`` (who, approved or
-      not, why). Approved: the task goes on. Rejected: the task is undone. No answer by the
-      deadline: ``on_deadline`` (``compensate``, the default, or ``continue``).
-    - ``Wait("cool_off", delay=timedelta(hours=1))`` or ``Wait("ship_day", until=lambda ctx: ...)``:
-      waits until a time (``until`` gives an aware datetime from the input and results).
-
-    While it waits the step is Waiting: the Supervisor leaves it alone, and ``sas status``,
-    ``sas show`` and the UI say what it waits for and until when.
-    """
-
-    name: str
-    signal: str | None = None
-    deadline: timedelta | None = None
-    on_deadline: DeadlineOutcome = "compensate"
-    delay: timedelta | None = None
-    until: Callable[[StepContext], datetime] | None = None
-    when: When | None = None
-
-    def __post_init__(self) -> None:
-        _check_name(self.name)
-        if (self.signal is None) == (self.delay is None and self.until is None):
-            raise ValueError(f"wait step {self.name}: give a signal (with a deadline), or a delay or an until")
-        if self.signal is not None:
-            if not _STEP_NAME.fullmatch(self.signal):
-                raise ValueError(f"wait step {self.name}: signal {self.signal!r}: use a-z 0-9 _")
-            if self.deadline is None or not timedelta(0) < self.deadline <= MAX_WAIT:
-                raise ValueError(f"wait step {self.name}: a signal wait needs a deadline of at most 366 days")
-        if self.delay is not None and not timedelta(0) <= self.delay <= MAX_WAIT:
-            raise ValueError(f"wait step {self.name}: a delay of 0 to 366 days")
-
-    @property
-    def agent(self) -> str:
-        """What the plan and the mirror record in place of an Agent's name."""
-        return f"wait.{self.signal or 'time'}"
-
-    @property
-    def compensation(self) -> None:
-        return None
-
-
-@dataclass(frozen=True, init=False)
-class Parallel:
-    """Steps that start together. The task goes on when all are done. When one of them fails
-    for good (the task is to be undone), those still running are cancelled: their calls may
-    have had an effect, so they are undone with the others (every undo is safe to run when
-    nothing was done). The Supervisor's ladder and an operator's retry apply to each on its own."""
-
-    steps: tuple[StepDefinition | Wait, ...]
-
-    def __init__(self, *steps: StepDefinition | Wait) -> None:
-        if len(steps) < 2:
-            raise ValueError("Parallel(...) needs at least two steps")
-        object.__setattr__(self, "steps", steps)
-
-
-Step = StepDefinition | Wait
-
-
-@dataclass(frozen=True)
-class TaskDefinition:
-    task_type: str
-    input_model: type[BaseModel]
-    stages: tuple[Step | Parallel, ...]
-    _flat: tuple[tuple[Step, int], ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        flat = tuple(
-            (step, stage)
-            for stage, item in enumerate(self.stages)
-            for step in (item.steps if isinstance(item, Parallel) else (item,))
-        )
-        names = [s.name for s, _ in flat]
-        if not names or len(set(names)) != len(names):
-            raise ValueError(f"task type {self.task_type}: give one or more steps, each with its own name")
-        object.__setattr__(self, "_flat", flat)
-
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        """Every step, in declaration order (a parallel group's steps one after the other)."""
-        return tuple(s for s, _ in self._flat)
-
-    def stage_of(self, name: str) -> int | None:
-        """The stage of a step in a parallel group: the position of the group's first step.
-        None for a step that is a stage of its own (so the plans of straight-line tasks are
-        what they always were)."""
-        for step, stage in self._flat:
-            if step.name == name:
-                if not isinstance(self.stages[stage], Parallel):
-                    return None
-                return next(i for i, (_, other) in enumerate(self._flat) if other == stage)
-        raise KeyError(name)
-
-    def step(self, name: str) -> Step:
-        return next(s for s in self.steps if s.name == name)
-
-    def agents(self) -> dict[str, AgentRef]:
-        """Every Agent of the task type by activity name: the Scheduler finds a step's typed
-        reference here from the name its accepted plan recorded."""
-        agents = [s for s in self.steps if isinstance(s, StepDefinition)]
-        refs = [(s.agent, s.forward) for s in agents]
-        refs += [(s.compensation, s.undo) for s in agents if s.compensation is not None and s.undo is not None]
-        return dict(refs)
-
+__all__ = [
+    "CHARGE",
+    "MAX_WAIT",
+    "RESERVE",
+    "SHIP",
+    "AgentCall",
+    "DeadlineOutcome",
+    "Parallel",
+    "Step",
+    "StepContext",
+    "StepDefinition",
+    "TaskDefinition",
+    "Wait",
+    "When",
+]
 
 RESERVE = StepDefinition("reserve", forward=InventoryDefs.reserve, undo=InventoryDefs.release)
 CHARGE = StepDefinition("charge", forward=PaymentDefs.charge, undo=PaymentDefs.refund)

@@ -1,66 +1,52 @@
-"""Every task type sas runs, in one place.
+"""Every task type this process runs, found where a team registers its own.
 
-A task type is one module under ``workflows/`` - its ``TaskDefinition`` (the steps, from the
-step library in ``workflows/definitions.py``) and its five-line ``TaskScheduler`` workflow
-class - plus one line in ``TASK_TYPE_MODULES`` below. The worker registers the workflows, and
-``sas submit``, ``sas schedule``, the bulk actions and the UI summaries find the type, from
-here.
+A task type is a ``TaskDefinition`` and its ``TaskScheduler`` workflow class
+(``sas.api.task_workflow``) in a module that an installed package names in the
+``sas.task_types`` entry point group, or that ``SAS_TASK_TYPES__MODULES`` names
+(``sas/task_types/discovery.py``). The worker registers their workflows and Agents from here,
+and ``sas submit``, ``sas types``, Schedules, the bulk actions, the UI summaries and the
+Supervisor find them here. Nothing is cached but per list of modules, so the setting is read
+each time and a registration is never missed for having asked too early.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from functools import cache
+from sas.task_types.discovery import Catalog, FoundType, TaskTypeError, discover
 
-from temporalio import workflow
+# A registered task type: its definition, its workflow class, its module and workflow type name.
+TaskType = FoundType
 
-from sas.workflows.definitions import TaskDefinition
-
-# task type -> the module that declares it. A new task type: its module, and one line here.
-TASK_TYPE_MODULES = {
-    "order": "sas.workflows.order",
-    "preorder": "sas.workflows.preorder",
-}
+__all__ = ["TaskType", "TaskTypeError", "by_workflow_name", "catalog", "refresh", "task_types"]
 
 
-@dataclass(frozen=True)
-class TaskType:
-    definition: TaskDefinition
-    workflow: type  # the @workflow.defn class, a TaskScheduler
-
-    @property
-    def workflow_name(self) -> str:
-        """The workflow type name Temporal knows it by."""
-        defn = workflow._Definition.must_from_class(self.workflow)
-        assert defn.name is not None  # a task type's workflow is never dynamic
-        return defn.name
-
-
-@cache
-def task_types() -> dict[str, TaskType]:
-    """The registered task types, by name (their modules imported on first use)."""
+def catalog() -> Catalog:
+    """The task types of the installed packages' entry points and of ``SAS_TASK_TYPES__MODULES``,
+    with the services and Agents they use; TaskTypeError (one line) if a registration is wrong."""
+    from sas.settings import get_settings
     from sas.workflows.scheduler import TaskScheduler
 
-    found: dict[str, TaskType] = {}
-    for name, module_name in TASK_TYPE_MODULES.items():
-        module = importlib.import_module(module_name)
-        classes = [
-            value
-            for value in vars(module).values()
-            if isinstance(value, type)
-            and issubclass(value, TaskScheduler)
-            and value is not TaskScheduler
-            and value.__module__ == module.__name__
-        ]
-        if len(classes) != 1:
-            raise TypeError(f"{module_name} must declare exactly one TaskScheduler workflow, found {len(classes)}")
-        definition = classes[0].definition
-        if definition.task_type != name:
-            raise TypeError(f"{module_name} declares task type {definition.task_type!r}, registered as {name!r}")
-        found[name] = TaskType(definition, classes[0])
+    found = discover(tuple(get_settings().task_types.modules))
+    for task_type in found.types.values():
+        if not issubclass(task_type.workflow, TaskScheduler):
+            raise TaskTypeError(
+                f"{task_type.module}: the workflow of task type {task_type.name!r} is not a TaskScheduler"
+                " (make it with sas.api.task_workflow)"
+            )
     return found
 
 
+def task_types() -> dict[str, TaskType]:
+    """The registered task types, by name."""
+    return catalog().types
+
+
 def by_workflow_name(name: str) -> TaskType | None:
-    return next((t for t in task_types().values() if t.workflow_name == name), None)
+    return catalog().by_workflow_name(name)
+
+
+def refresh() -> None:
+    """Forget what was found: entry points installed since are read again (tests)."""
+    from sas.activities.services import forget
+
+    discover.cache_clear()
+    forget()

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from temporalio.converter._extstore import StorageDriverStoreContext
     from temporalio.worker._command_aware_visitor import CommandInfo
 
-PASSED_THROUGH = ("sas.task_models", "sas.supervisor.models")
+PASSED_THROUGH = ("sas.task_models", "sas.task_types", "sas.api", "sas.supervisor.models")
 
 # Source string -> code object. The SDK passes a handful of fixed strings (one per kind of entry,
 # and one import line per workflow class), so this stays as small as the set of workflow classes.

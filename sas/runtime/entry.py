@@ -66,8 +66,10 @@ def run_entry(main: Callable[[], Coroutine[Any, Any, None]], debug: bool = False
         code = 1
     except Exception as err:
         from sas.state_store.migrate import ForeignDatabase
+        from sas.task_types.discovery import TaskTypeError
 
-        if not isinstance(err, ForeignDatabase):
+        # A task type registered wrongly: its one line names the module and the problem.
+        if not isinstance(err, ForeignDatabase | TaskTypeError):
             raise
         print(f"sas: {for_terminal(err)}", file=sys.stderr)
         code = 2

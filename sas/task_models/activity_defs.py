@@ -58,8 +58,16 @@ def implements(ref: Callable[..., Any]) -> Callable[[F], F]:
 
 def agent_defn(name: str, result: type[BaseModel]) -> Callable[[F], F]:
     """Declare an Agent: its activity name and the model of the result its service answers with."""
-    _RESULTS[name] = result
+    register_result(name, result)
     return activity.defn(name=name)
+
+
+def register_result(name: str, result: type[BaseModel]) -> None:
+    """Record the result model of the Agent ``name`` (an ``agent_defn``, or a step's ``HttpCall``).
+
+    A task type's module is imported again inside the workflow sandbox for each run, declaring
+    its models again: the newest declaration is kept (they are the same model)."""
+    _RESULTS[name] = result
 
 
 def agent_result(name: str) -> type[BaseModel] | None:

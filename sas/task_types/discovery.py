@@ -1,0 +1,316 @@
+"""Finding the task types: the modules that installed packages name in the ``sas.task_types``
+entry point group, and those the ``SAS_TASK_TYPES__MODULES`` setting names.
+
+A team's package names its module in its ``pyproject.toml``::
+
+    [project.entry-points."sas.task_types"]
+    trip = "sas_trip.workflows"
+
+In each such module, every ``@workflow.defn`` class with a ``definition`` (a ``TaskDefinition``)
+is a task type. The module is imported once per process, and again inside the workflow sandbox
+for each run: it must be safe to import there (no I/O, nothing heavy at import; its Agents'
+code lives in another module, named by ``Service(agent=...)``).
+
+What cannot work stops the worker, and every command that needs the types, with one line that
+names the module and the problem (:class:`TaskTypeError`): a module that fails to import or
+declares no task type, two task types (or workflow types) of one name, a task type named like a
+service, one Agent name declared as two different calls, an undo on another service than its
+step, or a body field taken from where it cannot come.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+from temporalio import workflow
+
+from sas.task_models.activity_defs import agent_result
+from sas.task_models.queues import service_of
+from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition, Wait
+from sas.task_types.services import Forward, ForwardKey, HttpCall, Input, Result, Service, service_of_ref
+
+ENTRY_POINT_GROUP = "sas.task_types"
+
+
+class TaskTypeError(Exception):
+    """A task type registration that cannot work. Its message is one line that names the
+    module and the problem; the worker and the ``sas`` command stop with it."""
+
+
+@dataclass(frozen=True)
+class ModuleSource:
+    """Where sas heard of a task type module: an entry point or the setting."""
+
+    module: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class FoundType:
+    """A registered task type: its definition, its workflow class and the module declaring them."""
+
+    definition: TaskDefinition
+    workflow: type
+    module: str
+
+    @property
+    def name(self) -> str:
+        return self.definition.task_type
+
+    @property
+    def workflow_name(self) -> str:
+        """The workflow type name Temporal knows it by."""
+        defn = workflow._Definition.must_from_class(self.workflow)
+        assert defn.name is not None  # a task type's workflow is never dynamic
+        return defn.name
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every registered task type, the services their steps call and their Agents.
+
+    Attributes:
+        types: Task type name -> the type.
+        services: Service name -> its declaration (a bare ``Service(name)`` for one reached only
+            through plain ``agent_defn`` declarations).
+        agents: Activity name -> its declaration (an ``HttpCall`` or a hand-written Agent's).
+        sources: The modules searched, and where each was named.
+    """
+
+    types: dict[str, FoundType]
+    services: dict[str, Service]
+    agents: dict[str, AgentCall]
+    sources: tuple[ModuleSource, ...]
+
+    def by_workflow_name(self, name: str) -> FoundType | None:
+        return next((t for t in self.types.values() if t.workflow_name == name), None)
+
+    def http_calls(self, service: str) -> list[HttpCall]:
+        """The service's calls declared as data, each once."""
+        return [a for a in self.agents.values() if isinstance(a, HttpCall) and a.service.name == service]
+
+    def hand_written(self, service: str) -> list[str]:
+        """The activity names of the service's hand-written Agents."""
+        return [n for n, a in self.agents.items() if not isinstance(a, HttpCall) and service_of(n) == service]
+
+
+def module_sources(modules: Sequence[str] = ()) -> list[ModuleSource]:
+    """The task type modules: the entry points' first, then the setting's, each once."""
+    found: dict[str, ModuleSource] = {}
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: (p.value, p.name)):
+        dist = point.dist
+        where = f"entry point {point.name!r}" + (f" of {dist.name} {dist.version}" if dist is not None else "")
+        module = point.value.partition(":")[0].strip()
+        found.setdefault(module, ModuleSource(module, where))
+    for module in modules:
+        found.setdefault(module, ModuleSource(module, "SAS_TASK_TYPES__MODULES"))
+    return list(found.values())
+
+
+@functools.cache
+def discover(modules: tuple[str, ...] = ()) -> Catalog:
+    """Import every task type module (``module_sources``) and check what they declare.
+
+    Args:
+        modules: Module names from ``SAS_TASK_TYPES__MODULES``, beside the entry points.
+
+    Raises:
+        TaskTypeError: one line naming the module and what is wrong with it.
+    """
+    sources = tuple(module_sources(modules))
+    types: dict[str, FoundType] = {}
+    workflow_names: dict[str, FoundType] = {}
+    for source in sources:
+        for found in _types_in(source, _import(source)):
+            earlier = types.get(found.name)
+            if earlier is not None and earlier.workflow is not found.workflow:
+                raise TaskTypeError(
+                    f"task type {found.name!r} is declared twice: by {earlier.module} and by {found.module}"
+                    f" ({source.origin}); rename one"
+                )
+            other = workflow_names.get(found.workflow_name)
+            if other is not None and other.workflow is not found.workflow:
+                raise TaskTypeError(
+                    f"{found.module}: workflow type {found.workflow_name!r} of task type {found.name!r} is already"
+                    f" task type {other.name!r}'s ({other.module}); give it its own name"
+                )
+            types[found.name] = workflow_names[found.workflow_name] = found
+    agents, services = _agents(types.values())
+    for found in types.values():
+        if found.name in services:
+            raise TaskTypeError(
+                f"{found.module}: task type {found.name!r} has the name of a service its Agents call"
+                f" (SAS_SERVICES__{found.name.upper()}__*, queue *.{found.name}); rename the task type"
+            )
+        if found.workflow_name in agents:
+            raise TaskTypeError(
+                f"{found.module}: workflow type {found.workflow_name!r} has the name of an Agent; rename the workflow"
+            )
+    return Catalog(types, services, agents, sources)
+
+
+def _import(source: ModuleSource) -> ModuleType:
+    try:
+        return importlib.import_module(source.module)
+    except Exception as err:  # whatever a module raises, the line names it
+        raise TaskTypeError(
+            f"task type module {source.module!r} ({source.origin}) cannot be imported: {type(err).__name__}: {err}"
+        ) from err
+
+
+def _types_in(source: ModuleSource, module: ModuleType) -> list[FoundType]:
+    found = []
+    for value in list(vars(module).values()):
+        if not isinstance(value, type) or value.__module__ != module.__name__:
+            continue
+        cls: type = value
+        definition = getattr(value, "definition", None)
+        if not isinstance(definition, TaskDefinition) or workflow._Definition.from_class(value) is None:
+            continue
+        if getattr(module, value.__name__, None) is not value:
+            # The sandbox imports a workflow class by its own name from its module.
+            raise TaskTypeError(
+                f"{module.__name__}: the workflow class of task type {definition.task_type!r} is named"
+                f" {value.__name__!r} but not bound to that name in its module; the workflow sandbox"
+                f" imports it by that name (write `{value.__name__} = task_workflow(...)`)"
+            )
+        _check_definition(module.__name__, definition)
+        found.append(FoundType(definition, cls, module.__name__))
+    if not found:
+        raise TaskTypeError(
+            f"task type module {source.module!r} ({source.origin}) declares no task type: no @workflow.defn"
+            " class with a TaskDefinition as its `definition` (see sas.api.task_workflow)"
+        )
+    return found
+
+
+def _check_definition(module: str, definition: TaskDefinition) -> None:
+    """Every call of a step on one service, and every body field from where it can come."""
+    where = f"{module}: task type {definition.task_type!r}"
+    earlier: set[str] = set()
+    stage_of = {s.name: definition.stage_of(s.name) for s in definition.steps}
+    position = {s.name: i for i, s in enumerate(definition.steps)}
+    for step in definition.steps:
+        if isinstance(step, Wait):
+            continue
+        forward_service = service_of(step.agent)
+        if step.undo is not None and step.compensation is not None and service_of(step.compensation) != forward_service:
+            raise TaskTypeError(
+                f"{where}: step {step.name!r} is undone on service {service_of(step.compensation)!r} but runs on"
+                f" {forward_service!r}; an undo runs on its step's service queue, so declare it on {forward_service!r}"
+            )
+        if isinstance(step.forward, HttpCall):
+            for key, value in step.forward.body.items():
+                if isinstance(value, Forward | ForwardKey):
+                    raise TaskTypeError(
+                        f"{where}: step {step.name!r}, body[{key!r}]: {type(value).__name__} is for an undo only"
+                    )
+                if isinstance(value, Result) and value.step not in _before(step, definition, stage_of, position):
+                    raise TaskTypeError(
+                        f"{where}: step {step.name!r}, body[{key!r}]: Result({value.step!r}, ...) must name a step"
+                        " that finishes before this one starts"
+                    )
+                _check_input(where, step.name, key, value, definition)
+        if isinstance(step.undo, HttpCall):
+            forward_result = agent_result(step.agent)
+            for key, value in step.undo.body.items():
+                if isinstance(value, Result):
+                    raise TaskTypeError(
+                        f"{where}: the undo of {step.name!r}, body[{key!r}]: an undo gets its own step's result"
+                        f" through Forward({value.field!r}), not Result"
+                    )
+                if (
+                    isinstance(value, Forward)
+                    and forward_result is not None
+                    and value.field not in forward_result.model_fields
+                ):
+                    raise TaskTypeError(
+                        f"{where}: the undo of {step.name!r}, body[{key!r}]: Forward({value.field!r}) is not a field"
+                        f" of {forward_result.__name__}"
+                    )
+                _check_input(where, step.name, key, value, definition)
+        earlier.add(step.name)
+
+
+def _before(
+    step: StepDefinition, definition: TaskDefinition, stage_of: dict[str, int | None], position: dict[str, int]
+) -> set[str]:
+    """The steps finished before ``step`` starts: those of the stages before its own."""
+
+    def stage(name: str) -> int:
+        own = stage_of[name]
+        return position[name] if own is None else own
+
+    mine = stage(step.name)
+    return {s.name for s in definition.steps if stage(s.name) < mine and s.name != step.name}
+
+
+def _check_input(where: str, step: str, key: str, value: object, definition: TaskDefinition) -> None:
+    if not isinstance(value, Input):
+        return
+    first = value.path.split(".")[0]
+    if first not in definition.input_model.model_fields:
+        raise TaskTypeError(
+            f"{where}: step {step!r}, body[{key!r}]: Input({value.path!r}) is not a field of"
+            f" {definition.input_model.__name__}"
+        )
+
+
+def _agents(types: Iterable[FoundType]) -> tuple[dict[str, AgentCall], dict[str, Service]]:
+    """Every Agent by activity name, and every service by name; the same name declared as two
+    different calls is refused."""
+    agents: dict[str, AgentCall] = {}
+    owners: dict[str, str] = {}
+    services: dict[str, Service] = {}
+    for found in types:
+        for step in found.definition.steps:
+            if not isinstance(step, StepDefinition):
+                continue
+            for call, name in ((step.forward, step.agent), (step.undo, step.compensation)):
+                if call is None or name is None:
+                    continue
+                known = agents.get(name)
+                if known is not None and not _same(known, call):
+                    raise TaskTypeError(
+                        f"{found.module}: Agent {name!r} of task type {found.name!r} is declared differently by"
+                        f" {owners[name]}; give one of them another action name"
+                    )
+                agents.setdefault(name, call)
+                owners.setdefault(name, f"task type {found.name!r} ({found.module})")
+                service = call.service if isinstance(call, HttpCall) else service_of_ref(call)
+                service = service or Service(service_of(name))
+                _add_service(services, service, found)
+    return agents, services
+
+
+def _add_service(services: dict[str, Service], service: Service, found: FoundType) -> None:
+    known = services.get(service.name)
+    if known is None or known == service:
+        services[service.name] = service
+        return
+    # A bare declaration (reached through a plain agent_defn) gives way to a full one.
+    if known == Service(known.name):
+        services[service.name] = service
+    elif service != Service(service.name):
+        raise TaskTypeError(
+            f"{found.module}: service {service.name!r} of task type {found.name!r} is declared twice, differently"
+            f" ({known!r} and {service!r}); declare it once and import it"
+        )
+
+
+def _same(a: AgentCall, b: AgentCall) -> bool:
+    if isinstance(a, HttpCall) and isinstance(b, HttpCall):
+        return a.signature() == b.signature()
+    if isinstance(a, HttpCall) or isinstance(b, HttpCall):
+        return False
+    return a is b or _qualified(a) == _qualified(b)
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"

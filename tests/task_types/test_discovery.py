@@ -1,0 +1,142 @@
+"""A team's task types are found without an edit to sas (a module named by the setting here;
+an entry point in tests/examples), and what cannot work is refused with one line naming the
+module and the problem."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sas import workflows
+from sas.activities import by_service
+from sas.activities.services import AGENTS
+from sas.task_types.discovery import TaskTypeError
+from sas.task_types.services import HttpCall
+from sas.workflows import registry
+from sas.workflows.summaries import task_details, task_summary
+from tests.task_types.conftest import Register, trip_module
+
+
+def test_a_module_named_by_the_setting_is_a_task_type_everywhere(register: Register) -> None:
+    (module,) = register(trip_module())
+    trip = registry.task_types()["trip"]
+    assert trip.module == module and trip.workflow_name == "TripWorkflow"
+    assert trip.workflow in workflows.ALL_WORKFLOWS  # what the worker registers
+    assert registry.by_workflow_name("TripWorkflow") is trip
+    # Its services and their calls declared as data: what the worker builds Agents for.
+    assert {"flights", "hotels"} <= set(AGENTS)
+    assert [c.name for c in AGENTS["flights"].calls] == ["flights.book", "flights.cancel"]
+    assert [c.name for c in AGENTS["hotels"].calls] == ["hotels.book", "hotels.cancel", "hotels.note"]
+    assert all(isinstance(c, HttpCall) for c in AGENTS["hotels"].calls)
+    # The UI's summaries read its definition.
+    assert task_summary(trip.definition, "t-1", {"traveller": "Ada"}).endswith("(flight ‖ hotel) → note")
+    assert "`flights.book`, undone by `flights.cancel`" in task_details(trip.definition, "t-1", {})
+
+
+def test_the_order_example_and_a_team_type_live_side_by_side(register: Register) -> None:
+    register(trip_module())
+    assert {"order", "preorder", "trip"} <= set(registry.task_types())
+    grouped = by_service([])
+    assert {"inventory", "payment", "shipping", "flights", "hotels"} <= set(grouped)
+
+
+def test_the_workflow_class_has_the_name_the_sandbox_imports_it_by(register: Register) -> None:
+    register(trip_module(workflow="TripWorkflow").replace("TripWorkflow = task_workflow", "Trip = task_workflow"))
+    with pytest.raises(TaskTypeError, match="named 'TripWorkflow' but not bound to that name"):
+        registry.task_types()
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            lambda m: m.replace("from sas.api import", "import no_such_package\nfrom sas.api import"),
+            "cannot be imported: ModuleNotFoundError",
+        ),
+        (lambda m: "X = 1\n", "declares no task type"),
+        (
+            lambda m: m.replace('Result("flight", "booking_id")', 'Result("note", "booking_id")'),
+            "must name a step that finishes before",
+        ),
+        (lambda m: m.replace('Input("nights")', 'Input("nigths")'), "Input('nigths') is not a field of TripInput"),
+        (
+            lambda m: m.replace('"key": ForwardKey()', '"key": ForwardKey(), "x": Result("flight", "booking_id")'),
+            "an undo gets its own step's result",
+        ),
+        (lambda m: m.replace('"trip": TaskId()', '"trip": Forward("booking_id")'), "Forward is for an undo only"),
+        (
+            lambda m: m.replace('Forward("booking_id"), "key"', 'Forward("bookingid"), "key"'),
+            "Forward('bookingid') is not a field of Booked",
+        ),
+        (
+            lambda m: m.replace('undo=HOTELS.post("/hotels/cancel"', 'undo=FLIGHTS.post("/hotels/cancel"'),
+            "undone on service 'flights' but runs on 'hotels'",
+        ),
+    ],
+    ids=[
+        "import fails",
+        "no task type",
+        "later result",
+        "unknown input",
+        "result in undo",
+        "forward in forward",
+        "unknown forward field",
+        "undo elsewhere",
+    ],
+)
+def test_a_registration_that_cannot_work_is_one_line_naming_the_module(
+    register: Register, change, problem: str
+) -> None:  # type: ignore[no-untyped-def]
+    (module,) = register(change(trip_module()))
+    with pytest.raises(TaskTypeError, match=re.escape(problem)) as refused:
+        registry.task_types()
+    line = str(refused.value)
+    assert module in line and "\n" not in line
+
+
+def test_two_task_types_of_one_name_are_refused(register: Register) -> None:
+    first, second = register(trip_module(), trip_module(workflow="OtherTripWorkflow"))
+    with pytest.raises(TaskTypeError, match=f"task type 'trip' is declared twice: by {first} and by {second}"):
+        registry.task_types()
+
+
+def test_two_workflow_types_of_one_name_are_refused(register: Register) -> None:
+    register(trip_module(), trip_module(task_type="tour"))
+    with pytest.raises(
+        TaskTypeError, match="workflow type 'TripWorkflow' of task type 'tour' is already task type 'trip'"
+    ):
+        registry.task_types()
+
+
+def test_a_task_type_named_like_a_service_is_refused(register: Register) -> None:
+    (module,) = register(trip_module(task_type="hotels"))
+    with pytest.raises(TaskTypeError, match=f"{module}: task type 'hotels' has the name of a service"):
+        registry.task_types()
+
+
+def test_one_agent_name_declared_as_two_calls_is_refused(register: Register) -> None:
+    tour = trip_module(task_type="tour", workflow="TourWorkflow").replace('"/flights/book"', '"/flights/v2/book"')
+    register(trip_module(), tour)
+    with pytest.raises(
+        TaskTypeError, match=re.escape("Agent 'flights.book' of task type 'tour' is declared differently by task type")
+    ):
+        registry.task_types()
+
+
+def test_a_service_with_a_missing_agent_class_is_refused(register: Register) -> None:
+    hand_written = trip_module(
+        extra=(
+            'PAY = Service("pay", agent="no_such_module:PayAgent")\n'
+            "class PayDefs:\n"
+            '    @PAY.agent_defn("charge", Booked)\n'
+            "    async def charge(self, call): raise NotImplementedError\n"
+            'NOTE = StepDefinition("note", forward=PayDefs.charge)\n'
+        )
+    )
+    register(hand_written)
+    registry.task_types()  # the task type itself is fine: its Agents are the worker's business
+    with pytest.raises(
+        TaskTypeError, match="service 'pay': its Agent class 'no_such_module:PayAgent' cannot be loaded"
+    ):
+        dict(AGENTS)

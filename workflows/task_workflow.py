@@ -1,0 +1,66 @@
+"""A task type's workflow class without the boilerplate: ``TripWorkflow = task_workflow(TRIP)``.
+
+The class it makes is the five lines a task type would otherwise write - a ``TaskScheduler``
+with the definition, and a ``@workflow.run`` that takes the raw input - made at the module
+level of the module that calls it, under the name it is bound to. Temporal's sandbox imports a
+workflow class by its module and name for every run, so the variable must have the class's
+name (the discovery checks it).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RawValue
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import TaskResult
+    from sas.task_types.definitions import TaskDefinition
+    from sas.workflows.scheduler import TaskScheduler
+
+
+def task_workflow(
+    definition: TaskDefinition, name: str | None = None, *, module: str | None = None
+) -> type[TaskScheduler]:
+    """The Scheduler workflow class of a task type.
+
+    Args:
+        definition: The task type.
+        name: The workflow type name Temporal knows it by, and the class's name: bind the class
+            to a module variable of that name. Default: the task type in CamelCase plus
+            ``Workflow`` (``approved_trip`` -> ``ApprovedTripWorkflow``). Never change it once
+            tasks have run: running workflows and their histories are found by it.
+        module: The module it belongs to; default: the caller's.
+
+    Returns:
+        A ``@workflow.defn`` class: register it by naming its module in the ``sas.task_types``
+        entry point group, or give it to a test worker.
+
+    Example::
+
+        TRIP = TaskDefinition("trip", TripInput, (Parallel(FLIGHT, HOTEL), CHARGE))
+        TripWorkflow = task_workflow(TRIP)
+    """
+    class_name = name or "".join(part.capitalize() for part in definition.task_type.split("_")) + "Workflow"
+    if not class_name.isidentifier():
+        raise ValueError(f"task_workflow(name={class_name!r}): the name must be a Python identifier")
+    owner = module or sys._getframe(1).f_globals["__name__"]
+
+    async def run(self: TaskScheduler, raw: RawValue) -> TaskResult:
+        # The raw payload: input that fails to decode or validate fails the task at once, with
+        # InvalidInput, instead of a workflow task retried for ever (workflows/inputs.py).
+        return await self.execute(raw)
+
+    run.__module__ = owner
+    run.__qualname__ = f"{class_name}.run"
+    namespace: dict[str, Any] = {
+        "definition": definition,
+        "run": workflow.run(run),
+        "__module__": owner,
+        "__qualname__": class_name,
+        "__doc__": f"The Scheduler of task type {definition.task_type!r} (made by sas.api.task_workflow).",
+    }
+    made: type[TaskScheduler] = type(class_name, (TaskScheduler,), namespace)
+    return workflow.defn(name=class_name)(made)
