@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
     app.command()(resubmit)
     app.command()(compensate)
     app.command()(park)
+    app.command()(approve)
+    app.command()(reject)
 
 
 def _follow_hint(task_id: str, said: str) -> None:
@@ -63,11 +65,12 @@ def retry(
     dry_run: bool = bulk.DRY_RUN,
     yes: bool = bulk.YES,
     as_json: bool = bulk.JSON,
+    incident: int | None = bulk_selection.INCIDENT,
 ) -> None:
     """Ask a task (or a selection) to re-run the step that waits for a decision (or was parked by `sas park`)."""
     from sas.cli import audit, park, tasks
 
-    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json)
+    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json, incident)
     if task_id is None:
         raise typer.Exit(bulk.run("retry", flags, by=by, reason=reason))
     bulk.refuse_selection_with_id(flags, step_is_single=True)
@@ -95,11 +98,12 @@ def resubmit(
     dry_run: bool = bulk.DRY_RUN,
     yes: bool = bulk.YES,
     as_json: bool = bulk.JSON,
+    incident: int | None = bulk_selection.INCIDENT,
 ) -> None:
     """Run a task (or a selection) again: a parked one with FailureCount 0, a finished one as a new incarnation."""
     from sas.cli import audit, tasks
 
-    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json)
+    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json, incident)
     if task_id is None:
         raise typer.Exit(bulk.run("resubmit", flags, by=by, reason=reason))
     bulk.refuse_selection_with_id(flags)
@@ -145,9 +149,10 @@ def compensate(
     dry_run: bool = bulk.DRY_RUN,
     yes: bool = bulk.YES,
     as_json: bool = bulk.JSON,
+    incident: int | None = bulk_selection.INCIDENT,
 ) -> None:
     """Ask a task (or a selection) to undo its completed steps, in reverse order."""
-    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json)
+    flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json, incident)
     if task_id is None:
         raise typer.Exit(bulk.run("compensate", flags, by=by, reason=reason))
     bulk.refuse_selection_with_id(flags)
@@ -170,3 +175,59 @@ def park(
     )
     console.print(f"{shown(task_id)}: {shown(message)}; to resume it:")
     command_line(f"  sas retry {task_id}")
+
+
+WAIT_STEP = typer.Option(None, help="The wait step (default: the one waiting).")
+
+
+def approve(
+    task_id: str = typer.Argument(..., help="Task id."),
+    step: str | None = WAIT_STEP,
+    by: str | None = BY,
+    reason: str = REASON,
+) -> None:
+    """Approve a task's step that waits for an approval: the task goes on."""
+    _answer_wait(task_id, step, approved=True, by=by, reason=reason)
+
+
+def reject(
+    task_id: str = typer.Argument(..., help="Task id."),
+    step: str | None = WAIT_STEP,
+    by: str | None = BY,
+    reason: str = REASON,
+) -> None:
+    """Reject a task's step that waits for an approval: the task is undone."""
+    _answer_wait(task_id, step, approved=False, by=by, reason=reason)
+
+
+def _answer_wait(task_id: str, step: str | None, *, approved: bool, by: str | None, reason: str) -> None:
+    """Send the wait step's own update (``request_<signal>``: workflows/shell/waits.py) with who,
+    whether and why; the workflow's validator refuses what does not apply, and says why."""
+    from sas.cli import audit, tasks
+
+    tasks.check_task_id(task_id)
+
+    async def go() -> Any:
+        from pydantic import ValidationError
+
+        from sas.task_models import Approval, StepState, TaskStatus
+
+        try:
+            approval = Approval(step=step, approved=approved, by=audit.actor(by), reason=reason)
+        except ValidationError as err:
+            raise CliError("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in err.errors())) from None
+        client = await context.client()
+        status: TaskStatus = await client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
+        waiting = [s for s in status.steps if s.state == StepState.WAITING and s.waits_for and s.name in (step, s.name)]
+        waiting = [s for s in waiting if step is None or s.name == step]
+        if not waiting:
+            raise CliError(f"{task_id}: no step waits for an approval", f"see `sas status {task_id}`")
+        if len(waiting) > 1:
+            names = ", ".join(s.name for s in waiting)
+            raise CliError(
+                f"{task_id}: steps {names} wait for an approval: name one", f"sas approve {task_id} --step NAME"
+            )
+        return await tasks.update(client, task_id, f"request_{waiting[0].waits_for}", approval)
+
+    answer = context.run(go)
+    _follow_hint(task_id, answer.message)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -228,7 +228,7 @@ async def newest_run(client: Client, task_id: str) -> tuple[str | None, str | No
 
 
 async def update(
-    client: Client, task_id: str, name: str, request: OperatorRequest, workflow_id: str | None = None
+    client: Client, task_id: str, name: str, request: BaseModel, workflow_id: str | None = None
 ) -> OperatorAnswer:
     """Send an operator update to the task's Scheduler, or to ``workflow_id`` (the workflow that
     answers for the task: ``answering.py``); a rejection comes back as a CliError saying why."""

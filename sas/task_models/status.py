@@ -32,6 +32,9 @@ class StepStatus(BaseModel):
         default=None, description="Why the step was Skipped, or what a Waiting step waits for and until when."
     )
     wait_until: datetime | None = Field(default=None, description="A Waiting step's deadline (UTC).")
+    waits_for: str | None = Field(
+        default=None, description="The signal a Waiting step waits for (its update is request_<signal>); None: a time."
+    )
 
 
 class TaskStatus(BaseModel):

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sas.task_models import TaskState
+from tests.cli.test_cli import sas
 from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
 from tests.helpers import fresh_id, wait_until
 from tests.stack import order
@@ -85,9 +86,15 @@ async def test_an_approved_order_goes_on_and_an_unanswered_one_is_undone(make_ri
     assert waiting.note is not None and "waits for 'approve' until" in waiting.note and waiting.complete_by is not None
     assert await rig.decisions(approved) == [] and await rig.alerts(approved) == []  # waiting is not stuck
 
-    await handle.execute_update("request_approve", {"by": "grace", "reason": "known customer"})
+    said = await sas(rig, "approve", approved, "--by", "grace", "--reason", "known customer")
+    assert said.returncode == 0, said.stderr
+    assert "approval approved" in said.stdout
+    again = await sas(rig, "approve", approved)
+    assert again.returncode == 1 and "no step waits for an approval" in again.stderr
     assert (await handle.result()).state == TaskState.PROCESSED
     assert actions(await rig.ledger(approved)) == ["reserve", "charge"]
+    audit = await sas(rig, "show", approved, "--json")
+    assert audit.returncode == 0 and "grace" in audit.stdout
     assert await rig.step_states(approved) == {"approval": "Processed", "reserve": "Processed", "charge": "Processed"}
 
     assert (await late.result()).state == TaskState.COMPENSATED

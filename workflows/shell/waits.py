@@ -96,7 +96,7 @@ class WaitSteps(TaskHost):
             until = wait.until(context) if wait.until is not None else now + (wait.delay or timedelta(0))
             note = f"waits until {_utc(until)}"
         step = core.start(name, StepState.WAITING)
-        step.note, step.wait_until = note, until
+        step.note, step.wait_until, step.waits_for = note, until, wait.signal
         self._publish()
         self._event(f"{name}: {note}")
         await records.mirror([records.transition(step, task_state=core.status.state, complete_by=until, note=note)])
