@@ -1,5 +1,9 @@
 """``supervisor.deliver_alerts``: new and escalated alerts POSTed to the operators' webhook.
 
+An incident (``supervisor/incidents.py``) is sent when it opens, escalates, doubles and
+resolves, with its cause, count, times and sample under ``incident``; the alerts of its tasks
+are folded into it and not sent.
+
 Signed (Standard Webhooks) and sent through the checked, pinned sender of
 ``activities/outbound.py``; a failed delivery is tried again later with a growing delay,
 never holding up a sweep, and given up after the configured attempts."""
@@ -16,7 +20,8 @@ from temporalio import activity
 from sas.activities.outbound import WebhookSender
 from sas.settings import Settings
 from sas.state_store import tables
-from sas.state_store.alerts import claim_delivery, record_delivery, undelivered_alerts
+from sas.state_store.alerts import INCIDENT, claim_delivery, record_delivery, undelivered_alerts
+from sas.state_store.incidents import get_incident, incident_view
 from sas.supervisor.activity_defs import AlertDeliveryDefs
 from sas.supervisor.activity_support import beat
 from sas.supervisor.models import DeliveryResult
@@ -53,9 +58,17 @@ class AlertDeliveryActivities(AlertDeliveryDefs):
                 async with self._sessions() as session:
                     if not await claim_delivery(session, alert.id, alert.delivery_attempts, claimed_at, lease):
                         continue  # another Supervisor (shard) is posting it
-                body = json.dumps(alert_payload(alert), sort_keys=True, separators=(",", ":")).encode()
+                payload = alert_payload(alert)
                 # Same id across retries of this content; an escalation is a new message.
                 message_id = f"alert-{alert.id}-{int(alert.updated_at.timestamp() * 1000)}"
+                if alert.kind == INCIDENT:
+                    async with self._sessions() as session:
+                        found = await get_incident(session, alert.id)
+                    if found is not None:
+                        payload["incident"] = incident_view(*found)
+                        # An incident is refreshed every sweep: its id names the change instead.
+                        message_id = f"incident-{alert.id}-{alert.status}-{alert.severity}-{found[1].delivered_count}"
+                body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
                 delivery = await sender.send(hook.url, message_id, body, hook.timeout_s)
                 ok = delivery.ok
                 now = datetime.now(UTC)

@@ -101,6 +101,8 @@ class ScanResult(BaseModel):
     unsent: int = Field(default=0, description="Decisions recorded but not yet carried out (a crashed sweep)")
     resolved: int = Field(default=0, description="Alerts resolved because their task recovered")
     undelivered: int = Field(default=0, description="Alerts waiting for the webhook")
+    incidents: int = Field(default=0, description="Open incidents (shard 0 only): causes with many failing tasks")
+    incident_tasks: int = Field(default=0, description="Tasks in those incidents")
 
 
 class ApplyInput(BaseModel):

@@ -1,5 +1,7 @@
 """``supervisor.scan``: what a sweep has to look at - the steps due (failed, or past their
-complete-by), the size of the decision outbox, and the alerts whose task has recovered."""
+complete-by), the size of the decision outbox, and the alerts whose task has recovered. The
+first shard's scan also brings the incidents up to date (``supervisor/incidents.py``) before
+any decision is taken, so a decision's alert for a task in an incident is folded into it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from sas.state_store.queries import due_steps
 from sas.state_store.rows import StepRow, TaskRow
 from sas.supervisor.activity_defs import ScanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
+from sas.supervisor.incidents import check_incidents
 from sas.supervisor.metrics import StoreGauges, record_sweep
 from sas.supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
 from sas.supervisor.outbox import unsent
@@ -52,6 +55,9 @@ class ScanActivities(ScanDefs):
         now = datetime.now(UTC)
         started = time.monotonic()
         buckets = shard_buckets(self._settings, request.shard)
+        incidents = None
+        if request.shard == 0:
+            incidents = await check_incidents(self._sessions, s.incident_min_tasks, now)
         async with self._sessions() as session:
             rows = await due_steps(session, now, timedelta(seconds=s.overdue_grace_s), s.batch_size, buckets)
             due = []
@@ -72,7 +78,15 @@ class ScanActivities(ScanDefs):
         if self._gauges is not None:
             async with self._sessions() as session:
                 await self._gauges.refresh(session, timedelta(seconds=s.overdue_grace_s))
-        return ScanResult(policy=self.policy(), due=due, unsent=pending, resolved=resolved, undelivered=undelivered)
+        return ScanResult(
+            policy=self.policy(),
+            due=due,
+            unsent=pending,
+            resolved=resolved + (incidents.resolved if incidents else 0),
+            undelivered=undelivered,
+            incidents=incidents.open if incidents else 0,
+            incident_tasks=incidents.members if incidents else 0,
+        )
 
     def _due(self, step: StepRow, task: TaskRow, undo: int) -> DueStep:
         ladder = self._settings.supervisor.ladder_for(task.task_type, step.name)

@@ -178,6 +178,7 @@ def _details(
         f"**Last sweep:** {len(scan.due)} steps due · decided {decided} · "
         f"{alerts} alerts raised · {scan.resolved} alerts resolved",
         f"**Outbox:** {scan.unsent} decisions not yet sent · {scan.undelivered} alerts waiting for the webhook",
+        f"**Incidents:** {scan.incidents} open, {scan.incident_tasks} tasks in them (`sas incidents`)",
         f"**Since start:** {stats.orphans_found} orphaned tasks found · {stats.queue_checks} queue checks",
         "Open alerts: `sas alerts` · one task's story: `sas show <id>`",
     ]

@@ -37,22 +37,31 @@ def alerts(
     status_filter: str | None = typer.Option("open", "--status", help="open | acked | resolved | all"),
     limit: int = typer.Option(100, min=1),
     as_json: bool = JSON,
+    with_folded: bool = typer.Option(
+        False, "--folded", help="Also the alerts of tasks in an open incident (`sas incidents`), folded into it."
+    ),
 ) -> None:
-    """List operator alerts (open ones by default)."""
+    """List operator alerts (open ones by default); a task's alert folded into an incident is not listed."""
     if ctx.invoked_subcommand is not None:
         return
-    from sas.state_store.alerts import ALERT_STATUSES, list_alerts
+    from sas.state_store.alerts import ALERT_STATUSES, count_folded, list_alerts
 
     if status_filter not in (*ALERT_STATUSES, "all"):
         raise CliError(f"--status {status_filter!r}: unknown status", f"use one of: {', '.join(ALERT_STATUSES)}, all")
 
     wanted = None if status_filter == "all" else status_filter
-    rows = context.run(lambda: context.with_session(lambda s: list_alerts(s, wanted, limit)))
+
+    async def load(session: Any) -> tuple[list[Any], int]:
+        rows = await list_alerts(session, wanted, limit, include_folded=with_folded)
+        return rows, 0 if with_folded else await count_folded(session, wanted)
+
+    rows, hidden = context.run(lambda: context.with_session(load))
     if as_json:
         print_json([{c: getattr(a, c) for c in _FIELDS} for a in rows])
         return
     if not rows:
-        console.print(f"no {'' if wanted is None else wanted + ' '}alerts")
+        folded = f" ({hidden} folded into incidents: `sas incidents`)" if hidden else ""
+        console.print(f"no {'' if wanted is None else wanted + ' '}alerts{folded}")
         return
     console.print(
         table(
@@ -71,6 +80,10 @@ def alerts(
             ids=(0, 1),
         )
     )
+    if hidden:
+        console.print(
+            f"{hidden} alert(s) of tasks in open incidents are folded into them: `sas incidents`, or --folded"
+        )
 
 
 def _set_alert(alert_id: int, action: str, as_json: bool) -> None:

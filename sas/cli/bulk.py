@@ -79,6 +79,7 @@ class Flags:
     dry_run: bool
     yes: bool
     as_json: bool
+    incident: int | None = None
 
     def bulk_only(self) -> list[str]:
         from sas.cli.bulk_selection import DEFAULT_LIMIT
@@ -98,7 +99,14 @@ def refuse_selection_with_id(flags: Flags, *, step_is_single: bool = False) -> N
     an id are refused rather than half-applied. ``step_is_single``: ``sas retry ID --step NAME``
     names the step to retry, as it always has."""
     extra = flags.bulk_only()
-    if flags.states or flags.since or flags.task_type or flags.query or (flags.step and not step_is_single):
+    if (
+        flags.states
+        or flags.since
+        or flags.task_type
+        or flags.query
+        or flags.incident is not None
+        or (flags.step and not step_is_single)
+    ):
         extra.insert(0, "a selection")
     if extra:
         raise CliError(
@@ -122,7 +130,9 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
         raise CliError("give --dry-run or --yes, not both")
     if not 1 <= flags.concurrency <= MAX_CONCURRENCY:
         raise CliError(f"--concurrency {flags.concurrency}: must be 1 to {MAX_CONCURRENCY}")
-    selection = check(flags.states, flags.step, flags.since, flags.task_type, flags.query, flags.limit)
+    selection = check(
+        flags.states, flags.step, flags.since, flags.task_type, flags.query, flags.limit, incident=flags.incident
+    )
     from sas.cli import audit
 
     actor = audit.actor(by)

@@ -1,13 +1,14 @@
 """Which tasks a bulk `sas retry | compensate | resubmit` acts on: the flags, checked, and the
-tasks they select, from the state store (`--state --step --since --task-type`) or from a
-Temporal visibility query (`--query`). Always bounded by `--limit`; never "every task"."""
+tasks they select, from the state store (`--state --step --since --task-type`), from a
+Temporal visibility query (`--query`), or an incident's tasks (`--incident ID`). Always bounded
+by `--limit`; never "every task"."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -38,6 +39,9 @@ TASK_TYPE = typer.Option(None, "--task-type", help="Select tasks of this type: o
 QUERY = typer.Option(
     None, "--query", help="Select by a Temporal visibility query instead, e.g. \"SasCurrentStep = 'charge'\"."
 )
+INCIDENT = typer.Option(
+    None, "--incident", help="Select exactly the tasks of this incident (`sas incidents`); --limit up to 1000."
+)
 # Ranges are checked in ``check``, so a bad value gets sas's one-line error.
 LIMIT = typer.Option(DEFAULT_LIMIT, "--limit", help=f"Act on at most this many tasks (1 to {MAX_LIMIT}).")
 
@@ -53,6 +57,7 @@ class Selection:
     step: str | None = None
     since: timedelta | None = None
     task_type: str | None = None
+    incident: int | None = None
     described: list[str] = field(default_factory=list)
 
     def task_filter(self, now: datetime) -> TaskFilter:
@@ -72,9 +77,14 @@ class Selection:
 
 
 def any_given(
-    states: list[str] | None, step: str | None, since: str | None, task_type: str | None, query: str | None
+    states: list[str] | None,
+    step: str | None,
+    since: str | None,
+    task_type: str | None,
+    query: str | None,
+    incident: int | None = None,
 ) -> bool:
-    return bool(states) or any(v is not None for v in (step, since, task_type, query))
+    return bool(states) or any(v is not None for v in (step, since, task_type, query, incident))
 
 
 def check(
@@ -86,16 +96,23 @@ def check(
     limit: int,
     *,
     allow_processed: bool = False,
+    incident: int | None = None,
 ) -> Selection:
     """The flags as a Selection, or a CliError naming the bad one. Nothing given is refused:
     a bulk action over every task is never what an operator means."""
-    if not any_given(states, step, since, task_type, query):
+    if not any_given(states, step, since, task_type, query, incident):
         raise CliError(
             "no task id and no selection: refusing to act on every task",
             "give a task id, or select with --state, --step, --since, --task-type or --query (see --help)",
         )
     if not 1 <= limit <= MAX_LIMIT:
         raise CliError(f"--limit {limit}: must be 1 to {MAX_LIMIT}")
+    if incident is not None:
+        if states or step or since or task_type or query:
+            raise CliError("give --incident or the other selection flags, not both", "an incident names its tasks")
+        # The incident bounds the selection itself: the default --limit covers it up to MAX_LIMIT.
+        limit = MAX_LIMIT if limit == DEFAULT_LIMIT else limit
+        return Selection(limit=limit, incident=incident, described=[f"--incident {incident}"])
     if query is not None:
         if states or step or since or task_type:
             raise CliError("give --query or --state/--step/--since/--task-type, not both")
@@ -230,6 +247,8 @@ async def select(client: Client | None, task_queue: str, selection: Selection) -
     from sas.cli import context
     from sas.state_store.selection import select_tasks, tasks_by_id
 
+    if selection.incident is not None:
+        return await _incident_tasks(selection.incident, selection.limit)
     if selection.query is None:
         wanted = selection.task_filter(datetime.now(UTC))
         found = await context.with_session(lambda s: select_tasks(s, wanted, selection.limit + 1))
@@ -239,6 +258,25 @@ async def select(client: Client | None, task_queue: str, selection: Selection) -
     ids = list(listed)[: selection.limit]
     rows = await context.with_session(lambda s: tasks_by_id(s, ids))
     return Selected(tasks=[rows.get(i) or listed[i] for i in ids], more=len(listed) > selection.limit)
+
+
+async def _incident_tasks(incident_id: int, limit: int) -> Selected:
+    """An incident's member tasks now (``state_store.incidents``), the earliest to join first. A
+    resolved incident has none left: it selects nothing."""
+    from sas.cli import context
+    from sas.state_store.incidents import get_incident, incident_task_ids
+    from sas.state_store.selection import tasks_by_id
+
+    async def load(session: Any) -> tuple[bool, list[str], dict[str, SelectedTask]]:
+        if await get_incident(session, incident_id) is None:
+            return False, [], {}
+        ids = await incident_task_ids(session, incident_id, limit + 1)
+        return True, ids, await tasks_by_id(session, ids[:limit])
+
+    known, ids, rows = await context.with_session(load)
+    if not known:
+        raise CliError(f"--incident {incident_id}: no such incident", "see the ids with `sas incidents --status all`")
+    return Selected(tasks=[rows[i] for i in ids[:limit] if i in rows], more=len(ids) > limit)
 
 
 async def _visibility(client: Client, task_queue: str, query: str, limit: int) -> dict[str, SelectedTask]:

@@ -1,5 +1,9 @@
 """Operator alerts: raised once per incident, listed, acknowledged, resolved - by an
-operator or by themselves when the task recovers - and delivered to a webhook."""
+operator or by themselves when the task recovers - and delivered to a webhook.
+
+A task's own alert is *folded* while the task is a member of an open incident (one alert for
+every task failing for one cause, ``state_store.incidents``): it is kept, and ``sas show``
+lists it, but it is not listed by default nor sent to the webhook; the incident is."""
 
 from __future__ import annotations
 
@@ -7,22 +11,51 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, or_, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
+from sas.state_store.incident_tables import IncidentTask
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.tables import Alert
 
 ALERT_STATUSES = ("open", "acked", "resolved")
+# The kind of an incident's alert (state_store.incidents).
+INCIDENT = "incident"
 ACTIVE = ("open", "acked")
 _SEVERITY = {"info": 0, "warning": 1, "critical": 2}
 
 
-async def list_alerts(session: AsyncSession, status: str | None = None, limit: int = 100) -> list[Alert]:
+def folded() -> ColumnElement[bool]:
+    """True for a task's alert whose task (at that step) is in an open incident."""
+    incident = aliased(Alert)
+    return (
+        select(IncidentTask.task_id)
+        .join(incident, incident.id == IncidentTask.alert_id)
+        .where(IncidentTask.task_id == Alert.task_id, IncidentTask.step == Alert.step)
+        .where(incident.status.in_(ACTIVE))
+        .exists()
+    )
+
+
+async def list_alerts(
+    session: AsyncSession, status: str | None = None, limit: int = 100, *, include_folded: bool = True
+) -> list[Alert]:
+    """Alerts, newest first; without ``include_folded``, not those folded into an open incident."""
     query = select(Alert).order_by(Alert.id.desc()).limit(limit)
     if status is not None:
         query = query.where(Alert.status == status)
+    if not include_folded:
+        query = query.where(~folded())
     return list((await session.scalars(query)).all())
+
+
+async def count_folded(session: AsyncSession, status: str | None = None) -> int:
+    """How many alerts (in ``status``) are folded into open incidents."""
+    query = select(func.count()).select_from(Alert).where(folded())
+    if status is not None:
+        query = query.where(Alert.status == status)
+    return int(await session.scalar(query) or 0)
 
 
 # The operator's transitions (docs/operator.md, "Alerts"): from each status, where `ack` and
@@ -155,10 +188,13 @@ async def active_alerts_of_kind(session: AsyncSession, kind: str, limit: int = 5
 
 
 async def undelivered_alerts(session: AsyncSession, now: datetime, limit: int) -> list[Alert]:
-    """The webhook outbox: open alerts not yet delivered whose next try is due."""
+    """The webhook outbox: open alerts not yet delivered whose next try is due, and incidents
+    that resolved themselves (an incident's end is news; a task's alert folded into an open
+    incident is not: the incident is sent instead)."""
+    sent = or_(Alert.status == "open", and_(Alert.kind == INCIDENT, Alert.status == "resolved"))
     query = (
         select(Alert)
-        .where(Alert.delivered_at.is_(None), Alert.status == "open")
+        .where(Alert.delivered_at.is_(None), sent, ~folded())
         .where(or_(Alert.next_delivery_at.is_(None), Alert.next_delivery_at <= now))
         .order_by(Alert.id)
         .limit(limit)
@@ -192,3 +228,72 @@ async def claim_delivery(
             .values(next_delivery_at=lease_until)
         )
     return bool(cast("CursorResult[Any]", result).rowcount)
+
+
+# ------------------------------------------------------------ incidents' reads of the mirror
+
+
+@dataclass(frozen=True)
+class FailingStep:
+    """A step waiting on a failure (Failed, parked as Error, its undo failing), for grouping by cause."""
+
+    task_id: str
+    step: str
+    state: str
+    agent: str | None
+    error_type: str | None
+    last_error: str | None
+    permanent: bool
+    failed_at: datetime
+    next_look_at: datetime | None
+
+
+async def failing_steps(session: AsyncSession, states: tuple[str, ...], limit: int) -> list[FailingStep]:
+    """Steps in ``states`` of tasks still open, at most ``limit`` (the index on the step's state)."""
+    query = (
+        select(Step)
+        .join(Task, Task.task_id == Step.task_id)
+        .where(Step.state.in_(states), Task.state.not_in(("Processed", "Compensated")))
+        .order_by(Step.updated_at)
+        .limit(limit)
+    )
+    return [
+        FailingStep(
+            task_id=s.task_id,
+            step=s.name,
+            state=s.state,
+            agent=s.agent,
+            error_type=s.error_type,
+            last_error=s.last_error,
+            permanent=s.permanent,
+            failed_at=s.updated_at,
+            next_look_at=s.complete_by if s.state == "Failed" else None,
+        )
+        for s in (await session.scalars(query)).all()
+    ]
+
+
+@dataclass(frozen=True)
+class StepPosition:
+    """Where a task stands at one of its steps: enough to tell whether it moved on."""
+
+    task_state: str
+    current_step: str | None
+    step_state: str | None
+
+
+async def step_positions(session: AsyncSession, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], StepPosition]:
+    """(task, step) -> its position, for the pairs the mirror still has."""
+    found: dict[tuple[str, str], StepPosition] = {}
+    for i in range(0, len(pairs), 500):
+        chunk = pairs[i : i + 500]
+        query = (
+            select(Task.task_id, Task.state, Task.current_step, Step.name, Step.state)
+            .outerjoin(Step, Step.task_id == Task.task_id)
+            .where(Task.task_id.in_({t for t, _ in chunk}))
+        )
+        wanted = set(chunk)
+        for task_id, task_state, current, name, step_state in (await session.execute(query)).all():
+            if (task_id, name) in wanted:
+                found[(task_id, name)] = StepPosition(task_state, current, step_state)
+    return found
