@@ -29,13 +29,6 @@ from sas.state_store.agent_writes import StepWriter
 from sas.task_types.discovery import Catalog, TaskTypeError, discover
 from sas.task_types.services import HttpCall, Service
 
-# The order example's services, whose declarations name no Agent class (until it moves out).
-_ORDER_AGENTS = {
-    "inventory": "sas.activities.order_agents:InventoryAgent",
-    "payment": "sas.activities.order_agents:PaymentAgent",
-    "shipping": "sas.activities.order_agents:ShippingAgent",
-}
-
 
 @dataclass(frozen=True)
 class ServiceAgents:
@@ -63,7 +56,7 @@ def service_agents(catalog: Catalog) -> dict[str, ServiceAgents]:
     found = {}
     for name, service in sorted(catalog.services.items()):
         hand_written = catalog.hand_written(name)
-        path = service.agent or _ORDER_AGENTS.get(name)
+        path = service.agent
         agent_class = _load(name, path) if hand_written and path else None
         implemented = set() if agent_class is None else {_name(m) for m in activity_methods(agent_class)}
         missing = [a for a in hand_written if a not in implemented]

@@ -7,9 +7,11 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from sas.task_models import OrderInput, TaskResult
-    from sas.workflows.definitions import RESERVE, SHIP, TaskDefinition
+    from sas.task_models import TaskResult
+    from sas.workflows.definitions import TaskDefinition
     from sas.workflows.scheduler import TaskScheduler
+    from sas_orders.models import OrderInput
+    from sas_orders.steps import RESERVE, SHIP
 
 STOCK = TaskDefinition("stock", OrderInput, (RESERVE, SHIP))
 

@@ -30,9 +30,10 @@ from sas.settings import (
 from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
-from sas.task_models import OrderInput, StepPolicyValues, TaskResult
+from sas.task_models import StepPolicyValues, TaskResult
 from sas.task_models.outbound import OutboundPolicy
 from sas.workflows.runner import workflow_runner
+from sas_orders.models import OrderInput
 from tests.helpers import fresh_id
 
 # A Standard Webhooks secret: whsec_ + base64 of 32 bytes (fixed, so a failure is reproducible).

@@ -1,9 +1,10 @@
 """The Scheduler: one Temporal workflow per task type, all running ``TaskScheduler``.
 
-The task types are registered in ``workflows/registry.py``. The classes are imported on first
-use, not with the package: the workflow sandbox re-imports a workflow's module, and so this
-package, for every new run, and importing all of them here would re-apply ``@workflow.defn``
-to each of them every time (workflows/runner.py).
+The task types are found by ``workflows/registry.py`` (the ``sas.task_types`` entry points and
+``SAS_TASK_TYPES__MODULES``). They are imported on first use, not with the package: the
+workflow sandbox re-imports a workflow's module, and so this package, for every new run, and
+importing all of them here would re-apply ``@workflow.defn`` to each of them every time
+(workflows/runner.py). ``sas.workflows.OrderWorkflow`` still finds a registered class by name.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sas.workflows.cleanup import CleanupWorkflow
-    from sas.workflows.order import OrderWorkflow
-    from sas.workflows.preorder import PreorderWorkflow
 
 if __name__ != "sas.workflows":
     # This folder is installed as sas.workflows (sas/workflows links to it). Imported by its bare name, from
@@ -23,7 +22,7 @@ if __name__ != "sas.workflows":
     raise ImportError(f"import sas.workflows, not {__name__}: the workflows/ folder is part of the sas package")
 
 
-__all__ = ["ALL_WORKFLOWS", "CleanupWorkflow", "OrderWorkflow", "PreorderWorkflow"]
+__all__ = ["ALL_WORKFLOWS", "CleanupWorkflow"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,10 +1,9 @@
 """The step library, as the Scheduler imports it: the declarations live in
-``sas/task_types/definitions.py`` (below the workflows, so that the worker's Agents can read the
-task types too), and the order example's steps are declared here until it moves out."""
+``sas/task_types/definitions.py``, below the workflows, so that the worker's Agents can read the
+task types too. Teams import them from ``sas.api``."""
 
 from __future__ import annotations
 
-from sas.task_models.activity_defs import InventoryDefs, PaymentDefs, ShippingDefs
 from sas.task_types.definitions import (
     MAX_WAIT,
     AgentCall,
@@ -19,10 +18,7 @@ from sas.task_types.definitions import (
 )
 
 __all__ = [
-    "CHARGE",
     "MAX_WAIT",
-    "RESERVE",
-    "SHIP",
     "AgentCall",
     "DeadlineOutcome",
     "Parallel",
@@ -33,7 +29,3 @@ __all__ = [
     "Wait",
     "When",
 ]
-
-RESERVE = StepDefinition("reserve", forward=InventoryDefs.reserve, undo=InventoryDefs.release)
-CHARGE = StepDefinition("charge", forward=PaymentDefs.charge, undo=PaymentDefs.refund)
-SHIP = StepDefinition("ship", forward=ShippingDefs.ship, undo=ShippingDefs.cancel)

@@ -5,7 +5,6 @@ so a field can be added without breaking a running workflow.
 """
 
 from sas.task_models.ids import TASK_ID_PATTERN, validate_task_id
-from sas.task_models.orders import OrderInput, PreorderInput
 from sas.task_models.results import Secret, secret_fields, shown
 from sas.task_models.states import ACTIVE_STEP_STATES, StepState, TaskState
 from sas.task_models.status import (
@@ -47,8 +46,6 @@ __all__ = [
     "MirrorStamp",
     "OperatorAnswer",
     "OperatorRequest",
-    "OrderInput",
-    "PreorderInput",
     "Resubmission",
     "Secret",
     "StepCall",

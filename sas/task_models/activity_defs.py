@@ -24,14 +24,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from temporalio import activity
 
-from sas.task_models.results import (
-    CancelResult,
-    ChargeResult,
-    RefundResult,
-    ReleaseResult,
-    ReserveResult,
-    ShipResult,
-)
 from sas.task_models.status import CallbackEvent
 from sas.task_models.steps import AuditRecord, StepCall, StepResult, TaskAccepted, TaskPlan, TransitionBatch
 
@@ -94,34 +86,4 @@ class MirrorDefs:
 class CallbackDefs:
     @activity.defn(name="callback.post")
     async def post(self, event: CallbackEvent) -> None:
-        raise NotImplementedError
-
-
-class InventoryDefs:
-    @agent_defn("inventory.reserve", ReserveResult)
-    async def reserve(self, call: StepCall) -> StepResult:
-        raise NotImplementedError
-
-    @agent_defn("inventory.release", ReleaseResult)
-    async def release(self, call: StepCall) -> StepResult:
-        raise NotImplementedError
-
-
-class PaymentDefs:
-    @agent_defn("payment.charge", ChargeResult)
-    async def charge(self, call: StepCall) -> StepResult:
-        raise NotImplementedError
-
-    @agent_defn("payment.refund", RefundResult)
-    async def refund(self, call: StepCall) -> StepResult:
-        raise NotImplementedError
-
-
-class ShippingDefs:
-    @agent_defn("shipping.ship", ShipResult)
-    async def ship(self, call: StepCall) -> StepResult:
-        raise NotImplementedError
-
-    @agent_defn("shipping.cancel", CancelResult)
-    async def cancel(self, call: StepCall) -> StepResult:
         raise NotImplementedError

@@ -1,4 +1,5 @@
-"""What a step's Agent returns: one pydantic model per forward action and per undo.
+"""What a step's Agent returns: one pydantic model per forward action and per undo, each a
+``StepResultModel`` declared by the task type (``sas.api``).
 
 A result carries what the remote service said about the effect, above all the service's own
 id for it (``ch_…`` for a charge): later steps receive the results of earlier ones, and a
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 
 class SecretMarker:
@@ -37,44 +38,6 @@ class StepResultModel(BaseModel):
     """Base of every result model: extra fields the service sends are ignored, not stored."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class ReserveResult(StepResultModel):
-    """``inventory.reserve``: the warehouse's reservation."""
-
-    reservation_id: ProviderId = Field(description="The warehouse's id for the reservation (rsv_…).")
-    sku: str
-    quantity: int
-
-
-class ChargeResult(StepResultModel):
-    """``payment.charge``: the payment provider's charge."""
-
-    charge_id: ProviderId = Field(description="The provider's id for the charge (ch_…); a refund must name it.")
-    amount_cents: int
-    client_secret: Annotated[str | None, Secret] = Field(
-        default=None, max_length=500, description="Lets the payer's device confirm the charge: never shown or stored."
-    )
-
-
-class ShipResult(StepResultModel):
-    """``shipping.ship``: the carrier's shipment."""
-
-    shipment_id: ProviderId = Field(description="The carrier's id for the shipment (shp_…).")
-
-
-class ReleaseResult(StepResultModel):
-    released: bool
-
-
-class RefundResult(StepResultModel):
-    refunded: bool
-    amount_cents: int = 0
-    refund_id: ProviderId | None = None
-
-
-class CancelResult(StepResultModel):
-    cancelled: bool
 
 
 def secret_fields(model: type[BaseModel]) -> frozenset[str]:

@@ -15,7 +15,6 @@ from sqlalchemy import String
 from sas.remote_services.app import MAX_KEY_LENGTH
 from sas.state_store.mirror_tables import Step
 from sas.task_models import TaskResult, TaskState, incarnation_key, validate_task_id
-from sas.task_models.activity_defs import PaymentDefs
 from sas.task_models.ids import (
     MAX_INCARNATION,
     MAX_SCHEDULE_ID,
@@ -25,7 +24,8 @@ from sas.task_models.ids import (
     validate_schedule_id,
 )
 from sas.workflows.definitions import StepDefinition
-from sas.workflows.order import ORDER
+from sas_orders.steps import PaymentDefs
+from sas_orders.workflows import ORDER
 from tests.helpers import fresh_id
 from tests.stack import Stack, order
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from sas.task_models import OrderInput, PreorderInput, validate_task_id
+from sas.task_models import validate_task_id
+from sas_orders.models import OrderInput, PreorderInput
 from tests.bad_input.strategies import invalid_orders, invalid_task_ids, valid_orders, valid_task_ids
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

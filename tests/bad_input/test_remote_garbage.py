@@ -138,7 +138,7 @@ async def test_permanent_garbage_fails_the_step_and_the_supervisor_compensates(s
 def test_an_answer_that_is_not_the_steps_result_model_is_garbage(answer: dict[str, Any]) -> None:
     """A JSON object without a valid charge id is no ChargeResult: RemoteGarbage, retryable."""
     from sas.activities.agent import _validated
-    from sas.task_models.results import ChargeResult
+    from sas_orders.models import ChargeResult
 
     with pytest.raises(ApplicationError) as caught:
         _validated(ChargeResult, "/payment/charge", answer | {"client_secret": "s3cr3t"})

@@ -10,9 +10,11 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from sas.task_models import OrderInput, TaskResult
-    from sas.workflows.definitions import CHARGE, RESERVE, SHIP, Parallel, TaskDefinition, Wait, When
+    from sas.task_models import TaskResult
+    from sas.workflows.definitions import Parallel, TaskDefinition, Wait, When
     from sas.workflows.scheduler import TaskScheduler
+    from sas_orders.models import OrderInput
+    from sas_orders.steps import CHARGE, RESERVE, SHIP
 
 # The whole order as one parallel group: stock, payment and shipment at once.
 KIT = TaskDefinition("kit", OrderInput, (Parallel(RESERVE, CHARGE, SHIP),))

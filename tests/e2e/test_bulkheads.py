@@ -21,7 +21,8 @@ from temporalio.client import Client
 from sas.activities import check_service_names, service_callers
 from sas.remote_services.launcher import ServiceProcess
 from sas.settings import ServicesSettings
-from sas.task_models import PreorderInput, StepPolicyValues, TaskState
+from sas.task_models import StepPolicyValues, TaskState
+from sas_orders.models import PreorderInput
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver, serve_receiver
 from tests.stack import ADMIN_TOKEN, Stack, start_stack

@@ -13,7 +13,8 @@ import httpx
 from temporalio.client import WorkflowHandle
 
 from sas.task_models import StepCall, TaskState, TaskStatus
-from sas.task_models.results import ChargeResult, secret_fields
+from sas.task_models.results import secret_fields
+from sas_orders.models import ChargeResult
 from tests.cli.test_cli import as_json, sas
 from tests.e2e.test_callbacks import Receiver, receiver  # noqa: F401 - the fixture, used by name
 from tests.helpers import fresh_id, wait_until

@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 
 from sas.payload_codec import ENCODING, KEY_ID, PayloadDecryptionError, UnknownKeyError, data_converter
 from sas.settings import EncryptionSettings
-from sas.task_models import OrderInput
+from sas_orders.models import OrderInput
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
 
 SECRET_ADDRESS = "12 Plaintext Canary Road"

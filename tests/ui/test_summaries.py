@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sas.task_models import OrderInput, StepState, StepStatus, TaskState, TaskStatus
-from sas.workflows.order import ORDER
-from sas.workflows.preorder import PREORDER
+from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
 from sas.workflows.summaries import cleanup_summary, current_details, step_summary, task_details, task_summary
+from sas_orders.models import OrderInput
+from sas_orders.workflows import ORDER, PREORDER
 
 PAYLOAD = OrderInput(
     customer_id="cust-secret-77",

@@ -1,0 +1,9 @@
+"""sas's order example: ``order`` (reserve -> charge -> ship) and ``preorder`` (reserve -> charge).
+
+- ``models``: the inputs and the services' answers;
+- ``steps``: the services, the Agents' declarations and the steps;
+- ``workflows``: the task types, named in the ``sas.task_types`` entry point group;
+- ``agents``: the hand-written Agents, named by the services and loaded by the worker only.
+
+Nothing is imported here: the workflow sandbox imports this package for every run.
+"""
