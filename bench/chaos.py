@@ -1,14 +1,17 @@
 """The chaos run: orders through the real stack while its parts fail, then the invariants.
 
     python bench/chaos.py                          # the full run: 200 orders, 6 worker kills
+    python bench/chaos.py --database sqlite        # the same on a SQLite state store
     python bench/chaos.py --orders 40 --kills 2    # the short run (CI: tests/chaos/)
 
 It starts, as processes on free ports in a temporary directory:
 - ``temporal server start-dev --db-filename <file>`` (persistent, so it can be restarted);
 - the remote services with ``--enable-faults`` (``python -m sas.remote_services``, ledger file);
 - one worker (``python worker.py``) and one Supervisor (``python -m sas.supervisor``),
-  with the demo's quick timings (``sas.cli.demo_plan.DEMO_ENV``) and a fresh PostgreSQL
-  database as the state store (``--pg-url``, default ``127.0.0.1:5432``, user postgres).
+  with the demo's quick timings (``sas.cli.demo_plan.DEMO_ENV``) and a state store that
+  ``--database`` chooses: ``postgres`` (default), a fresh database on the server of ``--pg-url``
+  (default ``127.0.0.1:5432``, user postgres), dropped at the end; or ``sqlite``, the file
+  ``<state dir>/state.db`` (bench/_chaos_db.py).
 
 Remote faults (``POST /admin/faults``; exact per-call rates, see docs/reliability.md):
 transient 5xx on 20 % of calls, hangs past complete-by on 5 %, ``card_declined`` on 3 %
@@ -18,14 +21,18 @@ endpoint, compensations included; ``forward`` only on reserve/charge/ship.
 Process faults at random moments (seeded; the seed is printed): ``kill -9`` of the worker
 ``--kills`` times (restarted each time), a ``kill -9`` and restart of the remote services
 (same ledger, same port; the fault rules are posted again), a restart of the Temporal dev
-server (same file, same port), a ``kill -9`` and restart of the Supervisor, and the
-state-store database refusing connections for a few seconds (``ALLOW_CONNECTIONS false``
-and its sessions terminated).
+server (same file, same port), a ``kill -9`` and restart of the Supervisor, and a state-store
+outage of 4-8 s. On PostgreSQL the database refuses connections (``ALLOW_CONNECTIONS false``
+and its sessions terminated): every read and write fails at once. On SQLite another process
+holds ``BEGIN EXCLUSIVE`` on the file: no write gets through, writers wait on the lock (busy
+timeout 30 s) and an Agent whose attempt cannot wait goes on without its row; reads go on
+(WAL). The seed draws the same plan on both backends.
 
 Then it waits (bounded by ``--timeout``) until every order is settled and prints the
 invariants; the last line is ``orders=… lost=… duplicates=… inconsistent=… mismatched=…``
 followed by more figures. Exit code 0 only if the four are 0. Every process it started is
-stopped on the way out (Ctrl-C too; they also die with it), and the database is dropped.
+stopped on the way out (Ctrl-C too; they also die with it), and a PostgreSQL database is
+dropped (a SQLite file goes with the state dir).
 Logs: ``<state dir>/logs/*.log`` (kept when the run fails, or with ``--keep``).
 """
 
@@ -51,6 +58,7 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 
 from bench import _chaos_check as check  # noqa: E402
+from bench._chaos_db import ChaosStore, PostgresStore, SqliteStore  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
 from sas.cli.demo_plan import DEMO_ENV, base_order  # noqa: E402
 from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
@@ -62,6 +70,7 @@ PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 FORWARD = ("inventory.reserve", "payment.charge", "shipping.ship")
 UNDO = ("inventory.release", "payment.refund", "shipping.cancel")
 TRANSIENT, HANG, DECLINE = 0.20, 0.05, 0.03
+OUTAGE = {"postgres": "refuses connections", "sqlite": "write-locked by another process"}
 
 
 def fault_rules(scope: str, hang_s: float) -> list[dict[str, Any]]:
@@ -238,31 +247,13 @@ def _read_from(path: Path, offset: int) -> str:
         return ""
 
 
-# ------------------------------------------------------------------ the database
-
-
-async def _admin(sql: str, *args: Any) -> Any:
-    import asyncpg
-
-    conn = await asyncpg.connect(ARGS.pg_url, timeout=10)
-    try:
-        return await conn.execute(sql, *args)
-    finally:
-        await conn.close()
-
-
-async def _db_outage(db: str, seconds: float) -> None:
-    await _admin(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS false')
-    try:
-        await _admin(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db
-        )
-        await asyncio.sleep(seconds)
-    finally:
-        await _admin(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true')
-
-
 # ------------------------------------------------------------------ the run
+
+
+def make_store(args: argparse.Namespace) -> ChaosStore:
+    if args.database == "sqlite":
+        return SqliteStore(args.state_dir / "state.db")
+    return PostgresStore(args.pg_url, f"sas_chaos_{args.run_id}")
 
 
 class Run:
@@ -276,6 +267,7 @@ class Run:
         self.fault_hits: Counter[str] = Counter()
         self.states: dict[str, check.MirrorTask] = {}
         self.chaos_done = False
+        self.store = make_store(args)
 
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
@@ -366,8 +358,8 @@ class Run:
                 self.say(f"Temporal dev server restarted (same file, same port) after {ready:.1f}s")
             elif kind == "database":
                 seconds = self.rng.uniform(4.0, 8.0)
-                self.say(f"database unreachable for {seconds:.1f}s")
-                await _db_outage(self.args.db_name, seconds)
+                self.say(f"database {OUTAGE[self.args.database]} for {seconds:.1f}s")
+                await self.store.outage(seconds)
                 self.injected.append("db-outage")
                 self.say("database reachable again")
         self.chaos_done = True
@@ -375,25 +367,7 @@ class Run:
     # -- watching
 
     async def read_mirror(self) -> tuple[dict[str, check.MirrorTask], dict[str, list[tuple[str, str]]]]:
-        import asyncpg
-
-        conn = await asyncpg.connect(self.args.db_dsn, timeout=5)
-        try:
-            prefix = f"chaos-{self.args.run_id}-%"
-            tasks = {
-                r["task_id"]: r["state"]
-                for r in await conn.fetch("SELECT task_id, state FROM tasks WHERE task_id LIKE $1", prefix)
-            }
-            mirror = {t: check.MirrorTask(state=s, steps={}) for t, s in tasks.items()}
-            for r in await conn.fetch("SELECT task_id, name, state FROM steps WHERE task_id LIKE $1", prefix):
-                if r["task_id"] in mirror:  # a task accepted between the two reads waits for the next
-                    mirror[r["task_id"]].steps[r["name"]] = r["state"]
-            alerts: dict[str, list[tuple[str, str]]] = {}
-            for r in await conn.fetch("SELECT task_id, status, kind FROM alerts WHERE task_id LIKE $1", prefix):
-                alerts.setdefault(r["task_id"], []).append((r["status"], r["kind"]))
-            return mirror, alerts
-        finally:
-            await conn.close()
+        return await self.store.read_mirror(f"chaos-{self.args.run_id}-")
 
     async def watch(self, chaos: asyncio.Task[None], submitting: asyncio.Task[None]) -> bool:
         """Progress every few seconds until every order is settled (and the chaos is over)."""
@@ -479,10 +453,10 @@ class Run:
 
         self.say(
             f"seed={args.seed} orders={args.orders} kills={args.kills} fault_scope={args.fault_scope} "
-            f"state_dir={args.state_dir} database={args.db_name}"
+            f"state_dir={args.state_dir} database={self.store.describe()}"
         )
-        await _admin(f'CREATE DATABASE "{args.db_name}"')
-        self.stack = stack = Stack(args.state_dir, args.db_url, args.seed, self.say)
+        await self.store.create()
+        self.stack = stack = Stack(args.state_dir, self.store.url, args.seed, self.say)
         for name in ("temporal", "services"):
             self.say(f"{name} ready after {await stack.start(name):.1f}s")
         await stack.migrate()
@@ -578,6 +552,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hang-s", type=float, default=60.0, help="how long a hang lasts unless the caller gives up")
     p.add_argument("--grace-s", type=float, default=20.0, help="after settling, how long to let Temporal catch up")
     p.add_argument("--progress-s", type=float, default=5.0, help="seconds between progress lines")
+    p.add_argument(
+        "--database",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="the state store: a fresh PostgreSQL database, or a SQLite file in the state dir (default %(default)s)",
+    )
     p.add_argument("--pg-url", default=PG_ADMIN, help="PostgreSQL admin DSN; a fresh database is created there")
     p.add_argument("--state-dir", type=Path, default=None, help="where files and logs go (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the state dir and the database")
@@ -591,20 +571,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.timeout is None:
         args.timeout = 300.0 + 2.0 * args.orders
     args.run_id = uuid.uuid4().hex[:6]
-    args.db_name = f"sas_chaos_{args.run_id}"
-    args.db_dsn = args.pg_url.rsplit("/", 1)[0] + f"/{args.db_name}"
-    args.db_url = args.db_dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
     args.own_dir = args.state_dir is None
     args.state_dir = (args.state_dir or Path(tempfile.mkdtemp(prefix="sas-chaos-"))).resolve()
     return args
 
 
-ARGS: argparse.Namespace
-
-
 def main(argv: list[str] | None = None) -> None:
-    global ARGS
-    ARGS = args = parse_args(argv)
+    args = parse_args(argv)
     install_signal_exit()  # SIGTERM/SIGHUP end the run through the finally below
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C too, even when started in the background
     run = Run(args)
@@ -624,9 +597,9 @@ def main(argv: list[str] | None = None) -> None:
             stack.stop()
         if not args.keep:
             try:
-                asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{args.db_name}" WITH (FORCE)'))
+                asyncio.run(run.store.drop())
             except Exception as err:  # noqa: BLE001
-                print(f"could not drop database {args.db_name}: {err}", file=sys.stderr, flush=True)
+                print(f"could not drop {run.store.describe()}: {err}", file=sys.stderr, flush=True)
         if code == 0 and args.own_dir and not args.keep:
             shutil.rmtree(args.state_dir, ignore_errors=True)
         else:
