@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import shutil
 import signal
@@ -52,8 +53,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# The order example is its own package (examples/orders). It is taken from this checkout, before
+# an installed copy (an editable install points at another working tree), and so are its Agents
+# and workflow in the stack's processes (Stack.pythonpath).
+EXAMPLE = Path("examples") / "orders"
+for _path in (ROOT / EXAMPLE, ROOT):
+    if _path.is_dir() and str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 import httpx  # noqa: E402
 
@@ -124,6 +130,7 @@ class Stack(LoopbackStack):
             ),
             dirs_exist_ok=True,
         )
+        self.pythonpath = os.pathsep.join(str(p) for p in (self.src, self.src / EXAMPLE) if p.is_dir())
         self.restarts: Counter[str] = Counter()
         self.down: set[str] = set()  # stopped on purpose, being restarted
 
@@ -132,7 +139,7 @@ class Stack(LoopbackStack):
             **DEMO_ENV,
             **self.stack_env(self.db_url),
             "SAS_LOG_LEVEL": "INFO",
-            "PYTHONPATH": str(self.src),
+            "PYTHONPATH": self.pythonpath,
             "PYTHONUNBUFFERED": "1",
         }
 
@@ -178,7 +185,7 @@ class Stack(LoopbackStack):
                     "--fault-seed",
                     str(self.seed + self.restarts[name]),
                 ],
-                {"PYTHONPATH": str(self.src), "SAS_SERVICES__ADMIN_TOKEN": self.admin_token},
+                {"PYTHONPATH": self.pythonpath, "SAS_SERVICES__ADMIN_TOKEN": self.admin_token},
             )
         elif name == "worker":
             child = self.group.python(name, ["-P", str(self.src / "worker.py")], self.env())
