@@ -35,7 +35,7 @@ STATE = typer.Option(
 )
 STEP = typer.Option(None, "--step", help="Select tasks at this step: reserve | charge | ship.")
 SINCE = typer.Option(None, "--since", help="Select tasks whose state changed within this long: 30m, 1h, 2d (<= 90d).")
-TASK_TYPE = typer.Option(None, "--task-type", help="Select tasks of this type: order | preorder.")
+TASK_TYPE = typer.Option(None, "--task-type", help="Select tasks of this type (`sas types` lists them).")
 QUERY = typer.Option(
     None, "--query", help="Select by a Temporal visibility query instead, e.g. \"SasCurrentStep = 'charge'\"."
 )

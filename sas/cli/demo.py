@@ -118,6 +118,28 @@ def _print_stack(stack: LocalStack) -> None:
     console.print(f"services  {cfg.services_url}")
 
 
+# A setting whose name says it holds a secret is not copied into the env file, only named.
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
+
+
+def _inherited_settings(written: dict[str, str]) -> list[str]:
+    """The SAS_* settings of this shell that the stack's processes inherit and the file would
+    otherwise leave out: per-service settings (``SAS_SERVICES__FLIGHTS__URL``), the task type
+    modules (``SAS_TASK_TYPES__MODULES``) and the like, so a command run after ``. .sas/env``
+    sees what the worker sees. A secret is named in a comment, not written."""
+    import shlex
+
+    lines = []
+    for key, value in sorted(os.environ.items()):
+        if not key.startswith("SAS_") or key in written:
+            continue
+        if any(word in key.upper() for word in _SECRET_WORDS):
+            lines.append(f"# {key} is set where `sas up` runs: a secret, not written here\n")
+        else:
+            lines.append(f"export {key}={shlex.quote(value)}\n")
+    return lines
+
+
 def _write_env_file(cfg: LocalStackConfig) -> Path:
     """The stack's settings as shell exports, in ``<state_dir>/env``: one short line to print
     instead of exports whose values (absolute paths) run past 80 columns."""
@@ -132,6 +154,7 @@ def _write_env_file(cfg: LocalStackConfig) -> Path:
             else shlex.quote(value)
         )
         lines.append(f"export {key}={shown}\n")
+    lines += _inherited_settings(cfg.env())
     path = cfg.state_dir / "env"
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
         out.write("".join(lines))

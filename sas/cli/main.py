@@ -105,6 +105,7 @@ from sas.cli import health_cmd as _health_cmd  # noqa: E402  (registers `health`
 from sas.cli import incidents_cmd as _incidents_cmd  # noqa: E402  (registers `incidents`)
 from sas.cli import reconcile_cmd as _reconcile_cmd  # noqa: E402  (registers `reconcile`)
 from sas.cli import supervisor_cmds as _supervisor_cmds  # noqa: E402  (registers `show`)
+from sas.cli import types_cmd as _types_cmd  # noqa: E402  (registers `types`)
 from sas.cli.schedules import schedule_app  # noqa: E402
 from sas.cli.services_cmd import services_app  # noqa: E402
 
@@ -117,6 +118,7 @@ _codec_server_cmd.register(app)
 _health_cmd.register(app)
 _incidents_cmd.register(app)
 _reconcile_cmd.register(app)
+_types_cmd.register(app)
 _delayed_control.register(app)
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(services_app, name="services")
@@ -164,6 +166,10 @@ def _run() -> int:
     except (Abort, KeyboardInterrupt):
         return 130
     except Exception as err:  # noqa: BLE001 - anything else still ends in one line, not a wall of traceback
+        discovery = sys.modules.get("sas.task_types.discovery")  # loaded by then if it raised this
+        if discovery is not None and isinstance(err, discovery.TaskTypeError):
+            _print_error(str(err), "fix the registration, or uninstall or unset what names the module")
+            return 2
         _print_error(f"unexpected {type(err).__name__}: {err}", "run again with `sas --debug ...` for the traceback")
         return 1
 

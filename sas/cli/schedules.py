@@ -84,7 +84,9 @@ def create(
     cron: str | None = typer.Option(None, help="Cron expression, e.g. '0 9 * * MON-FRI'."),
     every: str | None = typer.Option(None, help="Interval: 30s, 15m, 1h, 1d."),
     file: Path | None = typer.Option(None, "--input", help="JSON file with the task input."),
-    task_type: str = typer.Option("order", "--type", help="order | preorder"),
+    task_type: str = typer.Option(
+        "order", "--type", help="The task type: any registered one (`sas types` lists them)."
+    ),
     customer_id: str | None = typer.Option(None, "--customer"),
     sku: str | None = typer.Option(None),
     quantity: int | None = typer.Option(None),

@@ -34,8 +34,13 @@ def register(app: typer.Typer) -> None:
 
 def submit(
     file: Path | None = typer.Argument(None, help="JSON file with the task input ('-' for stdin)."),
+    input_file: Path | None = typer.Option(
+        None, "--input", "-i", help="JSON file with the task input ('-' for stdin); the same as FILE."
+    ),
     task_id: str | None = typer.Option(None, "--id", help="Task id (= workflow id). Default: <type>-<random>."),
-    task_type: str = typer.Option("order", "--type", help="order | preorder"),
+    task_type: str = typer.Option(
+        "order", "--type", help="The task type: any registered one (`sas types` lists them)."
+    ),
     customer_id: str | None = typer.Option(None, "--customer"),
     sku: str | None = typer.Option(None),
     quantity: int | None = typer.Option(None),
@@ -51,9 +56,14 @@ def submit(
     ),
     as_json: bool = JSON,
 ) -> None:
-    """Submit a task. Example: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299 --customer c1 --address '1 Main St'"""
+    """Submit a task: sas submit --type TYPE --input FILE, validated against the type's input model
+    (`sas types` shows it). The order flags: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299
+    --customer c1 --address '1 Main St'"""
     from sas.cli import tasks
 
+    if file is not None and input_file is not None:
+        raise CliError("give the input as FILE or --input FILE, not both")
+    file = file if file is not None else input_file
     if task_id:
         tasks.check_task_id(task_id, "--id")
     flags = {

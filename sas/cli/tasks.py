@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,23 @@ from sas.workflows.definitions import TaskDefinition
 from sas.workflows.registry import by_workflow_name, task_types
 from sas.workflows.summaries import task_details, task_summary
 
-# Task type -> (its definition, its workflow type name), from the one registry.
-TASK_TYPES: dict[str, tuple[TaskDefinition, str]] = {
-    name: (t.definition, t.workflow_name) for name, t in task_types().items()
-}
+
+class _TaskTypes(Mapping[str, tuple[TaskDefinition, str]]):
+    """Task type -> (its definition, its workflow type name): the registry's, read each time it
+    is looked at (a copy made at import would miss a type registered since)."""
+
+    def __getitem__(self, name: str) -> tuple[TaskDefinition, str]:
+        found = task_types()[name]
+        return found.definition, found.workflow_name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(task_types())
+
+    def __len__(self) -> int:
+        return len(task_types())
+
+
+TASK_TYPES: Mapping[str, tuple[TaskDefinition, str]] = _TaskTypes()
 
 
 def build_input(
@@ -42,7 +56,11 @@ def build_input(
     is named as it was given: its flag (``flag_names``, default ``FIELD_FLAGS``) or its field in the file."""
     flag_names = FIELD_FLAGS if flag_names is None else flag_names
     if task_type not in TASK_TYPES:
-        raise CliError(f"--type {task_type!r}: unknown task type", f"use one of: {', '.join(TASK_TYPES)}")
+        raise CliError(
+            f"--type {task_type!r}: unknown task type",
+            f"use one of: {', '.join(TASK_TYPES) or 'none registered'} (`sas types` lists them; a package"
+            " registers its own through the sas.task_types entry point group)",
+        )
     data: dict[str, Any] = {}
     if file is not None:
         import sys

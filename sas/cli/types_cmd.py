@@ -1,0 +1,115 @@
+"""``sas types``: the registered task types, with their steps, the services they call and the
+schema of their input - what ``sas submit --type T --input FILE`` takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from sas.cli.output import command_line, console, print_json, shown, table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("types")(types)
+
+
+def types(
+    task_type: str | None = typer.Argument(None, help="Show only this task type."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (with each input's JSON Schema)."),
+) -> None:
+    """List the registered task types: their steps, services and input fields."""
+    from sas.cli.output import CliError
+    from sas.workflows import registry
+
+    found = registry.catalog()
+    if task_type is not None and task_type not in found.types:
+        raise CliError(
+            f"no task type {task_type!r}", f"registered: {', '.join(found.types) or 'none'}; see `sas types`"
+        )
+    described = [describe(t) for name, t in found.types.items() if task_type in (None, name)]
+    if as_json:
+        print_json(described)
+        return
+    if not described:
+        console.print("no task type is registered: install a package that names its module in the")
+        console.print("sas.task_types entry point group, or set SAS_TASK_TYPES__MODULES (see the README)")
+        return
+    for entry in described:
+        _print(entry)
+
+
+def describe(task_type: Any) -> dict[str, Any]:
+    """One registered task type as JSON: what ``sas types --json`` prints."""
+    from sas.task_types.definitions import StepDefinition
+    from sas.task_types.services import HttpCall
+    from sas.workflows.summaries import task_summary
+
+    definition = task_type.definition
+    steps = []
+    for step in definition.steps:
+        entry: dict[str, Any] = {"name": step.name, "stage": definition.stage_of(step.name)}
+        if isinstance(step, StepDefinition):
+            entry |= {
+                "kind": "http" if isinstance(step.forward, HttpCall) else "agent",
+                "agent": step.agent,
+                "undo": step.compensation,
+                "service": step.agent.partition(".")[0],
+            }
+            if isinstance(step.forward, HttpCall):
+                entry["call"] = f"{step.forward.method} {step.forward.path}"
+            if isinstance(step.undo, HttpCall):
+                entry["undo_call"] = f"{step.undo.method} {step.undo.path}"
+        else:
+            entry |= {"kind": "wait", "signal": step.signal, "deadline_s": _seconds(step.deadline)}
+            if step.signal is not None:
+                entry["on_deadline"] = step.on_deadline
+        if step.when is not None:
+            entry["unless"] = step.when.unless
+        steps.append(entry)
+    return {
+        "task_type": definition.task_type,
+        "workflow_type": task_type.workflow_name,
+        "module": task_type.module,
+        "flow": task_summary(definition, "", {}).split(" · ")[-1],
+        "steps": steps,
+        "services": sorted({s["service"] for s in steps if "service" in s}),
+        "input_schema": definition.input_model.model_json_schema(),
+    }
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else value.total_seconds()
+
+
+def _print(entry: dict[str, Any]) -> None:
+    name = entry["task_type"]
+    console.print(
+        f"[bold]{shown(name)}[/bold] · {shown(entry['workflow_type'])} · {shown(entry['module'])}", highlight=False
+    )
+    console.print(f"  {shown(entry['flow'])}", highlight=False)
+    rows = []
+    for step in entry["steps"]:
+        if step["kind"] == "wait":
+            calls = f"waits for {step['signal']}" if step.get("signal") else "waits until a time"
+            rows.append([step["name"], calls, "", ""])
+        else:
+            calls = step["agent"] + (f" ({step['call']})" if "call" in step else "")
+            rows.append([step["name"], calls, step["undo"] or "", step["service"]])
+    console.print(table(None, ["step", "calls", "undo", "service"], rows))
+    schema = entry["input_schema"]
+    required = set(schema.get("required", []))
+    fields = [
+        [field, _type_of(spec), "yes" if field in required else "no"]
+        for field, spec in schema.get("properties", {}).items()
+    ]
+    console.print(table(None, ["input field", "type", "required"], fields))
+    command_line(f"  sas submit --type {name} --input {name}.json")
+    console.print()
+
+
+def _type_of(spec: dict[str, Any]) -> str:
+    if "type" in spec:
+        return str(spec["type"])
+    options = [str(s.get("type", "?")) for s in spec.get("anyOf", [])]
+    return " | ".join(options) or "any"
