@@ -392,6 +392,12 @@ class SupervisorSettings(BaseModel):
         gt=0,
         description="A poller Temporal last saw longer ago than this is gone (workers long-poll ~60s).",
     )
+    concurrency: int = Field(
+        default=16,
+        ge=1,
+        le=256,
+        description="Decisions a sweep carries out at once (each asks Temporal, claims its row, sends its signal).",
+    )
     incident_min_tasks: int = Field(
         default=5,
         ge=2,

@@ -1,7 +1,11 @@
 """What every Supervisor activity class shares: its heartbeat, its shard's slice of the
-state store, and the version from which a task's rows belong to its clean-up workflow."""
+state store, the version from which a task's rows belong to its clean-up workflow, and a
+bounded way to do many independent things at once."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
 
 from temporalio import activity
 
@@ -24,3 +28,18 @@ def shard_buckets(settings: Settings, shard: int) -> tuple[int, int] | None:
     """The hash buckets ``shard`` looks after, or None when one Supervisor looks after all."""
     s = settings.supervisor
     return None if s.shards == 1 else s.bucket_range(shard)
+
+
+async def bounded(limit: int, jobs: list[Callable[[], Awaitable[None]]]) -> None:
+    """Run ``jobs`` at most ``limit`` at a time, heartbeating as each starts. The first failure
+    is raised once the others have ended (the activity is retried; every job is idempotent)."""
+    gate = asyncio.Semaphore(max(limit, 1))
+
+    async def run(job: Callable[[], Awaitable[None]]) -> None:
+        async with gate:
+            beat()
+            await job()
+
+    for outcome in await asyncio.gather(*(run(job) for job in jobs), return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
@@ -21,7 +22,7 @@ from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import mark_sent, unsent_decisions
 from sas.state_store.queries import get_task
-from sas.supervisor.activity_support import beat
+from sas.supervisor.activity_support import beat, bounded
 from sas.supervisor.models import CleanupInput, CleanupStep
 from sas.task_models import OperatorRequest
 from sas.task_models.queues import service_of, service_queue
@@ -55,14 +56,28 @@ class Outbox:
         sent = 0
         async with self._sessions() as session:
             pending = await unsent(session, _FLUSH_BATCH, buckets)
-        for d in pending:
-            beat()
+
+        async def send(d: tables.Decision) -> None:
+            nonlocal sent
             if d.kind == "cleanup":
                 await self._start_cleanup(d)
             elif await self._signal(d):
                 sent += 1
             async with self._sessions() as session:
                 await mark_sent(session, d.id, datetime.now(UTC))
+
+        # One decision per task in a sweep's outbox, each signal to its own workflow: sent side by
+        # side. Decisions of one task (a retry after a crashed sweep's) stay in order, one by one.
+        by_task: dict[str, list[tables.Decision]] = {}
+        for d in pending:
+            by_task.setdefault(d.task_id, []).append(d)
+
+        async def in_order(decisions: list[tables.Decision]) -> None:
+            for d in decisions:
+                beat()
+                await send(d)
+
+        await bounded(self._settings.supervisor.concurrency, [partial(in_order, ds) for ds in by_task.values()])
         return sent
 
     async def _signal(self, d: tables.Decision) -> bool:

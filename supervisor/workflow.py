@@ -141,6 +141,10 @@ class SupervisorWorkflow:
             if waits:
                 # Be there when the earliest cool-down or backoff ends, however idle the rest is.
                 sleep = max(min(sleep, (min(waits) - workflow.now()).total_seconds()), 0.0)
+            if len(scan.due) >= policy.batch_size and work and self._stats.last and self._stats.last.claimed:
+                # A full batch that moved: more are due behind it. Sweep again at once rather than
+                # let a backlog drain one batch per interval (the timer stays, only shorter).
+                sleep = 0.0
             self._woken = False
             try:
                 await workflow.wait_condition(lambda: self._woken, timeout=timedelta(seconds=max(sleep, 0.001)))

@@ -105,10 +105,24 @@ def due_steps_query(
     return select(Step).from_statement(select(unioned).limit(limit))  # type: ignore[return-value]
 
 
+def permanent_due_query(now: datetime, limit: int, bucket_range: tuple[int, int] | None = None) -> Select[Any]:
+    """Failed steps the service refused for good, due now: decided before the rest of a backlog
+    (issue 22: one refused order must not wait behind a thousand cool-downs of another outage)."""
+    query = select(Step).where(Step.state == StepState.FAILED, Step.complete_by <= now, Step.permanent.is_(True))
+    if bucket_range is not None:
+        query = query.where(Step.shard >= bucket_range[0], Step.shard < bucket_range[1])
+    return query.order_by(Step.complete_by).limit(limit)
+
+
 async def due_steps(
     session: AsyncSession, now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
 ) -> list[tuple[StepRow, TaskRow]]:
-    steps = list((await session.scalars(due_steps_query(now, grace, limit, bucket_range))).all())
+    """The steps due, permanent failures first (``permanent_due_query``), then the rest
+    (``due_steps_query``), at most ``limit``."""
+    first = list((await session.scalars(permanent_due_query(now, limit, bucket_range))).all())
+    seen = {(s.task_id, s.name) for s in first}
+    rest = await session.scalars(due_steps_query(now, grace, limit, bucket_range))
+    steps = (first + [s for s in rest.all() if (s.task_id, s.name) not in seen])[:limit]
     if not steps:
         return []
     tasks = {

@@ -1,0 +1,219 @@
+"""The Supervisor under load: with --tasks orders failing on one service, how long an unrelated
+permanent failure waits for its decision, in Supervisor intervals.
+
+    python bench/supervisor_load.py                         # 1,000 tasks; SQLite and PostgreSQL
+    python bench/supervisor_load.py --backends sqlite --concurrency 1,16
+
+Each run is a fresh stack: the Temporal dev server, the remote services with fault injection, one
+``worker.py`` and ``python -m sas.supervisor``, with the default settings but these: the steps'
+quick retries off (``SAS_DEFAULT_STEP__MAX_ATTEMPTS=1``, so every failure reaches the Supervisor
+at once), a ladder whose cool-down tries never run out (``COOLDOWN_TRIES=1000``, every
+``--cooldown-s``: the failing orders come due again and again, in waves), and the Supervisor's
+``SAS_SUPERVISOR__CONCURRENCY`` set per run. Every ``payment.charge`` answers 503.
+
+The load: --tasks orders, all failing at charge. Once most of them are in their cool-downs, a
+probe order is submitted every --probe-every-s seconds, --probes of them; each one's reserve is
+refused for good (a permanent fault matching that order alone). Its wait is the time from the
+reserve's failure (the ActivityTaskFailed event in its history) to the Supervisor's decision
+(``decisions.decided_at``). Also counted: decisions per second over the probes' window. One line
+per run, and a summary line:
+
+    backend=sqlite concurrency=16 tasks=1000 interval_s=5 probe_wait_median_s=… probe_wait_max_s=…
+    probe_wait_max_intervals=… decisions_per_s=…
+
+The goal (issue 22): probe_wait_max_intervals <= 2. Measured, not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+
+from bench._stack import BenchStack, median, order_payload, poll, print_summary, sas_client, wait_log
+from bench.sweep import create_pg_database, drop_pg_database
+
+
+async def in_cooldown(sessions: Any) -> int:
+    """Charge steps that have climbed to the ladder's cool-down rungs."""
+    from sqlalchemy import func, select
+
+    from sas.state_store.mirror_tables import Step
+
+    async with sessions() as session:
+        found = await session.scalar(
+            select(func.count()).select_from(Step).where(Step.name == "charge", Step.failure_count >= 3)
+        )
+        return int(found or 0)
+
+
+async def decided_at(sessions: Any, task_id: str) -> datetime | None:
+    from sqlalchemy import select
+
+    from sas.state_store.tables import Decision
+
+    async with sessions() as session:
+        return await session.scalar(
+            select(Decision.decided_at).where(Decision.task_id == task_id, Decision.kind != "wait").limit(1)
+        )
+
+
+async def decision_of(sessions: Any, task_id: str, timeout: float) -> datetime:
+    async def probe() -> datetime | None:
+        return await decided_at(sessions, task_id)
+
+    found = await poll(probe, bool, timeout, 0.5, f"{task_id} decided")
+    assert found is not None
+    return found
+
+
+async def decisions_between(sessions: Any, start: datetime, end: datetime) -> int:
+    from sqlalchemy import func, select
+
+    from sas.state_store.tables import Decision
+
+    async with sessions() as session:
+        found = await session.scalar(
+            select(func.count()).select_from(Decision).where(Decision.decided_at >= start, Decision.decided_at < end)
+        )
+        return int(found or 0)
+
+
+async def failed_at(client: Any, task_id: str) -> datetime:
+    """When the probe's reserve failed, by its workflow's history."""
+    async for event in client.get_workflow_handle(task_id).fetch_history_events():
+        if event.HasField("activity_task_failed_event_attributes"):
+            return event.event_time.ToDatetime().astimezone()  # type: ignore[no-any-return]
+    raise RuntimeError(f"{task_id}: no failed activity in its history")
+
+
+async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[str, Any]:
+    from sas import state_store
+    from sas.settings import DatabaseSettings, Settings
+
+    queue = Settings().temporal.task_queue
+    pg_name = None
+    with BenchStack(keep=args.keep) as stack:
+        if backend == "postgres":
+            pg_name, stack.db_url = await create_pg_database(args.pg_admin_url)
+        env = {
+            "SAS_DEFAULT_STEP__MAX_ATTEMPTS": "1",
+            "SAS_SUPERVISOR__COOLDOWN_S": str(args.cooldown_s),
+            "SAS_SUPERVISOR__COOLDOWN_TRIES": "1000",
+            "SAS_SUPERVISOR__INTERVAL_S": str(args.interval_s),
+            "SAS_SUPERVISOR__CONCURRENCY": str(concurrency),
+        }
+        engine = None
+        try:
+            stack.start_temporal()
+            stack.start_services(enable_faults=True)
+            stack.migrate()
+            worker = stack.sas_worker(**env)
+            stack.supervisor(**env)
+            wait_log(worker, r"polling", 90)
+            client = await sas_client(stack.temporal_address)
+            engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
+            sessions = state_store.session_factory(engine)
+            run_id = uuid.uuid4().hex[:6]
+            async with httpx.AsyncClient(base_url=stack.services_url, headers=stack.admin_headers, timeout=10) as http:
+                await http.post("/admin/faults", json={"endpoint": "payment.charge", "kind": "transient"})
+                gate = asyncio.Semaphore(32)
+
+                async def submit(i: int) -> None:
+                    async with gate:
+                        await client.start_workflow(
+                            "OrderWorkflow", order_payload(i), id=f"load-{run_id}-{i}", task_queue=queue
+                        )
+
+                await asyncio.gather(*(submit(i) for i in range(args.tasks)))
+                await poll(
+                    lambda: in_cooldown(sessions),
+                    lambda n: n >= 0.9 * args.tasks,
+                    args.settle_timeout_s,
+                    1.0,
+                    "the failing orders to reach their cool-downs",
+                )
+                start = datetime.now().astimezone()
+                probes = [f"probe-{run_id}-{i}" for i in range(args.probes)]
+                for i, task_id in enumerate(probes):
+                    await http.post(
+                        "/admin/faults",
+                        json={
+                            "endpoint": "inventory.reserve",
+                            "kind": "permanent",
+                            "status": 422,
+                            "error": "out_of_stock",
+                            "match_order_id": task_id,
+                        },
+                    )
+                    await client.start_workflow(
+                        "OrderWorkflow", order_payload(10_000 + i), id=task_id, task_queue=queue
+                    )
+                    await asyncio.sleep(args.probe_every_s)  # the probes' spacing: spread over the waves
+            waits = []
+            for task_id in probes:
+                decided = await decision_of(sessions, task_id, args.settle_timeout_s)
+                waits.append((decided - await failed_at(client, task_id)).total_seconds())
+            end = datetime.now().astimezone()
+            rate = await decisions_between(sessions, start, end) / max((end - start).total_seconds(), 1e-9)
+        finally:
+            if engine is not None:
+                await engine.dispose()
+            if pg_name:
+                await drop_pg_database(args.pg_admin_url, pg_name)
+    return {
+        "backend": backend,
+        "concurrency": concurrency,
+        "tasks": args.tasks,
+        "interval_s": f"{args.interval_s:g}",
+        "probe_wait_median_s": round(median(waits), 2),
+        "probe_wait_max_s": round(max(waits), 2),
+        "probe_wait_max_intervals": round(max(waits) / args.interval_s, 2),
+        "decisions_per_s": round(rate, 1),
+    }
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for backend in args.backends.split(","):
+        for concurrency in (int(c) for c in args.concurrency.split(",")):
+            started = time.monotonic()
+            figures = await run(args, backend, concurrency)
+            print(" ".join(f"{k}={v}" for k, v in figures.items()) + f" took_s={time.monotonic() - started:.0f}")
+            key = f"{backend}_c{concurrency}"
+            summary[f"{key}_max_intervals"] = figures["probe_wait_max_intervals"]
+            summary[f"{key}_decisions_per_s"] = figures["decisions_per_s"]
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=1000, help="orders failing at payment (default 1000)")
+    parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both (default)")
+    parser.add_argument("--concurrency", default="16", help="SAS_SUPERVISOR__CONCURRENCY of each run: 1,16 compares")
+    parser.add_argument("--interval-s", type=float, default=5.0, help="the Supervisor's interval (default 5)")
+    parser.add_argument("--cooldown-s", type=float, default=30.0, help="the ladder's cool-down (default 30)")
+    parser.add_argument("--probes", type=int, default=6, help="permanent failures measured (default 6)")
+    parser.add_argument("--probe-every-s", type=float, default=7.0, help="between probes (default 7)")
+    parser.add_argument("--settle-timeout-s", type=float, default=600)
+    parser.add_argument(
+        "--pg-admin-url",
+        default=os.environ.get("SAS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"),
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
+    args = parser.parse_args()
+    print_summary(asyncio.run(bench(args)))
+
+
+if __name__ == "__main__":
+    main()
