@@ -1,7 +1,10 @@
 """``supervisor.check_queues``: task queues with work waiting and nobody polling them, or a
-backlog that keeps growing, from Temporal's own view of each queue; one alert per queue
-incident, resolved when pollers return and the backlog stops growing. The same check also
-looks for workflows Temporal reports stuck (``supervisor/reported_problems.py``).
+backlog that keeps growing, from Temporal's own view of each queue. Queues nobody polls are
+one incident however many there are (issue 22: every worker down is one outage, not one alert
+per queue): one ``queue_unpolled`` alert naming each such queue, kept up to date as they come
+and go, resolved when every one has its pollers back or no work waiting. A growing backlog is
+an alert per queue. The same check also looks for workflows Temporal reports stuck
+(``supervisor/reported_problems.py``).
 
 Each workflow queue has one activity queue per remote service beside it (``task_models/queues.py``),
 checked for activity pollers alone. A service whose circuit breaker holds its work has no
@@ -9,6 +12,7 @@ pollers on purpose (its workers wait at the breaker's gate): that is not an inci
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -31,6 +35,8 @@ from sas.supervisor.models import AlertSpec, QueueCheckInput, QueueCheckResult
 from sas.supervisor.reported_problems import check_reported_problems
 from sas.task_models.queues import service_queue
 
+# The one incident of queues nobody polls (one per Supervisor's state store: every queue it sees).
+UNPOLLED_KEY = "queue_unpolled"
 _KIND_NAMES = {TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW: "workflow", TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY: "activity"}
 
 
@@ -42,8 +48,9 @@ class QueueActivities(QueueDefs):
 
     @activity.defn(name="supervisor.check_queues")
     async def check_queues(self, request: QueueCheckInput) -> QueueCheckResult:
-        """Queues with work waiting and nobody polling (or a growing backlog): one alert per
-        queue incident, resolved when pollers return and the backlog stops growing."""
+        """Queues with work waiting and nobody polling: one incident naming them all, resolved
+        when every one has pollers back; a growing backlog: an alert per queue, resolved when
+        it stops growing."""
         s = self._settings.supervisor
         now = datetime.now(UTC)
         async with self._sessions() as session:
@@ -52,11 +59,13 @@ class QueueActivities(QueueDefs):
         held = await holding(self._sessions, now)
         record_breakers(sorted(AGENTS), held)
         result = QueueCheckResult(queues=len(queues), held=sorted(held))
-        known = set(queues)
+        unpolled: list[Unpolled] = []
+        services_unpolled: list[Unpolled] = []
         for queue in queues:
             for service in AGENTS:
-                known.add(service_queue(queue, service))
-                await self._check_service_queue(queue, service, service in held, request, result, now)
+                found = await self._check_service_queue(queue, service, service in held, request, result, now)
+                if found is not None:
+                    services_unpolled.append(found)
         for queue in queues:
             beat()
             by_kind, backlog = await self._describe_queue(queue)
@@ -66,21 +75,18 @@ class QueueActivities(QueueDefs):
             n = max(waiting.get(queue, 0), backlog)
             previous = request.backlog.get(queue)
             growing = previous is not None and backlog > previous and backlog >= s.batch_size
-            key = f"queue_unpolled:{queue}"
             missing = [kind for kind, count in by_kind.items() if count == 0]
             if missing and n > 0:
                 result.unpolled.append(queue)
                 who = "no worker (workflows nor Agents)" if len(missing) == 2 else f"no {missing[0]} worker"
-                spec = AlertSpec(
-                    severity="critical",
-                    kind="queue_unpolled",
-                    message=(
-                        f"{who} is polling queue {queue}; {n} steps waiting (backlog {backlog}); "
-                        "their complete-by is not counted while they wait"
-                    ),
-                    suggested_action=f"start a task worker on {queue} (`sas worker` with SAS_TEMPORAL__TASK_QUEUE={queue})",
+                unpolled.append(
+                    Unpolled(
+                        queue,
+                        f"{who} is polling queue {queue}; {n} steps waiting (backlog {backlog})",
+                        f"`sas worker` with SAS_TEMPORAL__TASK_QUEUE={queue}",
+                        n,
+                    )
                 )
-                result.opened += int(await raise_once(self._sessions, spec, key, now, failure_count=n))
             elif growing:
                 spec = AlertSpec(
                     severity="warning",
@@ -90,22 +96,14 @@ class QueueActivities(QueueDefs):
                 )
                 backlog_key = f"queue_backlog:{queue}"
                 result.opened += int(await raise_once(self._sessions, spec, backlog_key, now, failure_count=n))
-            if not missing:
-                result.resolved += await resolve_key(self._sessions, key, now, f"{pollers} pollers are back on {queue}")
             if not growing:
                 result.resolved += await resolve_key(
                     self._sessions, f"queue_backlog:{queue}", now, "backlog no longer growing"
                 )
+        opened, resolved = await _one_incident(self._sessions, unpolled + services_unpolled, now)
+        result.opened += opened
+        result.resolved += resolved
         result.stuck = await check_reported_problems(self._sessions, self._client, queues, now)
-        # Incidents on queues that no longer have work waiting end too.
-        async with self._sessions() as session:
-            stale = [
-                a
-                for a in await active_alerts_of_kind(session, "queue_unpolled")
-                if a.incident_key.split(":", 1)[1] not in known
-            ]
-        for alert in stale:
-            result.resolved += await resolve_key(self._sessions, alert.incident_key, now, "no steps waiting any more")
         return result
 
     async def _check_service_queue(
@@ -116,9 +114,9 @@ class QueueActivities(QueueDefs):
         request: QueueCheckInput,
         result: QueueCheckResult,
         now: datetime,
-    ) -> None:
-        """One service's activity queue: its backlog and pollers exported, and an incident when
-        work waits there with no activity worker polling, unless the service's breaker holds it."""
+    ) -> Unpolled | None:
+        """One service's activity queue: its backlog and pollers exported; unpolled when work
+        waits there with no activity worker polling, unless the service's breaker holds it."""
         beat()
         name = service_queue(queue, service)
         by_kind, backlog = await self._describe_queue(name, kinds=(TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,))
@@ -126,23 +124,15 @@ class QueueActivities(QueueDefs):
         record_backlog(name, backlog, pollers)
         record_service_queue(service, name, backlog, pollers)
         result.backlog[name] = backlog
-        key = f"queue_unpolled:{name}"
+        found = None
         if pollers == 0 and backlog > 0 and not held:
             result.unpolled.append(name)
-            spec = AlertSpec(
-                severity="critical",
-                kind="queue_unpolled",
-                message=(
-                    f"no activity worker is polling queue {name}; {backlog} {service} calls waiting; "
-                    "their complete-by is not counted while they wait"
-                ),
-                suggested_action=f"start a task worker (`sas worker`, SAS_TEMPORAL__TASK_QUEUE={queue}): it polls {name}",
+            found = Unpolled(
+                name,
+                f"no activity worker is polling queue {name}; {backlog} {service} calls waiting",
+                f"`sas worker` (SAS_TEMPORAL__TASK_QUEUE={queue}, SAS_WORKER__QUEUES with {service}): it polls {name}",
+                backlog,
             )
-            result.opened += int(await raise_once(self._sessions, spec, key, now, failure_count=backlog))
-        else:
-            why = f"the {service} breaker holds its work" if held and pollers == 0 else f"{pollers} pollers on {name}"
-            if pollers > 0 or backlog == 0 or held:
-                result.resolved += await resolve_key(self._sessions, key, now, why)
         previous = request.backlog.get(name)
         growing = previous is not None and backlog > previous and backlog >= self._settings.supervisor.batch_size
         backlog_key = f"queue_backlog:{name}"
@@ -157,6 +147,7 @@ class QueueActivities(QueueDefs):
             result.opened += int(await raise_once(self._sessions, spec, backlog_key, now, failure_count=backlog))
         else:
             result.resolved += await resolve_key(self._sessions, backlog_key, now, "backlog no longer growing")
+        return found
 
     async def _describe_queue(
         self,
@@ -188,3 +179,46 @@ class QueueActivities(QueueDefs):
             elif response.HasField("task_queue_status"):
                 backlog += response.task_queue_status.backlog_count_hint
         return pollers, backlog
+
+
+@dataclass(frozen=True)
+class Unpolled:
+    """A queue with work waiting and no worker polling it: what the incident says of it."""
+
+    queue: str
+    said: str
+    start: str
+    waiting: int
+
+
+async def _one_incident(
+    sessions: async_sessionmaker[AsyncSession], unpolled: list[Unpolled], now: datetime
+) -> tuple[int, int]:
+    """The one ``queue_unpolled`` incident: raised (or brought up to date) naming every queue
+    nobody polls, resolved once there is none. (opened, resolved)."""
+    opened = resolved = 0
+    if unpolled:
+        spec = AlertSpec(
+            severity="critical",
+            kind="queue_unpolled",
+            message=(
+                f"{len(unpolled)} task queue(s) with work waiting and no worker: "
+                + "; ".join(u.said for u in unpolled)
+                + ". Their complete-by is not counted while they wait"
+            ),
+            suggested_action="start the task workers: " + "; ".join(dict.fromkeys(u.start for u in unpolled)),
+        )
+        waiting = sum(u.waiting for u in unpolled)
+        opened += int(await raise_once(sessions, spec, UNPOLLED_KEY, now, failure_count=waiting))
+    else:
+        resolved += await resolve_key(sessions, UNPOLLED_KEY, now, "every queue has its pollers back (or no work)")
+    # Alerts of one queue each, from before there was one incident for all: it stands for them.
+    async with sessions() as session:
+        legacy = [
+            a.incident_key
+            for a in await active_alerts_of_kind(session, "queue_unpolled")
+            if a.incident_key != UNPOLLED_KEY
+        ]
+    for key in legacy:
+        resolved += await resolve_key(sessions, key, now, "now one incident for every unpolled queue")
+    return opened, resolved

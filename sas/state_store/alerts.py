@@ -182,8 +182,11 @@ async def active_alert(session: AsyncSession, incident_key: str) -> Alert | None
     ).first()
 
 
-async def active_alerts_of_kind(session: AsyncSession, kind: str, limit: int = 500) -> list[Alert]:
-    query = select(Alert).where(Alert.status.in_(ACTIVE), Alert.kind == kind).order_by(Alert.id).limit(limit)
+async def active_alerts_of_kind(session: AsyncSession, kind: str, limit: int | None = 500) -> list[Alert]:
+    """Open or acknowledged alerts of ``kind``, oldest first; ``limit`` None: all of them."""
+    query = select(Alert).where(Alert.status.in_(ACTIVE), Alert.kind == kind).order_by(Alert.id)
+    if limit is not None:
+        query = query.limit(limit)
     return list((await session.scalars(query)).all())
 
 

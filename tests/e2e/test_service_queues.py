@@ -58,9 +58,12 @@ async def no_payment_worker(
 
 
 async def unpolled(stack: Stack, queue: str) -> list[Any]:
+    """The one unpolled-queues incident, when it names ``queue`` (issue 22: one for every queue)."""
     async with stack.sessions() as session:
         return [
-            a for a in await list_alerts(session, None, 1000) if a.incident_key.startswith(f"queue_unpolled:{queue}")
+            a
+            for a in await list_alerts(session, None, 1000)
+            if a.kind == "queue_unpolled" and f"queue {queue};" in a.message
         ]
 
 
