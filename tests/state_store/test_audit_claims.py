@@ -1,0 +1,66 @@
+"""Every request a task applies is audited, whoever it says it is (issue 24, finding 2): the
+state store records a request as the Supervisor's only if the decision it names exists for
+that task; a request that only says ``by: supervisor`` is recorded as unverified. SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from sas.state_store.mirror import record_audit
+from sas.state_store.queries import audit_for
+from sas.state_store.tables import Decision
+from sas.task_models import AuditRecord
+from tests.helpers import fresh_id
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def request(task_id: str, seq: int, actor: str, decision_id: str | None) -> AuditRecord:
+    return AuditRecord(
+        task_id=task_id,
+        run_id="r1",
+        seq=seq,
+        step="charge",
+        action="compensate",
+        actor=actor,
+        changed="task Failed -> Compensating",
+        at=NOW,
+        decision_id=decision_id,
+    )
+
+
+async def test_only_a_real_decision_makes_a_request_the_supervisors(sessions: async_sessionmaker[AsyncSession]) -> None:
+    task_id, other = fresh_id("audit"), fresh_id("audit-other")
+    async with sessions() as session, session.begin():
+        decision = Decision(
+            task_id=task_id,
+            step="charge",
+            failure_count=1,
+            kind="compensate",
+            observed_state="Failed",
+            reason="permanent",
+            decided_by="sup-1",
+            decided_at=NOW,
+        )
+        session.add(decision)
+        await session.flush()
+        real = str(decision.id)
+    async with sessions() as session:
+        assert await record_audit(session, request(task_id, 1, "supervisor", real))
+    async with sessions() as session:
+        assert await record_audit(session, request(task_id, 2, "supervisor", None))  # says so, names nothing
+    async with sessions() as session:
+        assert await record_audit(session, request(task_id, 3, "supervisor", "999999"))  # no such decision
+    async with sessions() as session:
+        assert await record_audit(session, request(other, 1, "supervisor", real))  # another task's decision
+    async with sessions() as session:
+        assert await record_audit(session, request(task_id, 4, "alice", None))
+    async with sessions() as session:
+        actors = [e.actor for e in await audit_for(session, task_id)]
+        elsewhere = [e.actor for e in await audit_for(session, other)]
+    unverified = "supervisor (unverified: no such decision)"
+    assert sorted(actors) == sorted(["supervisor", unverified, unverified, "alice"])
+    assert elsewhere == [unverified]
