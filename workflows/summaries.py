@@ -15,6 +15,7 @@ may use the codec server, so they stay free of secrets either way.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
@@ -152,6 +153,18 @@ def current_details(status: TaskStatus) -> str:
         for s in status.steps
     )
     return "\n\n".join(lines) + "\n\n" + steps
+
+
+def delayed_start(task_id: str, summary: str, details: str, starts_at: datetime) -> tuple[str, str]:
+    """A delayed task's summary and details, saying first when it starts (UTC): until then
+    Temporal holds the workflow and nothing of it runs, so these are all the UI can show (no
+    current details yet). ``sas submit --in/--at`` sets them and ``sas reschedule`` sets them anew."""
+    when = starts_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        f"starts {when} · {summary}"[:_MAX_SUMMARY],
+        f"**Delayed: starts {when}.** Nothing runs before. "
+        f"Move it: `sas reschedule {task_id} --at <time>` · cancel it: `sas cancel {task_id}`\n\n{details}",
+    )
 
 
 def cleanup_summary(task_type: str, task_id: str, payload: Mapping[str, Any]) -> str:

@@ -183,7 +183,7 @@ async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, r
 
     from sas.cli import audit
     from sas.workflows.registry import by_workflow_name
-    from sas.workflows.summaries import task_details, task_summary
+    from sas.workflows.summaries import delayed_start, task_details, task_summary
 
     await audit.check_reachable()
     task = await pending(client, task_id)
@@ -194,6 +194,12 @@ async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, r
         raise CliError(f"{task_id} is a {task.workflow_type}, which sas does not start: not rescheduled")
     definition = registered.definition
     new_start = datetime.now(UTC) + delay
+    summary, details = delayed_start(
+        task_id,
+        task_summary(definition, task_id, task.payload),
+        task_details(definition, task_id, task.payload),
+        new_start,
+    )
     await _terminate(client, task, f"rescheduled by {by} to {_when(new_start)}")
     try:
         handle = await client.start_workflow(
@@ -205,8 +211,9 @@ async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, r
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             start_delay=delay,
-            static_summary=task_summary(definition, task_id, task.payload),
-            static_details=task_details(definition, task_id, task.payload),
+            # The UI says the new start (the old run's summary said the old one).
+            static_summary=summary,
+            static_details=details,
         )
     except WorkflowAlreadyStartedError:
         raise CliError(

@@ -23,7 +23,7 @@ from sas.task_models.ids import MAX_INCARNATION, validate_schedule_id
 from sas.task_models.outbound import OutboundPolicy, outbound_context
 from sas.workflows.definitions import TaskDefinition
 from sas.workflows.registry import by_workflow_name, task_types
-from sas.workflows.summaries import task_details, task_summary
+from sas.workflows.summaries import delayed_start, task_details, task_summary
 
 
 class _TaskTypes(Mapping[str, tuple[TaskDefinition, str]]):
@@ -201,6 +201,11 @@ async def submit(
     """Start the task's workflow (id = task id). False if the id already names a task
     (running or finished): nothing new started; ``existing_task`` says which and what to do.
     ``priority`` is Temporal's task priority: a backlogged queue hands out urgent tasks first."""
+    definition = TASK_TYPES[task_type][0]
+    summary, details = task_summary(definition, task_id, payload), task_details(definition, task_id, payload)
+    if start_delay:
+        # Until it starts, these are all the UI can show of it: say when (issue 22).
+        summary, details = delayed_start(task_id, summary, details, datetime.now(UTC) + start_delay)
     try:
         await client.start_workflow(
             TASK_TYPES[task_type][1],
@@ -212,8 +217,8 @@ async def submit(
             start_delay=start_delay,
             priority=priority,
             # What the UI's list and workflow page show before the Scheduler has said anything.
-            static_summary=task_summary(TASK_TYPES[task_type][0], task_id, payload),
-            static_details=task_details(TASK_TYPES[task_type][0], task_id, payload),
+            static_summary=summary,
+            static_details=details,
         )
         return True
     except WorkflowAlreadyStartedError:
