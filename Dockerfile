@@ -26,8 +26,8 @@ RUN pip install --no-cache-dir --require-hashes -r requirements-runtime.lock
 # /app/.sas: local state (`sas demo`); /data: the remote-services ledger, a
 # named volume in docker-compose.yml that starts with this ownership.
 COPY . .
-# The order example registers its task types as a team's package would (sas.task_types entry points).
-RUN pip install --no-cache-dir --no-deps . ./examples/orders \
+# The examples register their task types as a team's package would (sas.task_types entry points).
+RUN pip install --no-cache-dir --no-deps . ./examples/orders ./examples/trip \
     && mkdir -p /app/.sas /data \
     && chown sas:sas /app/.sas /data
 

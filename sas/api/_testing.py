@@ -15,13 +15,14 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio import workflow as temporal_workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -30,12 +31,15 @@ from temporalio.worker import Worker
 from sas.task_models import (
     AuditRecord,
     CallbackEvent,
+    OperatorRequest,
     StepCall,
     StepPolicyValues,
     StepResult,
+    StepState,
     TaskAccepted,
     TaskPlan,
     TaskResult,
+    TaskStatus,
     TransitionBatch,
 )
 from sas.task_types.definitions import StepDefinition, TaskDefinition
@@ -46,6 +50,8 @@ from sas.workflows.shell.arguments import OneArgument
 
 # Quick retries that a test does not wait for.
 FAST = StepPolicyValues(complete_by_s=10, max_attempts=2, initial_interval_s=0.1, backoff=1.0, max_interval_s=0.1)
+
+_WAITING_FOR_A_DECISION = (StepState.FAILED, StepState.COMPENSATION_FAILED)
 
 Answer = Mapping[str, Any] | Callable[[StepCall], Mapping[str, Any]]
 
@@ -179,9 +185,16 @@ async def run_task(
     agents: FakeAgents,
     *,
     task_id: str | None = None,
+    supervise: bool = True,
     timeout_s: float = 60,
 ) -> TaskResult:
-    """Run one task of ``workflow`` to its end with fake Agents; its result (``state``, ``steps``)."""
+    """Run one task of ``workflow`` to its end with fake Agents; its result (``state``, ``steps``).
+
+    With ``supervise`` (the default), a failed step gets the decision the Supervisor's default
+    ladder comes to: a permanent failure undoes the task; a transient one is retried, three
+    times, then the task is undone; a wait step is left to its deadline (nobody approves). To
+    answer a wait or decide yourself, start the workflow on a ``fake_worker`` and send the
+    signals (``approve``, ``retry``, ``compensate``) as a person or the Supervisor would."""
     definition = workflow.definition
     name = temporal_workflow._Definition.must_from_class(workflow).name
     assert name is not None
@@ -195,4 +208,37 @@ async def run_task(
             result_type=TaskResult,
         )
         async with asyncio.timeout(timeout_s):
+            if supervise:
+                return await _supervised(env, handle)
             return await handle.result()
+
+
+async def _supervised(env: WorkflowEnvironment, handle: WorkflowHandle[Any, TaskResult]) -> TaskResult:
+    """The task's result, deciding for each failed step as the Supervisor's default ladder would.
+
+    The task is watched through its status query, not its result: a client waiting on a result
+    lets the test server skip time, past the moment a decision was due. A step that waits for a
+    time, or for an answer nobody gives here, has its time skipped to its deadline."""
+    decided: set[tuple[str, StepState, int]] = set()
+    while True:
+        status = await handle.query("status", result_type=TaskStatus)
+        if status.state.terminal:
+            return await handle.result()
+        undecided = False
+        for step in status.steps:
+            failure = (step.name, step.state, step.failure_count)
+            if step.state not in _WAITING_FOR_A_DECISION or failure in decided:
+                continue
+            undecided = True
+            decided.add(failure)
+            retry = not step.permanent and step.failure_count < 3 and step.state == StepState.FAILED
+            # As the Supervisor does: each decision counts one more failure (FailureCount).
+            await handle.signal(
+                "retry" if retry else "compensate",
+                OperatorRequest(step=step.name, failure_count=step.failure_count + 1, by="supervisor"),
+            )
+        deadlines = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
+        if deadlines and not undecided:
+            await env.sleep(max(min(deadlines) - await env.get_current_time(), timedelta(seconds=1)))
+        else:
+            await asyncio.sleep(0.1)

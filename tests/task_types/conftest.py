@@ -20,7 +20,7 @@ from sas.api import (
     TaskDefinition, TaskInput, TaskId, task_workflow,
 )
 
-class TripInput(TaskInput):
+class TourInput(TaskInput):
     traveller: str
     nights: int = 1
 
@@ -30,31 +30,31 @@ class Booked(StepResultModel):
 class Cancelled(StepResultModel):
     cancelled: bool = True
 
-FLIGHTS = Service("{prefix}flights")
-HOTELS = Service("{prefix}hotels", lookup=None)
+AIR = Service("{prefix}air")
+INN = Service("{prefix}inn", lookup=None)
 FLIGHT = StepDefinition(
     "flight",
-    forward=FLIGHTS.post("/flights/book", body={{"traveller": Input("traveller"), "trip": TaskId()}}, result=Booked),
-    undo=FLIGHTS.post("/flights/cancel", body={{"booking_id": Forward("booking_id"), "key": ForwardKey()}}, result=Cancelled),
+    forward=AIR.post("/air/book", body={{"traveller": Input("traveller"), "trip": TaskId()}}, result=Booked),
+    undo=AIR.post("/air/cancel", body={{"booking_id": Forward("booking_id"), "key": ForwardKey()}}, result=Cancelled),
 )
 HOTEL = StepDefinition(
     "hotel",
-    forward=HOTELS.post("/hotels/book", body={{"nights": Input("nights")}}, result=Booked),
-    undo=HOTELS.post("/hotels/cancel", body={{"booking_id": Forward("booking_id")}}, result=Cancelled),
+    forward=INN.post("/inn/book", body={{"nights": Input("nights")}}, result=Booked),
+    undo=INN.post("/inn/cancel", body={{"booking_id": Forward("booking_id")}}, result=Cancelled),
 )
 NOTE = StepDefinition(
     "note",
-    forward=HOTELS.post("/hotels/note", body={{"flight": Result("flight", "booking_id")}}, result=Booked),
+    forward=INN.post("/inn/note", body={{"flight": Result("flight", "booking_id")}}, result=Booked),
 )
 {extra}
-TRIP = TaskDefinition("{task_type}", TripInput, (Parallel(FLIGHT, HOTEL), NOTE))
-{workflow} = task_workflow(TRIP, "{workflow}")
+TOUR = TaskDefinition("{task_type}", TourInput, (Parallel(FLIGHT, HOTEL), NOTE))
+{workflow} = task_workflow(TOUR, "{workflow}")
 """
 
 Register = Callable[..., list[str]]
 
 
-def trip_module(task_type: str = "trip", workflow: str = "TripWorkflow", prefix: str = "", extra: str = "") -> str:
+def trip_module(task_type: str = "tour", workflow: str = "TourWorkflow", prefix: str = "", extra: str = "") -> str:
     return TRIP.format(task_type=task_type, workflow=workflow, prefix=prefix, extra=extra)
 
 

@@ -42,36 +42,36 @@ def test_sas_types_lists_a_team_type_with_its_steps_services_and_input(tmp_path:
     listed = sas(tmp_path, "types", "--json", module=module)
     assert listed.returncode == 0, listed.stderr
     by_name = {t["task_type"]: t for t in json.loads(listed.stdout)}
-    assert {"order", "preorder", "trip"} <= set(by_name)  # the order example, installed, and the team's
-    trip = by_name["trip"]
-    assert trip["workflow_type"] == "TripWorkflow" and trip["module"] == module
-    assert trip["flow"] == "(flight ‖ hotel) → note" and trip["services"] == ["flights", "hotels"]
-    flight = trip["steps"][0]
-    assert flight["kind"] == "http" and flight["call"] == "POST /flights/book" and flight["undo"] == "flights.cancel"
-    assert trip["input_schema"]["required"] == ["traveller"]
+    assert {"order", "preorder", "trip", "tour"} <= set(by_name)  # the order example, installed, and the team's
+    tour = by_name["tour"]
+    assert tour["workflow_type"] == "TourWorkflow" and tour["module"] == module
+    assert tour["flow"] == "(flight ‖ hotel) → note" and tour["services"] == ["air", "inn"]
+    flight = tour["steps"][0]
+    assert flight["kind"] == "http" and flight["call"] == "POST /air/book" and flight["undo"] == "air.cancel"
+    assert tour["input_schema"]["required"] == ["traveller"]
 
-    shown = sas(tmp_path, "types", "trip", module=module)
-    assert shown.returncode == 0 and "flights.book (POST /flights/book)" in shown.stdout
-    assert "sas submit --type trip --input trip.json" in shown.stdout
+    shown = sas(tmp_path, "types", "tour", module=module)
+    assert shown.returncode == 0 and "air.book (POST /air/book)" in shown.stdout
+    assert "sas submit --type tour --input tour.json" in shown.stdout
 
 
 def test_submit_validates_a_team_input_naming_the_json_fields(tmp_path: Path) -> None:
     module = write_module(tmp_path, trip_module())
-    (tmp_path / "trip.json").write_text(json.dumps({"nights": "two", "travler": "Ada"}))
-    done = sas(tmp_path, "submit", "--type", "trip", "--input", "trip.json", module=module)
+    (tmp_path / "tour.json").write_text(json.dumps({"nights": "two", "travler": "Ada"}))
+    done = sas(tmp_path, "submit", "--type", "tour", "--input", "tour.json", module=module)
     assert done.returncode == 1
-    assert "'traveller' in trip.json: required" in done.stderr
-    assert "'nights' in trip.json: Input should be a valid integer" in done.stderr
-    assert "'travler' in trip.json: not a field of this task type" in done.stderr
+    assert "'traveller' in tour.json: required" in done.stderr
+    assert "'nights' in tour.json: Input should be a valid integer" in done.stderr
+    assert "'travler' in tour.json: not a field of this task type" in done.stderr
     # From stdin, and a flag where one exists for the field.
-    piped = sas(tmp_path, "submit", "--type", "trip", "--input", "-", "--sku", "X", module=module, stdin="{}")
+    piped = sas(tmp_path, "submit", "--type", "tour", "--input", "-", "--sku", "X", module=module, stdin="{}")
     assert "'traveller' in the JSON input: required" in piped.stderr and "--sku: not a field" in piped.stderr
 
 
 def test_an_unknown_type_says_which_are_registered(tmp_path: Path) -> None:
     module = write_module(tmp_path, trip_module())
-    done = sas(tmp_path, "submit", "--type", "tripp", "--input", "-", module=module, stdin="{}")
-    assert done.returncode == 1 and "unknown task type" in done.stderr and "trip" in done.stderr
+    done = sas(tmp_path, "submit", "--type", "tourr", "--input", "-", module=module, stdin="{}")
+    assert done.returncode == 1 and "unknown task type" in done.stderr and "tour" in done.stderr
 
 
 def test_the_helps_name_no_fixed_list_of_types(tmp_path: Path) -> None:
@@ -82,23 +82,23 @@ def test_the_helps_name_no_fixed_list_of_types(tmp_path: Path) -> None:
 
 
 def test_a_broken_registration_is_one_line_for_the_command_too(tmp_path: Path) -> None:
-    module = write_module(tmp_path, trip_module(task_type="hotels"))
+    module = write_module(tmp_path, trip_module(task_type="inn"))
     done = sas(tmp_path, "types", module=module)
     assert done.returncode == 2
     assert done.stderr.splitlines()[0] == (
-        f"sas: {module}: task type 'hotels' has the name of a service its Agents call"
-        " (SAS_SERVICES__HOTELS__*, queue *.hotels); rename the task type"
+        f"sas: {module}: task type 'inn' has the name of a service its Agents call"
+        " (SAS_SERVICES__INN__*, queue *.inn); rename the task type"
     )
 
 
 def test_the_env_file_of_sas_up_keeps_per_service_settings(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from sas.cli.demo import _inherited_settings
 
-    monkeypatch.setenv("SAS_SERVICES__FLIGHTS__URL", "http://127.0.0.1:9001")
+    monkeypatch.setenv("SAS_SERVICES__AIR__URL", "http://127.0.0.1:9001")
     monkeypatch.setenv("SAS_TASK_TYPES__MODULES", "my_team.trip")
-    monkeypatch.setenv("SAS_SERVICES__FLIGHTS__AUTH_TOKEN", "Bearer very-secret")
+    monkeypatch.setenv("SAS_SERVICES__AIR__AUTH_TOKEN", "Bearer very-secret")
     lines = _inherited_settings({"SAS_SERVICES__URL": "http://127.0.0.1:8081"})
-    assert "export SAS_SERVICES__FLIGHTS__URL=http://127.0.0.1:9001\n" in lines
+    assert "export SAS_SERVICES__AIR__URL=http://127.0.0.1:9001\n" in lines
     assert "export SAS_TASK_TYPES__MODULES=my_team.trip\n" in lines
     assert not any("very-secret" in line for line in lines)
-    assert any(line.startswith("# SAS_SERVICES__FLIGHTS__AUTH_TOKEN") for line in lines)
+    assert any(line.startswith("# SAS_SERVICES__AIR__AUTH_TOKEN") for line in lines)

@@ -20,30 +20,30 @@ from tests.task_types.conftest import Register, trip_module
 
 def test_a_module_named_by_the_setting_is_a_task_type_everywhere(register: Register) -> None:
     (module,) = register(trip_module())
-    trip = registry.task_types()["trip"]
-    assert trip.module == module and trip.workflow_name == "TripWorkflow"
-    assert trip.workflow in workflows.ALL_WORKFLOWS  # what the worker registers
-    assert registry.by_workflow_name("TripWorkflow") is trip
+    tour = registry.task_types()["tour"]
+    assert tour.module == module and tour.workflow_name == "TourWorkflow"
+    assert tour.workflow in workflows.ALL_WORKFLOWS  # what the worker registers
+    assert registry.by_workflow_name("TourWorkflow") is tour
     # Its services and their calls declared as data: what the worker builds Agents for.
-    assert {"flights", "hotels"} <= set(AGENTS)
-    assert [c.name for c in AGENTS["flights"].calls] == ["flights.book", "flights.cancel"]
-    assert [c.name for c in AGENTS["hotels"].calls] == ["hotels.book", "hotels.cancel", "hotels.note"]
-    assert all(isinstance(c, HttpCall) for c in AGENTS["hotels"].calls)
+    assert {"air", "inn"} <= set(AGENTS)
+    assert [c.name for c in AGENTS["air"].calls] == ["air.book", "air.cancel"]
+    assert [c.name for c in AGENTS["inn"].calls] == ["inn.book", "inn.cancel", "inn.note"]
+    assert all(isinstance(c, HttpCall) for c in AGENTS["inn"].calls)
     # The UI's summaries read its definition.
-    assert task_summary(trip.definition, "t-1", {"traveller": "Ada"}).endswith("(flight ‖ hotel) → note")
-    assert "`flights.book`, undone by `flights.cancel`" in task_details(trip.definition, "t-1", {})
+    assert task_summary(tour.definition, "t-1", {"traveller": "Ada"}).endswith("(flight ‖ hotel) → note")
+    assert "`air.book`, undone by `air.cancel`" in task_details(tour.definition, "t-1", {})
 
 
 def test_the_order_example_and_a_team_type_live_side_by_side(register: Register) -> None:
     register(trip_module())
-    assert {"order", "preorder", "trip"} <= set(registry.task_types())
+    assert {"order", "preorder", "trip", "tour"} <= set(registry.task_types())
     grouped = by_service([])
-    assert {"inventory", "payment", "shipping", "flights", "hotels"} <= set(grouped)
+    assert {"inventory", "payment", "shipping", "air", "inn"} <= set(grouped)
 
 
 def test_the_workflow_class_has_the_name_the_sandbox_imports_it_by(register: Register) -> None:
-    register(trip_module(workflow="TripWorkflow").replace("TripWorkflow = task_workflow", "Trip = task_workflow"))
-    with pytest.raises(TaskTypeError, match="named 'TripWorkflow' but not bound to that name"):
+    register(trip_module(workflow="TourWorkflow").replace("TourWorkflow = task_workflow", "Tour = task_workflow"))
+    with pytest.raises(TaskTypeError, match="named 'TourWorkflow' but not bound to that name"):
         registry.task_types()
 
 
@@ -59,7 +59,7 @@ def test_the_workflow_class_has_the_name_the_sandbox_imports_it_by(register: Reg
             lambda m: m.replace('Result("flight", "booking_id")', 'Result("note", "booking_id")'),
             "must name a step that finishes before",
         ),
-        (lambda m: m.replace('Input("nights")', 'Input("nigths")'), "Input('nigths') is not a field of TripInput"),
+        (lambda m: m.replace('Input("nights")', 'Input("nigths")'), "Input('nigths') is not a field of TourInput"),
         (
             lambda m: m.replace('"key": ForwardKey()', '"key": ForwardKey(), "x": Result("flight", "booking_id")'),
             "an undo gets its own step's result",
@@ -70,8 +70,8 @@ def test_the_workflow_class_has_the_name_the_sandbox_imports_it_by(register: Reg
             "Forward('bookingid') is not a field of Booked",
         ),
         (
-            lambda m: m.replace('undo=HOTELS.post("/hotels/cancel"', 'undo=FLIGHTS.post("/hotels/cancel"'),
-            "undone on service 'flights' but runs on 'hotels'",
+            lambda m: m.replace('undo=INN.post("/inn/cancel"', 'undo=AIR.post("/inn/cancel"'),
+            "undone on service 'air' but runs on 'inn'",
         ),
     ],
     ids=[
@@ -97,29 +97,29 @@ def test_a_registration_that_cannot_work_is_one_line_naming_the_module(
 
 def test_two_task_types_of_one_name_are_refused(register: Register) -> None:
     first, second = register(trip_module(), trip_module(workflow="OtherTripWorkflow"))
-    with pytest.raises(TaskTypeError, match=f"task type 'trip' is declared twice: by {first} and by {second}"):
+    with pytest.raises(TaskTypeError, match=f"task type 'tour' is declared twice: by {first} and by {second}"):
         registry.task_types()
 
 
 def test_two_workflow_types_of_one_name_are_refused(register: Register) -> None:
-    register(trip_module(), trip_module(task_type="tour"))
+    register(trip_module(), trip_module(task_type="safari"))
     with pytest.raises(
-        TaskTypeError, match="workflow type 'TripWorkflow' of task type 'tour' is already task type 'trip'"
+        TaskTypeError, match="workflow type 'TourWorkflow' of task type 'safari' is already task type 'tour'"
     ):
         registry.task_types()
 
 
 def test_a_task_type_named_like_a_service_is_refused(register: Register) -> None:
-    (module,) = register(trip_module(task_type="hotels"))
-    with pytest.raises(TaskTypeError, match=f"{module}: task type 'hotels' has the name of a service"):
+    (module,) = register(trip_module(task_type="inn"))
+    with pytest.raises(TaskTypeError, match=f"{module}: task type 'inn' has the name of a service"):
         registry.task_types()
 
 
 def test_one_agent_name_declared_as_two_calls_is_refused(register: Register) -> None:
-    tour = trip_module(task_type="tour", workflow="TourWorkflow").replace('"/flights/book"', '"/flights/v2/book"')
+    tour = trip_module(task_type="safari", workflow="SafariWorkflow").replace('"/air/book"', '"/air/v2/book"')
     register(trip_module(), tour)
     with pytest.raises(
-        TaskTypeError, match=re.escape("Agent 'flights.book' of task type 'tour' is declared differently by task type")
+        TaskTypeError, match=re.escape("Agent 'air.book' of task type 'safari' is declared differently by task type")
     ):
         registry.task_types()
 

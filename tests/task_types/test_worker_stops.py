@@ -40,8 +40,8 @@ def start_worker(tmp_path: Path, *texts: str) -> tuple[list[str], subprocess.Com
             [trip_module().replace("from sas.api import", "import no_such_package\nfrom sas.api import")],
             "cannot be imported",
         ),
-        ([trip_module(), trip_module(workflow="OtherWorkflow")], "task type 'trip' is declared twice"),
-        ([trip_module(task_type="flights")], "task type 'flights' has the name of a service"),
+        ([trip_module(), trip_module(workflow="OtherWorkflow")], "task type 'tour' is declared twice"),
+        ([trip_module(task_type="air")], "task type 'air' has the name of a service"),
     ],
     ids=["import fails", "two of one name", "named like a service"],
 )

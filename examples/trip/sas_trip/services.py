@@ -1,0 +1,159 @@
+"""The trip's own services - an airline, a hotel and a card processor in one small process - as
+a team's services would meet sas's HTTP contract (docs/http-contract.md):
+
+- every business call takes an ``Idempotency-Key`` and performs its effect at most once per
+  key: a repeated key gets the stored answer;
+- an undo that arrives before its forward call voids the key: a late forward is refused
+  (``409 {"error": "voided"}``) and has no effect;
+- a refusal is a 4xx with a JSON object ``{"error", "message"}``; ``GET /<service>/lookup``
+  says what was done under a forward key;
+- ``GET /ledger?trip=T`` lists the effects, ``/admin/faults`` injects faults (for tests).
+
+State lives in memory: this is an example, not a booking system. ``sas-trip-services --port 8090``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+# What each forward action books, and the undo that cancels it.
+FORWARD = {"flights.book": "fl", "hotels.book": "ht", "cards.charge": "ch"}
+UNDO = {"flights.cancel": "flights.book", "hotels.cancel": "hotels.book", "cards.refund": "cards.charge"}
+FARE_CENTS = 12_000
+NIGHT_CENTS = 9_000
+
+
+@dataclass
+class Ledger:
+    answers: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # key -> stored answer
+    effects: list[dict[str, Any]] = field(default_factory=list)
+    voided: set[str] = field(default_factory=set)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+
+
+def refusal(status: int, error: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": error, "message": message}, status_code=status)
+
+
+def _refused(action: str, body: dict[str, Any]) -> JSONResponse | None:
+    """The services' business rules: where they say no, for good."""
+    if action == "flights.book" and body.get("destination") == "Atlantis":
+        return refusal(422, "no_route", "no flight goes to Atlantis")
+    if action == "hotels.book" and body.get("city") == "Nowhere":
+        return refusal(422, "no_hotel", "there is no hotel in Nowhere")
+    if action == "cards.charge" and body.get("card") == "4000000000000002":
+        return refusal(402, "card_declined", "the card was declined")
+    return None
+
+
+def _answer(action: str, body: dict[str, Any], ledger: Ledger, key: str) -> dict[str, Any]:
+    if action in FORWARD:
+        answer: dict[str, Any] = {"booking_id": f"{FORWARD[action]}_{uuid.uuid4().hex[:12]}"}
+        if action == "flights.book":
+            answer["fare_cents"] = FARE_CENTS
+        elif action == "hotels.book":
+            answer["total_cents"] = NIGHT_CENTS * int(body.get("nights", 1))
+        else:
+            answer = {"charge_id": answer["booking_id"], "amount_cents": body.get("amount_cents")}
+        return answer
+    # An undo: of the effect it names, else of what was done under the forward key, if anything.
+    forward_key = key.removesuffix(":undo")
+    done = ledger.answers.get(forward_key)
+    if done is None:
+        ledger.voided.add(forward_key)  # a late forward under that key must not take effect
+    return {"refunded": done is not None} if action == "cards.refund" else {"cancelled": done is not None}
+
+
+def business(action: str, ledger: Ledger) -> Any:
+    async def handle(request: Request) -> Response:
+        key = request.headers.get("Idempotency-Key", "")
+        if not 1 <= len(key) <= 200:
+            return refusal(400, "missing_idempotency_key", "the Idempotency-Key header is required")
+        try:
+            body = await request.json()
+        except ValueError:
+            return refusal(400, "invalid_json", "the body must be a JSON object")
+        if not isinstance(body, dict):
+            return refusal(400, "invalid_json", "the body must be a JSON object")
+        stored = ledger.answers.get(key)
+        if stored is not None:
+            return JSONResponse(stored[1], status_code=stored[0])  # replayed: no second effect
+        fault = next((f for f in ledger.faults if f["endpoint"] == action and key.startswith(f["trip"])), None)
+        if fault is not None and fault.get("latency_ms"):
+            await asyncio.sleep(fault["latency_ms"] / 1000)
+        if fault is not None and fault["kind"] == "unavailable" and fault["times"] > 0:
+            fault["times"] -= 1
+            return refusal(503, "unavailable", "try again (injected fault)")
+        if action in FORWARD and key in ledger.voided:
+            return refusal(409, "voided", f"{action} under {key} was undone before it arrived")
+        refused = _refused(action, body) if action in FORWARD else None
+        if refused is not None:
+            return refused  # refusals are not stored: a later call is judged afresh
+        answer = _answer(action, body, ledger, key)
+        ledger.answers[key] = (200, answer)
+        ledger.effects.append({"action": action, "key": key, **answer})
+        if fault is not None and fault["kind"] == "lost_response" and fault["times"] > 0:
+            fault["times"] -= 1
+            return refusal(500, "lost", "the effect is done, the answer lost (injected fault)")
+        return JSONResponse(answer)
+
+    return handle
+
+
+def lookup(service: str, ledger: Ledger) -> Any:
+    forward = next(a for a in FORWARD if a.startswith(f"{service}."))
+    field = "charge_id" if service == "cards" else "booking_id"
+
+    async def handle(request: Request) -> Response:
+        found = ledger.answers.get(request.query_params.get("idempotency_key", ""))
+        return JSONResponse({field: found[1].get(field) if found is not None else None, "action": forward})
+
+    return handle
+
+
+def create_app() -> Starlette:
+    ledger = Ledger()
+
+    async def show_ledger(request: Request) -> Response:
+        trip = request.query_params.get("trip", "")
+        return JSONResponse({"entries": [e for e in ledger.effects if e["key"].startswith(f"{trip}:")]})
+
+    async def add_fault(request: Request) -> Response:
+        rule = await request.json()
+        ledger.faults.append({"times": 1, **rule})
+        return JSONResponse({"faults": len(ledger.faults)})
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    routes = [Route(f"/{a.replace('.', '/')}", business(a, ledger), methods=["POST"]) for a in [*FORWARD, *UNDO]]
+    routes += [Route(f"/{s}/lookup", lookup(s, ledger), methods=["GET"]) for s in ("flights", "hotels", "cards")]
+    routes += [
+        Route("/ledger", show_ledger, methods=["GET"]),
+        Route("/admin/faults", add_fault, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8090)
+    args = parser.parse_args()
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
