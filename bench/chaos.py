@@ -13,6 +13,12 @@ It starts, as processes on free ports in a temporary directory:
   (default ``127.0.0.1:5432``, user postgres), dropped at the end; or ``sqlite``, the file
   ``<state dir>/state.db`` (bench/_chaos_db.py).
 
+Every process runs this checkout's code: the source tree is copied into ``<state dir>/src`` at
+the start (restarts run the same copy), and the run and its processes start with
+``python -S`` and a PYTHONPATH of that code, its ``examples/*/`` and the venv's other packages,
+so an editable install pointing at another working tree (its task types' entry points) is not
+seen (bench/_chaos_env.py).
+
 Remote faults (``POST /admin/faults``; exact per-call rates, see docs/reliability.md):
 transient 5xx on 20 % of calls, hangs past complete-by on 5 %, ``card_declined`` on 3 %
 of charges. ``--fault-scope all`` (default) puts the transient faults and hangs on every
@@ -53,13 +59,20 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# The order example is its own package (examples/orders). It is taken from this checkout, before
-# an installed copy (an editable install points at another working tree), and so are its Agents
-# and workflow in the stack's processes (Stack.pythonpath).
-EXAMPLE = Path("examples") / "orders"
-for _path in (ROOT / EXAMPLE, ROOT):
-    if _path.is_dir() and str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import _chaos_env  # noqa: E402 - the standard library only
+
+if __name__ == "__main__" and _chaos_env.SITE_ENV not in os.environ:
+    # Start again isolated, before anything imports a task type: this checkout's code and
+    # examples, the venv's other packages, none of its editable installs (bench/_chaos_env.py).
+    _site = _chaos_env.build_site(ROOT)
+    os.execve(
+        sys.executable,
+        [sys.executable, "-S", str(Path(__file__).resolve()), *sys.argv[1:]],
+        {**os.environ, _chaos_env.SITE_ENV: str(_site), "PYTHONPATH": _chaos_env.pythonpath(ROOT, _site)},
+    )
 
 import httpx  # noqa: E402
 
@@ -130,7 +143,8 @@ class Stack(LoopbackStack):
             ),
             dirs_exist_ok=True,
         )
-        self.pythonpath = os.pathsep.join(str(p) for p in (self.src, self.src / EXAMPLE) if p.is_dir())
+        # The snapshot and its examples, the run's site view; `python -S` (bench/_chaos_env.py).
+        self.pythonpath = _chaos_env.pythonpath(self.src, Path(os.environ[_chaos_env.SITE_ENV]))
         self.restarts: Counter[str] = Counter()
         self.down: set[str] = set()  # stopped on purpose, being restarted
 
@@ -172,6 +186,7 @@ class Stack(LoopbackStack):
             child = self.group.python(
                 name,
                 [
+                    "-S",
                     "-P",
                     "-m",
                     "sas.remote_services",
@@ -188,11 +203,11 @@ class Stack(LoopbackStack):
                 {"PYTHONPATH": self.pythonpath, "SAS_SERVICES__ADMIN_TOKEN": self.admin_token},
             )
         elif name == "worker":
-            child = self.group.python(name, ["-P", str(self.src / "worker.py")], self.env())
+            child = self.group.python(name, ["-S", "-P", str(self.src / "worker.py")], self.env())
         elif name == "supervisor":
-            child = self.group.python(name, ["-P", "-m", "sas.supervisor"], self.env())
+            child = self.group.python(name, ["-S", "-P", "-m", "sas.supervisor"], self.env())
         elif name == "migrate":
-            child = self.group.python(name, ["-P", "-m", "sas.cli.main", "migrate"], self.env())
+            child = self.group.python(name, ["-S", "-P", "-m", "sas.cli.main", "migrate"], self.env())
         else:
             raise ValueError(name)
         self.children[name] = child
@@ -607,6 +622,8 @@ def main(argv: list[str] | None = None) -> None:
                 asyncio.run(run.store.drop())
             except Exception as err:  # noqa: BLE001
                 print(f"could not drop {run.store.describe()}: {err}", file=sys.stderr, flush=True)
+        if os.environ.get(_chaos_env.SITE_ENV):
+            _chaos_env.remove_site(Path(os.environ[_chaos_env.SITE_ENV]))
         if code == 0 and args.own_dir and not args.keep:
             shutil.rmtree(args.state_dir, ignore_errors=True)
         else:
