@@ -38,6 +38,7 @@ class Ledger:
     effects: list[dict[str, Any]] = field(default_factory=list)
     voided: set[str] = field(default_factory=set)
     faults: list[dict[str, Any]] = field(default_factory=list)
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
 
 def refusal(status: int, error: str, message: str) -> JSONResponse:
@@ -84,29 +85,37 @@ def business(action: str, ledger: Ledger) -> Any:
             return refusal(400, "invalid_json", "the body must be a JSON object")
         if not isinstance(body, dict):
             return refusal(400, "invalid_json", "the body must be a JSON object")
-        stored = ledger.answers.get(key)
-        if stored is not None:
-            return JSONResponse(stored[1], status_code=stored[0])  # replayed: no second effect
-        fault = next((f for f in ledger.faults if f["endpoint"] == action and key.startswith(f["trip"])), None)
-        if fault is not None and fault.get("latency_ms"):
-            await asyncio.sleep(fault["latency_ms"] / 1000)
-        if fault is not None and fault["kind"] == "unavailable" and fault["times"] > 0:
-            fault["times"] -= 1
-            return refusal(503, "unavailable", "try again (injected fault)")
-        if action in FORWARD and key in ledger.voided:
-            return refusal(409, "voided", f"{action} under {key} was undone before it arrived")
-        refused = _refused(action, body) if action in FORWARD else None
-        if refused is not None:
-            return refused  # refusals are not stored: a later call is judged afresh
-        answer = _answer(action, body, ledger, key)
-        ledger.answers[key] = (200, answer)
-        ledger.effects.append({"action": action, "key": key, **answer})
-        if fault is not None and fault["kind"] == "lost_response" and fault["times"] > 0:
-            fault["times"] -= 1
-            return refusal(500, "lost", "the effect is done, the answer lost (injected fault)")
-        return JSONResponse(answer)
+        # One request per key at a time: a retry that arrives while the first is still at work
+        # waits for it, then gets its answer (no second effect).
+        async with ledger.locks.setdefault(key, asyncio.Lock()):
+            return await _once(action, key, body, ledger)
 
     return handle
+
+
+async def _once(action: str, key: str, body: dict[str, Any], ledger: Ledger) -> Response:
+    """One business request, alone under its key."""
+    stored = ledger.answers.get(key)
+    if stored is not None:
+        return JSONResponse(stored[1], status_code=stored[0])  # replayed: no second effect
+    fault = next((f for f in ledger.faults if f["endpoint"] == action and key.startswith(f["trip"])), None)
+    if fault is not None and fault.get("latency_ms"):
+        await asyncio.sleep(fault["latency_ms"] / 1000)
+    if fault is not None and fault["kind"] == "unavailable" and fault["times"] > 0:
+        fault["times"] -= 1
+        return refusal(503, "unavailable", "try again (injected fault)")
+    if action in FORWARD and key in ledger.voided:
+        return refusal(409, "voided", f"{action} under {key} was undone before it arrived")
+    refused = _refused(action, body) if action in FORWARD else None
+    if refused is not None:
+        return refused  # refusals are not stored: a later call is judged afresh
+    answer = _answer(action, body, ledger, key)
+    ledger.answers[key] = (200, answer)
+    ledger.effects.append({"action": action, "key": key, **answer})
+    if fault is not None and fault["kind"] == "lost_response" and fault["times"] > 0:
+        fault["times"] -= 1
+        return refusal(500, "lost", "the effect is done, the answer lost (injected fault)")
+    return JSONResponse(answer)
 
 
 def lookup(service: str, ledger: Ledger) -> Any:
