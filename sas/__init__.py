@@ -12,5 +12,11 @@ with another distribution's in site-packages. Where each part is:
   ``sas.runtime``, ``sas.cli`` and ``sas.remote_services``: the models, the mirror, payload
   encryption, every setting, process plumbing, the ``sas`` command and the demo's remote services.
 
+A team's own task types use ``sas.api`` alone: the public API, documented and kept across
+versions. Every other module is sas's own and may change (``sas.task_types`` holds what a task
+type is made of; ``examples/`` shows two teams' packages).
+
 Nothing is imported here: the workflow sandbox imports this package for every workflow run.
 """
+
+__all__: list[str] = []  # the public API is sas.api

@@ -21,6 +21,8 @@ from enum import StrEnum
 
 
 class StepState(StrEnum):
+    """A step's state (the module's docstring draws how one leads to another)."""
+
     PENDING = "Pending"
     PROCESSING = "Processing"
     PROCESSED = "Processed"
@@ -34,6 +36,8 @@ class StepState(StrEnum):
 
 
 class TaskState(StrEnum):
+    """A task's state; ``terminal`` once Processed or Compensated."""
+
     PENDING = "Pending"
     PROCESSING = "Processing"
     FAILED = "Failed"

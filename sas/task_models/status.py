@@ -16,6 +16,8 @@ MAX_FAILURE_COUNT = 100_000
 
 
 class StepStatus(BaseModel):
+    """One step as its Scheduler sees it: state, FailureCount, runs, last error, result, note."""
+
     name: str
     position: int
     state: StepState = StepState.PENDING
@@ -38,6 +40,8 @@ class StepStatus(BaseModel):
 
 
 class TaskStatus(BaseModel):
+    """What a task's ``status`` query answers: its state and each step's."""
+
     task_id: str
     task_type: str
     state: TaskState
@@ -48,6 +52,8 @@ class TaskStatus(BaseModel):
 
 
 class TaskResult(BaseModel):
+    """What a task workflow returns when it ends: Processed or Compensated, and its steps."""
+
     task_id: str
     state: TaskState
     steps: list[StepStatus]
