@@ -71,7 +71,9 @@ def alerts(
                 [
                     a.id,
                     f"{a.task_id or '-'}\n{a.step or '-'}",
-                    f"{a.severity}, FailureCount {a.failure_count}: {a.message}",
+                    f"{a.severity}, incident of {a.failure_count} tasks: {a.message}"
+                    if a.kind == "incident"
+                    else f"{a.severity}, FailureCount {a.failure_count}: {a.message}",
                     a.suggested_action,
                     f"{a.status}\n{ago(a.created_at)}",
                 ]
