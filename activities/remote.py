@@ -59,8 +59,11 @@ class RemoteCaller:
         timeout_s: float = 30.0,
         headers: Mapping[str, str] | None = None,
         breaker: ServiceBreaker | None = None,
+        service: str | None = None,
     ) -> None:
         self._client = client
+        # The service's name for the metrics; else the path's first part (/<service>/<action>).
+        self._service = service
         self._breaker = breaker
         self._base_url = base_url.rstrip("/")
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -81,6 +84,7 @@ class RemoteCaller:
             timeout_s=service.timeout_s,
             headers={service.auth_header: token.get_secret_value()} if token is not None else None,
             breaker=breaker,
+            service=service.name,
         )
 
     async def post(
@@ -157,7 +161,7 @@ class RemoteCaller:
             # opened (or sits on the workflow's queue, from before service queues). Non-retryable,
             # so that no attempt of Temporal's retry policy is spent on it: the Scheduler starts the
             # step's activity again, and it waits in the service's queue, which the gate keeps unpolled.
-            _record_call(path, BREAKER_OPEN, 0.0)
+            _record_call(self._service, path, BREAKER_OPEN, 0.0)
             raise ApplicationError(
                 f"{path}: not sent, the circuit breaker of its service is open",
                 {"retry_in_s": self._breaker.retry_in_s()},
@@ -185,7 +189,7 @@ class RemoteCaller:
             outcome = "cancelled"
             raise
         finally:
-            _record_call(path, outcome, time.monotonic() - started)
+            _record_call(self._service, path, outcome, time.monotonic() - started)
             if self._breaker is not None and outcome not in _NOT_SENT:
                 self._breaker.record(outcome not in _SERVICE_FAULTS, error)
 
@@ -202,11 +206,14 @@ async def _get_capped(client: httpx.AsyncClient, url: str, **kwargs: Any) -> htt
     return httpx.Response(response.status_code, headers=headers, content=body, request=request)
 
 
-def _record_call(path: str, outcome: str, seconds: float) -> None:
-    """Per remote service and action: call latency, and errors by type (Prometheus)."""
+def _record_call(service: str | None, path: str, outcome: str, seconds: float) -> None:
+    """Per remote service and action: call latency, and errors by type (Prometheus). The action
+    is the path's last part (``/flights/book`` -> ``book``; a declared path may be any shape)."""
     if not activity.in_activity():
         return
-    service, _, action = path.strip("/").partition("/")
+    first, _, rest = path.strip("/").partition("/")
+    service = service or first
+    action = rest.rpartition("/")[2] if rest else first
     meter = activity.metric_meter()
     attrs = {"service": service, "action": action, "outcome": outcome}
     meter.create_histogram_timedelta(

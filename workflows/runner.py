@@ -8,6 +8,9 @@ guarded. So only what needs it is:
 - ``task_models`` and ``supervisor.models``: the pydantic models that cross the sandbox's edge
   (workflow and activity inputs and results, signals). Passed through, they are the same
   classes in the host's data converter and in the workflow, and are not rebuilt per run.
+- ``task_types`` and ``api``: the declarations a task type is made of (frozen data: steps,
+  services, calls declared as data) and the public API a team's task type module imports them
+  from. The team's module itself is not passed through: it is re-imported, and guarded, per run.
 - pydantic, pydantic_core and annotated_types, the stdlib and temporalio are already in
   Temporal's default passthrough list.
 

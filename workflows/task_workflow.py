@@ -48,7 +48,9 @@ def task_workflow(
         raise ValueError(f"task_workflow(name={class_name!r}): the name must be a Python identifier")
     owner = module or sys._getframe(1).f_globals["__name__"]
 
-    async def run(self: TaskScheduler, raw: RawValue) -> TaskResult:
+    # `self` unannotated: the SDK reads the run method's hints as its argument types, and an
+    # annotated `self` would count as one - decoding the input as a TaskScheduler.
+    async def run(self, raw: RawValue) -> TaskResult:
         # The raw payload: input that fails to decode or validate fails the task at once, with
         # InvalidInput, instead of a workflow task retried for ever (workflows/inputs.py).
         return await self.execute(raw)

@@ -74,6 +74,11 @@ def demo(
     services_port: int = typer.Option(8081),
 ) -> int:
     """Start everything, run demo orders with injected faults, and show where each ended."""
+    from sas.cli.tasks import TASK_TYPES
+
+    if "order" not in TASK_TYPES:
+        # The demo's orders are the order example's: a package of its own, like a team's.
+        raise CliError("sas demo runs the order example, which is not installed", "pip install -e examples/orders")
     cfg = _stack_options(state_dir, temporal_port, ui_port, services_port, enable_faults=True, extra_env=dict(DEMO_ENV))
     stack = _start(cfg)
     try:

@@ -102,6 +102,7 @@ async def accounts() -> AsyncIterator[tuple[str, list[tuple[str, dict[str, Any]]
         await serving
 
 
+@pytest.mark.slow
 async def test_the_printed_type_runs_on_a_worker_against_its_service(
     signup_module: None,
     accounts: tuple[str, list[Any]],

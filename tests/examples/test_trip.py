@@ -29,6 +29,9 @@ from sas.task_models import StepState, TaskStatus
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until
 
+# One stack (services, worker, Supervisor) for the module: its tests stay on one xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trip_example")]
+
 TRIP = {"traveller": "Ada", "origin": "LHR", "destination": "Lisbon", "date": "2027-05-01", "nights": 3}
 
 
