@@ -22,6 +22,10 @@ KIT = TaskDefinition("kit", OrderInput, (Parallel(RESERVE, CHARGE, SHIP),))
 APPROVED = TaskDefinition(
     "approved_order", OrderInput, (Wait("approval", signal="approve", deadline=timedelta(seconds=4)), RESERVE, CHARGE)
 )
+# The same, with a deadline no test machine's load can reach before `sas approve` answers.
+PATIENT = TaskDefinition(
+    "patient_order", OrderInput, (Wait("approval", signal="approve", deadline=timedelta(minutes=10)), RESERVE, CHARGE)
+)
 # Collected in store: nothing to ship.
 PICKUP = TaskDefinition(
     "pickup_order",
@@ -42,6 +46,15 @@ class KitWorkflow(TaskScheduler):
 @workflow.defn(name="ApprovedOrderWorkflow")
 class ApprovedOrderWorkflow(TaskScheduler):
     definition = APPROVED
+
+    @workflow.run
+    async def run(self, order: RawValue) -> TaskResult:
+        return await self.execute(order)
+
+
+@workflow.defn(name="PatientOrderWorkflow")
+class PatientOrderWorkflow(TaskScheduler):
+    definition = PATIENT
 
     @workflow.run
     async def run(self, order: RawValue) -> TaskResult:

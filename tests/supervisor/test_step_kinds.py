@@ -13,12 +13,12 @@ import pytest
 
 from sas.task_models import TaskState
 from tests.cli.test_cli import sas
-from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
+from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PatientOrderWorkflow, PickupOrderWorkflow
 from tests.helpers import fresh_id, wait_until
 from tests.stack import order
 from tests.supervisor.conftest import Rig
 
-KINDS: list[type] = [KitWorkflow, ApprovedOrderWorkflow, PickupOrderWorkflow]
+KINDS: list[type] = [KitWorkflow, ApprovedOrderWorkflow, PatientOrderWorkflow, PickupOrderWorkflow]
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 UNDO_OF = {"reserve": "release", "charge": "refund", "ship": "cancel"}
 
@@ -77,7 +77,7 @@ async def test_an_approved_order_goes_on_and_an_unanswered_one_is_undone(make_ri
     rig: Rig = await make_rig(extra_workflows=KINDS)
     await rig.start_supervisor("sup-approval", rig.settings.supervisor.workflow_id)
     approved, unanswered = fresh_id("approve"), fresh_id("no-answer")
-    handle = await rig.submit(approved, order(), workflow="ApprovedOrderWorkflow")
+    handle = await rig.submit(approved, order(), workflow="PatientOrderWorkflow")
     late = await rig.submit(unanswered, order(), workflow="ApprovedOrderWorkflow")
     await wait_until(lambda: rig.step_states(approved), lambda s: s.get("approval") == "Waiting", what="waiting")
     record = await rig.record(approved)
