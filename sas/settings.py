@@ -535,6 +535,24 @@ class WorkerSettings(BaseModel):
         description="'workflows' (the Scheduler's queue: workflows, the mirror, callbacks) and/or service names,"
         " each meaning that service's own queue; all of them if unset.",
     )
+    deployment_name: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Worker Versioning: the Worker Deployment of this process (with build_id; unset: unversioned)."
+        " Task and Supervisor workers of one release share it (docs/operator.md, deploying new workflow code).",
+    )
+    build_id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Worker Versioning: this build's id (an image tag, a git commit); a task stays on the build it"
+        " started on, the Supervisor moves to the current one.",
+    )
+
+    @model_validator(mode="after")
+    def _deployment_and_build(self) -> WorkerSettings:
+        if (self.deployment_name is None) != (self.build_id is None):
+            raise ValueError("set both SAS_WORKER__DEPLOYMENT_NAME and SAS_WORKER__BUILD_ID, or neither")
+        return self
 
     @field_validator("queues")
     @classmethod

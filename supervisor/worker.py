@@ -16,6 +16,7 @@ from sas.runtime.connect import connect, metrics_runtime, worker_identity
 from sas.runtime.entry import serve_until_signalled
 from sas.runtime.failures import reaching_state_store
 from sas.runtime.logs import configure_logging
+from sas.runtime.versioning import SUPERVISOR, deployment_config
 from sas.settings import Settings, get_settings
 from sas.supervisor.alert_delivery import AlertDeliveryActivities
 from sas.supervisor.apply import ApplyActivities
@@ -49,6 +50,8 @@ def supervisor_activities(
 def build_worker(
     client: Client, settings: Settings, sessions: async_sessionmaker[AsyncSession], identity: str
 ) -> Worker:
+    # With Worker Versioning on, the Supervisor auto-upgrades (sas/runtime/versioning.py).
+    versioned = deployment_config(settings.worker, SUPERVISOR)
     return Worker(
         client,
         task_queue=settings.temporal.supervisor_task_queue,
@@ -56,6 +59,7 @@ def build_worker(
         activities=supervisor_activities(client, settings, sessions, identity),
         identity=identity,
         workflow_runner=workflow_runner(),
+        deployment_config=versioned,
     )
 
 

@@ -22,6 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from sas.activities import Breakers, by_service
 from sas.activities.breaker_gate import BreakerGate
+from sas.runtime.versioning import TASKS, deployment_config
 from sas.settings import WORKFLOW_QUEUE, Settings
 from sas.task_models.queues import service_queue
 from sas.workflows.shell.arguments import OneArgument
@@ -78,6 +79,9 @@ def build_task_workers(
     queue = settings.temporal.task_queue
     wanted = settings.worker.queues
     options: dict[str, Any] = {"identity": identity, "graceful_shutdown_timeout": graceful_shutdown_timeout}
+    # Every worker of the process declares the version, the services' too: a pinned task's Agents
+    # run on its build (sas/runtime/versioning.py). None: unversioned.
+    options["deployment_config"] = deployment_config(settings.worker, TASKS)
     if workflow_runner is not None:
         main_options["workflow_runner"] = workflow_runner
     workers = []
