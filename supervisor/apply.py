@@ -131,8 +131,20 @@ class ApplyActivities(ApplyDefs):
         why = waiting_reason(view, (step.agent, step.compensation), now, s.overdue_grace_s)
         if why is None:
             return False
-        # Look again after the queue check has had its say (a no-worker incident is its alert, not this step's).
-        until = now + timedelta(seconds=max(s.queue_check_s, step.complete_by_s, s.interval_s))
+        waited = (now - view.workflow_task_scheduled).total_seconds() if view.workflow_task_scheduled else None
+        if (
+            view.workflow_task_pending
+            and not view.workflow_task_started
+            and waited is not None
+            and waited < s.interval_s
+        ):
+            # Its workflow task was scheduled just now and waits for a busy worker: look again at the
+            # next sweep (a refused order must not wait a whole queue check for a worker that is only
+            # slow). One that has waited longer may have no worker at all: the queue check's case.
+            until = now + timedelta(seconds=s.interval_s)
+        else:
+            # Look again after the queue check has had its say (a no-worker incident is its alert, not this step's).
+            until = now + timedelta(seconds=max(s.queue_check_s, step.complete_by_s, s.interval_s))
         async with self._sessions() as session:
             await defer_step(session, d.task_id, d.step, d.seen_version, d.seen_failure_count, until)
         log.info(

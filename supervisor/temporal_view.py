@@ -45,6 +45,7 @@ class TemporalView:
     workflow_task_pending: bool = False
     workflow_task_started: bool = False
     workflow_task_attempt: int = 0
+    workflow_task_scheduled: datetime | None = None
     activities: list[PendingActivityInfo] = field(default_factory=list)
 
     def activity_for(self, names: tuple[str | None, ...]) -> PendingActivityInfo | None:
@@ -76,6 +77,8 @@ async def look(client: Client, task_id: str, chain_id: str | None, run_id: str |
         view.workflow_task_pending = True
         view.workflow_task_started = task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
         view.workflow_task_attempt = task.attempt
+        if task.HasField("scheduled_time"):
+            view.workflow_task_scheduled = task.scheduled_time.ToDatetime(tzinfo=UTC)
     view.activities = list(raw.pending_activities)
     return view
 
