@@ -131,6 +131,26 @@ async def stack_any_db(
         yield running
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tests, and start the longest first.
+
+    Every test on the session's Temporal dev server is ``slow``, found by its fixtures, so a new
+    one needs no mark. Tests that start a whole stack of their own in subprocesses (the demo, the
+    chaos run, the benchmark scripts...) carry the mark in their module. Those run first, then the
+    dev-server ones, then the fast ones: the parallel workers share out the long tests at the start
+    and fill the gaps at the end with short ones, instead of all waiting on one long test last.
+    """
+    own_stack: set[pytest.Item] = set()
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            own_stack.add(item)
+        elif "temporal_env" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+    # A stable sort: the same order in every xdist worker, as xdist requires.
+    items.sort(key=lambda item: 0 if item in own_stack else 1 if item.get_closest_marker("slow") else 2)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config._sas_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
 
@@ -138,7 +158,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     # temporalio's Rust bridge can abort the interpreter at exit (sdk-python #300),
-    # turning a green run into exit code 134. Leave before that teardown runs.
+    # turning a green run into exit code 134. Leave before that teardown runs. Each xdist worker
+    # leaves the same way, after it has sent its results; a worker that died after that point
+    # would not fail the run either (xdist counts a worker down only before it has finished).
     status = getattr(config, "_sas_exitstatus", None)
     if status is not None and os.environ.get("SAS_TEST_NO_HARD_EXIT") != "1":
         sys.stdout.flush()

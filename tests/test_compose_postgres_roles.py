@@ -33,6 +33,8 @@ from tests.helpers import fresh_id
 from tests.postgres import PG_ADMIN_URL, _run, postgres_available
 from tests.stack import start_stack
 
+pytestmark = pytest.mark.slow  # worker and Supervisor processes as the deployment's roles
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "deploy" / "postgres-init" / "10-roles.sh"
 ADMIN = urlsplit(PG_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://"))

@@ -49,6 +49,7 @@ def test_worker_py_at_the_root_is_sas_worker() -> None:
     assert callable(worker.main)
 
 
+@pytest.mark.slow  # a real build with setuptools
 def test_the_built_wheel_holds_one_top_level_package(tmp_path: Path) -> None:
     """The real build (setuptools, as ``pip install .`` and the Dockerfile run it): every file
     under ``sas/``, the linked folders included with their contents, nothing else at the top."""

@@ -16,6 +16,8 @@ import pytest
 
 from sas.remote_services import free_port
 
+pytestmark = pytest.mark.slow  # each starts a worker or Supervisor process
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = {
     "worker": [sys.executable, str(ROOT / "worker.py")],

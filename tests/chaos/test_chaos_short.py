@@ -13,6 +13,8 @@ import pytest
 
 from tests.postgres import PG_ADMIN_URL, require_postgres
 
+pytestmark = pytest.mark.slow  # a whole stack in subprocesses, with faults, for a minute or two
+
 ROOT = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(r"^orders=(\d+) lost=(\d+) duplicates=(\d+) inconsistent=(\d+) mismatched=(\d+)(?: \S+=\S+)*$")
 

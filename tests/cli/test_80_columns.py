@@ -13,6 +13,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from sas.state_store import mirror
 from sas.state_store.alerts import raise_alert
 from sas.state_store.tables import Alert
@@ -20,6 +22,8 @@ from sas.task_models import OperatorRequest, StepState, StepTransition, TaskStat
 from tests.cli.test_cli import ORDER_FLAGS, sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
+
+pytestmark = pytest.mark.slow  # every command's help and output, each a subprocess
 
 WIDTH = 80
 DECLINED = "4000000000000002"

@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sas.cli.demo_plan import check_ledger, demo_cases
 from sas.remote_services.ledger import read_ledger
 from sas.runtime.processes import free_port, port_in_use
+
+pytestmark = pytest.mark.slow  # `sas demo`: a whole stack in subprocesses
 
 
 def survivors(marker: str) -> list[str]:

@@ -21,6 +21,8 @@ from tests.cli.test_cli import sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 
+pytestmark = pytest.mark.slow  # sas commands in subprocesses, against a stack
+
 READ_COMMANDS = [
     ("list",),
     ("status", "order-1"),

@@ -20,6 +20,8 @@ from sas.runtime.processes import free_port
 from tests.helpers import fresh_id
 from tests.postgres import fresh_database
 
+pytestmark = pytest.mark.slow  # sas commands waiting on unreachable servers
+
 PASSWORD = f"pw-{fresh_id('db')}"
 # Standard Webhooks secrets: whsec_ and base64 of random bytes (docs/webhooks.md).
 CALLBACK_SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()

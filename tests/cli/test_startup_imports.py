@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every command's help, each a fresh interpreter
+
 # Top-level packages (and sas's own heavy parts) that only the commands that use them may load.
 HEAVY = (
     "alembic",

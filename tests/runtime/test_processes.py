@@ -20,6 +20,8 @@ from sas.runtime.processes import ProcessGroup, free_port, port_in_use
 from sas.runtime.readiness import http_ready, temporal_healthy, temporal_ready
 from tests.helpers import fresh_id, wait_until
 
+pytestmark = pytest.mark.slow  # process groups and watchers, waited on in real time
+
 PARENT = """
 import sys, time
 from pathlib import Path

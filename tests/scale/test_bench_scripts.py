@@ -16,6 +16,8 @@ import pytest
 
 from tests.postgres import PG_ADMIN_URL, in_ci, postgres_available
 
+pytestmark = pytest.mark.slow  # each script starts a whole stack in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import pytest
 import pytest_asyncio
 from sqlalchemy import select
 
@@ -20,6 +21,8 @@ from sas.runtime.local_stack import LocalStack, LocalStackConfig
 from sas.settings import DatabaseSettings, TemporalSettings
 from sas.state_store.mirror_tables import Step
 from tests.helpers import fresh_id, wait_until
+
+pytestmark = pytest.mark.slow  # sas up --workers 3 --supervisors 2
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDER = {"customer_id": "c-1", "sku": "BOOK-1", "quantity": 1, "amount_cents": 1299, "address": "1 Main St"}

@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # pytest in a subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 # A real PostgreSQL test (module-level `postgres_required`) and a `db_url` case on PostgreSQL.
 TARGETS = [
@@ -34,7 +38,8 @@ def run_pytest(ci: bool) -> subprocess.CompletedProcess[str]:
     if ci:
         env["CI"] = "true"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *TARGETS],
+        # -n 0: in that one process, not on parallel workers (pyproject's addopts).
+        [sys.executable, "-m", "pytest", "-n", "0", "-q", "-rfEs", "-p", "no:cacheprovider", *TARGETS],
         cwd=ROOT,
         env=env,
         capture_output=True,

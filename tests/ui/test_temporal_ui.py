@@ -25,7 +25,7 @@ from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 from tests.ui.chromium import Browser, chromium_binary
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow by its fixtures too: marked to start first
 
 SCREENSHOTS = os.environ.get("SAS_UI_SCREENSHOTS")
 # The list columns docs/operator.md suggests: Temporal's status beside sas's own state.
