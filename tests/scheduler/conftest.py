@@ -31,13 +31,13 @@ AGENTS = [
     "payment.refund",
     "shipping.ship",
     "shipping.cancel",
-    "flights.book",
-    "flights.cancel",
-    "hotels.book",
-    "hotels.cancel",
-    "cards.charge",
-    "cards.refund",
-    "insurer.cover",
+    "testair.book",
+    "testair.cancel",
+    "testinn.book",
+    "testinn.cancel",
+    "testcard.charge",
+    "testcard.refund",
+    "testcover.cover",
 ]
 
 

@@ -31,31 +31,31 @@ class Booked(BaseModel):
 
 
 class TripAgents:
-    @agent_defn("flights.book", Booked)
+    @agent_defn("testair.book", Booked)
     async def book_flight(self, call: StepCall) -> StepResult:
         raise NotImplementedError
 
-    @agent_defn("flights.cancel", Booked)
+    @agent_defn("testair.cancel", Booked)
     async def cancel_flight(self, call: StepCall) -> StepResult:
         raise NotImplementedError
 
-    @agent_defn("hotels.book", Booked)
+    @agent_defn("testinn.book", Booked)
     async def book_hotel(self, call: StepCall) -> StepResult:
         raise NotImplementedError
 
-    @agent_defn("hotels.cancel", Booked)
+    @agent_defn("testinn.cancel", Booked)
     async def cancel_hotel(self, call: StepCall) -> StepResult:
         raise NotImplementedError
 
-    @agent_defn("cards.charge", Booked)
+    @agent_defn("testcard.charge", Booked)
     async def charge(self, call: StepCall) -> StepResult:
         raise NotImplementedError
 
-    @agent_defn("cards.refund", Booked)
+    @agent_defn("testcard.refund", Booked)
     async def refund(self, call: StepCall) -> StepResult:
         raise NotImplementedError
 
-    @agent_defn("insurer.cover", Booked)
+    @agent_defn("testcover.cover", Booked)
     async def cover(self, call: StepCall) -> StepResult:
         raise NotImplementedError
 

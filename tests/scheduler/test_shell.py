@@ -49,21 +49,21 @@ def states(done: TaskResult) -> dict[str, str]:
 async def test_a_parallel_group_runs_then_the_next_stage_and_a_false_condition_skips(
     skipping_env: WorkflowEnvironment,
 ) -> None:
-    services = Services(behaviour={"hotels.book": "slow"})
+    services = Services(behaviour={"testinn.book": "slow"})
     async with running(skipping_env, services) as queue:
         done = await result(await start(skipping_env, "TripTestWorkflow", queue))
     assert done.state == TaskState.PROCESSED
     assert states(done) == {"flight": "Processed", "hotel": "Processed", "charge": "Processed", "insure": "Skipped"}
     started = [name for name, _, _ in services.attempts]
     # Both bookings started before either finished: the slow hotel completed after the flight.
-    assert started[:2] in (["flights.book", "hotels.book"], ["hotels.book", "flights.book"])
-    assert [name for name, _ in services.effects] == ["flights.book", "hotels.book", "cards.charge"]
+    assert started[:2] in (["testair.book", "testinn.book"], ["testinn.book", "testair.book"])
+    assert [name for name, _ in services.effects] == ["testair.book", "testinn.book", "testcard.charge"]
     assert services.notes("insure") == ["skipped: no insurance asked for"]
     assert any(t.task_state == TaskState.PROCESSED for t in services.transitions)
 
 
 async def test_a_branch_refused_for_good_undoes_the_group_unfinished_first(skipping_env: WorkflowEnvironment) -> None:
-    services = Services(behaviour={"hotels.book": "refuse"})
+    services = Services(behaviour={"testinn.book": "refuse"})
     async with running(skipping_env, services) as queue:
         handle = await start(skipping_env, "TripTestWorkflow", queue)
         await wait_until(lambda: status(handle), step_state("hotel", StepState.FAILED), timeout=30)
@@ -71,20 +71,20 @@ async def test_a_branch_refused_for_good_undoes_the_group_unfinished_first(skipp
         await handle.signal("compensate", {"step": "hotel", "failure_count": 1, "decision_id": "7", "by": "supervisor"})
         done = await result(handle)
     assert done.state == TaskState.COMPENSATED
-    assert services.undone() == ["hotels.cancel", "flights.cancel"]
-    assert "cards.charge" not in [name for name, _ in services.effects]
+    assert services.undone() == ["testinn.cancel", "testair.cancel"]
+    assert "testcard.charge" not in [name for name, _ in services.effects]
     assert [(a.action, a.actor, a.decision_id) for a in services.audits] == [("compensate", "supervisor", "7")]
 
 
 async def test_completed_steps_are_undone_in_reverse_order_of_completion(skipping_env: WorkflowEnvironment) -> None:
-    services = Services(behaviour={"hotels.book": "slow", "cards.charge": "refuse"})
+    services = Services(behaviour={"testinn.book": "slow", "testcard.charge": "refuse"})
     async with running(skipping_env, services) as queue:
         handle = await start(skipping_env, "TripTestWorkflow", queue)
         await wait_until(lambda: status(handle), step_state("charge", StepState.FAILED), timeout=30)
         await handle.execute_update("request_compensate", {"by": "alice", "reason": "card declined"})
         done = await result(handle)
     # The hotel completed after the flight: it is undone before it. The charge never completed.
-    assert services.undone() == ["cards.refund", "hotels.cancel", "flights.cancel"]
+    assert services.undone() == ["testcard.refund", "testinn.cancel", "testair.cancel"]
     assert states(done)["insure"] == "Skipped"
 
 
@@ -134,7 +134,7 @@ async def test_a_deadline_that_says_continue_goes_on(skipping_env: WorkflowEnvir
         done = await result(await start(skipping_env, "RelaxedTripTestWorkflow", queue))
     assert done.state == TaskState.PROCESSED
     assert any("went on" in n for n in services.notes("approval"))
-    assert [name for name, _ in services.effects] == ["cards.charge"]
+    assert [name for name, _ in services.effects] == ["testcard.charge"]
 
 
 async def test_a_timer_wait_waits_then_goes_on(skipping_env: WorkflowEnvironment) -> None:
@@ -147,7 +147,7 @@ async def test_a_timer_wait_waits_then_goes_on(skipping_env: WorkflowEnvironment
 
 async def test_a_stale_decision_never_unparks_an_undo(skipping_env: WorkflowEnvironment) -> None:
     """Finding 1 of issue 24: re-sending the Supervisor's first decision once the undo is parked."""
-    services = Services(behaviour={"cards.charge": "refuse", "cards.refund": "refuse"})
+    services = Services(behaviour={"testcard.charge": "refuse", "testcard.refund": "refuse"})
     async with running(skipping_env, services) as queue:
         handle = await start(skipping_env, "TripTestWorkflow", queue)
         await wait_until(lambda: status(handle), step_state("charge", StepState.FAILED), timeout=30)
@@ -156,16 +156,16 @@ async def test_a_stale_decision_never_unparks_an_undo(skipping_env: WorkflowEnvi
         await wait_until(lambda: status(handle), step_state("charge", StepState.COMPENSATION_FAILED), timeout=30)
         await handle.signal("park", {"step": "charge", "failure_count": 2, "decision_id": "2", "by": "supervisor"})
         await wait_until(lambda: status(handle), step_state("charge", StepState.ERROR), timeout=30)
-        refunds = len([a for a in services.attempts if a[0] == "cards.refund"])
+        refunds = len([a for a in services.attempts if a[0] == "testcard.refund"])
         await handle.signal("compensate", first)  # the stale duplicate
         assert "already compensating" in await refused(handle, "request_compensate", first)
         seen = await wait_until(
             lambda: status(handle), lambda s: any("compensate from supervisor ignored" in e for e in s.events)
         )
         assert next(s for s in seen.steps if s.name == "charge").failure_count == 2
-        assert len([a for a in services.attempts if a[0] == "cards.refund"]) == refunds
+        assert len([a for a in services.attempts if a[0] == "testcard.refund"]) == refunds
         # An operator's compensate retries the parked undo.
-        services.behaviour["cards.refund"] = "ok"
+        services.behaviour["testcard.refund"] = "ok"
         await handle.execute_update("request_compensate", {"by": "dave", "reason": "refund service fixed"})
         done = await result(handle)
     assert done.state == TaskState.COMPENSATED
@@ -175,7 +175,7 @@ async def test_a_stale_decision_never_unparks_an_undo(skipping_env: WorkflowEnvi
 async def test_a_request_that_does_not_apply_is_refused_by_update_and_ignored_by_signal(
     skipping_env: WorkflowEnvironment,
 ) -> None:
-    services = Services(behaviour={"hotels.book": "refuse"})
+    services = Services(behaviour={"testinn.book": "refuse"})
     async with running(skipping_env, services) as queue:
         handle = await start(skipping_env, "TripTestWorkflow", queue)
         await wait_until(lambda: status(handle), step_state("hotel", StepState.FAILED), timeout=30)
@@ -189,7 +189,7 @@ async def test_a_request_that_does_not_apply_is_refused_by_update_and_ignored_by
         seen = await wait_until(lambda: status(handle), lambda s: len(s.events) >= 3)
         assert any("invalid request" in e and "failure_count" in e for e in seen.events)
         assert any("retry from operator ignored: step flight is Processed" in e for e in seen.events)
-        services.behaviour["hotels.book"] = "ok"
+        services.behaviour["testinn.book"] = "ok"
         answer = await handle.execute_update("request_retry", {"step": "hotel", "by": "erin"})
         assert "retrying step hotel" in str(answer)
         done = await result(handle)
@@ -198,7 +198,7 @@ async def test_a_request_that_does_not_apply_is_refused_by_update_and_ignored_by
 
 
 async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_env: WorkflowEnvironment) -> None:
-    services = Services(behaviour={"cards.refund": "refuse"})
+    services = Services(behaviour={"testcard.refund": "refuse"})
     task = fresh_id("dead")
     cleanup = CleanupInput(
         task_id=task,
@@ -209,7 +209,7 @@ async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_en
                 name="flight",
                 position=0,
                 state="Processed",
-                compensation="flights.cancel",
+                compensation="testair.cancel",
                 idempotency_key=f"{task}:flight",
                 task_queue="svc-flights",
                 version=10,
@@ -218,7 +218,7 @@ async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_en
                 name="hotel",
                 position=1,
                 state="Processed",
-                compensation="hotels.cancel",
+                compensation="testinn.cancel",
                 idempotency_key=f"{task}:hotel",
                 task_queue="svc-hotels",
                 version=20,
@@ -227,7 +227,7 @@ async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_en
                 name="charge",
                 position=2,
                 state="Processing",
-                compensation="cards.refund",
+                compensation="testcard.refund",
                 idempotency_key=f"{task}:charge",
                 task_queue="svc-cards",
                 version=30,
@@ -244,13 +244,13 @@ async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_en
             "CleanupWorkflow", cleanup, id=f"cleanup-{task}", task_queue=queue
         )
         await wait_until(lambda: status(handle), step_state("charge", StepState.COMPENSATION_FAILED), timeout=30)
-        services.behaviour["cards.refund"] = "ok"
+        services.behaviour["testcard.refund"] = "ok"
         await handle.execute_update("request_retry", {"by": "frank", "reason": "refunds back"})
         states_now = await handle.result()
     assert states_now == {"flight": "Compensated", "hotel": "Compensated", "charge": "Compensated", "insure": "Skipped"}
-    assert services.undone() == ["cards.refund", "hotels.cancel", "flights.cancel"]
+    assert services.undone() == ["testcard.refund", "testinn.cancel", "testair.cancel"]
     queues = {name: q for name, _, q in services.attempts}
-    assert queues == {"cards.refund": "svc-cards", "hotels.cancel": "svc-hotels", "flights.cancel": "svc-flights"}
+    assert queues == {"testcard.refund": "svc-cards", "testinn.cancel": "svc-hotels", "testair.cancel": "svc-flights"}
     assert ("retry", "frank") in [(a.action, a.actor) for a in services.audits]
 
 

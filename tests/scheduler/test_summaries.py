@@ -18,7 +18,7 @@ def test_the_summary_draws_parallel_groups() -> None:
 def test_the_details_say_each_steps_kind() -> None:
     details = task_details(APPROVED_TRIP, "t-2", {})
     assert "**approval**: waits for `approve` (at most 3 days, 0:00:00; then compensate)" in details
-    assert "**hotel**: `hotels.book`, undone by `hotels.cancel` · in parallel (stage 2)" in details
+    assert "**hotel**: `testinn.book`, undone by `testinn.cancel` · in parallel (stage 2)" in details
     assert "only if not: no insurance asked for" in task_details(TRIP, "t-1", {})
 
 
