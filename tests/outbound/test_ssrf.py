@@ -96,7 +96,7 @@ def submit_input(url: str, tmp_path: Path, policy: OutboundPolicy = STRICT) -> d
 def test_loopback_in_any_notation_is_refused_at_submit(form: str, tmp_path: Path) -> None:
     with pytest.raises(CliError) as refused:
         submit_input(form_url(form, 8081, "https"), tmp_path)
-    assert "callback_url: " in refused.value.message and "loopback" in refused.value.message
+    assert "'callback_url' in " in refused.value.message and "loopback" in refused.value.message
     # The same URL under the local development setting is accepted: the policy decided.
     assert submit_input(form_url(form, 8081), tmp_path, DEV_OUTBOUND)["callback_url"] == form_url(form, 8081)
 
@@ -148,9 +148,9 @@ async def test_sas_submit_prints_the_refusal_on_one_line_and_starts_nothing(stac
     done = await sas(stack, "submit", str(file), *ORDER_FLAGS, "--id", task_id)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     line = next(line for line in done.stderr.splitlines() if "callback_url" in line)
-    assert line.strip() == ("callback_url: 0x7f000001 (127.0.0.1) is loopback; sas sends only to public addresses"), (
-        done.stderr
-    )
+    assert line.strip() == (
+        f"'callback_url' in {file}: 0x7f000001 (127.0.0.1) is loopback; sas sends only to public addresses"
+    ), done.stderr
     assert await stack.record(task_id) is None
 
 
