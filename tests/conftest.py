@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,9 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         ui=True,
         ui_port=UI_PORT,
         port=free_port(),
+        # Four pytest workers start their servers at once on two cores: 5 s (the SDK's default) is
+        # not always enough for the first one to answer.
+        dev_server_startup_timeout=timedelta(seconds=90),
     )
     try:
         yield env

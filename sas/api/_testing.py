@@ -154,7 +154,10 @@ async def time_skipping_environment() -> WorkflowEnvironment:
     """Temporal's time-skipping test environment, with sas's data converter. Shut it down
     with ``await env.shutdown()`` (a session-scoped fixture is the usual place)."""
     return await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=_test_server()
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=_test_server(),
+        # A busy machine (several test processes at once) can take longer than the SDK's 5 s.
+        test_server_startup_timeout=timedelta(seconds=90),
     )
 
 

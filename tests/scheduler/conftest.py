@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,9 @@ def _test_server() -> str:
 @pytest_asyncio.fixture(scope="session")
 async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=_test_server(), data_converter=pydantic_data_converter
+        test_server_existing_path=_test_server(),
+        data_converter=pydantic_data_converter,
+        test_server_startup_timeout=timedelta(seconds=90),  # several pytest workers start theirs at once
     )
     try:
         yield env

@@ -39,7 +39,9 @@ HOUR = 3600.0
 async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     path = shutil.which("temporal-test-server") or str(Path(sys.executable).parent / "temporal-test-server")
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=path, data_converter=pydantic_data_converter
+        test_server_existing_path=path,
+        data_converter=pydantic_data_converter,
+        test_server_startup_timeout=timedelta(seconds=90),  # several pytest workers start theirs at once
     )
     try:
         yield env
