@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -29,6 +30,8 @@ from sas.supervisor.workflow import SupervisorWorkflow
 from sas.workflows.runner import workflow_runner
 
 log = logging.getLogger("sas.supervisor")
+
+_STICKY = timedelta(seconds=3)
 
 
 def supervisor_activities(
@@ -60,6 +63,9 @@ def build_worker(
         identity=identity,
         workflow_runner=workflow_runner(),
         deployment_config=versioned,
+        # A stopped Supervisor's sticky queue holds its next workflow task this long before any
+        # worker may take it (the SDK's default is 10 s): a restart sweeps within its interval.
+        sticky_queue_schedule_to_start_timeout=_STICKY,
     )
 
 

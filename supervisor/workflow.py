@@ -43,6 +43,15 @@ _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=tim
 # A webhook delivery run is not retried by Temporal: undelivered alerts stay in the outbox.
 _ONCE = RetryPolicy(maximum_attempts=1)
 _RECENT_DECISIONS = 10
+# A run continues as new past this history (issue 22, recovery after long outages): a restarted
+# Supervisor worker has no cache, so its first workflow task replays the whole run, decoding every
+# sweep's due steps again. Under CPU starvation a 200-sweep run's replay outlasted the 10 s
+# workflow task timeout; each timeout evicts the run and the next attempt replays it all again,
+# so the Supervisor stayed silent, and its queries (which replay too) timed out, while the
+# starvation lasted. A short run replays in a fraction of that.
+_RUN_EVENTS = 1_000
+_RUN_BYTES = 1_000_000
+_SHORT_RUNS = "supervisor-short-runs"
 
 _Arg = TypeVar("_Arg")
 _Result = TypeVar("_Result")
@@ -125,7 +134,7 @@ class SupervisorWorkflow:
             self._stats.interval_s = interval
             self._stats.sweeps += 1
             sweeps_this_run += 1
-            if sweeps_this_run >= policy.sweeps_per_run or workflow.info().is_continue_as_new_suggested():
+            if sweeps_this_run >= policy.sweeps_per_run or workflow.info().is_continue_as_new_suggested() or _long():
                 await _settle(delivery)
                 workflow.continue_as_new(
                     SupervisorInput(
@@ -202,6 +211,15 @@ async def _run(declared: Callable[[Any, _Arg], Awaitable[_Result]], arg: _Arg, s
         heartbeat_timeout=_HEARTBEAT,
         retry_policy=_RETRY,
     )
+
+
+def _long() -> bool:
+    """This run's history is past the bound a cold replay should stay within (patched: a run
+    recorded before the bound goes on as it did)."""
+    info = workflow.info()
+    return (
+        info.get_current_history_length() > _RUN_EVENTS or info.get_current_history_size() > _RUN_BYTES
+    ) and workflow.patched(_SHORT_RUNS)
 
 
 def _due(last: datetime | None, every_s: float, now: datetime) -> bool:

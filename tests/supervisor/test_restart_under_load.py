@@ -1,0 +1,126 @@
+"""Recovery after a Supervisor outage (issue 22, part 5): the Supervisor's process is stopped
+(SIGTERM, and separately SIGKILL) while orders keep failing and waking it, then started again
+while CPU hogs start on the same machine (as another stack restarting its workers would); it
+sweeps again within its interval plus 5 s of polling, and its queries answer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sas.settings import SupervisorSettings
+from sas.supervisor.models import SweepStats
+from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack, start_stack
+
+INTERVAL_S = 1.0
+ORDERS = 40
+HOGS = 3  # busy processes started with the restart, on a machine of two cores
+OUTAGE_S = 20.0  # the outage itself (its length does not matter: see docs/reliability.md)
+
+
+def supervisor_env(stack: Stack) -> dict[str, str]:
+    s = stack.settings
+    return {
+        **os.environ,
+        "SAS_TEMPORAL__ADDRESS": s.temporal.address,
+        "SAS_TEMPORAL__TASK_QUEUE": s.temporal.task_queue,
+        "SAS_TEMPORAL__SUPERVISOR_TASK_QUEUE": s.temporal.supervisor_task_queue,
+        "SAS_DATABASE__URL": s.database.url,
+        "SAS_SUPERVISOR__WORKFLOW_ID": s.supervisor.workflow_id,
+        "SAS_SUPERVISOR__INTERVAL_S": str(INTERVAL_S),
+        "SAS_SUPERVISOR__MAX_INTERVAL_S": str(INTERVAL_S),
+        "SAS_SUPERVISOR__COOLDOWN_S": "3",
+        "SAS_SUPERVISOR__COOLDOWN_TRIES": "1000",  # the orders keep failing and waking it throughout
+        "SAS_LOG_LEVEL": "INFO",
+    }
+
+
+@contextmanager
+def supervisor_process(stack: Stack, log: Any) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sas.supervisor"], env=supervisor_env(stack), stdout=log, stderr=log
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+@contextmanager
+def cpu_hogs(n: int) -> Iterator[None]:
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait(10)
+
+
+async def scans_since(handle: Any, since: datetime) -> int:
+    """Sweeps begun since ``since``: each starts with its scan activity (the newest run's history)."""
+    n = 0
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            kind = event.activity_task_scheduled_event_attributes.activity_type.name
+            n += kind == "supervisor.scan" and event.event_time.ToDatetime(tzinfo=UTC) >= since
+    return n
+
+
+async def polling(log_path: Path, since: int) -> bool:
+    return b"polling" in log_path.read_bytes()[since:]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+async def test_a_restarted_supervisor_sweeps_within_its_interval_under_load(
+    client: Any, temporal_address: str, services: Any, sqlite_url: str, tmp_path: Any, stop: int
+) -> None:
+    settings = SupervisorSettings(workflow_id=fresh_id("sup-restart"))
+    async with start_stack(
+        client, temporal_address, services.url, sqlite_url, supervisor=False, supervisor_settings=settings
+    ) as stack:
+        supervisor = client.get_workflow_handle(stack.settings.supervisor.workflow_id)
+        log_path = Path(tmp_path) / "supervisor.log"
+        ids = [fresh_id("restart") for _ in range(ORDERS)]
+        for task_id in ids:
+            await stack.add_fault(endpoint="payment.charge", kind="transient", match_order_id=task_id)
+        with log_path.open("ab") as log:
+            with supervisor_process(stack, log) as first:
+                await wait_until(lambda: polling(log_path, 0), timeout=120, interval=0.2, what="the first polling")
+                await asyncio.gather(*(stack.submit(t) for t in ids))
+
+                async def stats() -> SweepStats:
+                    return await supervisor.query("stats", result_type=SweepStats, rpc_timeout=timedelta(seconds=15))
+
+                await wait_until(stats, lambda s: s.sweeps >= 10, timeout=120, what="ten sweeps under load")
+                first.send_signal(stop)
+                first.wait(60)
+            await asyncio.sleep(OUTAGE_S)  # the orders keep failing and waking the Supervisor meanwhile
+            before = (await supervisor.describe()).history_length
+            offset = log_path.stat().st_size
+            with cpu_hogs(HOGS), supervisor_process(stack, log):
+                await wait_until(lambda: polling(log_path, offset), timeout=120, interval=0.1, what="polling")
+                back = datetime.now(UTC)
+                # A sweep within its interval plus 5 s of polling again (a deadline, not a timing claim).
+                await wait_until(
+                    lambda: scans_since(supervisor, back), timeout=INTERVAL_S + 5, interval=0.2, what="a sweep"
+                )
+                # Its queries answer, and it goes on sweeping.
+                seen = (await stats()).sweeps
+                later = await wait_until(stats, lambda s: s.sweeps >= seen + 3, timeout=30, what="three more sweeps")
+                assert later.sweeps >= seen + 3
+        assert (await supervisor.describe()).history_length > before
+        await supervisor.terminate("test over")
