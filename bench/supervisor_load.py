@@ -45,14 +45,14 @@ from bench.sweep import create_pg_database, drop_pg_database
 
 
 async def in_cooldown(sessions: Any) -> int:
-    """Charge steps that have climbed to the ladder's cool-down rungs."""
+    """Charge steps past the ladder's quick retries (FailureCount 2): in their cool-downs."""
     from sqlalchemy import func, select
 
     from sas.state_store.mirror_tables import Step
 
     async with sessions() as session:
         found = await session.scalar(
-            select(func.count()).select_from(Step).where(Step.name == "charge", Step.failure_count >= 3)
+            select(func.count()).select_from(Step).where(Step.name == "charge", Step.failure_count >= 2)
         )
         return int(found or 0)
 
@@ -202,9 +202,9 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both (default)")
     parser.add_argument("--concurrency", default="16", help="SAS_SUPERVISOR__CONCURRENCY of each run: 1,16 compares")
     parser.add_argument("--interval-s", type=float, default=5.0, help="the Supervisor's interval (default 5)")
-    parser.add_argument("--cooldown-s", type=float, default=30.0, help="the ladder's cool-down (default 30)")
-    parser.add_argument("--probes", type=int, default=6, help="permanent failures measured (default 6)")
-    parser.add_argument("--probe-every-s", type=float, default=7.0, help="between probes (default 7)")
+    parser.add_argument("--cooldown-s", type=float, default=120.0, help="the ladder's cool-down (default 120)")
+    parser.add_argument("--probes", type=int, default=12, help="permanent failures measured (default 12)")
+    parser.add_argument("--probe-every-s", type=float, default=10.0, help="between probes (default 10)")
     parser.add_argument("--settle-timeout-s", type=float, default=600)
     parser.add_argument(
         "--pg-admin-url",

@@ -7,6 +7,9 @@ task has moved on."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from sas.state_store.alerts import list_alerts
@@ -54,8 +57,13 @@ async def test_fifty_orders_failing_at_one_service_are_one_incident_retried_as_o
         assert {a.task_id for a in listed_alerts if a.task_id} == set(others)
         assert [a.id for a in listed_alerts if a.kind == "incident"] == [shown["id"]]
         assert {a.task_id for a in every if a.task_id} == set(incident.ids) | set(others)
-        table = await sas(stack, "alerts")
+        table = await sas(stack, "alerts", columns=100)
         assert table.returncode == 0 and f"{N} alert(s) of tasks in open incidents are folded" in table.stdout
+        listing = await sas(stack, "incidents", columns=100)
+        assert listing.returncode == 0 and f"sas retry --incident {shown['id']} --dry-run" in listing.stdout
+        one = await sas(stack, "incidents", str(shown["id"]), "--limit", "5", columns=100)
+        assert one.returncode == 0 and "its 50 task(s) (the first 5; --limit for more):" in one.stdout
+        capture(listing, one, table)
 
         await incident.over()
         plan = as_json(await sas(stack, "retry", "--incident", str(shown["id"]), "--dry-run", "--json"))
@@ -97,3 +105,11 @@ async def test_fifty_orders_failing_at_one_service_are_one_incident_retried_as_o
         [after] = as_json(resolved)
         assert after["id"] == shown["id"] and after["resolution"].startswith("recovered: every task moved on")
         assert as_json(await sas(stack, "incidents", "--json")) == []
+
+
+def capture(*runs: subprocess.CompletedProcess[str]) -> None:
+    """With SAS_DOCS_CAPTURE=<file>, what the operator's terminal showed (docs/operator.md)."""
+    target = os.environ.get("SAS_DOCS_CAPTURE")
+    if target:
+        text = "\n".join(f"$ {' '.join(['sas', *r.args[3:]])}\n{r.stdout.rstrip()}\n" for r in runs)
+        Path(target).write_text(text)
