@@ -9,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -23,9 +24,37 @@ if str(ROOT) not in sys.path:
 from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
 from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
 from tests.postgres import require_postgres  # noqa: E402
-from tests.stack import ADMIN_TOKEN, Stack, start_stack  # noqa: E402
+from tests.stack import ADMIN_TOKEN, Stack, discard_migrated_template, start_stack  # noqa: E402
 
 UI_PORT = free_port()
+
+
+def _share_httpx_ssl_contexts() -> None:
+    """httpx makes a new SSL context for every client, reading all of certifi's CA certificates
+    (about 30 ms of CPU each), and every test's worker makes a dozen clients (one per service,
+    the webhook sender, the tests' own calls). The tests share one context per setting instead:
+    the same settings, built once per process. A release of httpx that moves the function leaves
+    the tests as they were, only slower."""
+    from httpx._transports import default
+
+    make = getattr(default, "create_ssl_context", None)
+    if make is None or getattr(make, "_sas_shared", False):
+        return
+    made: dict[tuple[bool, str | None, str | None], Any] = {}
+
+    def shared(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is not True or cert is not None:  # a context of the caller's own: never shared
+            return make(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = make(verify=verify, cert=cert, trust_env=trust_env)
+        return made[key]
+
+    shared._sas_shared = True  # type: ignore[attr-defined]
+    default.create_ssl_context = shared
+
+
+_share_httpx_ssl_contexts()
 
 
 def temporal_binary() -> str:
@@ -156,6 +185,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    discard_migrated_template()
     session.config._sas_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
 
 

@@ -4,13 +4,17 @@ over a fresh state store, against the session's Temporal server and remote servi
 from __future__ import annotations
 
 import base64
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
@@ -28,6 +32,7 @@ from sas.settings import (
     TemporalSettings,
 )
 from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.migrate import create_private
 from sas.state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues, TaskResult
@@ -83,6 +88,34 @@ def order(**changes: Any) -> OrderInput:
     }
     base.update(changes)
     return OrderInput(**base)
+
+
+_MIGRATED_SQLITE: list[Path] = []  # this process's migrated template, made at its first use
+
+
+async def migrated(db_url: str) -> None:
+    """The state store at ``db_url`` upgraded to the newest revision. A new SQLite file starts as a
+    copy of one this process migrated once: the upgrade is a score of transactions, each synced to
+    disk, a second or more per test on a busy machine. Anything else is upgraded as every process
+    of sas upgrades it (the migrations have tests of their own in tests/state_store)."""
+    url = make_url(db_url)
+    in_a_file = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+    path = Path(url.database or "")
+    if not in_a_file or path.exists():
+        await state_store.upgrade_async(db_url)
+        return
+    if not _MIGRATED_SQLITE:
+        template = Path(tempfile.mkdtemp(prefix="sas-test-template-")) / "state.db"
+        await state_store.upgrade_async(f"{url.drivername}:///{template}")
+        _MIGRATED_SQLITE.append(template)
+    create_private(path)  # 0600, as the upgrade creates it
+    shutil.copyfile(_MIGRATED_SQLITE[0], path)
+
+
+def discard_migrated_template() -> None:
+    """Remove this process's template (tests/conftest.py, at the end of the session)."""
+    while _MIGRATED_SQLITE:
+        shutil.rmtree(_MIGRATED_SQLITE.pop().parent, ignore_errors=True)
 
 
 @dataclass
@@ -162,7 +195,7 @@ async def start_stack(
     if supervisor_settings is not None:
         overrides["supervisor"] = supervisor_settings
     settings = test_settings(temporal_address, services_url, db_url, **overrides)
-    await state_store.upgrade_async(db_url)
+    await migrated(db_url)
     engine = state_store.create_engine(settings.database)
     sessions = state_store.session_factory(engine)
     writer = make_step_writer(settings.database)
