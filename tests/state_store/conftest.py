@@ -10,11 +10,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sas import state_store
 from sas.settings import DatabaseSettings
 from sas.state_store.agent_writes import StepWriter, make_step_writer
+from tests.stack import migrated
 
 
 @pytest_asyncio.fixture
 async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    await state_store.upgrade_async(db_url)
+    await migrated(db_url)
     engine = state_store.create_engine(DatabaseSettings(url=db_url))
     try:
         yield state_store.session_factory(engine)

@@ -22,7 +22,7 @@ from sas.state_store.agent_writes import make_step_writer
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
-from tests.stack import Stack, test_settings
+from tests.stack import Stack, migrated, test_settings
 
 
 @dataclass
@@ -110,7 +110,7 @@ async def make_rig(client: Client, temporal_address: str, services, db_url: str)
 
     async def make(extra_workflows: list[type] | None = None, **supervisor: Any) -> Rig:
         settings = rig_settings(test_settings(temporal_address, services.url, db_url), **supervisor)
-        await state_store.upgrade_async(db_url)
+        await migrated(db_url)
         engine = state_store.create_engine(settings.database)
         engines.append(engine)
         rig = Rig(client, settings, state_store.session_factory(engine), services.url)
