@@ -63,8 +63,9 @@ async def test_each_service_has_its_own_url_auth_header_and_pool(receiver: Recei
         payment={"url": base, "auth_header": "X-Api-Key", "auth_token": "pay-secret"},
     )
     async with service_callers(registry) as callers:
-        assert sorted(callers) == ["inventory", "payment", "shipping"]
-        assert len({id(c._client) for c in callers.values()}) == 3  # one pool per service
+        # Every installed task type's services are called (CI installs the trip example too).
+        assert {"inventory", "payment", "shipping"} <= set(callers)
+        assert len({id(c._client) for c in callers.values()}) == len(callers)  # one pool per service
         answer = await callers["payment"].post(
             "/hook", {"order_id": "o-1"}, "o-1:charge", datetime.now(UTC) + timedelta(seconds=10)
         )

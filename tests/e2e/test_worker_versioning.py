@@ -20,7 +20,7 @@ from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
 from tests.e2e.test_temporal_cli import temporal_cli
 from tests.helpers import fresh_id, wait_until
-from tests.stack import start_stack
+from tests.stack import FAST_STEP, start_stack
 
 
 @workflow.defn(name="OrderWorkflow", sandboxed=False)
@@ -37,7 +37,12 @@ async def test_an_order_in_flight_finishes_on_its_build_while_new_ones_run_on_th
 ) -> None:
     deployment = fresh_id("sas")
     v1 = WorkerSettings(deployment_name=deployment, build_id="v1")
-    async with start_stack(client, temporal_address, services.url, sqlite_url, supervisor=False, worker=v1) as stack:
+    # The charge is held until v2 runs: each attempt hangs past its complete-by and is tried again,
+    # for as long as a busy machine takes to start v2 (no Supervisor runs to pick up a due step).
+    patient = FAST_STEP.model_copy(update={"max_attempts": 100})
+    async with start_stack(
+        client, temporal_address, services.url, sqlite_url, supervisor=False, worker=v1, default_step=patient
+    ) as stack:
 
         async def current(build_id: str) -> None:
             # The version exists once its workers have polled: try until the server knows them all.
