@@ -4,7 +4,11 @@ A row can drift from its workflow - an Agent's write lost in a database outage, 
 edited by hand, a workflow reset. Reconciling compares every step row of a task with
 Temporal's state of its workflow (describe; the result of a finished one; the ``status``
 query of a running one) and repairs rows that Temporal shows *done*, with an audit
-entry and never with compensation, through the one writer (``state_store.mirror``).
+entry and never with compensation, through the one writer (``state_store.mirror``). It
+also follows the newest run of the task's chain: a reset run that wrote nothing new (a
+reset to the last workflow task of a finished workflow replays the old run's writes, whose
+versions the rows already hold) is recorded as the task's run, audited, and nothing else
+changes.
 
 The Supervisor does it for quiet open tasks periodically, for every task it was about to
 act on, and for finished tasks whose steps disagree with them (``reconcile_finished``: a
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -60,9 +65,14 @@ class Repair:
     after: str
     seen_version: int
     temporal: StepStatus | None = field(default=None, repr=False)  # what Temporal shows of the step
+    # "state": the row's state (and what comes with it); "run": the run that owns the task
+    # (``before``/``after`` are run ids, ``step`` is None).
+    subject: Literal["state", "run"] = "state"
 
     def describe(self) -> str:
         what = f"{self.task_id} {self.step}" if self.step else f"{self.task_id} (task)"
+        if self.subject == "run":
+            what = f"{self.task_id} run"
         return f"{what}: {self.before} -> {self.after}"
 
 
@@ -93,6 +103,9 @@ async def reconcile_task(
                 repairs.append(Repair(task_id, row.name, row.state, str(shown.state), row.version, shown))
         if view.status == "completed" and record.task.state != truth.state:
             repairs.append(Repair(task_id, None, record.task.state, str(truth.state), record.task.version))
+    newer_run = _newer_run_of_chain(record.task.chain_id, record.task.run_id, view)
+    if newer_run is not None:
+        repairs.append(Repair(task_id, None, str(record.task.run_id), newer_run, record.task.version, subject="run"))
     if repairs and not dry_run:
         try:
             repairs = await _apply(sessions, repairs, view)
@@ -105,6 +118,19 @@ async def reconcile_task(
                 await alert_refused_write(session, task_id, repairs[0].step, "reconcile", err, datetime.now(UTC))
             repairs = []
     return Reconciliation(task_id, view.how or view.status, repairs)
+
+
+def _newer_run_of_chain(chain_id: str | None, run_id: str | None, view: TemporalView) -> str | None:
+    """The newest run of the task's chain, if it is not the run the mirror records. Only a
+    recorded chain proves a run is the task's own (a reuse of the id starts a chain of its
+    own); ``look`` describes the newest run when it is of the chain. A run that ended otherwise
+    than complete is not adopted: a task whose workflow died is the clean-up's (which records
+    its own run), and a reset's new run is running or completed."""
+    if chain_id is None or run_id is None or view.run_id is None or view.first_run_id != chain_id:
+        return None
+    if view.status not in ("running", "completed"):
+        return None
+    return view.run_id if view.run_id != run_id else None
 
 
 async def _truth(client: Client, task_id: str, view: TemporalView) -> TaskResult | TaskStatus | None:
@@ -131,7 +157,10 @@ async def _apply(sessions: async_sessionmaker[AsyncSession], repairs: list[Repai
     async with sessions() as session, session.begin():
         for r in repairs:
             version = mirror.repair_version(r.seen_version, now, finished)
-            if r.step is None:
+            if r.subject == "run":
+                assert view.first_run_id is not None, "a run is adopted only from its chain"
+                written = await mirror.adopt_run(session, r.task_id, view.first_run_id, r.before, r.after)
+            elif r.step is None:
                 written = await mirror.repair_task(session, r.task_id, r.seen_version, version, r.after, now)
             else:
                 shown = r.temporal

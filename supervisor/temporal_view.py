@@ -40,6 +40,7 @@ class TemporalView:
     status: Status
     how: str = ""
     run_id: str | None = None
+    first_run_id: str | None = None  # the chain the described run belongs to
     description: WorkflowExecutionDescription | None = None
     # A workflow task is waiting: events (a signal, an activity's end) the workflow has not taken in yet.
     workflow_task_pending: bool = False
@@ -66,7 +67,8 @@ async def look(client: Client, task_id: str, chain_id: str | None, run_id: str |
             return TemporalView(status="gone", how="not found in Temporal (its history may have expired)")
         raise
     raw = described.raw_description
-    view = TemporalView(status="running", run_id=described.run_id, description=described)
+    first_run_id = raw.workflow_execution_info.first_run_id or None
+    view = TemporalView(status="running", run_id=described.run_id, first_run_id=first_run_id, description=described)
     if described.status == WorkflowExecutionStatus.COMPLETED:
         view.status, view.how = "completed", "completed"
     elif described.status in _CLOSED:

@@ -162,6 +162,12 @@ async def repair_task(
     return bool(await _run(session, rules.REPAIR_TASK, params))
 
 
+async def adopt_run(session: AsyncSession, task_id: str, chain_id: str, seen_run_id: str, run_id: str) -> bool:
+    """Record that ``run_id``, a newer run of the task's chain, owns the task read at ``seen_run_id``."""
+    params = {"task_id": task_id, "chain_id": chain_id, "seen_run_id": seen_run_id, "run_id": run_id}
+    return bool(await _run(session, rules.ADOPT_RUN, params))
+
+
 async def start_incarnation(
     session: AsyncSession, accepted: TaskAccepted, incarnation: int, resets: int, keys: dict[str, str], at: datetime
 ) -> bool:

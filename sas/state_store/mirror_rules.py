@@ -309,6 +309,15 @@ MARK_TASK: Update = (
     .where(_t.task_id == _p("task_id", _t.task_id), _t.state.in_(_UNFINISHED))
     .values(state=_p("state", _t.state), current_step=_p("step", _t.current_step), updated_at=_p("at", _t.updated_at))
 )
+# A newer run of the task's own chain that wrote nothing new (a reset to the last workflow task of
+# a finished workflow replays what the old run wrote): reconciliation records that it owns the
+# task now, over the run it read, and changes nothing else - no version, no state, no time.
+ADOPT_RUN: Update = (
+    _update(_tasks)
+    .where(_t.task_id == _p("task_id", _t.task_id), _t.chain_id == _p("chain_id", _t.chain_id))
+    .where(_t.run_id == _p("seen_run_id", _t.run_id))
+    .values(run_id=_p("run_id", _t.run_id))
+)
 # A repair from Temporal's state (reconciliation): over the version read, to a newer one.
 REPAIR_STEP: Update = (
     _update(_steps)

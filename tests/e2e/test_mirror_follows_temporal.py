@@ -16,6 +16,7 @@ from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.queries import audit_for
 from sas.task_models import OperatorRequest, StepPlan, StepPolicyValues, TaskAccepted, TaskResult, TaskState
+from tests.cli.test_cli import as_json, sas
 from tests.e2e.test_task_id_once import supervisor_sweeps
 from tests.e2e.test_temporal_cli import temporal_cli
 from tests.helpers import fresh_id, wait_until
@@ -85,6 +86,50 @@ async def test_reset_to_first_workflow_task_of_a_completed_order(stack_any_db: S
     )
     # The same idempotency keys: the services acted once.
     assert _actions(await stack.ledger(task_id)) == ledger
+
+
+async def test_a_reset_that_writes_nothing_new_moves_the_mirrors_run_on_reconcile(stack_no_supervisor: Stack) -> None:
+    """A reset to the last workflow task of a completed order: the new run replays the old
+    run's writes, which the rows already hold, and completes. ``sas reconcile`` records the
+    new run as the task's, audited, and changes nothing else."""
+    stack = stack_no_supervisor
+    task_id = fresh_id("rst4")
+    assert (await (await stack.submit(task_id)).result()).state == TaskState.PROCESSED
+    first_run = await _run_id(stack, task_id)
+    before = await stack.record(task_id)
+    assert before is not None and before.task.run_id == first_run
+
+    new_run = await _reset(stack, task_id, "LastWorkflowTask")
+    assert new_run != first_run
+    result = await stack.client.get_workflow_handle(task_id, run_id=new_run, result_type=TaskResult).result()
+    assert result.state == TaskState.PROCESSED
+    stale = await stack.record(task_id)
+    assert stale is not None and stale.task.run_id == first_run  # the new run wrote nothing new
+
+    planned = as_json(await sas(stack, "reconcile", "--task", task_id, "--dry-run", "--json"))
+    assert planned["tasks"][0]["repairs"] == [f"run: {first_run} -> {new_run}"]
+    assert (await stack.record(task_id)).task.run_id == first_run  # type: ignore[union-attr]
+
+    done = as_json(await sas(stack, "reconcile", "--task", task_id, "--json"))
+    assert done["tasks"][0]["repairs"] == [f"run: {first_run} -> {new_run}"]
+    after = await stack.record(task_id)
+    assert after is not None and after.task.run_id == new_run and after.task.chain_id == before.task.chain_id
+    # Nothing else changed: the same state, versions and times, of the task and of every step.
+    assert (after.task.state, after.task.version, after.task.updated_at) == (
+        before.task.state,
+        before.task.version,
+        before.task.updated_at,
+    )
+    assert [(s.state, s.version, s.run_id) for s in after.steps] == [
+        (s.state, s.version, s.run_id) for s in before.steps
+    ]
+    async with stack.sessions() as session:
+        audit = await audit_for(session, task_id)
+    assert [(a.action, a.actor, a.changed) for a in audit] == [
+        ("reconcile", "supervisor", f"run: {first_run} -> {new_run}")
+    ]
+    again = as_json(await sas(stack, "reconcile", "--task", task_id, "--json"))
+    assert again["tasks"][0]["repairs"] == []  # a second look changes nothing
 
 
 async def test_reset_mid_saga_to_last_workflow_task_keeps_audit_and_keys(stack_no_supervisor: Stack) -> None:
