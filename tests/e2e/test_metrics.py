@@ -61,7 +61,9 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
             async def scrape() -> str:
                 return (await http.get(f"http://127.0.0.1:{port}/metrics")).text
 
-            text = await wait_until(scrape, lambda t: "sas_agent_call_errors" in t, what="agent metrics exported")
+            # Temporal's own series reach the endpoint on the SDK core's own schedule, after ours.
+            expected = ("sas_agent_call_errors", "temporal_workflow_completed", "temporal_activity_execution_failed")
+            text = await wait_until(scrape, lambda t: all(k in t for k in expected), what="the metrics exported")
     await writer.aclose()
     await engine.dispose()
 
