@@ -272,6 +272,12 @@ class SqliteStepWriter:
         thread.shutdown(wait=False)
 
 
+async def _session_state_kept(_conn: Any) -> None:
+    """The pool's reset of a released connection, beyond the rollback of an open transaction
+    that asyncpg always does: nothing. Its default (advisory unlocks, CLOSE ALL, UNLISTEN,
+    RESET ALL) is a round trip per write, for session state these connections never set."""
+
+
 class PostgresStepWriter:
     """A small asyncpg pool: PostgreSQL takes concurrent writers, so no batching is needed."""
 
@@ -303,19 +309,27 @@ class PostgresStepWriter:
     async def write(self, t: StepTransition) -> None:
         params = _PG.prepared(transition_params(t))
         pool = await self._get_pool()
-        async with pool.acquire() as conn, conn.transaction():
-            applied = await conn.execute(_PG.step.sql, *_PG.step.args(params))
-            if t.task_state is not None:
-                await conn.execute(_PG.task.sql, *_PG.task.args(params))
-            if starts_attempt(t) and applied != "UPDATE 0":
-                await conn.execute(_PG.attempt.sql, *_PG.attempt.args(params))
+        async with pool.acquire() as conn:
+            if t.task_state is None and not starts_attempt(t):
+                # One statement is atomic on its own: no BEGIN and COMMIT round trips (most of
+                # the Agents' writes - a step done - are this one).
+                await conn.execute(_PG.step.sql, *_PG.step.args(params))
+                return
+            async with conn.transaction():  # the step, its task and its attempt: all or none
+                applied = await conn.execute(_PG.step.sql, *_PG.step.args(params))
+                if t.task_state is not None:
+                    await conn.execute(_PG.task.sql, *_PG.task.args(params))
+                if starts_attempt(t) and applied != "UPDATE 0":
+                    await conn.execute(_PG.attempt.sql, *_PG.attempt.args(params))
 
     async def _get_pool(self) -> Any:
         import asyncpg
 
         async with self._starting:
             if self._pool is None:
-                self._pool = await asyncpg.create_pool(self._dsn, min_size=1, max_size=self._size, ssl=self._ssl)
+                self._pool = await asyncpg.create_pool(
+                    self._dsn, min_size=1, max_size=self._size, ssl=self._ssl, reset=_session_state_kept
+                )
         return self._pool
 
     async def aclose(self) -> None:
