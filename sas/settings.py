@@ -415,7 +415,7 @@ class SupervisorSettings(BaseModel):
     orphan_batch: int = Field(default=50, ge=1, description="Most tasks checked against Temporal per check.")
     orphan_check_s: float = Field(default=15.0, ge=0, description="How often tasks are checked against Temporal (d).")
     queue_check_s: float = Field(
-        default=15.0, ge=0, description="How often task queues are asked for pollers (detection c)."
+        default=15.0, ge=0, description="How often task queues are asked for pollers and backlog (detection c)."
     )
     queue_idle_after_s: float = Field(
         default=10.0, ge=0, description="A Pending/Processing step this old on a queue with no poller raises an alert."
@@ -567,7 +567,7 @@ class WorkerSettings(BaseModel):
     queues: list[str] | None = Field(
         default=None,
         description="'workflows' (the Scheduler's queue: workflows, the mirror, callbacks) and/or service names,"
-        " each meaning that service's own queue; all of them if unset.",
+        " each meaning that service's own queue; all of them if unset. A service no Agent calls stops the worker.",
     )
     deployment_name: str | None = Field(
         default=None,
