@@ -19,7 +19,7 @@ WORKDIR /app
 # Dependencies first, so editing the code does not reinstall them: exactly the
 # locked versions, checked against their hashes. requirements-runtime.lock is the
 # runtime part of requirements.lock (same versions, no test, dev or bench tools,
-# no Temporal binaries); the README's Tests section says how to refresh both.
+# no Temporal binaries); docs/testing.md says how to refresh both.
 COPY requirements-runtime.lock ./
 RUN pip install --no-cache-dir --require-hashes -r requirements-runtime.lock
 

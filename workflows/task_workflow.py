@@ -26,6 +26,11 @@ def task_workflow(
 ) -> type[TaskScheduler]:
     """The Scheduler workflow class of a task type.
 
+    ```python
+    TRIP = TaskDefinition("trip", TripInput, (Parallel(FLIGHT, HOTEL), CHARGE))
+    TripWorkflow = task_workflow(TRIP)
+    ```
+
     Args:
         definition: The task type.
         name: The workflow type name Temporal knows it by, and the class's name: bind the class
@@ -37,11 +42,6 @@ def task_workflow(
     Returns:
         A ``@workflow.defn`` class: register it by naming its module in the ``sas.task_types``
         entry point group, or give it to a test worker.
-
-    Example::
-
-        TRIP = TaskDefinition("trip", TripInput, (Parallel(FLIGHT, HOTEL), CHARGE))
-        TripWorkflow = task_workflow(TRIP)
     """
     class_name = name or "".join(part.capitalize() for part in definition.task_type.split("_")) + "Workflow"
     if not class_name.isidentifier():

@@ -2,29 +2,33 @@
 
 Names not listed in ``__all__`` here are sas's own and may change in any release.
 
-A task type is a module in the team's package::
+A task type is a module in the team's package:
 
-    from sas.api import HttpCall, Input, Forward, Service, StepDefinition, StepResultModel
-    from sas.api import TaskDefinition, TaskInput, task_workflow
+```python
+from sas.api import HttpCall, Input, Forward, Service, StepDefinition, StepResultModel
+from sas.api import TaskDefinition, TaskInput, task_workflow
 
-    class GreetInput(TaskInput):
-        name: str
+class GreetInput(TaskInput):
+    name: str
 
-    class Greeted(StepResultModel):
-        greeting_id: str
+class Greeted(StepResultModel):
+    greeting_id: str
 
-    GREETER = Service("greeter")
-    GREET = StepDefinition(
-        "greet",
-        forward=GREETER.post("/greeter/greet", body={"name": Input("name")}, result=Greeted),
-        undo=GREETER.post("/greeter/ungreet", body={"greeting_id": Forward("greeting_id")}, result=Greeted),
-    )
-    GreetingWorkflow = task_workflow(TaskDefinition("greeting", GreetInput, (GREET,)))
+GREETER = Service("greeter")
+GREET = StepDefinition(
+    "greet",
+    forward=GREETER.post("/greeter/greet", body={"name": Input("name")}, result=Greeted),
+    undo=GREETER.post("/greeter/ungreet", body={"greeting_id": Forward("greeting_id")}, result=Greeted),
+)
+GreetingWorkflow = task_workflow(TaskDefinition("greeting", GreetInput, (GREET,)))
+```
 
-named in the package's ``pyproject.toml``, and nothing of sas is edited::
+named in the package's ``pyproject.toml``, and nothing of sas is edited:
 
-    [project.entry-points."sas.task_types"]
-    greeting = "my_team.greeting"
+```toml
+[project.entry-points."sas.task_types"]
+greeting = "my_team.greeting"
+```
 
 The worker, the Supervisor, ``sas submit --type greeting``, ``sas types``, Schedules, the bulk
 actions, the UI summaries and the metrics then know it; ``SAS_SERVICES__GREETER__URL`` says
@@ -34,22 +38,28 @@ The module is imported inside Temporal's workflow sandbox for each run: this mod
 through it, and the Agents' and tests' names below (``Agent``, ``FakeAgents``, ...) are loaded
 only when asked for, so that a task type's module stays light.
 
-Groups:
+Groups (each name links to its entry in the docs site's API reference):
 
-- Declaring a task type: :class:`TaskDefinition`, :class:`StepDefinition`, :class:`Wait`,
-  :class:`Parallel`, :class:`When`, :class:`StepContext`, :class:`StepPolicyValues`,
-  :func:`task_workflow`.
-- Calling services: :class:`Service`, :class:`HttpCall` and what goes in a body
-  (:class:`Input`, :class:`Result`, :class:`Forward`, :class:`Const`, :class:`TaskId`,
-  :class:`ForwardKey`); hand-written Agents: :class:`Agent`, :func:`implements`,
-  :func:`parse_payload`, :func:`attempt_deadline`, :func:`save_checkpoint`, :func:`last_checkpoint`.
-- Models: :class:`TaskInput`, :class:`StepResultModel`, :data:`Secret`, :data:`ProviderId`,
-  :data:`UserText`, :class:`StepCall`, :class:`StepResult`, :class:`TaskResult`,
-  :class:`TaskStatus`, :class:`StepStatus`, :class:`TaskState`, :class:`StepState`,
-  :class:`Approval`.
-- Registration: :data:`ENTRY_POINT_GROUP`, :class:`TaskTypeError`.
-- Testing: :class:`FakeAgents`, :func:`fake_worker`, :func:`run_task`,
-  :func:`time_skipping_environment`.
+- Declaring a task type: [`TaskDefinition`][sas.api.TaskDefinition],
+  [`StepDefinition`][sas.api.StepDefinition], [`Wait`][sas.api.Wait],
+  [`Parallel`][sas.api.Parallel], [`When`][sas.api.When], [`StepContext`][sas.api.StepContext],
+  [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
+- Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
+  in a body ([`Input`][sas.api.Input], [`Result`][sas.api.Result], [`Forward`][sas.api.Forward],
+  [`Const`][sas.api.Const], [`TaskId`][sas.api.TaskId], [`ForwardKey`][sas.api.ForwardKey]);
+  hand-written Agents: [`Agent`][sas.api.Agent], [`implements`][sas.api.implements],
+  [`parse_payload`][sas.api.parse_payload], [`attempt_deadline`][sas.api.attempt_deadline],
+  [`save_checkpoint`][sas.api.save_checkpoint], [`last_checkpoint`][sas.api.last_checkpoint].
+- Models: [`TaskInput`][sas.api.TaskInput], [`StepResultModel`][sas.api.StepResultModel],
+  [`Secret`][sas.api.Secret], [`ProviderId`][sas.api.ProviderId], [`UserText`][sas.api.UserText],
+  [`StepCall`][sas.api.StepCall], [`StepResult`][sas.api.StepResult],
+  [`TaskResult`][sas.api.TaskResult], [`TaskStatus`][sas.api.TaskStatus],
+  [`StepStatus`][sas.api.StepStatus], [`TaskState`][sas.api.TaskState],
+  [`StepState`][sas.api.StepState], [`Approval`][sas.api.Approval].
+- Registration: [`ENTRY_POINT_GROUP`][sas.api.ENTRY_POINT_GROUP],
+  [`TaskTypeError`][sas.api.TaskTypeError].
+- Testing: [`FakeAgents`][sas.api.FakeAgents], [`fake_worker`][sas.api.fake_worker],
+  [`run_task`][sas.api.run_task], [`time_skipping_environment`][sas.api.time_skipping_environment].
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ class OutboundRefused(ValueError):
 
 
 class OutboundPolicy(BaseModel):
-    """``SAS_OUTBOUND__*``: where callbacks and alert webhooks may go."""
+    """``SAS_OUTBOUND__*``: where callbacks and alert webhooks may go (no SSRF; docs/webhooks.md)."""
 
     allow_http: bool = Field(default=False, description="Also allow plain http:// URLs (https only if false).")
     allowed_hosts: list[str] = Field(

@@ -29,9 +29,16 @@ class SecretMarker:
 
 
 Secret: Final = SecretMarker()
+"""Marks a result field as secret: ``client_secret: Annotated[str | None, Secret] = None``.
+
+It reaches the later steps and the undo, and is left out of the state store, ``sas show``, the
+``status`` query and the callbacks (the module's docstring says why); so a field an undo needs
+must not be secret."""
 
 # Provider ids are bounded and printable: they are stored, shown and sent back to the service.
 ProviderId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+"""A remote service's own id for an effect (``ch_…`` for a charge), which the undo names: 1 to
+200 printable ASCII characters without spaces, since it is stored, shown and sent back."""
 
 
 class StepResultModel(BaseModel):

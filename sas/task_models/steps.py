@@ -27,9 +27,11 @@ class StepPolicyValues(BaseModel):
     max_attempts: int = Field(
         default=3, ge=1, le=1_000, description="Quick retries by the Agent before the step is Failed."
     )
-    initial_interval_s: float = Field(default=0.5, gt=0, le=3_600)
-    backoff: float = Field(default=2.0, ge=1.0, le=10.0)
-    max_interval_s: float = Field(default=5.0, gt=0, le=86_400)
+    initial_interval_s: float = Field(
+        default=0.5, gt=0, le=3_600, description="Wait before the Agent's first quick retry."
+    )
+    backoff: float = Field(default=2.0, ge=1.0, le=10.0, description="Each quick retry waits this much longer.")
+    max_interval_s: float = Field(default=5.0, gt=0, le=86_400, description="Longest wait between quick retries.")
 
     @property
     def complete_by(self) -> timedelta:

@@ -31,3 +31,5 @@ def reject_control(value: str) -> str:
 
 CleanText = Annotated[str, AfterValidator(clean_text)]
 UserText = Annotated[str, AfterValidator(reject_control)]
+"""A ``str`` field that a person fills in (a reason, an address): text with a control character
+(NUL, an escape) is refused at the boundary with an error that says where, never stored."""

@@ -36,6 +36,8 @@ from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
 from sas.task_types.services import Forward, ForwardKey, HttpCall, Input, Result, Service, service_of_ref
 
 ENTRY_POINT_GROUP = "sas.task_types"
+"""The entry point group in which a package names its task type modules (``pyproject.toml``:
+``[project.entry-points."sas.task_types"]``, ``signup = "my_team.signup"``)."""
 
 
 class TaskTypeError(Exception):

@@ -130,7 +130,7 @@ class Input:
 @dataclass(frozen=True)
 class Result:
     """A field of an earlier step's result: ``Result("flight", "booking_id")``. In a forward
-    call only: an undo gets its own step's result through :class:`Forward`."""
+    call only: an undo gets its own step's result through [`Forward`][sas.api.Forward]."""
 
     step: str
     field: str
@@ -182,8 +182,9 @@ class HttpCall:
         method: ``POST`` (the usual), ``PUT``, ``PATCH`` or ``DELETE``.
         path: The URL path under the service's ``SAS_SERVICES__<NAME>__URL``.
         result: The model of the answer (a ``StepResultModel``; ``Secret`` fields stay in the workflow).
-        body: JSON field -> where its value comes from (:class:`Input`, :class:`Result`,
-            :class:`Forward`, :class:`Const`, :class:`TaskId`, :class:`ForwardKey`).
+        body: JSON field -> where its value comes from ([`Input`][sas.api.Input],
+            [`Result`][sas.api.Result], [`Forward`][sas.api.Forward], [`Const`][sas.api.Const],
+            [`TaskId`][sas.api.TaskId], [`ForwardKey`][sas.api.ForwardKey]).
         action: The activity's action name; default: the path's last segment, so
             ``/flights/book`` runs as the activity ``flights.book``.
     """

@@ -138,7 +138,7 @@ async def test_one_order_is_one_trace_from_its_workflow_to_the_http_calls(
     assert run.context is not None and run.context.trace_id == trace_id
 
     # Untraced start: no workflow spans to hang from, so each Agent call is a trace of its own
-    # (what README.md says of orders started by `sas submit` or the Temporal CLI).
+    # (what docs/monitoring.md says of orders started by `sas submit` or the Temporal CLI).
     spans = of_order(every, untraced_id)
     assert not [s for s in spans if s.name.endswith(":OrderWorkflow") or s.name.startswith("StartActivity:")]
     trace_ids = set()

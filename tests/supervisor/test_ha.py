@@ -77,9 +77,9 @@ async def test_supervisor_worker_stopped_mid_run_loses_and_repeats_nothing(make_
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_decision_signalled_twice_reruns_the_step_once(make_rig) -> None:  # type: ignore[no-untyped-def]
     """Two Supervisors flushing the same outbox row (or a sweep killed between signalling and
-    marking the row sent) send one decision twice. The README: "a signal sent twice is
-    ignored by the Scheduler (it carries the FailureCount)". Here both copies reach the
-    Scheduler in one workflow task, as they do when they are sent close together."""
+    marking the row sent) send one decision twice. docs/how-it-works.md: the decision carries
+    the FailureCount it was made at, so the copy is refused and the step re-runs once. Here both
+    copies reach the Scheduler in one workflow task, as they do when they are sent close together."""
     rig: Rig = await make_rig()  # no Supervisor: only the decision sent below acts
     task_id = fresh_id("dup-signal")
     await rig.add_fault(endpoint="shipping.ship", kind="transient", match_order_id=task_id)
