@@ -168,6 +168,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
         self._compensation_policy = plan.compensation_policy
         self._supervisor_id = plan.supervisor_workflow_id
         self._publisher.search_attributes = plan.search_attributes
+        self._publisher.progress = plan.publish_progress
         self._publisher.on = True
         url = task_input.get("callback_url")
         self._notifier.url = url if isinstance(url, str) else None

@@ -127,6 +127,12 @@ class TaskPlan(BaseModel):
     search_attributes: bool = Field(
         default=False, description="Whether the namespace has sas's search attributes (sas setup) to upsert."
     )
+    publish_progress: bool = Field(
+        default=True,
+        description="Whether a task that merely moves on (Pending to Processing, the next step) is published"
+        " to the search attributes; False: only once it needs a look (a failure, parking, an undo) or ends."
+        " Plans accepted before this field existed have none, and keep their upserts when they replay.",
+    )
     refused: str | None = Field(
         default=None, description="Why this run may not run the task (its id belongs to another task); None: go."
     )

@@ -103,3 +103,33 @@ async def test_search_attributes_find_exactly_the_right_workflows(stack_no_super
     assert await ui_query("SasTaskState = 'Error' AND SasCurrentStep = 'ship'") == [stuck_id]
     assert await ui_query("SasTaskState = 'Processed'") == [done_id]
     assert await ui_query("SasNeedsOperator = false") == [done_id]
+
+
+async def _upserts(stack: Stack, task_id: str) -> list[dict[str, object]]:
+    """The search attributes each upsert of the task's history set, in order (decoded)."""
+    from temporalio.converter import default as default_converter
+
+    converter = default_converter().payload_converter
+    upserts = []
+    async for event in stack.client.get_workflow_handle(task_id).fetch_history_events():
+        if event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+            upserts.append({name: converter.from_payloads([p])[0] for name, p in fields.items()})
+    return upserts
+
+
+async def test_a_task_on_its_happy_path_is_published_once_and_a_failure_at_once(stack_no_supervisor: Stack) -> None:
+    """One upsert on the happy path, when the task ends (issue 21: each is a history event and a
+    visibility write); a task that needs a look is published when it does."""
+    stack = stack_no_supervisor
+    done_id, failing_id = fresh_id("sa-once"), fresh_id("sa-fail")
+    await stack.add_fault(endpoint="shipping.ship", kind="transient", match_order_id=failing_id)
+    assert (await (await stack.submit(done_id)).result()).state == TaskState.PROCESSED
+    assert await _upserts(stack, done_id) == [
+        {"SasTaskState": "Processed", "SasCurrentStep": "ship", "SasFailureCount": 0, "SasNeedsOperator": False}
+    ]
+
+    await stack.submit(failing_id)
+    await failed_and_waiting(stack, failing_id)
+    published = await wait_until(lambda: _upserts(stack, failing_id), bool, what="the failure published")
+    assert published[0]["SasTaskState"] == "Failed"  # found by the saved view "Waiting for a decision" at once

@@ -16,12 +16,19 @@ with workflow.unsafe.imports_passed_through():
 # The current step alone moving on is not worth an upsert (each one is a history event and a
 # visibility write): it is published with the next change of anything else.
 _TRIGGERS = (TASK_STATE, FAILURE_COUNT, NEEDS_OPERATOR)
+# A task in one of these states, with no failure counted and no operator needed, has nothing to
+# look at: with ``progress`` off it is not published until that changes or it ends (after which
+# every change is published, as before).
+_UNDER_WAY = ("Pending", "Processing")
 
 
 class Publisher:
     def __init__(self) -> None:
         self.search_attributes = False  # set once the plan says the namespace has them (sas setup)
         self.on = False  # nothing is published before the task is accepted
+        # Whether a task that merely moves on is published (the plan's ``publish_progress``;
+        # plans from before it existed say yes, so their histories replay with their upserts).
+        self.progress = True
         self._published: dict[str, Any] = {}
 
     def publish(self, status: TaskStatus) -> None:
@@ -39,7 +46,13 @@ class Publisher:
             FAILURE_COUNT: max((s.failure_count for s in status.steps), default=0),
             NEEDS_OPERATOR: status.needs_operator,
         }
+        if not self.progress and not self._published and self._nothing_to_look_at(wanted):
+            return  # once published, every change is (an operator's reset must not leave a stale flag)
         if any(self._published.get(key.name) != wanted[key] for key in _TRIGGERS):
             changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
             workflow.upsert_search_attributes(changed)
             self._published.update({key.name: value for key, value in wanted.items()})
+
+    @staticmethod
+    def _nothing_to_look_at(wanted: dict[SearchAttributeKey[Any], Any]) -> bool:
+        return wanted[TASK_STATE] in _UNDER_WAY and wanted[FAILURE_COUNT] == 0 and not wanted[NEEDS_OPERATOR]
