@@ -7,7 +7,7 @@ with another distribution's in site-packages. Where each part is:
   ``workflows/`` folder, linked here;
 - ``sas.activities``: the Agents and their remote calls - ``activities/``, linked here;
 - ``sas.supervisor``: the Supervisor workflow, where failures are decided - ``supervisor/``;
-- ``sas.worker``: the Scheduler + Agents worker - ``worker.py``;
+- ``sas.worker``: the Scheduler + Agents worker, which the repository's ``worker.py`` runs;
 - ``sas.task_models``, ``sas.state_store``, ``sas.payload_codec``, ``sas.settings``,
   ``sas.runtime``, ``sas.cli`` and ``sas.remote_services``: the models, the mirror, payload
   encryption, every setting, process plumbing, the ``sas`` command and the demo's remote services.

@@ -17,14 +17,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process  # noqa: E402
-from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
-from tests.postgres import require_postgres  # noqa: E402
-from tests.stack import ADMIN_TOKEN, Stack, discard_migrated_template, start_stack  # noqa: E402
+from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
+from sas.task_models.search_attributes import dev_server_flags
+from tests.postgres import require_postgres
+from tests.stack import ADMIN_TOKEN, Stack, discard_migrated_template, start_stack
 
 UI_PORT = free_port()
 

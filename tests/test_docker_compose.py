@@ -33,8 +33,6 @@ import pytest
 yaml = pytest.importorskip("yaml", reason="pip install pyyaml (in the `test` extra)")
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"

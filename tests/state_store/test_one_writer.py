@@ -24,7 +24,7 @@ _WRITES = {"update", "insert", "delete"}
 
 
 def sources() -> list[Path]:
-    """Every module of sas, through its links (workflows/, activities/, supervisor/, worker.py)."""
+    """Every module of sas, through its links (workflows/, activities/, supervisor/)."""
     found = {p.resolve() for p in (ROOT / "sas").rglob("*.py")}
     for link in (ROOT / "sas").iterdir():
         if link.is_symlink() and link.resolve().is_dir():
