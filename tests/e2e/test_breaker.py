@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,15 @@ ROOT = Path(__file__).resolve().parents[2]
 # Open long enough that the checks while it is open usually see no probe (they allow for some).
 PAYMENT_BREAKER = BreakerSettings(enabled=True, window_s=60, min_calls=3, failure_rate=0.5, open_s=20, sync_s=0.2)
 FAILING_ORDERS = 4
+QUEUE_CHECK_S = 1.0
+SWEEP_S = 0.5
+
+
+def _aware(at: datetime) -> datetime:
+    """A time read back from the state store, in UTC (SQLite's come back naive)."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 HELD_ORDERS = 3
 
 
@@ -62,11 +72,11 @@ async def breaker_stack(
 ) -> AsyncIterator[Stack]:
     registry = ServicesSettings(url=own_services.url, admin_token=ADMIN_TOKEN, payment={"breaker": PAYMENT_BREAKER})
     supervisor = SupervisorSettings(
-        interval_s=0.5,
+        interval_s=SWEEP_S,
         failure_threshold=3,
         overdue_grace_s=1.5,
         cooldown_tries=0,
-        queue_check_s=1.0,  # the Supervisor's view of the breakers, refreshed with the queues
+        queue_check_s=QUEUE_CHECK_S,  # the Supervisor's view of the breakers, refreshed with the queues
         workflow_id=fresh_id("supervisor-brk"),
     )
     async with start_stack(
@@ -157,8 +167,14 @@ async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_wh
         # its Agent sent nothing, and the Scheduler started it again to wait in the queue.
         assert charge.attempt <= 1, charge
     assert probed <= probes
-    for task_id in failing:  # no retry, compensate or park for a step held by the breaker
-        assert [d.kind for d in await stack.decisions(task_id) if d.kind != "wait"] == []
+    # No retry, compensate or park for a step held by the breaker. A step that failed for good
+    # before the breaker opened may have been decided on by a sweep that had not yet read the
+    # breaker's state (it does at each queue check): only a decision later than that counts.
+    assert opened.since is not None
+    seen_by = _aware(opened.since) + timedelta(seconds=QUEUE_CHECK_S + SWEEP_S + 1)
+    for task_id in failing:
+        decided = await stack.decisions(task_id)
+        assert [(d.kind, d.decided_at) for d in decided if d.kind != "wait" and _aware(d.decided_at) > seen_by] == []
     # `sas services`: open, the failure rate of the window that opened it, when it began, the next probe.
     shown = sas(stack, "services", "--json")
     assert shown.returncode == 0, shown.stderr
