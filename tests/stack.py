@@ -228,3 +228,25 @@ async def start_stack(
     finally:
         await writer.aclose()
         await engine.dispose()
+
+
+@asynccontextmanager
+async def more_workers(
+    stack: Stack, settings: Settings, identity: str, workflow_classes: list[type]
+) -> AsyncIterator[Any]:
+    """Another worker process's task workers beside the stack's (another build, other queues):
+    its own breakers and service callers, the stack's client and state store."""
+    async with (
+        service_breakers(settings.services, identity, stack.sessions) as breakers,
+        service_callers(settings.services, breakers=breakers) as remotes,
+        build_task_workers(
+            stack.client,
+            settings,
+            build_activities(settings, remotes, stack.sessions, identity),
+            workflows=workflow_classes,
+            identity=identity,
+            breakers=breakers,
+            workflow_runner=workflow_runner(),
+        ) as running,
+    ):
+        yield running

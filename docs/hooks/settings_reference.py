@@ -128,22 +128,25 @@ def _number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+# Each kind of constraint, the attribute holding its limit, and how the reference writes it.
+_BOUNDS: tuple[tuple[type, str, str], ...] = (
+    (annotated_types.Gt, "gt", "> {}"),
+    (annotated_types.Ge, "ge", "≥ {}"),
+    (annotated_types.Lt, "lt", "< {}"),
+    (annotated_types.Le, "le", "≤ {}"),
+    (annotated_types.MinLen, "min_length", "at least {} characters"),
+    (annotated_types.MaxLen, "max_length", "at most {} characters"),
+)
+
+
 def bounds(metadata: list[Any]) -> str:
     """The field's constraints: ``> 0, ≤ 3,600``; empty when it has none."""
-    shown = []
-    for item in metadata:
-        if isinstance(item, annotated_types.Gt):
-            shown.append(f"> {_number(item.gt)}")
-        elif isinstance(item, annotated_types.Ge):
-            shown.append(f"≥ {_number(item.ge)}")
-        elif isinstance(item, annotated_types.Lt):
-            shown.append(f"< {_number(item.lt)}")
-        elif isinstance(item, annotated_types.Le):
-            shown.append(f"≤ {_number(item.le)}")
-        elif isinstance(item, annotated_types.MinLen):
-            shown.append(f"at least {_number(item.min_length)} characters")
-        elif isinstance(item, annotated_types.MaxLen):
-            shown.append(f"at most {_number(item.max_length)} characters")
+    shown = [
+        shape.format(_number(getattr(item, limit)))
+        for item in metadata
+        for kind, limit, shape in _BOUNDS
+        if isinstance(item, kind)
+    ]
     return ", ".join(shown)
 
 

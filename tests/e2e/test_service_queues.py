@@ -18,18 +18,15 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from sas.activities import build_activities, service_breakers, service_callers
 from sas.remote_services.launcher import ServiceProcess
-from sas.runtime.task_workers import build_task_workers
 from sas.settings import SupervisorSettings, WorkerSettings
 from sas.state_store.alerts import list_alerts
 from sas.state_store.breakers import force
 from sas.supervisor.models import SweepStats
 from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState
 from sas.workflows import ALL_WORKFLOWS
-from sas.workflows.runner import workflow_runner
 from tests.helpers import fresh_id, wait_until
-from tests.stack import Stack, order, start_stack
+from tests.stack import Stack, more_workers, order, start_stack
 
 
 @pytest_asyncio.fixture
@@ -97,19 +94,7 @@ async def test_a_service_queue_nobody_polls_is_an_incident_unless_its_breaker_ho
 
     # A worker for payment alone (SAS_WORKER__QUEUES=["payment"]) serves it.
     settings = stack.settings.model_copy(update={"worker": WorkerSettings(queues=["payment"])})
-    async with (
-        service_breakers(settings.services, "payment-worker", stack.sessions) as breakers,
-        service_callers(settings.services, breakers=breakers) as remotes,
-        build_task_workers(
-            stack.client,
-            settings,
-            build_activities(settings, remotes, stack.sessions, "payment-worker"),
-            workflows=ALL_WORKFLOWS,
-            identity="payment-worker",
-            breakers=breakers,
-            workflow_runner=workflow_runner(),
-        ) as payment_only,
-    ):
+    async with more_workers(stack, settings, "payment-worker", ALL_WORKFLOWS) as payment_only:
         assert [w.task_queue for w in payment_only.workers] == [payment_queue]
         assert (await handle.result()).state == TaskState.PROCESSED
         await wait_until(

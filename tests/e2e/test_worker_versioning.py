@@ -12,15 +12,12 @@ from typing import Any
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType, VersioningBehavior
 
-from sas.activities import build_activities, service_breakers, service_callers
-from sas.runtime.task_workers import build_task_workers
 from sas.settings import WorkerSettings
 from sas.task_models import TaskResult, TaskState
 from sas.workflows import ALL_WORKFLOWS
-from sas.workflows.runner import workflow_runner
 from tests.e2e.test_temporal_cli import temporal_cli
 from tests.helpers import fresh_id, wait_until
-from tests.stack import FAST_STEP, start_stack
+from tests.stack import FAST_STEP, more_workers, start_stack
 
 
 @workflow.defn(name="OrderWorkflow", sandboxed=False)
@@ -66,20 +63,7 @@ async def test_an_order_in_flight_finishes_on_its_build_while_new_ones_run_on_th
         settings = stack.settings.model_copy(
             update={"worker": WorkerSettings(deployment_name=deployment, build_id="v2")}
         )
-        others = _others()
-        async with (
-            service_breakers(settings.services, "worker-v2", stack.sessions) as breakers,
-            service_callers(settings.services, breakers=breakers) as remotes,
-            build_task_workers(
-                stack.client,
-                settings,
-                build_activities(settings, remotes, stack.sessions, "worker-v2"),
-                workflows=[OrderWorkflowV2, *others],
-                identity="worker-v2",
-                breakers=breakers,
-                workflow_runner=workflow_runner(),
-            ),
-        ):
+        async with more_workers(stack, settings, "worker-v2", [OrderWorkflowV2, *_others()]):
             await current("v2")
             fresh = fresh_id("wv-new")
             new = await stack.client.start_workflow(
