@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from sas.remote_services.launcher import free_port  # noqa: E402
 from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
-from sas.runtime.processes import Child, ProcessGroup, free_port, wait_for  # noqa: E402
+from sas.runtime.processes import Child, ProcessGroup, wait_for  # noqa: E402
 from sas.runtime.readiness import http_ready, temporal_ready  # noqa: E402
 from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
 

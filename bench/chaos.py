@@ -80,8 +80,9 @@ from bench import _chaos_check as check  # noqa: E402
 from bench._chaos_db import ChaosStore, PostgresStore, SqliteStore  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
 from sas.cli.demo_plan import DEMO_ENV, base_order  # noqa: E402
+from sas.remote_services.launcher import free_port  # noqa: E402
 from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
-from sas.runtime.processes import Child, ProcessGroup, free_port, wait_for_async  # noqa: E402
+from sas.runtime.processes import Child, ProcessGroup, wait_for_async  # noqa: E402
 from sas.runtime.readiness import http_healthy, temporal_healthy  # noqa: E402
 from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import secrets
 import signal
 import socket
@@ -41,7 +42,12 @@ class ServiceStartError(RuntimeError):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the OS picks it).
+    """A TCP port that is free now and that no outgoing connection will take before it is used.
+
+    Asking the OS for port 0 gives a port from the kernel's ephemeral range, the same range every
+    outgoing connection's local port comes from: between this call and the server's bind, a busy
+    machine's clients can take it ("address already in use"; seen in the test suite). So the port
+    is drawn from below that range instead, at random, and checked free by binding it.
 
     Args:
         host: Interface to probe.
@@ -49,6 +55,32 @@ def free_port(host: str = "127.0.0.1") -> int:
     Returns:
         The port number.
     """
+    low, _high = _ephemeral_range()
+    floor = 10_000  # above the well-known and most registered services' ports
+    if low - floor < 1_000:  # an unusual ephemeral range: fall back to asking the OS
+        return _os_chosen_port(host)
+    draw = random.SystemRandom()
+    for _ in range(200):
+        port = draw.randrange(floor, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    return _os_chosen_port(host)
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux; IANA's elsewhere)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49_152, 65_535
+
+
+def _os_chosen_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

@@ -159,9 +159,3 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from sas.cli.demo_plan import check_ledger, demo_cases
+from sas.remote_services.launcher import free_port
 from sas.remote_services.ledger import read_ledger
-from sas.runtime.processes import free_port, port_in_use
+from sas.runtime.processes import port_in_use
 
 pytestmark = pytest.mark.slow  # `sas demo`: a whole stack in subprocesses
 

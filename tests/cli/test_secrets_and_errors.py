@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sas.runtime.processes import free_port
+from sas.remote_services.launcher import free_port
 from tests.helpers import fresh_id
 from tests.postgres import fresh_database
 

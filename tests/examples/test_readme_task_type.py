@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from sas.runtime.processes import free_port
+from sas.remote_services.launcher import free_port
 from sas.settings import ServiceSettings, ServicesSettings, get_settings
 from sas.task_models import TaskResult, TaskState
 from sas.workflows import registry

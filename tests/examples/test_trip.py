@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from sas.runtime.processes import free_port
+from sas.remote_services.launcher import free_port
 from sas.task_models import StepState, TaskStatus
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until

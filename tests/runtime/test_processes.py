@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from sas.remote_services.launcher import free_port
 from sas.runtime.lifeline import POLL_ENV
 from sas.runtime.local_stack import LocalStackConfig
-from sas.runtime.processes import ProcessGroup, free_port, port_in_use
+from sas.runtime.processes import ProcessGroup, port_in_use
 from sas.runtime.readiness import http_ready, temporal_healthy, temporal_ready
 from tests.helpers import fresh_id, wait_until
 

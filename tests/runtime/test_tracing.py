@@ -31,10 +31,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from sas.remote_services.launcher import ServiceProcess
+from sas.remote_services.launcher import ServiceProcess, free_port
 from sas.runtime.connect import connect
 from sas.runtime.otel import tracing
-from sas.runtime.processes import free_port
 from sas.settings import TemporalSettings
 from sas.task_models import TaskResult, TaskState
 from tests.helpers import fresh_id, wait_until

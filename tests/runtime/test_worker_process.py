@@ -19,8 +19,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
 from sas import state_store
-from sas.remote_services.launcher import ServiceProcess
-from sas.runtime.processes import free_port
+from sas.remote_services.launcher import ServiceProcess, free_port
 from sas.settings import Settings
 from sas.task_models import TaskResult, TaskState
 from tests import stack as stacks
