@@ -55,7 +55,7 @@ def alerts(
         rows = await list_alerts(session, wanted, limit, include_folded=with_folded)
         return rows, 0 if with_folded else await count_folded(session, wanted)
 
-    rows, hidden = context.run(lambda: context.with_session(load))
+    rows, hidden = context.run(lambda: context.with_read_session(load))
     if as_json:
         print_json([{c: getattr(a, c) for c in _FIELDS} for a in rows])
         return

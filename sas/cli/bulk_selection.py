@@ -251,12 +251,12 @@ async def select(client: Client | None, task_queue: str, selection: Selection) -
         return await _incident_tasks(selection.incident, selection.limit)
     if selection.query is None:
         wanted = selection.task_filter(datetime.now(UTC))
-        found = await context.with_session(lambda s: select_tasks(s, wanted, selection.limit + 1))
+        found = await context.with_read_session(lambda s: select_tasks(s, wanted, selection.limit + 1))
         return Selected(tasks=found[: selection.limit], more=len(found) > selection.limit)
     assert client is not None, "a visibility query needs a Temporal client"
     listed = await _visibility(client, task_queue, selection.query, selection.limit + 1)
     ids = list(listed)[: selection.limit]
-    rows = await context.with_session(lambda s: tasks_by_id(s, ids))
+    rows = await context.with_read_session(lambda s: tasks_by_id(s, ids))
     return Selected(tasks=[rows.get(i) or listed[i] for i in ids], more=len(listed) > selection.limit)
 
 
@@ -273,7 +273,7 @@ async def _incident_tasks(incident_id: int, limit: int) -> Selected:
         ids = await incident_task_ids(session, incident_id, limit + 1)
         return True, ids, await tasks_by_id(session, ids[:limit])
 
-    known, ids, rows = await context.with_session(load)
+    known, ids, rows = await context.with_read_session(load)
     if not known:
         raise CliError(f"--incident {incident_id}: no such incident", "see the ids with `sas incidents --status all`")
     return Selected(tasks=[rows[i] for i in ids[:limit] if i in rows], more=len(ids) > limit)

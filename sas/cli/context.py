@@ -80,7 +80,12 @@ def open_engine(loaded: Settings) -> AsyncEngine:
     return state_store.create_engine(loaded.database)
 
 
-async def with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
+async def with_read_session(fn: Callable[[Any], Awaitable[T]]) -> T:
+    """``with_session`` for a command that only reads: it never waits for the stack's writers."""
+    return await with_session(fn, read_only=True)
+
+
+async def with_session(fn: Callable[[Any], Awaitable[T]], *, read_only: bool = False) -> T:
     """Run ``fn`` with a state-store session; a database that cannot be reached raises
     StateStoreUnreachable, naming the URL without its password, and one without sas's tables
     says there is no state store there."""
@@ -91,7 +96,7 @@ async def with_session(fn: Callable[[Any], Awaitable[T]]) -> T:
     engine = open_engine(loaded)
     try:
         with reaching_state_store(loaded.database.url):
-            async with state_store.session_factory(engine)() as session:
+            async with state_store.session_factory(engine, read_only=read_only)() as session:
                 return await fn(session)
     except StateStoreUnreachable as err:
         if missing_tables(err):

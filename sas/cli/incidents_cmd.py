@@ -44,7 +44,7 @@ def incidents(
         rows = await list_incidents(session, wanted, limit)
         return [r for r in rows if status_filter != "active" or r[0].status in ACTIVE]
 
-    rows = context.run(lambda: context.with_session(load))
+    rows = context.run(lambda: context.with_read_session(load))
     if as_json:
         print_json([incident_view(a, i) for a, i in rows])
         return
@@ -82,7 +82,7 @@ def _one(incident_id: int, limit: int, as_json: bool) -> None:
         found = await get_incident(session, incident_id)
         return found, (await incident_task_ids(session, incident_id, limit) if found else [])
 
-    found, members = context.run(lambda: context.with_session(load))
+    found, members = context.run(lambda: context.with_read_session(load))
     if found is None:
         raise CliError(f"no incident {incident_id}", "see the ids with `sas incidents --status all`")
     alert, incident = found

@@ -87,7 +87,7 @@ async def _find(client: Client, task_id: str, step: str | None) -> Target:
     if described.status != WorkflowExecutionStatus.RUNNING:
         status = described.status.name.lower() if described.status else "closed"
         raise CliError(f"{task_id} has ended ({status}): nothing to park", f"see `sas show {task_id}`")
-    record = await context.with_session(lambda s: get_task(s, task_id))
+    record = await context.with_read_session(lambda s: get_task(s, task_id))
     if record is None or not record.steps:
         raise CliError(f"{task_id} has not started yet: nothing to park", f"`sas cancel {task_id}` cancels it")
     pending = list(described.raw_description.pending_activities)
@@ -140,7 +140,7 @@ async def _park_waiting(client: Client, target: Target, by: str, reason: str) ->
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _SIGNAL_WAIT_S
     while True:
-        record = await context.with_session(lambda s: get_task(s, target.task_id))
+        record = await context.with_read_session(lambda s: get_task(s, target.task_id))
         state = next((s.state for s in record.steps if s.name == target.step), None) if record else None
         if state == "Error":
             break

@@ -27,7 +27,7 @@ def services(ctx: typer.Context, as_json: bool = JSON) -> None:
     """Each service's breaker: state, failure rate over the workers' windows, since when, next probe."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = context.run(lambda: context.with_session(_rows))
+    rows = context.run(lambda: context.with_read_session(_rows))
     if as_json:
         print_json(rows)
         return

@@ -23,7 +23,7 @@ def show(
     from sas.cli import tasks
 
     tasks.check_task_id(task_id)
-    data = context.run(lambda: context.with_session(lambda session: task_history(session, task_id)))
+    data = context.run(lambda: context.with_read_session(lambda session: task_history(session, task_id)))
     if data is None:
         from sas.cli import delayed
 
@@ -121,7 +121,7 @@ def _show_actions_only(task_id: str, as_json: bool) -> bool:
     schedule has no rows, only its audit entries: show those. False if there are none."""
     from sas.state_store.queries import audit_for
 
-    entries = context.run(lambda: context.with_session(lambda s: audit_for(s, task_id)))
+    entries = context.run(lambda: context.with_read_session(lambda s: audit_for(s, task_id)))
     if not entries:
         return False
     actions = [

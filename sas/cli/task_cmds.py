@@ -156,7 +156,7 @@ async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | Non
 
     down: StateStoreUnreachable | None = None
     try:
-        record = await context.with_session(lambda s: get_task(s, task_id))
+        record = await context.with_read_session(lambda s: get_task(s, task_id))
     except StateStoreUnreachable as err:
         record, down = None, err  # down for now: the Scheduler may still answer
     client = client or await context.client()
@@ -301,7 +301,7 @@ def list_tasks(
         tasks = await query(session, wanted, limit) if wanted != STUCK else []
         return tasks, await failure_counts(session, [t.task_id for t in tasks]), stuck
 
-    rows, counts, stuck = context.run(lambda: context.with_session(load))
+    rows, counts, stuck = context.run(lambda: context.with_read_session(load))
     if as_json:
         print_json(
             [

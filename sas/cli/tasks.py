@@ -321,7 +321,7 @@ async def existing_task(client: Client, task_id: str) -> CliError:
 
     temporal = await workflow_status(client, task_id)
     try:
-        record = await context.with_session(lambda s: get_task(s, task_id))
+        record = await context.with_read_session(lambda s: get_task(s, task_id))
         mirrored = record.task.state if record is not None else None
     except StateStoreUnreachable:
         mirrored = None  # the refusal still stands; Temporal's word is enough to explain it
@@ -360,7 +360,7 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
     from sas.state_store.queries import get_task
     from sas.task_models import RESUBMIT_MEMO, Resubmission
 
-    record = await context.with_session(lambda s: get_task(s, task_id))
+    record = await context.with_read_session(lambda s: get_task(s, task_id))
     if record is None:
         raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
     task = record.task
@@ -404,7 +404,7 @@ async def resubmit_finished(client: Client, task_id: str, by: str, reason: str, 
     new_chain = handle.first_execution_run_id or handle.result_run_id
 
     async def answer() -> int | CliError | None:
-        now = await context.with_session(lambda s: get_task(s, task_id))
+        now = await context.with_read_session(lambda s: get_task(s, task_id))
         if now is not None and now.task.chain_id == new_chain:
             return now.task.incarnation
         # This run's own status: a later run of the id (another operator's) says nothing about it.

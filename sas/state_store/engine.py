@@ -55,10 +55,23 @@ def _tune_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        if conn.get_execution_options().get(_READ_ONLY):
+            # A reader in WAL mode reads its snapshot and never waits for a writer: an operator's
+            # `sas list` answers at once while the worker writes (it waited up to the busy timeout
+            # for the write lock, and failed "database is locked" when a writer held it longer).
+            conn.exec_driver_sql("BEGIN")
+            return
         # Take the write lock up front: a deferred transaction that later writes can
         # fail with SQLITE_BUSY without waiting for busy_timeout.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+_READ_ONLY = "sas_read_only"
+
+
+def session_factory(engine: AsyncEngine, *, read_only: bool = False) -> async_sessionmaker[AsyncSession]:
+    """Sessions on ``engine``. ``read_only`` sessions are for reads alone: on SQLite they take no
+    write lock, so they never wait for a writer (a write in one may fail "database is locked")."""
+    if read_only:
+        return async_sessionmaker(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False)
     return async_sessionmaker(engine, expire_on_commit=False)

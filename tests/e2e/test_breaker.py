@@ -10,6 +10,7 @@ breaker, the alert resolves, and every order completes, none compensated.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -33,6 +34,7 @@ from sas.state_store.tables import Alert
 from sas.supervisor.models import SweepStats
 from sas.task_models import TaskState
 from sas.task_models.breakers import BreakerView
+from tests import cli_process
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, ADMIN_TOKEN, Stack, start_stack
 
@@ -176,7 +178,7 @@ async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_wh
         decided = await stack.decisions(task_id)
         assert [(d.kind, d.decided_at) for d in decided if d.kind != "wait" and _aware(d.decided_at) > seen_by] == []
     # `sas services`: open, the failure rate of the window that opened it, when it began, the next probe.
-    shown = sas(stack, "services", "--json")
+    shown = await sas(stack, "services", "--json")
     assert shown.returncode == 0, shown.stderr
     row = next(r for r in json.loads(shown.stdout) if r["service"] == "payment")
     assert (row["state"] in ("open", "half_open"), row["holding"], row["failure_rate"]) == (True, True, 1.0)
@@ -203,14 +205,18 @@ async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_wh
         assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve", "charge", "ship"]
 
 
-def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+async def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command in its own process, waited on off the event loop: the stack runs on this loop,
+    and a session of its own holding the SQLite write lock must be able to finish meanwhile (a
+    blocking wait here once held the lock until the command gave up, "database is locked")."""
     env = {
         **os.environ,
         "SAS_DATABASE__URL": stack.settings.database.url,
         "SAS_TEMPORAL__TASK_QUEUE": stack.settings.temporal.task_queue,
         "COLUMNS": "80",
     }
-    return subprocess.run(
+    return await asyncio.to_thread(
+        cli_process.run,
         [sys.executable, "-c", "from sas.cli.main import main; main()", *args],
         cwd=ROOT,
         env=env,
@@ -223,7 +229,7 @@ def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
 
 async def test_an_operator_forces_a_breaker_open_and_closed_audited(breaker_stack: Stack) -> None:
     stack = breaker_stack
-    forced = sas(stack, "services", "open", "payment", "--reason", "provider maintenance", "--by", "alice")
+    forced = await sas(stack, "services", "open", "payment", "--reason", "provider maintenance", "--by", "alice")
     assert forced.returncode == 0, forced.stderr
     assert "closed -> open (forced)" in forced.stdout
     await wait_until(lambda: payment(stack), lambda v: v.forced_by == "alice", what="forced open")
@@ -232,17 +238,17 @@ async def test_an_operator_forces_a_breaker_open_and_closed_audited(breaker_stac
     handle = await stack.submit(task_id)
     await wait_until(lambda: charge_held(stack, task_id), what="charge held by the forced breaker")
     assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve"]  # payment was not called
-    shown = sas(stack, "services", "--json")
+    shown = await sas(stack, "services", "--json")
     assert shown.returncode == 0 and shown.stdout.strip(), f"exit {shown.returncode}; stderr: {shown.stderr}"
     rows: list[dict[str, Any]] = json.loads(shown.stdout)
     row = next(r for r in rows if r["service"] == "payment")
     assert (row["state"], row["forced_by"], row["holding"], row["next_probe"]) == ("open", "alice", True, None)
     assert row["queue"] == f"{stack.settings.temporal.task_queue}.payment"
-    table = sas(stack, "services")
+    table = await sas(stack, "services")
     assert table.returncode == 0 and "open (forced)" in table.stdout
     assert max(len(line) for line in table.stdout.splitlines()) <= 80
 
-    closed = sas(stack, "services", "close", "payment", "--reason", "maintenance over", "--by", "bob")
+    closed = await sas(stack, "services", "close", "payment", "--reason", "maintenance over", "--by", "bob")
     assert closed.returncode == 0, closed.stderr
     assert (await handle.result()).state == TaskState.PROCESSED
     charge = next(s for s in (await stack.record(task_id)).steps if s.name == "charge")  # type: ignore[union-attr]
@@ -263,7 +269,7 @@ async def test_an_operator_forces_a_breaker_open_and_closed_audited(breaker_stac
 
 
 async def test_an_unknown_service_or_no_reason_is_refused(breaker_stack: Stack) -> None:
-    unknown = sas(breaker_stack, "services", "open", "fraud", "--reason", "x")
+    unknown = await sas(breaker_stack, "services", "open", "fraud", "--reason", "x")
     assert unknown.returncode == 2 and "no service named 'fraud'" in unknown.stderr + unknown.stdout
-    blank = sas(breaker_stack, "services", "open", "payment", "--reason", " ")
+    blank = await sas(breaker_stack, "services", "open", "payment", "--reason", " ")
     assert blank.returncode == 2 and "--reason is required" in blank.stderr + blank.stdout
