@@ -6,7 +6,6 @@ refused where it enters, with a clear message."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -26,6 +25,7 @@ from sas.task_models.ids import (
 from sas.workflows.definitions import StepDefinition
 from sas_orders.steps import PaymentDefs
 from sas_orders.workflows import ORDER
+from tests import cli_process
 from tests.helpers import fresh_id
 from tests.stack import Stack, order
 
@@ -68,7 +68,7 @@ def test_each_bound_is_refused_where_it_enters() -> None:
 
 
 def test_sas_refuses_a_schedule_id_its_runs_would_outgrow() -> None:
-    done = subprocess.run(
+    done = cli_process.run(
         [sys.executable, "-m", "sas.cli.main", "schedule", "create", "s" * (MAX_SCHEDULE_ID + 1), "--every", "1d"],
         capture_output=True,
         text=True,

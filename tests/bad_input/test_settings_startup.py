@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sas.remote_services import free_port
+from tests import cli_process
 
 pytestmark = pytest.mark.slow  # each starts a worker or Supervisor process
 
@@ -28,7 +29,7 @@ SECRET = "hunter2-Zq9"
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=90)
+    return cli_process.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=90)
 
 
 async def start_all(

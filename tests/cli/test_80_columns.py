@@ -19,6 +19,7 @@ from sas.state_store import mirror
 from sas.state_store.alerts import raise_alert
 from sas.state_store.tables import Alert
 from sas.task_models import OperatorRequest, StepState, StepTransition, TaskState, TaskStatus
+from tests import cli_process
 from tests.cli.test_cli import ORDER_FLAGS, sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
@@ -223,7 +224,7 @@ def test_every_commands_help_fits_80_columns() -> None:
     env = {**os.environ, "COLUMNS": str(WIDTH)}
 
     def run(*args: str) -> str:
-        done = subprocess.run(
+        done = cli_process.run(
             [sys.executable, "-m", "sas.cli.main", *args, "--help"], capture_output=True, text=True, env=env, timeout=60
         )
         assert done.returncode == 0, (args, done.stderr)

@@ -34,6 +34,7 @@ from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.queries import audit_for
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues, TaskResult
+from tests import cli_process
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order, start_stack
 
@@ -106,7 +107,7 @@ async def sas(stack: Stack | None, *args: str, columns: int = 200) -> subprocess
         env["SAS_TEMPORAL__TASK_QUEUE"] = stack.settings.temporal.task_queue
         env["SAS_DATABASE__URL"] = stack.settings.database.url
     argv = [sys.executable, "-m", "sas.cli.main", *args]
-    return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=300)
+    return await asyncio.to_thread(cli_process.run, argv, capture_output=True, text=True, env=env, timeout=300)
 
 
 def as_json(done: subprocess.CompletedProcess[str]) -> Any:
@@ -144,7 +145,7 @@ async def sas_on_a_terminal(stack: Stack, *args: str) -> tuple[subprocess.Comple
     argv = [sys.executable, "-m", "sas.cli.main", *args]
     try:
         done = await asyncio.to_thread(
-            subprocess.run, argv, stdout=subprocess.PIPE, stderr=terminal, text=True, env=env, timeout=300
+            cli_process.run, argv, stdout=subprocess.PIPE, stderr=terminal, text=True, env=env, timeout=300
         )
     finally:
         os.close(terminal)

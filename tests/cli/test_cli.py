@@ -14,6 +14,7 @@ from temporalio.client import Client
 
 from sas.remote_services.launcher import ServiceProcess
 from sas.task_models import TaskState
+from tests import cli_process
 from tests import stack as stacks
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order, start_stack
@@ -41,7 +42,7 @@ async def sas(stack: Stack, *args: str, columns: int = 200) -> subprocess.Comple
         "COLUMNS": str(columns),
     }
     argv = [sys.executable, "-m", "sas.cli.main", *args]
-    return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=120)
+    return await asyncio.to_thread(cli_process.run, argv, capture_output=True, text=True, env=env, timeout=120)
 
 
 def as_json(done: subprocess.CompletedProcess[str]) -> Any:
@@ -94,7 +95,7 @@ async def test_retry_rejected_with_the_reason(stack: Stack) -> None:
 
 async def test_settings_errors_are_clear(stack: Stack) -> None:
     env_bad = await asyncio.to_thread(
-        subprocess.run,
+        cli_process.run,
         [sys.executable, "-m", "sas.cli.main", "list"],
         capture_output=True,
         text=True,

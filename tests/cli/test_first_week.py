@@ -17,6 +17,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 
+from tests import cli_process
 from tests.cli.test_cli import sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
@@ -41,7 +42,7 @@ def run_sas(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
     clean.update(env, COLUMNS="80")
     # Temporal is not up: a command that asked it first would fail with another line.
     clean.setdefault("SAS_TEMPORAL__ADDRESS", "127.0.0.1:1")
-    return subprocess.run(
+    return cli_process.run(
         [sys.executable, "-c", "from sas.cli.main import main; main()", *args],
         cwd=cwd,
         env=clean,

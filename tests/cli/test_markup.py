@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from tests import cli_process
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
 
@@ -25,7 +26,7 @@ async def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "400",  # wide enough that no table cell is folded
     }
     argv = [sys.executable, "-m", "sas.cli.main", *args]
-    return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, env=env, timeout=120)
+    return await asyncio.to_thread(cli_process.run, argv, capture_output=True, text=True, env=env, timeout=120)
 
 
 async def test_markup_in_an_id_is_printed_literally(stack: Stack) -> None:

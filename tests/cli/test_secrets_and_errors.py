@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from sas.remote_services.launcher import free_port
+from tests import cli_process
 from tests.helpers import fresh_id
 from tests.postgres import fresh_database
 
@@ -60,7 +61,7 @@ def secret_env(database_url: str, temporal_address: str, **more: str) -> dict[st
 
 
 def run_sas(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return cli_process.run(
         [sys.executable, "-m", "sas.cli.main", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
+
+from tests import cli_process
 
 
 @pytest.mark.parametrize(
@@ -14,7 +15,7 @@ import pytest
     [(["list", "--limit", "0"], "'--limit'"), (["list", "--limit", "many"], "'--limit'"), (["nosuch"], "nosuch")],
 )
 def test_a_bad_flag_is_a_usage_error(argv: list[str], named: str) -> None:
-    done = subprocess.run(
+    done = cli_process.run(
         [sys.executable, "-m", "sas.cli.main", *argv],
         capture_output=True,
         text=True,

@@ -26,6 +26,7 @@ from temporalio.client import Client
 
 from sas.remote_services.launcher import free_port
 from sas.task_models import StepState, TaskStatus
+from tests import cli_process
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until
 
@@ -78,7 +79,7 @@ class TripStack:
     async def sas(self, *args: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "sas.cli.main", *args]
         return await asyncio.to_thread(
-            subprocess.run, argv, capture_output=True, text=True, env=self.env, cwd=self.folder, timeout=180
+            cli_process.run, argv, capture_output=True, text=True, env=self.env, cwd=self.folder, timeout=180
         )
 
     async def submit(self, task_id: str, trip: dict[str, Any]) -> dict[str, Any]:

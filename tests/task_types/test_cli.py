@@ -13,6 +13,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+from tests import cli_process
 from tests.task_types.conftest import trip_module
 
 
@@ -28,7 +29,7 @@ def sas(
     if module is not None:
         env["SAS_TASK_TYPES__MODULES"] = module
     argv = [sys.executable, "-m", "sas.cli.main", *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, input=stdin, timeout=60, cwd=tmp_path)
+    return cli_process.run(argv, capture_output=True, text=True, env=env, input=stdin, timeout=60, cwd=tmp_path)
 
 
 def write_module(tmp_path: Path, text: str) -> str:
