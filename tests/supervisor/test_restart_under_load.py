@@ -26,7 +26,10 @@ from tests.stack import Stack, start_stack
 INTERVAL_S = 1.0
 ORDERS = 40
 HOGS = 3  # busy processes started with the restart, on a machine of two cores
-OUTAGE_S = 8.0  # the outage itself (its length does not matter: see docs/reliability.md)
+# The outage itself. Its length does not matter past the sticky and heartbeat timeouts
+# (docs/operator.md), so CI stops the Supervisor for 8 s; the 10-minute runs of issue 22 set
+# SAS_TEST_SUPERVISOR_OUTAGE_S=600.
+OUTAGE_S = float(os.environ.get("SAS_TEST_SUPERVISOR_OUTAGE_S", "8"))
 
 
 def supervisor_env(stack: Stack) -> dict[str, str]:
