@@ -21,11 +21,18 @@ def dev_server_flags() -> list[str]:
     for name, kind in SEARCH_ATTRIBUTES.items():
         flags += ["--search-attribute", f"{name}={kind}"]
     flags += ["--dynamic-config-value", f"{REPORTED_PROBLEMS_CONFIG}=2"]
+    for partitions in PARTITION_CONFIGS:
+        flags += ["--dynamic-config-value", f"{partitions}=1"]
     return flags
 
 
 # Server dynamic config: consecutive workflow task failures before TemporalReportedProblems is set.
 REPORTED_PROBLEMS_CONFIG = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"
+
+
+# A single-node server gains nothing from spreading a task queue over partitions (a cluster does, to
+# spread its load over matching hosts); with one, a task needs no forwarding between partitions.
+PARTITION_CONFIGS = ("matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions")
 
 
 # Typed keys, used by the Scheduler to upsert and by clients to build queries.
