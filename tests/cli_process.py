@@ -39,9 +39,14 @@ _zygote: tuple[subprocess.Popen[bytes], socket.socket] | None = None
 def run(argv: list[str], **options: Any) -> subprocess.CompletedProcess[Any]:
     """``subprocess.run(argv, **options)``; a `sas` command is forked from the preloaded process."""
     request = _as_request(argv)
-    if request is None or not _can_fork() or os.environ.get("SAS_TEST_CLI_FRESH") == "1":
+    fresh = os.environ.get("SAS_TEST_CLI_FRESH") == "1" or not _can_fork()
+    if request is None or fresh or not _MIRRORED.issuperset(options):
         return subprocess.run(argv, **options)
     return _run_forked(argv, request, **options)
+
+
+# The options of subprocess.run that a forked command honours; any other runs the real thing.
+_MIRRORED = frozenset({"timeout", "text", "check", "input", "env", "cwd", "capture_output", "stdout", "stderr"})
 
 
 def _as_request(argv: list[str]) -> dict[str, Any] | None:
@@ -82,20 +87,14 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _run_forked(argv: list[str], request: dict[str, Any], **options: Any) -> subprocess.CompletedProcess[Any]:
-    timeout = options.pop("timeout", None)
-    text = options.pop("text", False) or options.pop("universal_newlines", False)
-    check = options.pop("check", False)
-    data = options.pop("input", None)
-    env = options.pop("env", None)
-    cwd = options.pop("cwd", None)
-    capture = options.pop("capture_output", False)
-    stdout = options.pop("stdout", subprocess.PIPE if capture else None)
-    stderr = options.pop("stderr", subprocess.PIPE if capture else None)
-    if options.get("stdin", subprocess.DEVNULL) in (None, subprocess.DEVNULL) or data is not None:
-        options.pop("stdin", None)
-    if options:  # an option this helper does not mirror: the real thing
-        return subprocess.run(argv, timeout=timeout, text=text, check=check, input=data, env=env, cwd=cwd,
-                              stdout=stdout, stderr=stderr, **options)  # fmt: skip
+    timeout: float | None = options.get("timeout")
+    text = options.get("text", False)
+    data = options.get("input")
+    env = options.get("env")
+    cwd = options.get("cwd")
+    capture = options.get("capture_output", False)
+    stdout = options.get("stdout", subprocess.PIPE if capture else None)
+    stderr = options.get("stderr", subprocess.PIPE if capture else None)
     request["env"] = dict(os.environ if env is None else env)
     request["cwd"] = str(cwd if cwd is not None else os.getcwd())
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as given:
@@ -127,13 +126,13 @@ def _run_forked(argv: list[str], request: dict[str, Any], **options: Any) -> sub
                     code = _read_int(ours, timeout)
                 except TimeoutError:
                     _kill(pid)
-                    raise subprocess.TimeoutExpired(argv, timeout) from None
+                    raise subprocess.TimeoutExpired(argv, timeout or 0) from None
         finally:
             for fd in opened:
                 os.close(fd)
         captured = [_read(f, text) if want == subprocess.PIPE else None for f, want in ((out, stdout), (err, stderr))]
     done = subprocess.CompletedProcess(argv, code, captured[0], captured[1])
-    if check:
+    if options.get("check", False):
         done.check_returncode()
     return done
 
@@ -171,7 +170,7 @@ def _read_int(sock: socket.socket, timeout: float | None) -> int:
             sock.settimeout(left)
         try:
             chunk = sock.recv(4 - len(buffer))
-        except TimeoutError:
+        except TimeoutError:  # an OSError too, but the caller's to handle
             raise
         except OSError as err:
             raise RuntimeError(f"the `sas` command's parent process went away: {err}") from None
