@@ -21,6 +21,16 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.scheduler import TaskScheduler
 
 
+# (module, class name) -> the class made for them. Temporal's sandbox re-imports a task type's
+# module for every new workflow run, calling task_workflow again each time; applying
+# @workflow.defn to a TaskScheduler subclass (inspecting every member) was most of a run's start
+# (docs/benchmarks.md). The class is the same for an equal definition, and holds nothing that a
+# run changes (its state is the instance's), so it is made once per process. A definition that
+# differs (a predicate defined in the re-imported module is a new function each time) makes a
+# new class, as before.
+_MADE: dict[tuple[str, str], type[TaskScheduler]] = {}
+
+
 def task_workflow(
     definition: TaskDefinition, name: str | None = None, *, module: str | None = None
 ) -> type[TaskScheduler]:
@@ -47,6 +57,9 @@ def task_workflow(
     if not class_name.isidentifier():
         raise ValueError(f"task_workflow(name={class_name!r}): the name must be a Python identifier")
     owner = module or sys._getframe(1).f_globals["__name__"]
+    made_before = _MADE.get((owner, class_name))
+    if made_before is not None and made_before.definition == definition:
+        return made_before
 
     # `self` unannotated: the SDK reads the run method's hints as its argument types, and an
     # annotated `self` would count as one - decoding the input as a TaskScheduler.
@@ -64,5 +77,6 @@ def task_workflow(
         "__qualname__": class_name,
         "__doc__": f"The Scheduler of task type {definition.task_type!r} (made by sas.api.task_workflow).",
     }
-    made: type[TaskScheduler] = type(class_name, (TaskScheduler,), namespace)
-    return workflow.defn(name=class_name)(made)
+    made: type[TaskScheduler] = workflow.defn(name=class_name)(type(class_name, (TaskScheduler,), namespace))
+    _MADE[(owner, class_name)] = made
+    return made
