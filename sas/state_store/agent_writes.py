@@ -134,10 +134,10 @@ class SqliteStepWriter:
 
     SQLite serialises writers anyway, so concurrent writes are queued and applied
     together, in one transaction per batch, with a single hop to the writer thread -
-    instead of an event-loop/thread round trip per statement. Each write runs under
-    its own savepoint, so a write that fails for its own reasons fails alone; a
-    failure of the database itself (locked, I/O) fails the batch, and each Agent then
-    retries its own write, which is safe because the writes are versioned.
+    instead of an event-loop/thread round trip per statement. A write that fails for its
+    own reasons fails alone: the batch is rolled back and applied again with a savepoint
+    per write. A failure of the database itself (locked, I/O) fails the batch, and each
+    Agent then retries its own write, which is safe because the writes are versioned.
     """
 
     _BATCH = 256
@@ -216,7 +216,7 @@ class SqliteStepWriter:
                     done.set_exception(value)
 
     def _apply(self, runs: list[Callable[[sqlite3.Connection], Any]], durable: bool) -> list[tuple[bool, Any]]:
-        """On the writer thread: one transaction for the whole batch, a savepoint per write.
+        """On the writer thread: one transaction for the whole batch.
 
         A batch holding an accept commits with ``synchronous=FULL``: the WAL is on disk before
         any accept of it returns, so an accepted task survives power loss (and so does every
@@ -235,23 +235,44 @@ class SqliteStepWriter:
         if synchronous != self._synchronous:
             db.execute(f"PRAGMA synchronous={synchronous}")
             self._synchronous = synchronous
-        outcomes: list[tuple[bool, Any]] = []
         try:
-            db.execute("BEGIN IMMEDIATE")
-            for run in runs:
-                db.execute("SAVEPOINT w")
-                try:
-                    outcomes.append((True, run(db)))
-                except sqlite3.OperationalError:
-                    raise  # the database, not this write: fail the batch
-                except Exception as err:  # noqa: BLE001 - this write's own failure
-                    db.execute("ROLLBACK TO w")
-                    outcomes.append((False, err))
-                db.execute("RELEASE w")
-            db.execute("COMMIT")
+            outcomes = self._transaction(db, runs, alone=False)
+            if outcomes is None:
+                # A write failed for its own reasons, and the batch was rolled back: applied
+                # again, each write under a savepoint of its own, it fails alone. (A savepoint
+                # per write every time was a tenth of the writer's CPU, for a rare failure.)
+                outcomes = self._transaction(db, runs, alone=True)
         except BaseException:
             self._close()
             raise
+        assert outcomes is not None
+        return outcomes
+
+    @staticmethod
+    def _transaction(
+        db: sqlite3.Connection, runs: list[Callable[[sqlite3.Connection], Any]], alone: bool
+    ) -> list[tuple[bool, Any]] | None:
+        """Apply ``runs`` in one transaction and commit it. ``alone``: each under its own savepoint,
+        a write's own failure rolled back to it and reported as its outcome; otherwise such a failure
+        rolls the whole transaction back and returns None. A failure of the database raises."""
+        outcomes: list[tuple[bool, Any]] = []
+        db.execute("BEGIN IMMEDIATE")
+        for run in runs:
+            if alone:
+                db.execute("SAVEPOINT w")
+            try:
+                outcomes.append((True, run(db)))
+            except sqlite3.OperationalError:
+                raise  # the database, not this write: fail the batch
+            except Exception as err:  # noqa: BLE001 - this write's own failure
+                if not alone:
+                    db.execute("ROLLBACK")
+                    return None
+                db.execute("ROLLBACK TO w")
+                outcomes.append((False, err))
+            if alone:
+                db.execute("RELEASE w")
+        db.execute("COMMIT")
         return outcomes
 
     def _close(self) -> None:

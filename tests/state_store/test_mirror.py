@@ -102,6 +102,30 @@ async def test_concurrent_writes_share_a_commit_but_fail_alone(sessions, writer)
     assert states == ["Processing"] * 7 + ["Pending"] + ["Processing"] * 32
 
 
+async def test_a_failed_write_leaves_its_batch_as_if_it_had_not_been_there(sessions, writer) -> None:
+    """On SQLite a batch in which one write fails is rolled back and applied again, each write
+    alone: the accepts that shared its commit still find their tasks new, and are stored once."""
+    ids = [fresh_id("rb") for _ in range(4)]
+    await writer.accept(accepted(ids[0]))
+    bad = transition(ids[0], 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED).model_copy(update={"version": 2**70})
+    good = transition(ids[0], 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, task_state=TaskState.PROCESSING)
+    outcomes = await asyncio.gather(
+        writer.accept(accepted(ids[1])),
+        writer.write(bad),
+        writer.accept(accepted(ids[2])),
+        writer.write(good),
+        writer.accept(accepted(ids[3])),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[1], BaseException)
+    assert [getattr(o, "status", o) for i, o in enumerate(outcomes) if i != 1] == ["new", "new", None, "new"]
+    async with sessions() as s:
+        records = [await get_task(s, t) for t in ids]
+    assert all(r is not None and len(r.steps) == 2 for r in records)
+    reserve = next(r for r in records[0].steps if r.name == "reserve")  # type: ignore[union-attr]
+    assert (reserve.state, reserve.version) == ("Processing", good.version)
+
+
 async def test_writes_are_idempotent_and_a_late_older_write_never_wins(sessions, writer) -> None:
     task_id = fresh_id("ord")
     await writer.accept(accepted(task_id))
