@@ -98,7 +98,15 @@ class HotPath:
         self.existing = Compiled(rules.EXISTING, backend)
         self.adopt_task = Compiled(rules.ADOPT_TASK, backend)
         self.adopt_steps = Compiled(rules.ADOPT_STEPS, backend)
+        # On PostgreSQL a transition is one statement (rules.TRANSITION_AS_ONE); SQLite batches
+        # the separate statements in its writer thread's transaction instead.
+        self.transition: dict[tuple[bool, bool], Compiled] = (
+            {kind: Compiled(one, backend) for kind, one in rules.TRANSITION_AS_ONE.items()}
+            if backend == "postgresql"
+            else {}
+        )
         statements = [v for v in vars(self).values() if isinstance(v, Compiled)]
+        statements += [c for v in vars(self).values() if isinstance(v, dict) for c in v.values()]
         self._converted = tuple({k: f for c in statements for k, f in c.converted.items()}.items())
 
     def prepared(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -329,19 +337,11 @@ class PostgresStepWriter:
 
     async def write(self, t: StepTransition) -> None:
         params = _PG.prepared(transition_params(t))
+        # The step, its task and its attempt, all or none: one statement (rules.TRANSITION_AS_ONE).
+        statement = _PG.transition[(t.task_state is not None, starts_attempt(t))]
         pool = await self._get_pool()
         async with pool.acquire() as conn:
-            if t.task_state is None and not starts_attempt(t):
-                # One statement is atomic on its own: no BEGIN and COMMIT round trips (most of
-                # the Agents' writes - a step done - are this one).
-                await conn.execute(_PG.step.sql, *_PG.step.args(params))
-                return
-            async with conn.transaction():  # the step, its task and its attempt: all or none
-                applied = await conn.execute(_PG.step.sql, *_PG.step.args(params))
-                if t.task_state is not None:
-                    await conn.execute(_PG.task.sql, *_PG.task.args(params))
-                if starts_attempt(t) and applied != "UPDATE 0":
-                    await conn.execute(_PG.attempt.sql, *_PG.attempt.args(params))
+            await conn.execute(statement.sql, *statement.args(params))
 
     async def _get_pool(self) -> Any:
         import asyncpg

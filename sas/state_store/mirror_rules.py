@@ -52,6 +52,7 @@ from sqlalchemy import (
     Update,
     bindparam,
     case,
+    exists,
     func,
     literal_column,
     or_,
@@ -207,6 +208,33 @@ ATTEMPT_INSERT = {
     "sqlite": sqlite_insert(_attempts).values(_attempt_row).on_conflict_do_nothing().inline(),
     "postgresql": pg_insert(_attempts).values(_attempt_row).on_conflict_do_nothing().inline(),
 }
+
+
+def _transition_as_one_statement(moves_task: bool, starts: bool) -> Update | Insert:
+    """PostgreSQL: a transition's statements (STEP_WRITE; TASK_WRITE if it ``moves_task``;
+    ATTEMPT_INSERT if it ``starts`` an attempt, only if the step write applied) as one, with
+    data-modifying CTEs: atomic on its own, so one round trip instead of BEGIN, two or three
+    statements and COMMIT. The step row is written before the task row, as in a transaction of
+    them (the main statement and a CTE it reads run before one it does not)."""
+    if not starts:
+        return STEP_WRITE.add_cte(TASK_WRITE.cte("task_written")) if moves_task else STEP_WRITE
+    step_written = STEP_WRITE.returning(_s.task_id).cte("step_written")
+    row = select(*(value.label(name) for name, value in _attempt_row.items()))
+    attempt = (
+        pg_insert(_attempts)
+        .from_select(list(_attempt_row), row.where(exists(select(literal_column("1")).select_from(step_written))))
+        .on_conflict_do_nothing()
+    )
+    return attempt.add_cte(TASK_WRITE.cte("task_written")) if moves_task else attempt
+
+
+# (moves its task, starts an attempt) -> the statement, on PostgreSQL (``agent_writes``).
+TRANSITION_AS_ONE: dict[tuple[bool, bool], Update | Insert] = {
+    (moves_task, starts): _transition_as_one_statement(moves_task, starts)
+    for moves_task in (False, True)
+    for starts in (False, True)
+}
+
 EXISTING: Select[Any] = select(_t.chain_id, _t.state, _t.incarnation).where(_t.task_id == _p("task_id", _t.task_id))
 # A run of the task's own chain (a reset to before the accept, a retried accept) takes the rows over.
 ADOPT_TASK: Update = (

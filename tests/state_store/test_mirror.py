@@ -347,3 +347,48 @@ async def test_on_sqlite_an_accept_is_synced_to_disk_and_transitions_are_not(tmp
         assert in_transition_batch == 1  # NORMAL
     finally:
         await writer.aclose()
+
+
+async def test_an_agents_write_keeps_its_step_task_and_attempt_together(sessions, writer) -> None:
+    """An Agent's write that starts an attempt moves the step row, the task row when it carries
+    a task state, and keeps the attempt's row: the attempt only if the step write applied (on
+    PostgreSQL the three are one statement, on SQLite one transaction)."""
+    from sqlalchemy import select
+
+    from sas.state_store.tables import StepAttempt
+
+    task_id = fresh_id("agw")
+    await writer.accept(accepted(task_id))
+    started = transition(
+        task_id, 2, StepState.PROCESSING, 1, Phase.AGENT_STARTED, locked_by="w1", task_state=TaskState.PROCESSING
+    )
+    stale = transition(
+        task_id, 1, StepState.PROCESSING, 9, Phase.AGENT_STARTED, locked_by="w9", task_state=TaskState.FAILED
+    )
+    done = transition(task_id, 3, StepState.PROCESSED, 1, Phase.AGENT_DONE, task_state=TaskState.PROCESSED)
+    await writer.write(started)
+    await writer.write(stale)
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+        kept = (
+            await s.execute(select(StepAttempt.attempt, StepAttempt.locked_by).where(StepAttempt.task_id == task_id))
+        ).all()
+    assert record is not None
+    reserve = next(r for r in record.steps if r.name == "reserve")
+    assert (reserve.state, reserve.locked_by, reserve.version) == ("Processing", "w1", started.version)
+    assert (record.task.state, record.task.current_step, record.task.version) == (
+        "Processing",
+        "reserve",
+        started.version,
+    )
+    assert [tuple(row) for row in kept] == [(1, "w1")]  # not the stale attempt 9
+
+    await writer.write(done)
+    await writer.write(started)  # replayed after it: changes nothing, adds no attempt
+    async with sessions() as s:
+        record = await get_task(s, task_id)
+        kept = (await s.execute(select(StepAttempt.attempt).where(StepAttempt.task_id == task_id))).all()
+    assert record is not None
+    reserve = next(r for r in record.steps if r.name == "reserve")
+    assert (reserve.state, record.task.state, record.task.version) == ("Processed", "Processed", done.version)
+    assert len(kept) == 1
