@@ -13,7 +13,8 @@ changes.
 The Supervisor does it for quiet open tasks periodically, for every task it was about to
 act on, and for finished tasks whose steps disagree with them (``reconcile_finished``: a
 task can finish while a write of one of its steps was lost - the Agent goes on without its
-row while the database is away - and nothing else would look at it again). ``sas
+row while the database is away - and nothing else would look at it again: a step left open,
+or a step left Processed under a Compensated task when its undo's writes were the lost ones). ``sas
 reconcile`` does it on demand.
 """
 
@@ -34,8 +35,8 @@ from sas.state_store.queries import (
     FINISHED_TASK_STATES,
     OPEN_STEP_STATES,
     OPEN_TASK_STATES,
+    finished_disagreeing,
     finished_page,
-    finished_with_open_steps,
     get_task,
     list_tasks_ids,
 )
@@ -44,7 +45,7 @@ from sas.state_store.tables import AuditEntry
 from sas.supervisor.temporal_view import TemporalView, look
 from sas.task_models import StepState, StepStatus, TaskResult, TaskStatus
 
-# Step states Temporal can show as settled; a row that is open while Temporal shows one of these is stale.
+# Step states Temporal can show as settled; a row behind one of these (``_behind``) is stale.
 _DONE = (StepState.PROCESSED, StepState.COMPENSATED, StepState.SKIPPED)
 _AUDIT_RUN = "reconcile"
 # Where the look at finished tasks starts when it has no cursor yet (a new Supervisor workflow).
@@ -99,7 +100,7 @@ async def reconcile_task(
         settled = {s.name: s for s in truth.steps}
         for row in record.steps:
             shown = settled.get(row.name)
-            if shown is not None and shown.state in _DONE and row.state in OPEN_STEP_STATES:
+            if shown is not None and shown.state in _DONE and _behind(row.state, shown.state):
                 repairs.append(Repair(task_id, row.name, row.state, str(shown.state), row.version, shown))
         if view.status == "completed" and record.task.state != truth.state:
             repairs.append(Repair(task_id, None, record.task.state, str(truth.state), record.task.version))
@@ -118,6 +119,13 @@ async def reconcile_task(
                 await alert_refused_write(session, task_id, repairs[0].step, "reconcile", err, datetime.now(UTC))
             repairs = []
     return Reconciliation(task_id, view.how or view.status, repairs)
+
+
+def _behind(row: str, shown: StepState) -> bool:
+    """Whether a step row is behind what Temporal shows done: still open, or still Processed where
+    Temporal shows its undo done (the undo's writes were lost; the step only ever moves on from
+    Processed to Compensated, never back)."""
+    return row in OPEN_STEP_STATES or (row == StepState.PROCESSED and shown == StepState.COMPENSATED)
 
 
 def _newer_run_of_chain(chain_id: str | None, run_id: str | None, view: TemporalView) -> str | None:
@@ -222,7 +230,7 @@ async def reconcile_finished(
     A cursor per finished state (``cursor["finished:<state>"]``, kept by the Supervisor's
     workflow) moves through the tasks finished before ``before`` (a settling margin, so no
     task commits behind it) in (updated_at, task_id) order. Each such task is read once from
-    the index; the few whose steps are still open are asked of Temporal, at most ``budget``
+    the index; the few with a step row their state cannot hold are asked of Temporal, at most ``budget``
     of them per call. The first call starts ``FIRST_LOOKBACK`` back. Returns (tasks asked
     of Temporal, rows repaired)."""
     asked = repaired = 0
@@ -258,9 +266,9 @@ def _parse(raw: str | None) -> tuple[datetime, str] | None:
 
 async def open_task_ids(sessions: async_sessionmaker[AsyncSession], limit: int) -> list[str]:
     """Tasks the mirror says are unfinished, oldest update first, then finished tasks with a step
-    still open (for ``sas reconcile`` with no id)."""
+    row their state cannot hold (for ``sas reconcile`` with no id)."""
     async with sessions() as session:
         ids = await list_tasks_ids(session, OPEN_TASK_STATES, limit)
         if len(ids) < limit:
-            ids += [t for t in await finished_with_open_steps(session, limit - len(ids)) if t not in ids]
+            ids += [t for t in await finished_disagreeing(session, limit - len(ids)) if t not in ids]
         return ids

@@ -14,10 +14,11 @@ guarded. So only what needs it is:
 - pydantic, pydantic_core and annotated_types, the stdlib and temporalio are already in
   Temporal's default passthrough list.
 
-``workflows`` and ``supervisor`` themselves are not passed through: their workflow modules are
-re-imported per run. That costs CPU (about 14 ms per new workflow run here, mostly
-``@workflow.defn`` re-applied to the three classes that ``workflows/__init__.py`` imports),
-which passing the whole packages through used to save (docs/benchmarks.md).
+``workflows`` and ``supervisor`` themselves are not passed through: a module of theirs that
+defines a workflow class (the clean-up's, the Supervisor's) is re-imported per run. A task
+type's module is re-imported per run as well, but its class is not made again: ``task_workflow``
+keeps the class it made for an equal definition, since applying ``@workflow.defn`` to a
+``TaskScheduler`` subclass was most of the CPU of a run's start (docs/benchmarks.md).
 
 The runner is Temporal's own, with two differences in how the host calls into a run's sandbox
 (what runs in the sandbox, and how it is guarded, is unchanged):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select, tuple_, union_all
+from sqlalchemy import Select, and_, func, or_, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sas.state_store.mirror_tables import Step, Task
@@ -165,10 +165,13 @@ async def stale_tasks(
     return list((await session.scalars(stale_tasks_query(state, before, limit, after, bucket_range))).all())
 
 
-# Finished by their workflow. A row of one of these whose step is still in an open state
-# (OPEN_STEP_STATES) disagrees with its task: a write was lost (issue 23's chaos finding).
+# Finished by their workflow. A step row in a state its finished task cannot hold disagrees with
+# it: a write was lost while the database was away (the Agent went on without its row) and the
+# task's own last write landed. A step still open (issue 23's chaos finding), or, under a
+# Compensated task, a step still Processed: its undo's writes were the lost ones.
 FINISHED_TASK_STATES = ("Processed", "Compensated")
 OPEN_STEP_STATES = ("Pending", "Processing", "Failed", "Compensating", "CompensationFailed", "Waiting")
+DISAGREEING_STEP_STATES = {"Processed": OPEN_STEP_STATES, "Compensated": (*OPEN_STEP_STATES, "Processed")}
 
 
 @dataclass(frozen=True)
@@ -206,23 +209,20 @@ async def finished_page(
     ]
     if not rows:
         return FinishedPage([], None, False)
-    open_steps = select(Step.task_id).where(
-        Step.task_id.in_([task_id for _, task_id in rows]), Step.state.in_(OPEN_STEP_STATES)
+    disagreeing = select(Step.task_id).where(
+        Step.task_id.in_([task_id for _, task_id in rows]), Step.state.in_(DISAGREEING_STEP_STATES[state])
     )
-    stale = set((await session.scalars(open_steps.distinct())).all())
+    stale = set((await session.scalars(disagreeing.distinct())).all())
     return FinishedPage([r for r in rows if r[1] in stale], rows[-1], len(rows) == limit)
 
 
-async def finished_with_open_steps(session: AsyncSession, limit: int) -> list[str]:
-    """Finished tasks with a step still in an open state, found from the open steps (the
-    (state, complete_by) index): bounded by the work in flight, for ``sas reconcile``."""
-    query = (
-        select(Step.task_id)
-        .join(Task, Task.task_id == Step.task_id)
-        .where(Step.state.in_(OPEN_STEP_STATES), Task.state.in_(FINISHED_TASK_STATES))
-        .distinct()
-        .limit(limit)
+async def finished_disagreeing(session: AsyncSession, limit: int) -> list[str]:
+    """Finished tasks with a step row their state cannot hold (DISAGREEING_STEP_STATES), for
+    ``sas reconcile``."""
+    disagrees = or_(
+        *(and_(Task.state == task, Step.state.in_(steps)) for task, steps in DISAGREEING_STEP_STATES.items())
     )
+    query = select(Step.task_id).join(Task, Task.task_id == Step.task_id).where(disagrees).distinct().limit(limit)
     return list((await session.scalars(query)).all())
 
 

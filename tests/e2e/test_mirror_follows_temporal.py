@@ -215,6 +215,40 @@ async def test_a_stale_row_of_a_completed_task_is_repaired_not_undone(stack: Sta
     assert "ship: Processing -> Processed" in audit[0].changed
 
 
+async def test_a_compensated_tasks_step_left_processed_is_repaired_not_undone(stack_no_supervisor: Stack) -> None:
+    """The undo's writes were lost while the database was away, and the task's last record
+    landed: the mirror says reserve is still Processed under a Compensated task (a chaos run's
+    finding). The task is found as one whose rows disagree with it, and reconciling writes what
+    Temporal shows; nothing is undone again."""
+    from sas.state_store.queries import finished_disagreeing
+    from sas.supervisor.reconcile import reconcile_task
+
+    stack = stack_no_supervisor
+    task_id = fresh_id("lostundo")
+    handle = await stack.submit(task_id, order(card=DECLINED))
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("charge") == "Failed", what="charge Failed")
+    # No Supervisor here, so no reconciliation but this test's: the decision is an operator's.
+    await handle.execute_update("request_compensate", OperatorRequest(by="alice", reason="card declined"))
+    assert (await handle.result()).state == TaskState.COMPENSATED
+    ledger = await stack.ledger(task_id)
+    async with stack.sessions() as session, session.begin():
+        await session.execute(
+            update(Step).where(Step.task_id == task_id, Step.name == "reserve").values(state="Processed")
+        )
+    async with stack.sessions() as session:
+        assert task_id in await finished_disagreeing(session, 10_000)
+
+    found = await reconcile_task(stack.sessions, stack.client, task_id)
+    assert found is not None
+    assert [(r.step, r.before, r.after) for r in found.repairs] == [("reserve", "Processed", "Compensated")]
+    record = await stack.record(task_id)
+    assert record is not None and record.task.state == "Compensated"
+    assert {s.name: s.state for s in record.steps}["reserve"] == "Compensated"
+    assert await stack.ledger(task_id) == ledger  # nothing undone twice
+    again = await reconcile_task(stack.sessions, stack.client, task_id)
+    assert again is not None and again.repairs == []
+
+
 async def test_a_task_temporal_no_longer_knows_is_never_undone(quick_stack: Stack) -> None:
     stack = quick_stack
     task_id = fresh_id("gone")

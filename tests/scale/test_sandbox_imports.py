@@ -29,6 +29,7 @@ from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
 
 from sas.supervisor.workflow import SupervisorWorkflow
 from sas.task_models import TaskState
+from sas.task_types.definitions import TaskDefinition
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
 from tests.helpers import fresh_id, wait_until
@@ -130,16 +131,30 @@ class RecordingRunner(SandboxedWorkflowRunner):
 
 @pytest.mark.parametrize("cls", WORKFLOW_CLASSES, ids=lambda c: c.__name__)
 async def test_each_run_gets_its_own_copy_of_the_workflow_module(cls: type) -> None:
-    """Re-imported per run: the class in the sandbox is not the host's, and two runs do not
-    share one. The models it uses are the host's (passed through)."""
+    """Re-imported per run: the module in the sandbox is not the host's, and two runs do not
+    share one. A task type's class is the one ``task_workflow`` made before for an equal
+    definition (it holds no state of a run); any other workflow class is a copy per run. The
+    models it uses are the host's (passed through)."""
     runner = RecordingRunner(restrictions=workflow_runner().restrictions)
     object.__setattr__(runner, "made", [])
     definition = workflow._Definition.must_from_class(cls)
     runner.prepare_workflow(definition)
     runner.prepare_workflow(definition)
+    modules = [instance.importer.new_modules[cls.__module__] for instance in runner.made]  # type: ignore[attr-defined]
+    assert modules[0] is not sys.modules[cls.__module__] and modules[1] is not sys.modules[cls.__module__]
+    assert modules[0] is not modules[1]
     first, second = (instance.globals_and_locals["__temporal_workflow_class"] for instance in runner.made)  # type: ignore[attr-defined]
-    assert first is not cls and second is not cls and first is not second
     assert first.__qualname__ == cls.__qualname__
+    if isinstance(getattr(cls, "definition", None), TaskDefinition):
+        # Made once per process for an equal definition (workflows/task_workflow.py). A definition
+        # holding objects of the re-imported module itself (the trip's Agent declarations) is not
+        # equal to the host's: its run gets a class of its own, bound to that run's objects.
+        assert (first is cls) == (first.definition == cls.definition)
+        assert (second is first) == (first is cls)
+        if cls.__module__ == "sas_orders.workflows":  # declared from passed-through modules
+            assert first is cls and second is cls
+    else:
+        assert first is not cls and second is not cls and first is not second
     if cls.__module__.startswith("sas.workflows"):
         from sas import task_models
 

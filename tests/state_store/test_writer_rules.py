@@ -183,3 +183,22 @@ async def test_a_finished_task_with_an_open_step_is_found_from_the_index(session
     assert [task_id for _, task_id in page.disagreeing] == [lost]
     assert page.last is not None and not page.full
     assert first.full and first.last is not None
+
+
+async def test_a_compensated_task_with_a_step_still_processed_disagrees(sessions, writer) -> None:
+    """Under a Compensated task a step row still Processed disagrees (its undo's writes were
+    lost); one whose steps were all undone does not. Under a Processed task, Processed agrees."""
+    undone, lost = fresh_id("undone"), fresh_id("lostundo")
+    for task_id in (undone, lost):
+        await writer.accept(accepted(task_id))
+        await writer.write(transition(task_id, 1, StepState.PROCESSED, 1, Phase.AGENT_DONE))
+    await writer.write(transition(undone, 2, StepState.COMPENSATED, 1, Phase.AGENT_DONE))
+    for task_id in (undone, lost):
+        charge = transition(task_id, 3, StepState.SKIPPED, task_state=TaskState.COMPENSATED)
+        await writer.write(charge.model_copy(update={"step": "charge"}))
+    start, end = (NOW - timedelta(days=1), ""), NOW + timedelta(days=1)
+    async with sessions() as session:
+        compensated = await finished_page(session, "Compensated", start, end, 10)
+        processed = await finished_page(session, "Processed", start, end, 10)
+    assert [task_id for _, task_id in compensated.disagreeing] == [lost]
+    assert processed.disagreeing == [] and processed.last is None
