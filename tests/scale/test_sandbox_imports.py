@@ -145,11 +145,12 @@ async def test_each_run_gets_its_own_copy_of_the_workflow_module(cls: type) -> N
     assert modules[0] is not modules[1]
     first, second = (instance.globals_and_locals["__temporal_workflow_class"] for instance in runner.made)  # type: ignore[attr-defined]
     assert first.__qualname__ == cls.__qualname__
-    if isinstance(getattr(cls, "definition", None), TaskDefinition):
+    host_definition = getattr(cls, "definition", None)
+    if isinstance(host_definition, TaskDefinition):
         # Made once per process for an equal definition (workflows/task_workflow.py). A definition
         # holding objects of the re-imported module itself (the trip's Agent declarations) is not
         # equal to the host's: its run gets a class of its own, bound to that run's objects.
-        assert (first is cls) == (first.definition == cls.definition)
+        assert (first is cls) == (first.definition == host_definition)
         assert (second is first) == (first is cls)
         if cls.__module__ == "sas_orders.workflows":  # declared from passed-through modules
             assert first is cls and second is cls
