@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
 from sas import state_store, workflows
-from sas.activities import build_activities, service_breakers, service_callers
+from sas.activities import Breakers, build_activities, service_breakers, service_callers
 from sas.activities.outbound import WebhookSender
 from sas.runtime.task_workers import build_task_workers
 from sas.settings import (
@@ -124,6 +124,9 @@ class Stack:
     settings: Settings
     sessions: async_sessionmaker[AsyncSession]
     services_url: str
+    # The in-process worker's own breakers (None for a worker in another process): what its gate
+    # and its callers go by, which follow the shared rows within each breaker's ``sync_s``.
+    breakers: Breakers | None = None
 
     async def submit(
         self, task_id: str | None = None, payload: Any = None, workflow: str = "OrderWorkflow"
@@ -217,12 +220,12 @@ async def start_stack(
             )
             async with task_worker:
                 if not supervisor:
-                    yield Stack(client, settings, sessions, services_url)
+                    yield Stack(client, settings, sessions, services_url, breakers)
                     return
                 async with build_worker(client, settings, sessions, "test-supervisor"):
                     await ensure_supervisor_running(client, settings)
                     try:
-                        yield Stack(client, settings, sessions, services_url)
+                        yield Stack(client, settings, sessions, services_url, breakers)
                     finally:
                         await client.get_workflow_handle(settings.supervisor.workflow_id).terminate("test over")
     finally:

@@ -233,6 +233,15 @@ async def test_an_operator_forces_a_breaker_open_and_closed_audited(breaker_stac
     assert forced.returncode == 0, forced.stderr
     assert "closed -> open (forced)" in forced.stdout
     await wait_until(lambda: payment(stack), lambda v: v.forced_by == "alice", what="forced open")
+    # A worker follows the shared row within its sync_s (0.2 s here); an order submitted before
+    # then could reach payment, faster than that, before this worker's gate holds.
+    assert stack.breakers is not None
+    worker_payment = stack.breakers["payment"]
+
+    async def gate_holds() -> bool:
+        return worker_payment.holding()
+
+    await wait_until(gate_holds, what="this worker's gate holding payment")
 
     task_id = fresh_id("brk-forced")
     handle = await stack.submit(task_id)
