@@ -116,12 +116,20 @@ async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead
     async def sorted_attempts() -> list[tuple[str, int] | None]:
         return sorted(await ship_attempts(), key=repr)
 
-    await wait_until(sorted_attempts, lambda rows: rows == in_first_attempt, what="orders in ship")
-    queued = await stack.client.get_workflow_handle(
-        next(t for t, row in zip(hung, await ship_attempts(), strict=True) if row == ("Pending", 0))
-    ).describe()
-    [waiting] = queued.raw_description.pending_activities
-    assert waiting.activity_type.name == "shipping.ship" and waiting.attempt == 1
+    async def in_ship() -> tuple[list[tuple[str, int] | None], list[tuple[str, int]]]:
+        """The ship rows, and what the order whose ship row is Pending has in flight: a Pending row
+        is also an order still at charge, so its scheduled activity tells the two apart."""
+        rows = await ship_attempts()
+        waiting: list[tuple[str, int]] = []
+        for task_id, row in zip(hung, rows, strict=True):
+            if row == ("Pending", 0):
+                described = await stack.client.get_workflow_handle(task_id).describe()
+                waiting += [(a.activity_type.name, a.attempt) for a in described.raw_description.pending_activities]
+        return sorted(rows, key=repr), waiting
+
+    await wait_until(
+        in_ship, lambda seen: seen == (in_first_attempt, [("shipping.ship", 1)]), what="orders in ship, one queued"
+    )
 
     preorders = [fresh_id("pre") for _ in range(PREORDERS)]
     pre_handles = [
