@@ -105,8 +105,7 @@ class HotPath:
             if backend == "postgresql"
             else {}
         )
-        statements = [v for v in vars(self).values() if isinstance(v, Compiled)]
-        statements += [c for v in vars(self).values() if isinstance(v, dict) for c in v.values()]
+        statements = [v for v in vars(self).values() if isinstance(v, Compiled)] + list(self.transition.values())
         self._converted = tuple({k: f for c in statements for k, f in c.converted.items()}.items())
 
     def prepared(self, params: dict[str, Any]) -> dict[str, Any]:
