@@ -147,13 +147,13 @@ async def _terminate(client: Client, task: Pending, why: str) -> None:
 async def _cancel(client: Client, task_id: str, by: str, reason: str) -> dict[str, Any]:
     from sas.cli import audit
 
-    await audit.check_reachable()
     task = await pending(client, task_id)
     if task is None:
         return await _cancel_schedule(client, task_id, by, reason)
-    await _terminate(client, task, f"cancelled by {by}" + (f": {reason}" if reason else ""))
     changed = f"delayed start at {_when(task.starts_at)} cancelled; nothing had run"
-    await audit.record(task_id, "cancel", by, reason, changed)
+    async with audit.audited(task_id, "cancel", by, reason) as entry:
+        await _terminate(client, task, f"cancelled by {by}" + (f": {reason}" if reason else ""))
+        entry.changed = changed
     return {"task_id": task_id, "cancelled": "task", "run_id": task.run_id, "changed": changed}
 
 
@@ -165,7 +165,6 @@ async def _cancel_schedule(client: Client, schedule_id: str, by: str, reason: st
     handle = client.get_schedule_handle(schedule_id)
     try:
         await handle.describe()
-        await handle.delete()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise CliError(
@@ -173,7 +172,9 @@ async def _cancel_schedule(client: Client, schedule_id: str, by: str, reason: st
             ) from None
         raise
     changed = "schedule deleted: no more runs (runs already started go on)"
-    await audit.record(schedule_id, "cancel", by, reason, changed)
+    async with audit.audited(schedule_id, "cancel", by, reason) as entry:
+        await handle.delete()
+        entry.changed = changed
     return {"task_id": schedule_id, "cancelled": "schedule", "changed": changed}
 
 
@@ -185,7 +186,6 @@ async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, r
     from sas.workflows.registry import by_workflow_name
     from sas.workflows.summaries import delayed_start, task_details, task_summary
 
-    await audit.check_reachable()
     task = await pending(client, task_id)
     if task is None:
         raise CliError(f"no delayed task {task_id!r}", "check the id with `sas list`")
@@ -200,28 +200,29 @@ async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, r
         task_details(definition, task_id, task.payload),
         new_start,
     )
-    await _terminate(client, task, f"rescheduled by {by} to {_when(new_start)}")
-    try:
-        handle = await client.start_workflow(
-            task.workflow_type,
-            task.payload,
-            id=task_id,
-            task_queue=task.task_queue,
-            # Only after a terminated (or failed) run: a task that finished is never run again.
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            start_delay=delay,
-            # The UI says the new start (the old run's summary said the old one).
-            static_summary=summary,
-            static_details=details,
-        )
-    except WorkflowAlreadyStartedError:
-        raise CliError(
-            f"{task_id}: its delayed start was cancelled, but another run of the id started meanwhile",
-            f"see `sas status {task_id}`",
-        ) from None
     changed = f"start moved from {_when(task.starts_at)} to {_when(new_start)}"
-    await audit.record(task_id, "reschedule", by, reason, changed)
+    async with audit.audited(task_id, "reschedule", by, reason) as entry:
+        await _terminate(client, task, f"rescheduled by {by} to {_when(new_start)}")
+        try:
+            handle = await client.start_workflow(
+                task.workflow_type,
+                task.payload,
+                id=task_id,
+                task_queue=task.task_queue,
+                # Only after a terminated (or failed) run: a task that finished is never run again.
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                start_delay=delay,
+                # The UI says the new start (the old run's summary said the old one).
+                static_summary=summary,
+                static_details=details,
+            )
+        except WorkflowAlreadyStartedError:
+            raise CliError(
+                f"{task_id}: its delayed start was cancelled, but another run of the id started meanwhile",
+                f"see `sas status {task_id}`",
+            ) from None
+        entry.changed = changed
     return {
         "task_id": task_id,
         "run_id": handle.result_run_id,

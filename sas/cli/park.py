@@ -157,27 +157,30 @@ async def _park_waiting(client: Client, target: Target, by: str, reason: str) ->
 async def _park_running(client: Client, target: Target, by: str, reason: str) -> str:
     assert target.activity is not None  # _park routes only a target with an activity here
     activity = target.activity
-    await client.workflow_service.pause_activity(
-        PauseActivityRequest(
-            namespace=client.namespace,
-            execution=WorkflowExecution(workflow_id=target.workflow_id, run_id=target.run_id),
-            identity=by,
-            id=activity.activity_id,
-            reason=reason or "parked with sas",
+    async with audit.audited(target.task_id, "park", by, reason, step=target.step) as entry:
+        await client.workflow_service.pause_activity(
+            PauseActivityRequest(
+                namespace=client.namespace,
+                execution=WorkflowExecution(workflow_id=target.workflow_id, run_id=target.run_id),
+                identity=by,
+                id=activity.activity_id,
+                reason=reason or "parked with sas",
+            )
         )
-    )
-    # The mirror follows Temporal: write it only once Temporal shows the pause.
-    if not await _paused_now(client, target, activity.activity_id, want=True):
-        raise CliError(f"{target.task_id}: Temporal did not confirm the pause", f"see `sas status {target.task_id}`")
-    changed_rows = await context.with_session(lambda s: _mark(s, target, to_step="Error", to_task="Error"))
-    what = "undo" if target.undo else "step"
-    changed = (
-        f"{target.step} {target.state} -> Error: {what} activity {activity.activity_type.name}"
-        f" (attempt {activity.attempt}) paused in Temporal"
-    )
-    if not changed_rows:
-        changed += "; the mirror had moved on and was left as it is"
-    await audit.record(target.task_id, "park", by, reason, changed, step=target.step)
+        # The mirror follows Temporal: write it only once Temporal shows the pause.
+        if not await _paused_now(client, target, activity.activity_id, want=True):
+            raise CliError(
+                f"{target.task_id}: Temporal did not confirm the pause", f"see `sas status {target.task_id}`"
+            )
+        changed_rows = await context.with_session(lambda s: _mark(s, target, to_step="Error", to_task="Error"))
+        what = "undo" if target.undo else "step"
+        changed = (
+            f"{target.step} {target.state} -> Error: {what} activity {activity.activity_type.name}"
+            f" (attempt {activity.attempt}) paused in Temporal"
+        )
+        if not changed_rows:
+            changed += "; the mirror had moved on and was left as it is"
+        entry.changed = changed
     return f"{what} {target.step} parked: its activity is paused in Temporal"
 
 
@@ -203,25 +206,24 @@ async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | 
     activity = target.activity
     if activity is None or activity.state not in _PAUSED:
         return None
-    await client.workflow_service.unpause_activity(
-        UnpauseActivityRequest(
-            namespace=client.namespace,
-            execution=WorkflowExecution(workflow_id=target.workflow_id, run_id=target.run_id),
-            identity=by,
-            id=activity.activity_id,
-            reset_attempts=True,
+    async with audit.audited(task_id, "retry", by, reason, step=target.step) as entry:
+        await client.workflow_service.unpause_activity(
+            UnpauseActivityRequest(
+                namespace=client.namespace,
+                execution=WorkflowExecution(workflow_id=target.workflow_id, run_id=target.run_id),
+                identity=by,
+                id=activity.activity_id,
+                reset_attempts=True,
+            )
         )
-    )
-    if not await _paused_now(client, target, activity.activity_id, want=False):
-        raise CliError(f"{task_id}: Temporal did not confirm the unpause", f"see `sas status {task_id}`")
-    running = "Compensating" if target.undo else "Processing"
-    rows = await context.with_session(lambda s: _mark(s, target, to_step=running, to_task=running, seen="Error"))
-    changed = (
-        f"{target.step} {target.state} -> {running}: activity {activity.activity_type.name} unpaused, attempts reset"
-    )
-    if not rows:
-        changed += "; the mirror had moved on and was left as it is"
-    await audit.record(task_id, "retry", by, reason, changed, step=target.step)
+        if not await _paused_now(client, target, activity.activity_id, want=False):
+            raise CliError(f"{task_id}: Temporal did not confirm the unpause", f"see `sas status {task_id}`")
+        running = "Compensating" if target.undo else "Processing"
+        rows = await context.with_session(lambda s: _mark(s, target, to_step=running, to_task=running, seen="Error"))
+        changed = f"{target.step} {target.state} -> {running}: activity {activity.activity_type.name} unpaused, attempts reset"
+        if not rows:
+            changed += "; the mirror had moved on and was left as it is"
+        entry.changed = changed
     return f"retrying {target.step}: its activity is unpaused in Temporal"
 
 

@@ -199,9 +199,11 @@ async def start_incarnation(
 async def record_audit(session: AsyncSession, record: AuditRecord) -> bool:
     """Write an operator action once (keyed by task, run and the run's transition).
 
-    A request is recorded as the Supervisor's only if it names a decision of the Supervisor's
-    for this task (``decision_id``); a request that only says it is the Supervisor's is
-    recorded as unverified."""
+    The actor is the request's ``by``, as given. A request that says it is the Supervisor's is
+    recorded as such only if the decision it names vouches for it: a decision of the
+    Supervisor's for this task, of this kind, on this step, that has vouched for no other
+    entry. Otherwise the entry says why it is unverified; nothing a request claims ever
+    replaces who it says it is from."""
     async with session.begin():
         exists = await session.execute(
             select(AuditEntry.id).where(
@@ -211,21 +213,36 @@ async def record_audit(session: AsyncSession, record: AuditRecord) -> bool:
         if exists.first() is not None:
             return False
         entry = record.model_dump(exclude={"decision_id"})
-        if await _decided(session, record.task_id, record.decision_id):
-            entry["actor"] = SUPERVISOR
-        elif record.actor == SUPERVISOR:
-            entry["actor"] = f"{SUPERVISOR} (unverified: no such decision)"
+        if record.actor == SUPERVISOR:
+            decision, unverified = await _vouching_decision(session, record)
+            if decision is not None:
+                entry["decision_id"] = decision
+            else:
+                entry["actor"] = f"{SUPERVISOR} (unverified: {unverified})"[:_ACTOR_CHARS]
         session.add(AuditEntry(**entry))
     return True
 
 
 SUPERVISOR = "supervisor"
+_ACTOR_CHARS = 200
 
 
-async def _decided(session: AsyncSession, task_id: str, decision_id: str | None) -> bool:
-    if decision_id is None or not decision_id.isdigit():
-        return False
-    found = await session.execute(
-        select(Decision.id).where(Decision.id == int(decision_id), Decision.task_id == task_id)
-    )
-    return found.first() is not None
+async def _vouching_decision(session: AsyncSession, record: AuditRecord) -> tuple[int | None, str]:
+    """The decision that makes ``record`` the Supervisor's, or None and why not."""
+    claimed = record.decision_id
+    if claimed is None or not claimed.isdigit():
+        return None, "no such decision"
+    found = (
+        await session.execute(
+            select(Decision.kind, Decision.step).where(Decision.id == int(claimed), Decision.task_id == record.task_id)
+        )
+    ).first()
+    if found is None:
+        return None, "no such decision"
+    kind, step = found
+    if kind != record.action or step != record.step:
+        return None, f"decision {claimed} was to {kind} {step}, not to {record.action} {record.step or '-'}"
+    used = await session.execute(select(AuditEntry.id).where(AuditEntry.decision_id == int(claimed)))
+    if used.first() is not None:
+        return None, f"decision {claimed} was already carried out"
+    return int(claimed), ""

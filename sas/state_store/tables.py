@@ -129,9 +129,13 @@ class AuditEntry(Base):
     reason: Mapped[str] = mapped_column(Text)
     changed: Mapped[str] = mapped_column(Text)
     at: Mapped[datetime]
+    decision_id: Mapped[int | None] = mapped_column(
+        Integer, default=None, doc="The Supervisor decision this entry carried out; each vouches for one entry."
+    )
 
     __table_args__ = (
         Index("ux_audit_task_run_seq", "task_id", "run_id", "seq", unique=True),
+        Index("ux_audit_decision", "decision_id", unique=True),
         Index("ix_audit_task_at", "task_id", "at"),
     )
 

@@ -78,6 +78,28 @@ async def test_cancel_a_delayed_task_terminates_it_before_anything_runs(stack: S
     assert len(await _audit(stack, task_id)) == 1
 
 
+async def test_a_claim_the_audit_log_cannot_keep_is_refused_before_anything_is_done(stack_any_db: Stack) -> None:
+    """The audit entry comes before the action: a ``--by`` longer than the log keeps, or a
+    reason with a control character, is refused in one line and the delayed task is untouched."""
+    stack = stack_any_db
+    task_id = fresh_id("ctl-claims")
+    as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--in", "1h", "--json"))
+
+    too_long = await sas(stack, "cancel", task_id, "--by", "a" * 201, "--reason", "why")
+    assert too_long.returncode == 2
+    assert too_long.stderr.strip().splitlines()[0] == "sas: --by is 201 characters long: at most 200"
+    moved = await sas(stack, "reschedule", task_id, "--in", "2h", "--by", "bob", "--reason", "line\x1b[2J")
+    assert moved.returncode == 2 and "--reason must not contain control characters" in moved.stderr
+
+    assert (await _describe(stack, task_id)).status == WorkflowExecutionStatus.RUNNING
+    assert await _audit(stack, task_id) == []
+    # Within the bound it is done, and the entry written ahead of it says what was done.
+    done = await sas(stack, "cancel", task_id, "--by", "a" * 200, "--reason", "customer called")
+    assert done.returncode == 0, done.stderr
+    [entry] = await _audit(stack, task_id)
+    assert entry.actor == "a" * 200 and "nothing had run" in entry.changed
+
+
 async def test_reschedule_moves_the_start_and_the_new_run_does_the_task(stack: Stack) -> None:
     task_id = fresh_id("ctl-resched")
     as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--in", "1h", "--json"))
