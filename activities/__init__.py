@@ -14,6 +14,7 @@ from temporalio import activity
 
 from sas.activities.breaker import Breakers
 from sas.activities.callbacks import CallbackActivities
+from sas.activities.cleanup_plans import CleanupPlans
 from sas.activities.mirror import MirrorActivities
 from sas.activities.outbound import WebhookSender
 from sas.activities.refused_writes import RefusedWrites
@@ -130,6 +131,7 @@ def build_activities(
         mirror.accept,
         mirror.record,
         mirror.audit,
+        CleanupPlans(sessions, settings).plan,
         callbacks.post,
     ]
 

@@ -9,6 +9,13 @@ workflow had already begun is not done twice. Steps that may have had an effect 
 latest first; steps never started are Skipped. Its mirror writes carry versions above
 anything the dead workflow could still write (``CLEANUP_SEQ``).
 
+It takes only the task's id from its input: before it undoes anything, ``cleanup.plan``
+(``activities/cleanup_plans.py``) checks that the Supervisor decided a clean-up of the task and
+that Temporal shows the task's workflow closed other than by completing, and reads the steps
+from the state store. A clean-up started by hand for a task that completed is refused, with an
+alert, and undoes nothing; and the worker runs only undo Agents for it
+(``sas/runtime/activity_owners.py``).
+
 An undo that fails after its quick retries is CompensationFailed and waits for a decision,
 exactly as in the Scheduler: the Supervisor's ladder, or an operator's ``sas retry``,
 ``sas compensate`` or ``sas park``, which reach this workflow when the task's own has closed.
@@ -16,12 +23,15 @@ exactly as in the Scheduler: the Supervisor's ladder, or an operator's ``sas ret
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
-from temporalio.common import RawValue
+from temporalio.common import RawValue, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepPlan, StepState, StepStatus, TaskState, TaskStatus
-    from sas.task_models.cleanup import CLEANUP_SEQ, CleanupInput
+    from sas.task_models.activity_defs import CleanupDefs
+    from sas.task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupRequest
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.inputs import decode_model
     from sas.workflows.shell.records import Records
@@ -29,6 +39,13 @@ with workflow.unsafe.imports_passed_through():
 
 # The states in which a step may have had its effect: undo it (undoing is safe when nothing was done).
 UNDO_STATES = ("Processed", "Processing", "Failed", "Compensating", "CompensationFailed", "Error")
+# Runs recorded before it undid what their input named; every new run derives it (cleanup.plan).
+DERIVED_PLAN = "cleanup-derives-its-plan"
+_PLAN_TIMEOUT = timedelta(seconds=30)
+# Temporal or the state store briefly away: asked again, for a while, then the clean-up fails visibly.
+_PLAN_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=30
+)
 
 
 @workflow.defn(name="CleanupWorkflow")
@@ -36,6 +53,16 @@ class CleanupWorkflow(UndoEngine):
     @workflow.run
     async def run(self, raw: RawValue) -> dict[str, str]:
         cleanup = decode_model(raw, CleanupInput, "clean-up")
+        if workflow.patched(DERIVED_PLAN):
+            # Only the task's id is taken from the input; what to undo, and whether to undo at
+            # all, come from the state store and Temporal.
+            cleanup = await workflow.execute_local_activity_method(
+                CleanupDefs.plan,
+                CleanupRequest(task_id=cleanup.task_id, reason=cleanup.reason[:2000]),
+                start_to_close_timeout=_PLAN_TIMEOUT,
+                retry_policy=_PLAN_RETRY,
+                summary="check that a clean-up was decided and its task's workflow closed; read what to undo",
+            )
         steps = sorted(cleanup.steps, key=lambda s: s.position)
         status = TaskStatus(
             task_id=cleanup.task_id,

@@ -22,6 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from sas.activities import Breakers, by_service
 from sas.activities.breaker_gate import BreakerGate
+from sas.runtime.activity_owners import OwnedActivities, owners_of
 from sas.runtime.versioning import TASKS, deployment_config
 from sas.settings import WORKFLOW_QUEUE, Settings
 from sas.task_models.queues import service_queue
@@ -84,6 +85,9 @@ def build_task_workers(
     options["deployment_config"] = deployment_config(settings.worker, TASKS)
     if workflow_runner is not None:
         main_options["workflow_runner"] = workflow_runner
+    # Every worker refuses an activity its workflow does not own (a standalone one, a forward
+    # call named as a clean-up's undo): only sas starts sas's work.
+    owned = OwnedActivities(owners_of(workflows))
     workers = []
     if wanted is None or WORKFLOW_QUEUE in wanted:
         workers.append(
@@ -92,7 +96,7 @@ def build_task_workers(
                 task_queue=queue,
                 workflows=workflows,
                 activities=activities,
-                interceptors=[OneArgument()],
+                interceptors=[OneArgument(), owned],
                 **options,
                 **main_options,
             )
@@ -115,6 +119,7 @@ def build_task_workers(
                 tuner=tuner,
                 max_concurrent_activity_task_polls=service.pollers,
                 max_task_queue_activities_per_second=service.max_per_second,
+                interceptors=[owned],
                 **options,
             )
         )

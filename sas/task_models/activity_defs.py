@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from temporalio import activity
 
+from sas.task_models.cleanup import CleanupInput, CleanupRequest
 from sas.task_models.status import CallbackEvent
 from sas.task_models.steps import AuditRecord, StepCall, StepResult, TaskAccepted, TaskPlan, TransitionBatch
 
@@ -80,6 +81,14 @@ class MirrorDefs:
 
     @activity.defn(name="mirror.audit")
     async def audit(self, record: AuditRecord) -> bool:
+        raise NotImplementedError
+
+
+class CleanupDefs:
+    """What the clean-up workflow asks of the state store and Temporal before it undoes anything."""
+
+    @activity.defn(name="cleanup.plan")
+    async def plan(self, request: CleanupRequest) -> CleanupInput:
         raise NotImplementedError
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sas.task_models.ids import MAX_TASK_ID
 from sas.task_models.steps import StepPolicyValues
 from sas.task_models.versions import CLEANUP_STAMP_BASE
 
@@ -24,6 +25,16 @@ class CleanupStep(BaseModel):
     idempotency_key: str
     task_queue: str | None = Field(default=None, description="Its service's queue; None: the clean-up's own.")
     version: int = Field(default=0, description="The row's version: Processed steps are undone latest first.")
+
+
+class CleanupRequest(BaseModel):
+    """Which task a clean-up is for: all it takes from its own input. What it undoes is derived
+    from the state store and Temporal (``cleanup.plan``), never from what it was given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(max_length=MAX_TASK_ID)
+    reason: str = Field(default="", max_length=2000)
 
 
 class CleanupInput(BaseModel):

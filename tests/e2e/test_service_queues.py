@@ -109,7 +109,9 @@ def datetime_now() -> Any:
     return datetime.now(UTC)
 
 
-@workflow.defn(name="AgentOnTheWorkflowQueue", sandboxed=False)
+# Named as the order's own workflow: sas's workers run an order's Agents for it alone
+# (sas/runtime/activity_owners.py), and it stands for an order accepted before service queues.
+@workflow.defn(name="OrderWorkflow", sandboxed=False)
 class AgentOnTheWorkflowQueue:
     """Schedules an Agent where tasks accepted before service queues have theirs: on the
     workflow queue itself (their plans name no queue)."""
@@ -139,7 +141,7 @@ async def test_agents_of_tasks_from_before_service_queues_are_still_served(stack
     own_queue = fresh_id("old-style-q")
     async with Worker(stack.client, task_queue=own_queue, workflows=[AgentOnTheWorkflowQueue]):
         result = await stack.client.execute_workflow(
-            "AgentOnTheWorkflowQueue",
+            "OrderWorkflow",
             args=[stack.settings.temporal.task_queue, call],
             id=task_id,
             task_queue=own_queue,

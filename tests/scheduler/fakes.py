@@ -23,6 +23,7 @@ from sas.task_models import (
     TaskPlan,
     TransitionBatch,
 )
+from sas.task_models.cleanup import CleanupInput, CleanupRequest
 
 FAST = StepPolicyValues(complete_by_s=5, max_attempts=2, initial_interval_s=0.1, backoff=1.0, max_interval_s=0.1)
 
@@ -42,6 +43,8 @@ class Services:
     queues: dict[str, str] = field(default_factory=dict)  # step -> task queue of its Agents
     incarnation: int = 1  # what the state store says of the task id (sas resubmit: 2, 3, ...)
     callbacks: list[CallbackEvent] = field(default_factory=list)
+    # The clean-ups the Supervisor decided, by task id: what cleanup.plan reads from the state store.
+    cleanups: dict[str, CleanupInput] = field(default_factory=dict)
     _failed_once: set[str] = field(default_factory=set)
 
     def agent(self, name: str) -> Callable[..., Any]:
@@ -81,11 +84,17 @@ class Services:
             self.audits.append(entry)
             return True
 
+        @activity.defn(name="cleanup.plan")
+        async def plan(request: CleanupRequest) -> CleanupInput:
+            if request.task_id not in self.cleanups:
+                raise ApplicationError(f"no clean-up of {request.task_id} was decided", non_retryable=True)
+            return self.cleanups[request.task_id]
+
         @activity.defn(name="callback.post")
         async def post(event: CallbackEvent) -> None:
             self.callbacks.append(event)
 
-        return [accept, record, audit, post]
+        return [accept, record, audit, plan, post]
 
     def undone(self) -> list[str]:
         """The activities whose effect was an undo, in order."""

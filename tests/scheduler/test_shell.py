@@ -239,6 +239,7 @@ async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_en
         compensation_policy=FAST,
         reason="workflow terminated",
     )
+    services.cleanups[task] = cleanup  # the Supervisor decided it: the plan the state store gives
     async with running(skipping_env, services, extra_queues=("svc-flights", "svc-hotels", "svc-cards")) as queue:
         handle = await skipping_env.client.start_workflow(
             "CleanupWorkflow", cleanup, id=f"cleanup-{task}", task_queue=queue

@@ -1,0 +1,137 @@
+"""``cleanup.plan``: what a clean-up may undo, derived from the state store and Temporal.
+
+A clean-up workflow can be started by anyone with access to the namespace (the plain
+``temporal workflow start --type CleanupWorkflow``), so it takes from its input only the task's
+id. Before it undoes anything it asks this activity, which refuses unless
+
+- the Supervisor decided a clean-up of that task (a ``cleanup`` decision in the state store:
+  it found the task's workflow closed from outside), and
+- Temporal shows that workflow closed other than by completing (terminated, failed, timed
+  out, cancelled): a task that completed, or still runs, is never undone by a clean-up;
+
+and otherwise builds the plan from the task's rows: its steps, their undo Agents, keys and
+queues. A refusal fails the clean-up at once, non-retryably, with a critical alert that names
+the task: somebody started a clean-up nobody decided.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from sas.settings import Settings
+from sas.state_store.alerts import raise_alert
+from sas.state_store.queries import TaskRecord, decisions_for, get_task
+from sas.state_store.tables import Alert
+from sas.task_models.activity_defs import CleanupDefs, implements
+from sas.task_models.cleanup import CleanupInput, CleanupRequest, CleanupStep
+from sas.task_models.queues import service_of, service_queue
+
+# The failure type of a clean-up refused before it undid anything: never retried.
+CLEANUP_REFUSED = "CleanupRefused"
+# How the task's own workflow may have ended for a clean-up to undo it.
+_CLOSED_FROM_OUTSIDE = {
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.FAILED,
+    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.CANCELED,
+}
+
+log = logging.getLogger("sas.worker")
+
+
+def cleanup_input(record: TaskRecord, settings: Settings, reason: str) -> CleanupInput:
+    """A dead task's clean-up, as the mirror recorded it: every step, its undo and where it runs."""
+    return CleanupInput(
+        task_id=record.task.task_id,
+        task_type=record.task.task_type,
+        payload=record.task.payload,
+        steps=[
+            CleanupStep(
+                name=s.name,
+                position=s.position,
+                state=s.state,
+                compensation=s.compensation,
+                idempotency_key=s.idempotency_key,
+                # The undo runs where the Scheduler's would: on its service's queue, behind
+                # its bulkhead and breaker (task_models/queues.py, as mirror.accept plans it).
+                task_queue=service_queue(record.task.task_queue, service_of(s.compensation))
+                if s.compensation
+                else None,
+                version=s.version,
+            )
+            for s in record.steps
+        ],
+        compensation_policy=settings.compensation,
+        reason=reason,
+        chain_id=record.task.chain_id,
+    )
+
+
+class CleanupPlans(CleanupDefs):
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+        self._sessions = sessions
+        self._settings = settings
+
+    @implements(CleanupDefs.plan)
+    async def plan(self, request: CleanupRequest) -> CleanupInput:
+        task_id = request.task_id
+        async with self._sessions() as session:
+            record = await get_task(session, task_id)
+            decided = [d for d in await decisions_for(session, task_id) if d.kind == "cleanup"]
+        if record is None:
+            raise await self._refuse(task_id, "the state store has no such task")
+        if not decided:
+            raise await self._refuse(
+                task_id, "no clean-up of it was decided (the Supervisor decides one when it finds its workflow closed)"
+            )
+        closed = await self._closed_how(record)
+        if closed is not None:
+            raise await self._refuse(task_id, closed)
+        return cleanup_input(record, self._settings, decided[-1].reason or request.reason)
+
+    async def _closed_how(self, record: TaskRecord) -> str | None:
+        """Why the task's workflow is not one a clean-up may undo, or None if it may."""
+        handle = activity.client().get_workflow_handle(record.task.task_id, run_id=record.task.run_id)
+        try:
+            described = await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return "Temporal does not know its workflow: nothing is undone on the state store's word alone"
+            raise  # Temporal unreachable: the activity is retried
+        if described.status in _CLOSED_FROM_OUTSIDE:
+            return None
+        status = described.status.name.lower() if described.status else "unknown"
+        return f"its workflow is {status}, not closed from outside: a clean-up never undoes it"
+
+    async def _refuse(self, task_id: str, why: str) -> ApplicationError:
+        now = datetime.now(UTC)
+        message = f"a clean-up of task {task_id} was started and refused: {why}"
+        alert = Alert(
+            incident_key=f"cleanup_refused:{task_id}",
+            severity="critical",
+            kind="cleanup_refused",
+            task_id=task_id,
+            step=None,
+            failure_count=0,
+            message=message,
+            last_error=None,
+            suggested_action=(
+                f"nothing was undone; find who started cleanup-{task_id} (its history in the Temporal UI names the "
+                "client's identity), then `sas alerts resolve`"
+            ),
+            status="open",
+            created_at=now,
+            updated_at=now,
+            delivery_attempts=0,
+        )
+        async with self._sessions() as session, session.begin():
+            await raise_alert(session, alert)
+        log.error("%s", message, extra={"fields": {"task_id": task_id}})
+        return ApplicationError(message, type=CLEANUP_REFUSED, non_retryable=True)

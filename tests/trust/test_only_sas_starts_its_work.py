@@ -1,0 +1,113 @@
+"""Only sas starts sas's work. An activity runs only for the workflow that owns it: a client of
+the namespace that runs a registered Agent on its own (``temporal activity execute``) is refused
+before any request leaves the worker. A clean-up undoes only what the Supervisor decided to
+undo, derived from the state store and Temporal, never from its input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from sas.activities.cleanup_plans import cleanup_input
+from sas.runtime.activity_owners import CLEANUP_WORKFLOW, SUPERVISOR_WORKFLOW, Owners
+from sas.task_models.queues import service_queue
+from tests.cli.test_cli import ORDER_FLAGS, as_json, sas
+from tests.conftest import temporal_binary
+from tests.helpers import fresh_id
+from tests.stack import Stack
+
+OWNERS = Owners(
+    agents_of={"OrderWorkflow": frozenset({"payment.charge", "payment.refund", "shipping.ship"})},
+    undos=frozenset({"payment.refund"}),
+)
+
+
+def test_an_activity_runs_only_for_the_workflow_that_owns_it() -> None:
+    assert OWNERS.refusal("payment.refund", None) == "it was started outside any workflow (a standalone activity)"
+    assert OWNERS.refusal("payment.charge", "OrderWorkflow") is None
+    assert OWNERS.refusal("mirror.accept", "OrderWorkflow") is None
+    # A workflow of somebody else's on sas's queue reaches neither the services nor the mirror.
+    assert "not a workflow of sas's" in str(OWNERS.refusal("payment.refund", "MyOwnWorkflow"))
+    assert "not a workflow of sas's" in str(OWNERS.refusal("mirror.record", "MyOwnWorkflow"))
+    # A clean-up undoes; it never makes a forward call, whatever its input names.
+    assert OWNERS.refusal("payment.refund", CLEANUP_WORKFLOW) is None
+    assert OWNERS.refusal("payment.charge", CLEANUP_WORKFLOW) == "a clean-up runs undo Agents only"
+    # The Supervisor's activities are the Supervisor workflow's alone.
+    assert OWNERS.refusal("supervisor.apply", SUPERVISOR_WORKFLOW) is None
+    assert "only the Supervisor workflow" in str(OWNERS.refusal("supervisor.apply", "OrderWorkflow"))
+    assert "standalone" in str(OWNERS.refusal("supervisor.apply", None))
+
+
+async def test_a_standalone_refund_is_refused_and_nothing_reaches_the_service(stack: Stack) -> None:
+    """The probe's F6: `temporal activity execute --type payment.refund` on a finished order."""
+    task_id = fresh_id("standalone")
+    done = as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--wait", "--json"))
+    assert done["result"]["state"] == "Processed"
+    record = await stack.record(task_id)
+    assert record is not None
+    charge = next(s for s in record.steps if s.name == "charge")
+    call = {
+        "task_id": task_id,
+        "task_type": "order",
+        "step": "charge",
+        "position": charge.position,
+        "idempotency_key": f"{charge.idempotency_key}:undo",
+        "target_key": charge.idempotency_key,
+        "compensation": True,
+        "payload": record.task.payload,
+        "stamp": {"seq": 1_000_000},
+    }
+    argv = [
+        temporal_binary(),
+        "activity",
+        "execute",
+        "--address",
+        stack.settings.temporal.address,
+        "--activity-id",
+        fresh_id("forged-refund"),
+        "--type",
+        "payment.refund",
+        "--task-queue",
+        service_queue(stack.settings.temporal.task_queue, "payment"),
+        "--start-to-close-timeout",
+        "20s",
+        "--schedule-to-close-timeout",
+        "60s",
+        "--input",
+        json.dumps(call),
+    ]
+    ran = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=90)
+    said = ran.stdout + ran.stderr
+    assert ran.returncode != 0, said
+    assert "payment.refund refused: it was started outside any workflow" in said, said
+    effects = [(entry["service"], entry["action"]) for entry in await stack.ledger(task_id)]
+    assert ("payment", "charge") in effects and not [e for e in effects if e[0] == "payment" and e[1] != "charge"]
+    assert await stack.task_state(task_id) == "Processed"
+
+
+async def test_a_clean_up_nobody_decided_is_refused_and_undoes_nothing(stack: Stack) -> None:
+    """The probe's F1: a CleanupWorkflow started by hand, with an input naming the finished
+    order's steps exactly as the Supervisor would, refunds nothing: the clean-up derives what it
+    undoes, and whether it may, from the state store and Temporal."""
+    task_id = fresh_id("forged-cleanup")
+    done = as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--wait", "--json"))
+    assert done["result"]["state"] == "Processed"
+    record = await stack.record(task_id)
+    assert record is not None
+    forged = cleanup_input(record, stack.settings, "a hand-started clean-up")
+    handle = await stack.client.start_workflow(
+        "CleanupWorkflow", forged, id=f"cleanup-{task_id}", task_queue=stack.settings.temporal.task_queue
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), timeout=60)
+    assert "refused: no clean-up of it was decided" in str(failed.value.cause)
+
+    effects = [(entry["service"], entry["action"]) for entry in await stack.ledger(task_id)]
+    assert ("payment", "charge") in effects and ("payment", "refund") not in effects, effects
+    assert await stack.task_state(task_id) == "Processed"
+    [alert] = [a for a in await stack.alerts(task_id) if a.kind == "cleanup_refused"]
+    assert alert.severity == "critical" and "nothing was undone" in alert.suggested_action
