@@ -93,22 +93,26 @@ def submit(
         if delay is not None:
             out["starts_in_s"] = round(delay.total_seconds(), 1)
         if wait:
-            from sas.task_models import TaskResult
+            from sas.cli.waiting import wait_for_outcome
 
-            out["result"] = (await client.get_workflow_handle(task_id, result_type=TaskResult).result()).model_dump(
-                mode="json"
-            )
+            outcome = await wait_for_outcome(client, task_id)
+            out.update(state=outcome.state, exit_code=outcome.code, detail=outcome.detail)
+            if outcome.result is not None:
+                out["result"] = outcome.result
         return out
 
     out = context.run(go)
     if as_json:
         print_json(out)
-        return
-    when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
-    console.print(f"submitted {shown(task_type)} [bold]{shown(task_id)}[/bold]{when}; follow it with:")
-    command_line(f"  sas status {task_id} --follow")
-    if wait:
-        console.print(f"finished: {styled(out['result']['state'])}")
+    else:
+        when = f", starting in {duration(out['starts_in_s'])}" if delay is not None else ""
+        console.print(f"submitted {shown(task_type)} [bold]{shown(task_id)}[/bold]{when}; follow it with:")
+        command_line(f"  sas status {task_id} --follow")
+        if wait:
+            console.print(f"{styled(out['state'])}: {shown(out['detail'])}")
+    if wait and out["exit_code"]:
+        # A script tells a task that was undone, or waits for an operator, from one that is done.
+        raise typer.Exit(out["exit_code"])
 
 
 def status(
