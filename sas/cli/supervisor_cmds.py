@@ -33,6 +33,8 @@ def show(
             return
         if _show_actions_only(task_id, as_json):
             return
+        if _show_unaccepted(task_id, as_json):
+            return
         raise CliError(f"no task {task_id!r} in the state store", "check the id with `sas list`")
     if as_json:
         print_json(data)
@@ -114,6 +116,21 @@ def show(
             ],
         )
     )
+
+
+def _show_unaccepted(task_id: str, as_json: bool) -> bool:
+    """A task whose run failed before sas accepted it (its input refused): Temporal's story of it.
+    False if Temporal has no such failed run."""
+    from sas.cli.unaccepted import closed_before_accepted, report
+
+    data = context.run(lambda: context.with_client(lambda c: closed_before_accepted(c, task_id)))
+    if data is None or data["state"] != "Failed":
+        return False
+    if as_json:
+        print_json({**data, "task": None, "operator_actions": []})
+    else:
+        report(data)
+    return True
 
 
 def _show_actions_only(task_id: str, as_json: bool) -> bool:

@@ -174,7 +174,7 @@ async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | Non
     # out) may since have been cleaned up, and a run of another chain is not the task's: the
     # state store has the task then.
     ours = record is None or (newest is not None and newest[1] in (None, record.task.chain_id))
-    if newest is not None and ours and (record is None or newest[0] in ("RUNNING", "COMPLETED")):
+    if newest is not None and ours and newest[0] in ("RUNNING", "COMPLETED"):
         try:
             live = await tasks.query_status(client, task_id)
         except RPCError:
@@ -184,7 +184,13 @@ async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | Non
     if down is not None:
         raise down
     if record is None:
-        return None
+        from sas.cli.unaccepted import closed_before_accepted
+
+        # A run that failed before it was accepted (its input refused) answers a query with the
+        # Pending it never left: Temporal's word on how it ended is the task's story. (A delayed
+        # run cancelled before its start is terminated: `sas status` tells that story itself.)
+        failed = newest is not None and newest[0] == "FAILED"
+        return await closed_before_accepted(client, task_id) if failed else None
     return {
         "source": "state store",
         "task_id": task_id,
@@ -210,6 +216,11 @@ async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | Non
 
 
 def _print_status(data: dict[str, Any]) -> None:
+    if data.get("accepted") is False:
+        from sas.cli.unaccepted import report
+
+        report(data)
+        return
     where = stands_at(data["state"], data["steps"], data.get("current_step"))
     console.print(
         f"[bold]{shown(data['task_id'])}[/bold] ({shown(data['task_type'])}): {styled(data['state'])}"

@@ -80,6 +80,26 @@ async def test_invalid_input_from_the_temporal_cli_fails_fast(stack: Stack, raw:
     assert sum(e.HasField("workflow_task_failed_event_attributes") for e in history.events) == 0
 
 
+async def test_status_and_show_tell_a_task_refused_for_its_input_as_exactly_that(stack: Stack) -> None:
+    """A run whose input its type refuses never reaches the state store: `sas status` and
+    `sas show` say it failed and why, not Pending and not "no such task"."""
+    from tests.cli.test_cli import as_json, sas
+
+    task_id = fresh_id("cli-refused")
+    started = await cli_start(stack, task_id, json.dumps({"customer_id": "c-1"}))
+    assert started.returncode == 0, started.stderr
+    with pytest.raises(WorkflowFailureError):
+        await stack.client.get_workflow_handle(task_id).result()
+
+    status = as_json(await sas(stack, "status", task_id, "--json"))
+    assert (status["state"], status["accepted"], status["error_type"]) == ("Failed", False, "InvalidInput")
+    assert "invalid" in status["reason"] and status["steps"] == []
+    said = await sas(stack, "status", task_id)
+    assert said.returncode == 0 and "Failed before sas accepted it, so nothing was done" in said.stdout
+    shown = await sas(stack, "show", task_id)
+    assert shown.returncode == 0 and "InvalidInput: invalid" in shown.stdout
+
+
 async def test_malformed_json_is_refused_by_the_cli_and_starts_nothing(stack: Stack) -> None:
     task_id = fresh_id("cli-json")
     started = await cli_start(stack, task_id, '{"customer_id": "c", ')
