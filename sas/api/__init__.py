@@ -59,7 +59,10 @@ Groups (each name links to its entry in the docs site's API reference):
 - Registration: [`ENTRY_POINT_GROUP`][sas.api.ENTRY_POINT_GROUP],
   [`TaskTypeError`][sas.api.TaskTypeError].
 - Testing: [`FakeAgents`][sas.api.FakeAgents], [`fake_worker`][sas.api.fake_worker],
-  [`run_task`][sas.api.run_task], [`time_skipping_environment`][sas.api.time_skipping_environment].
+  [`run_task`][sas.api.run_task], [`time_skipping_environment`][sas.api.time_skipping_environment],
+  and the failure matrix, every failure point of a type checked against the promise:
+  [`check_failure_matrix`][sas.api.check_failure_matrix],
+  [`failure_matrix`][sas.api.failure_matrix], [`MatrixCase`][sas.api.MatrixCase].
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ from sas.workflows.task_workflow import task_workflow
 if TYPE_CHECKING:
     from sas.activities.agent import Agent, attempt_deadline, parse_payload
     from sas.activities.heartbeats import last_checkpoint, save_checkpoint
+    from sas.api._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
     from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
 
 __all__ = [
@@ -103,6 +107,7 @@ __all__ = [
     "ForwardKey",
     "HttpCall",
     "Input",
+    "MatrixCase",
     "Parallel",
     "ProviderId",
     "Result",
@@ -127,6 +132,8 @@ __all__ = [
     "Wait",
     "When",
     "attempt_deadline",
+    "check_failure_matrix",
+    "failure_matrix",
     "fake_worker",
     "implements",
     "last_checkpoint",
@@ -146,6 +153,9 @@ _LAZY = {
     "last_checkpoint": "sas.activities.heartbeats",
     "save_checkpoint": "sas.activities.heartbeats",
     "FakeAgents": "sas.api._testing",
+    "MatrixCase": "sas.api._failure_matrix",
+    "check_failure_matrix": "sas.api._failure_matrix",
+    "failure_matrix": "sas.api._failure_matrix",
     "fake_worker": "sas.api._testing",
     "run_task": "sas.api._testing",
     "time_skipping_environment": "sas.api._testing",

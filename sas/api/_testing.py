@@ -36,6 +36,7 @@ from sas.task_models import (
     StepPolicyValues,
     StepResult,
     StepState,
+    StepStatus,
     TaskAccepted,
     TaskPlan,
     TaskResult,
@@ -61,7 +62,11 @@ class FakeAgents:
     """Stand-ins for a task type's Agents and sas's state store, for fast tests.
 
     Each fake keeps the effect of a key once, as a service's idempotency store would, so a
-    test sees exactly what was done and undone, in which order.
+    test sees exactly what was done and undone, in which order. They follow the HTTP contract
+    as the real run does (docs/http-contract.md): an undo whose forward step had no effect
+    under its key is not sent (the real Agent asks the service's lookup, which says nothing
+    was done) and leaves the key voided, so a late forward call under it is refused; a
+    service declared without a lookup gets the undo regardless, which undoes nothing.
 
     Attributes:
         answers: Activity name (``flights.book``) -> the result its fake answers: a dict, or a
@@ -72,6 +77,7 @@ class FakeAgents:
         effects: (activity name, idempotency key) of each effect, once per key, in order.
         bodies: For a step declared as ``HttpCall``: (activity name, the JSON body the call
             would have sent), in order.
+        voided: The forward keys an undo reached before any effect under them.
     """
 
     answers: dict[str, Answer] = field(default_factory=dict)
@@ -80,6 +86,7 @@ class FakeAgents:
     calls: list[tuple[str, StepCall]] = field(default_factory=list)
     effects: list[tuple[str, str]] = field(default_factory=list)
     bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    voided: set[str] = field(default_factory=set)
     _failed_once: set[str] = field(default_factory=set)
 
     def done(self) -> list[str]:
@@ -101,12 +108,31 @@ class FakeAgents:
                         agents[step.compensation] = step.undo if isinstance(step.undo, HttpCall) else None
         return [*(self._agent(name, call) for name, call in agents.items()), *self._store()]
 
+    def had_effect(self, key: str) -> bool:
+        """Whether a forward call had its effect under ``key`` (what a service's lookup answers)."""
+        return any(k == key for _, k in self.effects)
+
     def _agent(self, name: str, declared: HttpCall | None) -> Callable[..., Any]:
         @activity.defn(name=name)
         async def fake(call: StepCall) -> StepResult:
             self.calls.append((name, call))
+            # An undo of a forward call that did nothing under its key: the lookup says so, and
+            # the key is voided, so a forward call still on its way under it does nothing.
+            nothing_done = bool(call.compensation and call.target_key and not self.had_effect(call.target_key))
+            if nothing_done:
+                assert call.target_key is not None
+                self.voided.add(call.target_key)
+                if declared is None or declared.service.lookup_path is not None:
+                    return StepResult(data={})  # not sent
             if declared is not None:
                 self.bodies.append((name, declared.build_body(call)))
+            if not call.compensation and call.idempotency_key in self.voided:
+                raise ApplicationError(
+                    f"{name}: 409 voided (fake): an undo reached its key first",
+                    {"status": 409},
+                    type="StepVoided",
+                    non_retryable=True,
+                )
             if name in self.refuse:
                 raise ApplicationError(
                     f"{name} refused (fake)", {"status": 422}, type="RemoteRejected", non_retryable=True
@@ -114,7 +140,7 @@ class FakeAgents:
             if name in self.flaky and call.idempotency_key not in self._failed_once:
                 self._failed_once.add(call.idempotency_key)
                 raise ApplicationError(f"{name}: 503 (fake)", type="RemoteTransient")
-            if (name, call.idempotency_key) not in self.effects:
+            if not nothing_done and (name, call.idempotency_key) not in self.effects:
                 self.effects.append((name, call.idempotency_key))
             answer = self.answers.get(name, {})
             data = answer(call) if callable(answer) else answer
@@ -195,7 +221,9 @@ async def run_task(
 
     With ``supervise`` (the default), a failed step gets the decision the Supervisor's default
     ladder comes to: a permanent failure undoes the task; a transient one is retried, three
-    times, then the task is undone; a wait step is left to its deadline (nobody approves). To
+    times, then the task is undone; an undo that fails is retried twice, then parked for an
+    operator (the result is then the parked task's state, Error, not an end); a wait step is
+    left to its deadline (nobody approves). To
     answer a wait or decide yourself, start the workflow on a ``fake_worker`` and send the
     signals (``approve``, ``retry``, ``compensate``) as a person or the Supervisor would."""
     definition = workflow.definition
@@ -216,6 +244,29 @@ async def run_task(
             return await handle.result()
 
 
+# The Supervisor's default ladder: a transient failure retried three times; an undo that fails
+# retried twice, then parked for an operator.
+_RETRIES = 3
+_UNDO_RETRIES = 2
+
+
+def ladder_decision(step: StepStatus, undo_tries: dict[str, int]) -> tuple[str, OperatorRequest]:
+    """The signal the Supervisor's default ladder sends for a step waiting for a decision;
+    ``undo_tries`` counts the retries of each step's undo so far."""
+    if step.state == StepState.COMPENSATION_FAILED:
+        tries = undo_tries[step.name] = undo_tries.get(step.name, 0) + 1
+        kind = "retry" if tries <= _UNDO_RETRIES else "park"
+    else:
+        kind = "retry" if not step.permanent and step.failure_count < _RETRIES else "compensate"
+    # As the Supervisor does: each decision counts one more failure (FailureCount).
+    return kind, OperatorRequest(step=step.name, failure_count=step.failure_count + 1, by="supervisor")
+
+
+def _parked(status: TaskStatus) -> TaskResult:
+    """A task parked for an operator has no result yet: its state so far."""
+    return TaskResult(task_id=status.task_id, state=status.state, steps=status.steps)
+
+
 async def _supervised(env: WorkflowEnvironment, handle: WorkflowHandle[Any, TaskResult]) -> TaskResult:
     """The task's result, deciding for each failed step as the Supervisor's default ladder would.
 
@@ -223,10 +274,11 @@ async def _supervised(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Task
     lets the test server skip time, past the moment a decision was due. A step that waits for a
     time, or for an answer nobody gives here, has its time skipped to its deadline."""
     decided: set[tuple[str, StepState, int]] = set()
+    undo_tries: dict[str, int] = {}
     while True:
         status = await handle.query("status", result_type=TaskStatus)
-        if status.state.terminal:
-            return await handle.result()
+        if status.state.terminal or status.needs_operator:
+            return await handle.result() if status.state.terminal else _parked(status)
         undecided = False
         for step in status.steps:
             failure = (step.name, step.state, step.failure_count)
@@ -234,12 +286,7 @@ async def _supervised(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Task
                 continue
             undecided = True
             decided.add(failure)
-            retry = not step.permanent and step.failure_count < 3 and step.state == StepState.FAILED
-            # As the Supervisor does: each decision counts one more failure (FailureCount).
-            await handle.signal(
-                "retry" if retry else "compensate",
-                OperatorRequest(step=step.name, failure_count=step.failure_count + 1, by="supervisor"),
-            )
+            await handle.signal(*ladder_decision(step, undo_tries))
         deadlines = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
         if deadlines and not undecided:
             await env.sleep(max(min(deadlines) - await env.get_current_time(), timedelta(seconds=1)))

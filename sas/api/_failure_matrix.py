@@ -1,0 +1,248 @@
+"""The failure matrix: a team's task type run once per failure point, with what "undone as a
+whole" promises checked each time.
+
+``check_failure_matrix(env, SignupWorkflow, {"email": "ada@example.com"})`` runs the type in
+Temporal's time-skipping environment with fake Agents (``FakeAgents``, which follow the HTTP
+contract as the real run does):
+
+- nothing failing: the task ends Processed and nothing is undone;
+- each step's forward call refused for good: the task ends Compensated;
+- each step's undo refused while a later step's refusal undoes the task: the undo is retried
+  as the Supervisor's ladder does, then parked for an operator, whose `compensate` once the
+  service is back ends the task Compensated.
+
+Each time it checks that every step that had an effect is undone exactly once, latest first;
+that no step is undone that had no effect (its undo is not even sent when its service's lookup
+says nothing was done); that a step never started is never called; and that the task ends as
+its declaration promises. Parallel siblings cancelled while their calls are in flight are the
+dev-server tests' (the fakes answer at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow as temporal_workflow
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from sas.api._testing import Answer, FakeAgents, fake_worker, ladder_decision
+from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
+from sas.task_types.definitions import StepDefinition, TaskDefinition, Wait
+from sas.workflows.scheduler import TaskScheduler
+
+_WHO = "failure-matrix"
+
+
+@dataclass
+class MatrixCase:
+    """One run of the task type with one failure, and what broke the promise (nothing, if passed).
+
+    Attributes:
+        name: The failure point, e.g. ``charge refused`` or ``flight's undo refused``.
+        outcome: How the task ended: ``Processed``, ``Compensated``, or ``parked`` (an operator's).
+        done: The forward calls that had their effect, in order (activity names).
+        undone: The undos that had their effect, in order.
+        problems: What broke the promise; empty when the case passed.
+    """
+
+    name: str
+    outcome: str = ""
+    done: list[str] = field(default_factory=list)
+    undone: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+async def check_failure_matrix(
+    env: WorkflowEnvironment,
+    workflow: type[TaskScheduler],
+    task_input: BaseModel | Mapping[str, Any],
+    *,
+    answers: Mapping[str, Answer] | None = None,
+) -> list[MatrixCase]:
+    """Run ``failure_matrix`` and fail (AssertionError) naming each case that broke the promise."""
+    cases = await failure_matrix(env, workflow, task_input, answers=answers)
+    broken = [f"{c.name}: {'; '.join(c.problems)}" for c in cases if not c.passed]
+    assert not broken, f"{workflow.definition.task_type}: " + " | ".join(broken)
+    return cases
+
+
+async def failure_matrix(
+    env: WorkflowEnvironment,
+    workflow: type[TaskScheduler],
+    task_input: BaseModel | Mapping[str, Any],
+    *,
+    answers: Mapping[str, Answer] | None = None,
+    timeout_s: float = 60,
+) -> list[MatrixCase]:
+    """Every failure point of ``workflow``'s task type for ``task_input``, each run once.
+
+    Args:
+        env: A time-skipping environment (``time_skipping_environment()``).
+        workflow: The task type's workflow (made by ``task_workflow``).
+        task_input: An input its type accepts.
+        answers: What each fake Agent answers (``FakeAgents.answers``): give the fields later
+            steps and undos read (``Result``, ``Forward``).
+        timeout_s: The most one case may take.
+    """
+    definition = workflow.definition
+    payload = task_input.model_dump(mode="json") if isinstance(task_input, BaseModel) else dict(task_input)
+    run = _Runner(env, workflow, definition, payload, dict(answers or {}), timeout_s)
+    happy = await run.case("nothing fails", set())
+    if happy.outcome != TaskState.PROCESSED:
+        happy.problems.append(f"ended {happy.outcome}, not Processed")
+    if happy.undone:
+        happy.problems.append(f"undid {happy.undone} though nothing failed")
+    cases = [happy]
+    reached = set(happy.done)
+    steps = [s for s in definition.steps if isinstance(s, StepDefinition)]
+    for step in steps:
+        if step.agent not in reached:
+            continue  # skipped by its condition for this input: nothing to refuse
+        case = await run.case(f"{step.name} refused", {step.agent})
+        if case.outcome != TaskState.COMPENSATED:
+            case.problems.append(f"ended {case.outcome}, not Compensated")
+        cases.append(case)
+    for step in steps:
+        later = [s for s in steps if definition.steps.index(s) > definition.steps.index(step) and s.agent in reached]
+        if step.compensation is None or step.agent not in reached or not later:
+            continue
+        trigger = later[-1]
+        case = await run.case(f"{step.name}'s undo refused", {trigger.agent, step.compensation}, fix_undo=step)
+        if case.outcome != TaskState.COMPENSATED:
+            case.problems.append(f"ended {case.outcome} after the operator's compensate, not Compensated")
+        cases.append(case)
+    return cases
+
+
+class _Runner:
+    def __init__(
+        self,
+        env: WorkflowEnvironment,
+        workflow: type[TaskScheduler],
+        definition: TaskDefinition,
+        payload: dict[str, Any],
+        answers: dict[str, Answer],
+        timeout_s: float,
+    ) -> None:
+        self._env, self._workflow, self._definition = env, workflow, definition
+        self._payload, self._answers, self._timeout_s = payload, answers, timeout_s
+        name = temporal_workflow._Definition.must_from_class(workflow).name
+        assert name is not None
+        self._name = name
+        self._owner = {s.agent: s for s in definition.steps if isinstance(s, StepDefinition)}
+        self._owner.update(
+            {s.compensation: s for s in definition.steps if isinstance(s, StepDefinition) and s.compensation}
+        )
+
+    async def case(self, name: str, refuse: set[str], fix_undo: StepDefinition | None = None) -> MatrixCase:
+        agents = FakeAgents(answers=dict(self._answers), refuse=set(refuse))
+        case = MatrixCase(name)
+        task_id = f"{self._definition.task_type}-matrix-{uuid.uuid4().hex[:10]}"
+        async with fake_worker(self._env, agents, self._workflow) as queue:
+            handle = await self._env.client.start_workflow(
+                self._name, self._payload, id=task_id, task_queue=queue, result_type=TaskResult
+            )
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    case.outcome = await self._drive(handle)
+                    if fix_undo is not None:
+                        self._fixed(case, agents, fix_undo)
+                        assert fix_undo.compensation is not None
+                        agents.refuse.discard(fix_undo.compensation)
+                        await handle.signal("compensate", OperatorRequest(step=fix_undo.name, by=_WHO, reason="fixed"))
+                        case.outcome = await self._drive(handle)
+            except TimeoutError:
+                case.outcome = "still running"
+                case.problems.append(f"did not end within {self._timeout_s:.0f} s")
+        case.done = agents.done()
+        case.undone = agents.undone()
+        case.problems += self._broken_promises(agents, case.outcome)
+        return case
+
+    def _fixed(self, case: MatrixCase, agents: FakeAgents, step: StepDefinition) -> None:
+        """Before the operator acts on a parked undo: only what completed after it is undone."""
+        if case.outcome != "parked":
+            case.problems.append(f"{step.name}'s undo kept failing, but the task ended {case.outcome}, not parked")
+            return
+        own_stage = self._stage(step.agent)
+        early_undos = [n for n in agents.undone() if self._stage(n) < own_stage]
+        if early_undos:
+            case.problems.append(f"undid {early_undos} before {step.name}'s undo succeeded (not latest first)")
+
+    async def _drive(self, handle: WorkflowHandle[Any, TaskResult]) -> str:
+        """Decide as the Supervisor's default ladder would, approve every wait, skip time; the
+        task's end, or ``parked`` once it waits for an operator."""
+        decided: set[tuple[str, StepState, int]] = set()
+        undo_tries: dict[str, int] = {}
+        approved: set[str] = set()
+        while True:
+            status = await handle.query("status", result_type=TaskStatus)
+            if status.state.terminal:
+                return str((await handle.result()).state)
+            if status.needs_operator:
+                return "parked"
+            acted = False
+            for step in status.steps:
+                declared = self._definition.step(step.name)
+                if step.state == StepState.WAITING and isinstance(declared, Wait) and declared.signal:
+                    if step.name not in approved:
+                        approved.add(step.name)
+                        acted = True
+                        approval = Approval(step=step.name, approved=True, by=_WHO, reason="approved")
+                        await handle.signal(declared.signal, approval)
+                    continue
+                failure = (step.name, step.state, step.failure_count)
+                if step.state not in (StepState.FAILED, StepState.COMPENSATION_FAILED) or failure in decided:
+                    continue
+                decided.add(failure)
+                acted = True
+                await handle.signal(*ladder_decision(step, undo_tries))
+            waits = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
+            if waits and not acted:
+                await self._env.sleep(max(min(waits) - await self._env.get_current_time(), timedelta(seconds=1)))
+            else:
+                await asyncio.sleep(0.05)
+
+    def _stage(self, activity_name: str) -> int:
+        """The position of the step's stage: its parallel group's, or its own."""
+        step = self._owner[activity_name]
+        stage = self._definition.stage_of(step.name)
+        return stage if stage is not None else self._definition.steps.index(step)
+
+    def _broken_promises(self, agents: FakeAgents, outcome: str) -> list[str]:
+        """What the run broke of the promise: when the task ends Compensated, every step that had
+        an effect is undone exactly once, latest first; no undo ever without an effect to undo;
+        a step never started never has its undo called."""
+        problems: list[str] = []
+        forward = [(n, k) for n, k in agents.effects if not k.endswith(":undo")]
+        undos = [(n, k.removesuffix(":undo")) for n, k in agents.effects if k.endswith(":undo")]
+        with_undo = [(n, k) for n, k in forward if self._owner[n].compensation is not None]
+        undone_keys = [k for _, k in undos]
+        for name, key in with_undo:
+            count = undone_keys.count(key)
+            if (outcome == TaskState.COMPENSATED and count != 1) or count > 1:
+                problems.append(f"{self._owner[name].name} undone {count} times")
+        for name, key in undos:
+            if key not in {k for _, k in forward}:
+                problems.append(f"{self._owner[name].name} undone with no effect to undo")
+        # Latest first: by stage (a parallel group's members completed in an order only the
+        # workflow saw, so among them any order is latest first).
+        stages = [self._stage(n) for n, _ in undos]
+        if stages != sorted(stages, reverse=True):
+            problems.append(f"undos not latest first: {[self._owner[n].name for n, _ in undos]}")
+        called = {n for n, _ in agents.calls}
+        for step in self._owner.values():
+            if step.agent not in called and step.compensation is not None and step.compensation in called:
+                problems.append(f"{step.name} was never started but its undo was called")
+        return problems
