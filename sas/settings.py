@@ -544,6 +544,17 @@ class CodecServerSettings(BaseModel):
     )
 
 
+class ScheduleSettings(BaseModel):
+    """Bounds of ``sas schedule create``: each run of a schedule is a real task (a real charge)."""
+
+    min_interval_s: int = Field(
+        default=60,
+        ge=1,
+        le=86_400,
+        description="Shortest --every a schedule may have, in seconds (cron's own finest step is a minute).",
+    )
+
+
 class CallbackSettings(BaseModel):
     """Status events posted to a task's callback URL (seed 000's response queue)."""
 
@@ -695,6 +706,7 @@ class Settings(BaseSettings):
     encryption: EncryptionSettings = EncryptionSettings()
     outbound: OutboundPolicy = Field(default_factory=OutboundPolicy)
     codec_server: CodecServerSettings = CodecServerSettings()
+    schedules: ScheduleSettings = ScheduleSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,
         description="Per-step overrides, keyed by step name: SAS_STEPS__CHARGE__COMPLETE_BY_S=20.",

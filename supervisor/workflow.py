@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         SweepStats,
     )
     from sas.supervisor.policy import decide
+    from sas.task_models.markdown import markdown_text
     from sas.workflows.inputs import decode_model
 
 # A Supervisor process killed mid-activity is noticed after this, not after the whole timeout.
@@ -91,7 +92,7 @@ class SupervisorWorkflow:
                 )
             self._recent = [
                 f"{now.isoformat(timespec='seconds')} `{d.task_id}` {d.step}: **{d.kind}** "
-                f"(FailureCount {d.failure_count}) {d.reason[:120]}"
+                f"(FailureCount {d.failure_count}) {markdown_text(d.reason, 120)}"
                 for d in reversed(decisions)
                 if d.kind != "wait"
             ] + self._recent

@@ -5,6 +5,9 @@ Pure functions of the task's definition, input and status, used by every path th
 task (``sas submit``, Schedules, the Supervisor's clean-up) and by the Scheduler itself, so
 the UI says the same thing whichever way a task began.
 
+Text from outside sas (a service's error, a signal's note, the input's SKU and currency) goes
+through ``markdown_text`` first, so it renders as itself and never as a link or a line of its own.
+
 What they show, and what they never show (docs/security.md): the task id and type, the item
 (quantity x SKU), the amount and currency, the step names, states, counts and error messages.
 Never the card number, the customer id, the address or the callback URL. With the payload
@@ -19,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
+from sas.task_models.markdown import markdown_text
 from sas.workflows.definitions import Parallel, StepDefinition, TaskDefinition, Wait
 
 # The UI truncates long summaries; keep them to one short line.
@@ -30,14 +34,14 @@ def _amount(payload: Mapping[str, Any]) -> str | None:
     if not isinstance(cents, int) or isinstance(cents, bool):
         return None
     currency = payload.get("currency") if isinstance(payload.get("currency"), str) else "EUR"
-    return f"{cents // 100}.{cents % 100:02d} {currency}"
+    return f"{cents // 100}.{cents % 100:02d} {markdown_text(currency, 20)}"
 
 
 def _items(payload: Mapping[str, Any]) -> str | None:
     quantity, sku = payload.get("quantity"), payload.get("sku")
     if not isinstance(quantity, int) or not isinstance(sku, str):
         return None
-    return f"{quantity} × {sku}"
+    return f"{quantity} × {markdown_text(sku, 80)}"
 
 
 def task_summary(definition: TaskDefinition, task_id: str, payload: Mapping[str, Any]) -> str:
@@ -114,7 +118,7 @@ def _next_action(status: TaskStatus, waiting: StepStatus | None) -> str:
     if waits and waiting is None:
         return (
             "waiting: "
-            + "; ".join(f"{s.name} {s.note}" for s in waits)
+            + "; ".join(f"{s.name} {markdown_text(s.note or '', 120)}" for s in waits)
             + (f". Approve or reject with the signal, or the update `request_<signal>`: see `sas show {task}`")
         )
     if waiting is not None:
@@ -142,14 +146,16 @@ def current_details(status: TaskStatus) -> str:
     if current is not None and not status.state.terminal:
         lines.append(f"**Step:** {current.name} ({current.state}) · run {current.runs}")
     for waiting_step in (s for s in status.steps if s.state == StepState.WAITING):
-        lines.append(f"**Waiting:** {waiting_step.name} {waiting_step.note or ''}")
+        lines.append(f"**Waiting:** {waiting_step.name} {markdown_text(waiting_step.note or '', 300)}")
     if last is not None and last.last_error:
-        lines.append(f"**Last error** ({last.name}, {last.error_type}): {last.last_error[:300]}")
+        lines.append(
+            f"**Last error** ({last.name}, {markdown_text(last.error_type, 80)}): {markdown_text(last.last_error, 300)}"
+        )
     lines.append(f"**Next:** {_next_action(status, waiting)}")
     steps = "\n".join(
         f"- **{s.name}**: {s.state} · run {s.runs} · FailureCount {s.failure_count}"
-        + (f" · last error: {s.last_error[:80]}" if s.last_error else "")
-        + (f" · {s.note[:120]}" if s.note and s.state in (StepState.SKIPPED, StepState.WAITING) else "")
+        + (f" · last error: {markdown_text(s.last_error, 80)}" if s.last_error else "")
+        + (f" · {markdown_text(s.note, 120)}" if s.note and s.state in (StepState.SKIPPED, StepState.WAITING) else "")
         for s in status.steps
     )
     return "\n\n".join(lines) + "\n\n" + steps
@@ -181,6 +187,6 @@ def cleanup_details(task_id: str, reason: str) -> str:
         f"### clean-up of `{task_id}`\n\n"
         "The task's Scheduler workflow was closed from outside (terminated, failed, timed out or cancelled). "
         "The Supervisor undoes, from the state store's record, every step that may have had an effect.\n\n"
-        f"**Why:** {reason[:500]}\n\n"
+        f"**Why:** {markdown_text(reason, 500)}\n\n"
         f"Watch: `sas show {task_id}`"
     )

@@ -191,6 +191,10 @@ def parse_since(text: str) -> timedelta:
     return window
 
 
+# Comment openers of Temporal's SQL-like query parser; a `*/` alone would close one opened outside.
+_COMMENT_MARKS = ("/*", "*/", "--", "#")
+
+
 def check_query(query: str) -> str:
     """The user's visibility filter, if it stays one group: ``_visibility`` puts it in parentheses
     and adds this deployment's task queue and task workflow types, so a filter that closes a
@@ -198,7 +202,10 @@ def check_query(query: str) -> str:
 
     Quoted values (single, double or back quotes, with backslash escapes, as Temporal's query
     parser reads them) may hold any parenthesis; outside them every ``(`` must be closed, and no
-    ``)`` may close what the filter did not open. The list is checked again on the client."""
+    ``)`` may close what the filter did not open. Comments are refused outside quotes: Temporal's
+    parser skips ``/* ... */``, ``-- ...`` and ``# ...``, so a quote or parenthesis inside one
+    would be counted here but not there (``/* ' */ )`` escapes the group). The list is checked
+    again on the client."""
     query = query.strip()
     if not query or len(query) > MAX_QUERY_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in query):
         raise CliError(f"--query: give one line of at most {MAX_QUERY_CHARS} characters")
@@ -212,6 +219,11 @@ def check_query(query: str) -> str:
                 quote = ""
         elif char in "'\"`":
             quote = char
+        elif query.startswith(_COMMENT_MARKS, i):
+            raise CliError(
+                f"--query: a comment at character {i + 1} ({query[i : i + 2].strip()!r}); comments are not allowed",
+                "write the filter without /* */, -- or # outside quoted values",
+            )
         elif char == "(":
             depth += 1
         elif char == ")":

@@ -5,7 +5,6 @@ run's time, so each run is its own task with its own idempotency keys."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ import typer
 
 from sas.cli import context
 from sas.cli.output import CliError, ago, console, print_json, shown, table
+from sas.cli.schedule_spec import check_cron, parse_every
 
 if TYPE_CHECKING:
     from temporalio.client import Client, Schedule
@@ -24,21 +24,17 @@ schedule_app = typer.Typer(
     help="Recurring tasks (Temporal Schedules): create, list, pause, unpause, delete.", no_args_is_help=True
 )
 
-_INTERVAL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_every(every: str) -> timedelta:
-    import re
-
-    match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", every)
-    if not match or int(match[1]) == 0:
-        raise CliError(f"--every {every!r}: use a whole number and a unit, e.g. 30s, 15m, 1h, 1d")
-    return timedelta(seconds=int(match[1]) * _INTERVAL_UNITS[match[2]])
-
 
 def build_schedule(
-    task_type: str, payload: dict[str, Any], schedule_id: str, task_queue: str, cron: str | None, every: str | None
+    task_type: str,
+    payload: dict[str, Any],
+    schedule_id: str,
+    task_queue: str,
+    cron: str | None,
+    every: str | None,
+    min_interval_s: int = 60,
 ) -> Schedule:
+    """The Schedule for ``sas schedule create``; its timing within the bounds of ``schedule_spec``."""
     from temporalio.client import (
         Schedule,
         ScheduleActionStartWorkflow,
@@ -55,9 +51,9 @@ def build_schedule(
     if bool(cron) == bool(every):
         raise CliError("give exactly one of --cron or --every")
     spec = (
-        ScheduleSpec(cron_expressions=[cron])
+        ScheduleSpec(cron_expressions=[check_cron(cron)])
         if cron
-        else ScheduleSpec(intervals=[ScheduleIntervalSpec(every=parse_every(every or ""))])
+        else ScheduleSpec(intervals=[ScheduleIntervalSpec(every=parse_every(every or "", min_interval_s))])
     )
     return Schedule(
         action=ScheduleActionStartWorkflow(
@@ -81,8 +77,12 @@ def create(
     schedule_id: str = typer.Argument(
         ..., help=f"Schedule id (at most {MAX_SCHEDULE_ID} characters); each run's task id is <id>-<time>."
     ),
-    cron: str | None = typer.Option(None, help="Cron expression, e.g. '0 9 * * MON-FRI'."),
-    every: str | None = typer.Option(None, help="Interval: 30s, 15m, 1h, 1d."),
+    cron: str | None = typer.Option(
+        None, help="Cron expression, five fields (minute hour day month weekday), e.g. '0 9 * * MON-FRI', or @daily."
+    ),
+    every: str | None = typer.Option(
+        None, help="Interval: 15m, 1h, 1d; from 1m (SAS_SCHEDULES__MIN_INTERVAL_S) to 366d."
+    ),
     file: Path | None = typer.Option(None, "--input", help="JSON file with the task input."),
     task_type: str = typer.Option(
         "order", "--type", help="The task type: any registered one (`sas types` lists them)."
@@ -102,16 +102,25 @@ def create(
     if task_type == "order":
         flags["address"] = address
     payload = tasks.build_input(task_type, file, flags)
-    schedule = build_schedule(task_type, payload, schedule_id, context.settings().temporal.task_queue, cron, every)
+    settings = context.settings()
+    schedule = build_schedule(
+        task_type, payload, schedule_id, settings.temporal.task_queue, cron, every, settings.schedules.min_interval_s
+    )
 
     async def go() -> None:
         from temporalio.client import ScheduleAlreadyRunningError
+        from temporalio.service import RPCError, RPCStatusCode
 
         client: Client = await context.client()
         try:
             await client.create_schedule(schedule_id, schedule)
         except ScheduleAlreadyRunningError:
             raise CliError(f"schedule {schedule_id!r} already exists", "delete it first, or pick another id") from None
+        except RPCError as err:
+            # What sas's own checks let through and Temporal refuses: its reason, in one line.
+            if err.status != RPCStatusCode.INVALID_ARGUMENT:
+                raise
+            raise CliError(f"Temporal refused the schedule: {' '.join(err.message.split())}") from None
 
     context.run(go)
     console.print(f"schedule {shown(schedule_id)} created; `sas schedule list` shows its next runs")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Iterator, Mapping
@@ -21,6 +20,7 @@ from sas.settings import Settings
 from sas.task_models import OperatorAnswer, OperatorRequest, TaskStatus, validate_task_id
 from sas.task_models.ids import MAX_INCARNATION, validate_schedule_id
 from sas.task_models.outbound import OutboundPolicy, outbound_context
+from sas.task_models.strict_json import StrictJsonError, loads_strict
 from sas.workflows.definitions import TaskDefinition
 from sas.workflows.registry import by_workflow_name, task_types
 from sas.workflows.summaries import delayed_start, task_details, task_summary
@@ -67,9 +67,9 @@ def build_input(
 
         text = sys.stdin.read() if str(file) == "-" else _read(file)
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise CliError(f"{file}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+            data = loads_strict(text)
+        except StrictJsonError as err:
+            raise CliError(f"{file}: not valid JSON: {err}") from None
         if not isinstance(data, dict):
             raise CliError(f"{file}: expected a JSON object, got {type(data).__name__}")
     data.update({k: v for k, v in flags.items() if v is not None})

@@ -19,7 +19,6 @@ JSON (bytes as base64). Anyone who can reach it can decrypt what they send it, s
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -35,6 +34,7 @@ from temporalio.api.common.v1 import Payload
 
 from sas.payload_codec.codec import EncryptionCodec, PayloadDecryptionError
 from sas.settings import CodecServerSettings
+from sas.task_models.strict_json import StrictJsonError, loads_strict
 
 log = logging.getLogger("sas.codec_server")
 
@@ -121,6 +121,9 @@ async def _apply(request: Request, name: str, transform: Transform) -> JSONRespo
     try:
         payloads = _parse(body)
     except ValueError as err:
+        # One line for the operator, without the error's text: a payload's error may quote what
+        # it was sent, and an /encode body is plaintext. The caller gets the line, never a traceback.
+        log.warning("codec server answered 400 to a %s request: the body is not a payload list", name)
         return _error(400, str(err))
     try:
         out = await transform(payloads)
@@ -134,8 +137,8 @@ async def _apply(request: Request, name: str, transform: Transform) -> JSONRespo
 
 def _parse(body: bytes | bytearray) -> list[Payload]:
     try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        document = loads_strict(body)
+    except StrictJsonError as err:
         raise ValueError(f'body is not JSON ({err}); expected {{"payloads": [...]}}') from None
     if not isinstance(document, dict) or not isinstance(document.get("payloads"), list):
         raise ValueError('expected a JSON object {"payloads": [...]}')

@@ -9,7 +9,9 @@ thread: an effect, its stored response and any tombstone commit together or not 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -221,6 +223,22 @@ class LedgerTx:
         )
 
 
+def _make_private(path: str) -> None:
+    """The ledger holds every answer body, a charge's client secret among them, so only its owner
+    may read it: the file is created 0600 (SQLite gives its WAL and shared-memory files the same
+    mode), and a file left readable by others, by an older sas, loses those bits now."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    for part in (path, f"{path}-wal", f"{path}-shm"):
+        try:
+            mode = os.stat(part).st_mode
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            os.chmod(part, stat.S_IMODE(mode) & 0o700)
+
+
 class Ledger:
     """The SQLite-backed store of one service process.
 
@@ -236,6 +254,7 @@ class Ledger:
         # One thread owns the connection: operations queue up instead of fighting over
         # SQLite's write lock, and the event loop never blocks on disk.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
+        _make_private(path)
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")

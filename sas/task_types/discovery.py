@@ -13,7 +13,8 @@ code lives in another module, named by ``Service(agent=...)``).
 
 What cannot work stops the worker, and every command that needs the types, with one line that
 names the module and the problem (:class:`TaskTypeError`): a module that fails to import or
-declares no task type, two task types (or workflow types) of one name, a task type named like a
+declares no task type, two task types (or workflow types) of one name, a workflow or Agent named
+like one of sas's own (:data:`RESERVED_WORKFLOWS`, :data:`RESERVED_SERVICES`), a task type named like a
 service, one Agent name declared as two different calls, an undo on another service than its
 step, or a body field taken from where it cannot come.
 """
@@ -38,6 +39,17 @@ from sas.task_types.services import Forward, ForwardKey, HttpCall, Input, Result
 ENTRY_POINT_GROUP = "sas.task_types"
 """The entry point group in which a package names its task type modules (``pyproject.toml``:
 ``[project.entry-points."sas.task_types"]``, ``signup = "my_team.signup"``)."""
+
+
+# sas's own activities and workflows share the worker with every task type's (the Scheduler's
+# state-store writes and status posts, the Supervisor's sweeps, the clean-up after a closed task):
+# a task type's Agent or workflow of one of these names would register twice and stop the worker.
+# An Agent's activity name is <service>.<action>, so the services are kept whole.
+RESERVED_SERVICES = ("mirror", "callback", "supervisor")
+"""Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``
+and ``supervisor.*``."""
+RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow")
+"""Workflow type names a task type may not use: sas's own workflows."""
 
 
 class TaskTypeError(Exception):
@@ -145,6 +157,7 @@ def discover(modules: tuple[str, ...] = ()) -> Catalog:
             types[found.name] = workflow_names[found.workflow_name] = found
     agents, services = _agents(types.values())
     for found in types.values():
+        _refuse_reserved(found)
         if found.name in services:
             raise TaskTypeError(
                 f"{found.module}: task type {found.name!r} has the name of a service its Agents call"
@@ -155,6 +168,25 @@ def discover(modules: tuple[str, ...] = ()) -> Catalog:
                 f"{found.module}: workflow type {found.workflow_name!r} has the name of an Agent; rename the workflow"
             )
     return Catalog(types, services, agents, sources)
+
+
+def _refuse_reserved(found: FoundType) -> None:
+    where = f"{found.module}: task type {found.name!r}"
+    if found.workflow_name in RESERVED_WORKFLOWS:
+        raise TaskTypeError(
+            f"{where}: workflow type {found.workflow_name!r} is the name of sas's own workflow"
+            f" ({', '.join(RESERVED_WORKFLOWS)} are sas's); give the workflow another name"
+        )
+    for step in found.definition.steps:
+        if not isinstance(step, StepDefinition):
+            continue
+        for name in (step.agent, step.compensation):
+            if name is not None and service_of(name) in RESERVED_SERVICES:
+                raise TaskTypeError(
+                    f"{where}: Agent {name!r} of step {step.name!r} is on service {service_of(name)!r}, whose"
+                    f" activities are sas's own ({', '.join(f'{r}.*' for r in RESERVED_SERVICES)});"
+                    " give the service another name"
+                )
 
 
 def _import(source: ModuleSource) -> ModuleType:

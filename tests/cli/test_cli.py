@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from sas.remote_services.launcher import ServiceProcess
@@ -127,8 +128,9 @@ async def test_delayed_task_does_not_start_early(stack: Stack) -> None:
     assert done.returncode == 1 and "in the past" in done.stderr
 
 
-async def test_schedule_fires_and_each_run_is_its_own_task(stack: Stack) -> None:
+async def test_schedule_fires_and_each_run_is_its_own_task(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     schedule_id = fresh_id("sched")
+    monkeypatch.setenv("SAS_SCHEDULES__MIN_INTERVAL_S", "1")  # runs every 2s, so that the test sees two
     created = await sas(stack, "schedule", "create", schedule_id, "--every", "2s", *ORDER_FLAGS)
     assert created.returncode == 0, created.stderr
     try:

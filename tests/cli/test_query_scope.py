@@ -31,6 +31,25 @@ def test_a_filter_may_not_leave_its_group() -> None:
     assert check_query("WorkflowId = 'it\\'s)'")
 
 
+def test_a_comment_cannot_hide_a_quote_or_parenthesis_from_the_check() -> None:
+    # Temporal's parser skips comments, so `/* ' */ )` is a bare `)` to it; counted naively, the
+    # quote opened in the comment hides the `)` and the filter escapes its group.
+    for bad in (
+        "WorkflowId = 'a' /* ' */ ) OR (WorkflowId = 'x' /* ' */",
+        "WorkflowId = 'a' -- ')",
+        "WorkflowId = 'a' # ')",
+        "WorkflowId = 'a' */",
+    ):
+        try:
+            check_query(bad)
+        except CliError as refused:
+            assert "comment" in refused.message
+            continue
+        raise AssertionError(f"accepted {bad!r}")
+    # The same characters inside a quoted value are the value's.
+    assert check_query("WorkflowId = 'a /* -- # */'")
+
+
 async def test_the_injection_selects_nothing_outside_this_deployment(stack: Stack) -> None:
     mine = fresh_id("scope-mine")
     submitted = await sas(stack, "submit", *ORDER_FLAGS, "--id", mine, "--in", "1h", "--json")

@@ -4,6 +4,7 @@ and clear 4xx answers for what it cannot handle."""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import subprocess
 import sys
@@ -107,6 +108,8 @@ async def test_only_json_is_taken(codec_url: str, content_type: str | None) -> N
         (b'{"payload": []}', 'expected a JSON object {"payloads": [...]}'),
         (b'{"payloads": [7]}', "payloads[0] is not an object"),
         (b'{"payloads": [{"colour": "red"}]}', "payloads[0] is not a Temporal Payload"),
+        (b'{"payloads": [{"metadata": {}, "data": NaN}]}', "NaN is not a JSON number"),
+        (b'{"payloads": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper than 64 levels"),
     ],
 )
 async def test_bad_bodies_get_400_with_a_message(codec_url: str, content: bytes, message: str) -> None:
@@ -114,6 +117,23 @@ async def test_bad_bodies_get_400_with_a_message(codec_url: str, content: bytes,
         answer = await http.post("/decode", content=content, headers={"Content-Type": "application/json"})
     assert answer.status_code == 400
     assert message in answer.json()["error"]
+
+
+async def test_a_deeply_nested_body_is_one_log_line_not_a_traceback(
+    codec_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: Python's parser hit its recursion limit, and the server answered a bare 500.
+    caplog.set_level(logging.DEBUG)
+    async with httpx.AsyncClient(base_url=codec_url) as http:
+        answer = await http.post("/decode", content=b"[" * 100_000, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": 'body is not JSON (nested deeper than 64 levels of objects and arrays); expected {"payloads": [...]}'
+    }
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "codec server answered 400 to a decode request: the body is not a payload list"
+    ]
+    assert not any(r.exc_info for r in caplog.records)
 
 
 async def test_an_oversized_body_gets_413(codec_url: str) -> None:

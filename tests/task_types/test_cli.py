@@ -92,6 +92,17 @@ def test_a_broken_registration_is_one_line_for_the_command_too(tmp_path: Path) -
     )
 
 
+def test_sas_types_refuses_a_name_of_sas_s_own_in_one_line(tmp_path: Path) -> None:
+    module = write_module(tmp_path, trip_module().replace('Service("inn", lookup=None)', 'Service("callback")'))
+    done = sas(tmp_path, "types", module=module)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        f"sas: {module}: task type 'tour': Agent 'callback.book' of step 'hotel' is on service 'callback', whose"
+        " activities are sas's own (mirror.*, callback.*, supervisor.*); give the service another name"
+    )
+    assert "Traceback" not in done.stderr
+
+
 def test_the_env_file_of_sas_up_keeps_per_service_settings(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from sas.cli.demo import _inherited_settings
 

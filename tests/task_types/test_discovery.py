@@ -5,13 +5,15 @@ module and the problem."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
+from temporalio import activity, workflow
 
 from sas import workflows
 from sas.activities import by_service
 from sas.activities.services import AGENTS
-from sas.task_types.discovery import TaskTypeError
+from sas.task_types.discovery import RESERVED_SERVICES, RESERVED_WORKFLOWS, TaskTypeError
 from sas.task_types.services import HttpCall
 from sas.workflows import registry
 from sas.workflows.summaries import task_details, task_summary
@@ -113,6 +115,63 @@ def test_a_task_type_named_like_a_service_is_refused(register: Register) -> None
     (module,) = register(trip_module(task_type="inn"))
     with pytest.raises(TaskTypeError, match=f"{module}: task type 'inn' has the name of a service"):
         registry.task_types()
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            lambda: trip_module(workflow="SupervisorWorkflow"),
+            "workflow type 'SupervisorWorkflow' is the name of sas's own workflow",
+        ),
+        (
+            lambda: trip_module(workflow="CleanupWorkflow"),
+            "workflow type 'CleanupWorkflow' is the name of sas's own workflow",
+        ),
+        (
+            lambda: trip_module().replace('Service("air")', 'Service("mirror")').replace("/air/book", "/mirror/accept"),
+            "Agent 'mirror.accept' of step 'flight' is on service 'mirror', whose activities are sas's own",
+        ),
+        (
+            lambda: trip_module().replace('Service("inn", lookup=None)', 'Service("callback", lookup=None)'),
+            "Agent 'callback.book' of step 'hotel' is on service 'callback', whose activities are sas's own",
+        ),
+        (
+            lambda: trip_module().replace('Service("air")', 'Service("supervisor")'),
+            "Agent 'supervisor.book' of step 'flight' is on service 'supervisor', whose activities are sas's own",
+        ),
+    ],
+    ids=["SupervisorWorkflow", "CleanupWorkflow", "mirror.accept", "callback.*", "supervisor.*"],
+)
+def test_a_name_of_sas_s_own_is_refused_when_the_type_loads(
+    register: Register, change: Callable[[], str], problem: str
+) -> None:
+    # Before, these passed discovery; the worker then registered two activities or workflows of
+    # one name and stopped with a traceback.
+    (module,) = register(change())
+    with pytest.raises(TaskTypeError, match=re.escape(problem)) as refused:
+        registry.task_types()
+    line = str(refused.value)
+    assert line.startswith(f"{module}: task type 'tour': ") and "\n" not in line
+
+
+def test_the_reserved_names_are_sas_s_own_registrations() -> None:
+    """Every activity and workflow sas registers beside the task types is covered by the rule."""
+    from sas.supervisor import activity_defs as supervisor_defs
+    from sas.supervisor.workflow import SupervisorWorkflow
+    from sas.task_models.activity_defs import CallbackDefs, MirrorDefs
+    from sas.workflows.cleanup import CleanupWorkflow
+
+    activities = [
+        defn.name
+        for cls in (MirrorDefs, CallbackDefs, *[v for v in vars(supervisor_defs).values() if isinstance(v, type)])
+        for member in vars(cls).values()
+        if (defn := activity._Definition.from_callable(member)) is not None and defn.name
+    ]
+    assert len(activities) >= 9
+    assert all(name.partition(".")[0] in RESERVED_SERVICES for name in activities), activities
+    workflows_of_sas = {workflow._Definition.must_from_class(c).name for c in (SupervisorWorkflow, CleanupWorkflow)}
+    assert workflows_of_sas == set(RESERVED_WORKFLOWS)
 
 
 def test_one_agent_name_declared_as_two_calls_is_refused(register: Register) -> None:

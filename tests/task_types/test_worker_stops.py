@@ -42,8 +42,13 @@ def start_worker(tmp_path: Path, *texts: str) -> tuple[list[str], subprocess.Com
         ),
         ([trip_module(), trip_module(workflow="OtherWorkflow")], "task type 'tour' is declared twice"),
         ([trip_module(task_type="air")], "task type 'air' has the name of a service"),
+        (
+            [trip_module().replace('Service("air")', 'Service("mirror")').replace("/air/book", "/mirror/accept")],
+            "Agent 'mirror.accept' of step 'flight' is on service 'mirror', whose activities are sas's own",
+        ),
+        ([trip_module(workflow="SupervisorWorkflow")], "workflow type 'SupervisorWorkflow' is the name of sas's own"),
     ],
-    ids=["import fails", "two of one name", "named like a service"],
+    ids=["import fails", "two of one name", "named like a service", "sas's activity", "sas's workflow"],
 )
 def test_a_broken_registration_stops_the_worker_with_one_line(tmp_path: Path, texts: list[str], problem: str) -> None:
     names, done = start_worker(tmp_path, *texts)
