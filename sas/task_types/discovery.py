@@ -45,9 +45,9 @@ ENTRY_POINT_GROUP = "sas.task_types"
 # state-store writes and status posts, the Supervisor's sweeps, the clean-up after a closed task):
 # a task type's Agent or workflow of one of these names would register twice and stop the worker.
 # An Agent's activity name is <service>.<action>, so the services are kept whole.
-RESERVED_SERVICES = ("mirror", "callback", "supervisor")
-"""Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``
-and ``supervisor.*``."""
+RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor")
+"""Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``,
+``cleanup.*`` and ``supervisor.*``."""
 RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow")
 """Workflow type names a task type may not use: sas's own workflows."""
 

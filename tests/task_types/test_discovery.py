@@ -159,12 +159,17 @@ def test_the_reserved_names_are_sas_s_own_registrations() -> None:
     """Every activity and workflow sas registers beside the task types is covered by the rule."""
     from sas.supervisor import activity_defs as supervisor_defs
     from sas.supervisor.workflow import SupervisorWorkflow
-    from sas.task_models.activity_defs import CallbackDefs, MirrorDefs
+    from sas.task_models.activity_defs import CallbackDefs, CleanupDefs, MirrorDefs
     from sas.workflows.cleanup import CleanupWorkflow
 
     activities = [
         defn.name
-        for cls in (MirrorDefs, CallbackDefs, *[v for v in vars(supervisor_defs).values() if isinstance(v, type)])
+        for cls in (
+            MirrorDefs,
+            CallbackDefs,
+            CleanupDefs,
+            *[v for v in vars(supervisor_defs).values() if isinstance(v, type)],
+        )
         for member in vars(cls).values()
         if (defn := activity._Definition.from_callable(member)) is not None and defn.name
     ]
