@@ -24,13 +24,15 @@ from sas.task_models import (
     TransitionBatch,
 )
 
+# What a misbehaving service may say: 900 KB of UTF-8, 2.7 MB as Temporal's escaped JSON.
+VERBOSE = "é" * 450_000
 FAST = StepPolicyValues(complete_by_s=5, max_attempts=2, initial_interval_s=0.1, backoff=1.0, max_interval_s=0.1)
 
 
 @dataclass
 class Services:
     """What the fake Agents do: per activity name, ``ok`` (the default), ``refuse`` (a
-    permanent, non-retryable failure), ``flaky`` (fails once per key, then succeeds) or
+    permanent, non-retryable failure), ``verbose`` (refuses with a huge message), ``flaky`` (fails once per key, then succeeds) or
     ``slow`` (succeeds after a short real pause, so another step completes first)."""
 
     behaviour: dict[str, str] = field(default_factory=dict)
@@ -51,6 +53,8 @@ class Services:
             how = self.behaviour.get(name, "ok")
             if how == "refuse":
                 raise ApplicationError(f"{name} refused", type="Refused", non_retryable=True)
+            if how == "verbose":  # refuses with 900 KB of "é", as a misbehaving service may
+                raise ApplicationError(f"{name} refused: " + VERBOSE, type="Refused", non_retryable=True)
             if how == "flaky" and call.idempotency_key not in self._failed_once:
                 self._failed_once.add(call.idempotency_key)
                 raise ApplicationError(f"{name}: 503 service unavailable", type="Unavailable")
