@@ -32,8 +32,9 @@ FAST = StepPolicyValues(complete_by_s=5, max_attempts=2, initial_interval_s=0.1,
 @dataclass
 class Services:
     """What the fake Agents do: per activity name, ``ok`` (the default), ``refuse`` (a
-    permanent, non-retryable failure), ``verbose`` (refuses with a huge message), ``flaky`` (fails once per key, then succeeds) or
-    ``slow`` (succeeds after a short real pause, so another step completes first)."""
+    permanent, non-retryable failure), ``verbose`` (refuses with a huge message), ``flaky``
+    (fails once per key, then succeeds), ``slow`` (succeeds after a short real pause, so another
+    step completes first) or ``held`` (runs until ``released`` is set)."""
 
     behaviour: dict[str, str] = field(default_factory=dict)
     effects: list[tuple[str, str]] = field(default_factory=list)  # (activity, idempotency key) in order
@@ -44,6 +45,7 @@ class Services:
     queues: dict[str, str] = field(default_factory=dict)  # step -> task queue of its Agents
     incarnation: int = 1  # what the state store says of the task id (sas resubmit: 2, 3, ...)
     callbacks: list[CallbackEvent] = field(default_factory=list)
+    released: asyncio.Event = field(default_factory=asyncio.Event)  # lets ``held`` Agents finish
     _failed_once: set[str] = field(default_factory=set)
 
     def agent(self, name: str) -> Callable[..., Any]:
@@ -60,6 +62,9 @@ class Services:
                 raise ApplicationError(f"{name}: 503 service unavailable", type="Unavailable")
             if how == "slow":
                 await asyncio.sleep(0.5)
+            while how == "held" and not self.released.is_set():  # runs, heartbeating, until released
+                activity.heartbeat()
+                await asyncio.sleep(0.1)
             if (name, call.idempotency_key) not in self.effects:  # the service's idempotency store
                 self.effects.append((name, call.idempotency_key))
             return StepResult(data={"ref": f"{name}:{call.idempotency_key}"})

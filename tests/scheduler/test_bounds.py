@@ -91,3 +91,17 @@ async def test_the_status_keeps_the_newest_events_and_counts_the_dropped(skippin
     assert "from op30 " in seen.events[0] and "from op229 " in seen.events[-1]
     assert all(json_size(e) <= MAX_EVENT_TEXT for e in seen.events)
     assert weight(seen) <= STATUS_BOUND
+
+
+async def test_an_ignored_retry_still_counts_the_overrun_of_a_running_step(skipping_env: WorkflowEnvironment) -> None:
+    """The one count an ignored retry keeps: the Supervisor's, of a step overrunning its complete-by."""
+    services = Services(behaviour={"testinn.book": "held"})
+    async with running(skipping_env, services) as queue:
+        handle = await start(skipping_env, "TripTestWorkflow", queue)
+        await wait_until(lambda: status(handle), step_state("hotel", StepState.PROCESSING), timeout=30)
+        await handle.signal("retry", {"step": "hotel", "failure_count": 1, "by": "supervisor"})
+        seen = await wait_until(lambda: status(handle), lambda s: any("ignored" in e for e in s.events))
+        services.released.set()
+        await handle.result()
+    assert "step hotel is Processing" in next(e for e in seen.events if "ignored" in e)
+    assert next(s for s in seen.steps if s.name == "hotel").failure_count == 1
