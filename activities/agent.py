@@ -22,6 +22,7 @@ from sas.state_store.agent_writes import StepWriter
 from sas.state_store.rejections import refused_for_good
 from sas.task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
 from sas.task_models.activity_defs import agent_result
+from sas.task_models.text import MAX_ERROR_TEXT, bounded
 from sas.task_models.versions import Phase, version_of
 
 INVALID_INPUT = "InvalidInput"
@@ -199,7 +200,9 @@ def _validated(model: type[BaseModel], path: str, answer: dict[str, Any]) -> dic
         return model.model_validate(answer).model_dump(mode="json")
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
-        raise ApplicationError(f"{path} answered without a valid {model.__name__}: {problems}", type=GARBAGE) from None
+        # The locations name the answer's own keys: what a service says is bounded before it is kept.
+        message = bounded(f"{path} answered without a valid {model.__name__}: {problems}", MAX_ERROR_TEXT)
+        raise ApplicationError(message, type=GARBAGE) from None
 
 
 def parse_payload(model: type[M], call: StepCall, **extra: Any) -> M:
@@ -208,7 +211,9 @@ def parse_payload(model: type[M], call: StepCall, **extra: Any) -> M:
         return model.model_validate({**call.payload, **extra})
     except ValidationError as err:
         raise ApplicationError(
-            f"step {call.step} of task {call.task_id}: invalid data for {model.__name__}: {err}",
+            bounded(
+                f"step {call.step} of task {call.task_id}: invalid data for {model.__name__}: {err}", MAX_ERROR_TEXT
+            ),
             type=INVALID_INPUT,
             non_retryable=True,
         ) from err

@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
 from sas.task_models.breakers import BREAKER_OPEN
+from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded
 
 if TYPE_CHECKING:
     from sas.activities.breaker import ServiceBreaker
@@ -178,7 +179,9 @@ class RemoteCaller:
                     f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT
                 ) from err
             except httpx.TransportError as err:
-                raise ApplicationError(f"{path} unreachable: {type(err).__name__}: {err}", type=TRANSIENT) from err
+                raise ApplicationError(
+                    bounded(f"{path} unreachable: {type(err).__name__}: {err}", MAX_ERROR_TEXT), type=TRANSIENT
+                ) from err
             except ResponseTooLarge as err:
                 raise ApplicationError(f"{path} {err}", type=GARBAGE) from err
             return _classify(path, response)
@@ -233,7 +236,8 @@ def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
         content = None
     if status >= 500 or status in (408, 425, 429):
         message = content.get("message") if isinstance(content, dict) else None
-        raise ApplicationError(f"{path} answered {status}: {message or response.reason_phrase}", type=TRANSIENT)
+        text, full = _said(f"{path} answered {status}: ", message or response.reason_phrase)
+        raise ApplicationError(text, *full, type=TRANSIENT)
     if not isinstance(content, dict):
         # A service that answers with HTML or broken JSON is misbehaving, not saying no;
         # retrying may well succeed.
@@ -242,15 +246,31 @@ def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
             type=GARBAGE,
         )
     if status >= 400:
-        code = content.get("error", "rejected")
-        message = content.get("message") or code
+        code = bounded(str(content.get("error", "rejected")), _MAX_CODE)
+        text, full = _said(f"{path} rejected the request ({status} {code}): ", content.get("message") or code)
         raise ApplicationError(
-            f"{path} rejected the request ({status} {code}): {message}",
-            {"status": status, "error": code},
+            text,
+            {"status": status, "error": code, **(full[0] if full else {})},
             type=VOIDED if code == "voided" else REJECTED,
             non_retryable=True,
         )
     return content
+
+
+# A service's error code is a word or two (docs/http-contract.md); more is cut.
+_MAX_CODE = 100
+# Where the full text of a cut message is: what the activity's failure carries in history.
+_FULL_TEXT_NOTE = "; the full text is the activity failure's details.full_message in the workflow's history"
+
+
+def _said(prefix: str, message: object) -> tuple[str, list[dict[str, str]]]:
+    """The error message for what a service said, cut to MAX_ERROR_TEXT bytes (it is kept in the
+    task's status, the state store and alerts), and, if it was cut, the details that keep the
+    full text (itself cut at MAX_FULL_ERROR_TEXT) in the activity's failure in Temporal's history."""
+    said = str(message)
+    whole = prefix + said
+    text = bounded(whole, MAX_ERROR_TEXT, cut_note=_FULL_TEXT_NOTE)
+    return text, ([] if text == whole else [{"full_message": bounded(said, MAX_FULL_ERROR_TEXT)}])
 
 
 def _heartbeat_interval(time_left: float) -> float:

@@ -181,7 +181,7 @@ def _business_route(endpoint: Endpoint, state: ServiceState) -> Route:
         if fault is not None and fault.kind == "lost_response":
             # The effect (if any) is committed; only the answer goes missing.
             logger.info("fault lost_response on %s key=%s", endpoint.name, key)
-            return error_response(500, "internal_error", fault.message or "the response was lost (injected fault)")
+            return error_response(500, "internal_error", fault.said or "the response was lost (injected fault)")
         return response
 
     handle.__name__ = f"{endpoint.service}_{endpoint.action}"
@@ -233,19 +233,19 @@ async def _before_effect(fault: FaultSpec, request: Request, endpoint: Endpoint)
         return error_response(
             fault.status or 503,
             fault.error or "unavailable",
-            fault.message or "temporarily unavailable (injected fault)",
+            fault.said or "temporarily unavailable (injected fault)",
         )
     if fault.kind == "permanent":
         return error_response(
-            fault.status or 422, fault.error or "rejected", fault.message or "request rejected (injected fault)"
+            fault.status or 422, fault.error or "rejected", fault.said or "request rejected (injected fault)"
         )
     if fault.kind == "down":
-        return error_response(503, "service_down", fault.message or f"{endpoint.service} is down (injected fault)")
+        return error_response(503, "service_down", fault.said or f"{endpoint.service} is down (injected fault)")
     if fault.kind == "garbage":
         return HTMLResponse(_GARBAGE, status_code=200)
     if fault.kind == "hang":
         await _stall(request, fault.hang_s)
-        return error_response(504, "timeout", fault.message or "gave up after hanging (injected fault)")
+        return error_response(504, "timeout", fault.said or "gave up after hanging (injected fault)")
     return None  # lost_response acts after the effect
 
 

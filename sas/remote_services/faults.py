@@ -30,6 +30,8 @@ class FaultSpec(BaseModel):
         status: HTTP status of a ``transient`` (default 503) or ``permanent`` (default 422) answer.
         error: Error code of a ``transient`` or ``permanent`` answer.
         message: Error message of the answer.
+        message_repeat: The message is said this many times over: a service that answers with a
+            huge error (up to about 1 MB), which the Agents must bound before they keep it.
         match_order_id: Only calls whose body ``order_id`` equals this.
         match_parcel: Only calls whose body ``parcel`` equals this (one parcel of a shipment).
     """
@@ -46,6 +48,7 @@ class FaultSpec(BaseModel):
     status: int | None = None
     error: str | None = Field(default=None, min_length=1, max_length=100)
     message: str | None = Field(default=None, max_length=1000)
+    message_repeat: int = Field(default=1, ge=1, le=1_000_000)
     match_order_id: str | None = None
     match_parcel: int | None = Field(default=None, ge=1)
 
@@ -70,6 +73,11 @@ class FaultSpec(BaseModel):
             if self.kind not in ("transient", "permanent"):
                 raise ValueError(f"status does not apply to kind {self.kind!r}")
         return self
+
+    @property
+    def said(self) -> str | None:
+        """The error message the answer carries (None: the fault's default)."""
+        return None if self.message is None else self.message * self.message_repeat
 
     def matches(self, endpoint: str, order_id: str, parcel: int | None = None) -> bool:
         """Whether a call to ``endpoint`` for ``order_id`` (and ``parcel``, if any) falls under this rule."""

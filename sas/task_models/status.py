@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sas.task_models.ids import MAX_STEP_NAME
 from sas.task_models.states import StepState, TaskState
 from sas.task_models.text import UserText
 
@@ -48,7 +49,11 @@ class TaskStatus(BaseModel):
     current_step: str | None = None
     steps: list[StepStatus]
     needs_operator: bool = False
-    events: list[str] = Field(default_factory=list, description="Decisions and operator actions, oldest first.")
+    events: list[str] = Field(
+        default_factory=list,
+        description="Decisions and operator actions, oldest first: the newest 200, each cut to MAX_EVENT_TEXT bytes.",
+    )
+    events_dropped: int = Field(default=0, description="How many older events were dropped to keep the newest 200.")
 
 
 class TaskResult(BaseModel):
@@ -65,7 +70,11 @@ class OperatorRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    step: str | None = Field(default=None, description="Step to retry; the one waiting for a decision if unset.")
+    step: str | None = Field(
+        default=None,
+        max_length=MAX_STEP_NAME,
+        description="Step to retry; the one waiting for a decision if unset (a step name: at most 32 characters).",
+    )
     failure_count: int | None = Field(
         default=None,
         ge=0,
@@ -92,7 +101,9 @@ class Approval(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    step: str | None = Field(default=None, max_length=32, description="The wait step; the one waiting if unset.")
+    step: str | None = Field(
+        default=None, max_length=MAX_STEP_NAME, description="The wait step; the one waiting if unset."
+    )
     approved: bool = Field(default=True, description="False: the task is undone (compensated).")
     by: UserText = Field(default="operator", max_length=200)
     reason: UserText = Field(default="", max_length=2000)

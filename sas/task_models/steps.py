@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from sas.task_models.states import StepState, TaskState
-from sas.task_models.text import CleanText, UserText
+from sas.task_models.text import CleanText, ErrorText, UserText
 
 
 class StepPolicyValues(BaseModel):
@@ -190,7 +190,7 @@ class StepTransition(BaseModel):
     complete_by: datetime | None = None
     attempt: int | None = None
     failure_count: int | None = None
-    last_error: CleanText | None = None
+    last_error: ErrorText | None = Field(default=None, description="Cut to MAX_ERROR_TEXT bytes (task_models.text).")
     error_type: CleanText | None = None
     permanent: bool | None = None
     task_state: TaskState | None = None

@@ -25,14 +25,17 @@ from sas.task_models import (
 )
 from sas.task_models.cleanup import CleanupInput, CleanupRequest
 
+# What a misbehaving service may say: 900 KB of UTF-8, 2.7 MB as Temporal's escaped JSON.
+VERBOSE = "é" * 450_000
 FAST = StepPolicyValues(complete_by_s=5, max_attempts=2, initial_interval_s=0.1, backoff=1.0, max_interval_s=0.1)
 
 
 @dataclass
 class Services:
     """What the fake Agents do: per activity name, ``ok`` (the default), ``refuse`` (a
-    permanent, non-retryable failure), ``flaky`` (fails once per key, then succeeds) or
-    ``slow`` (succeeds after a short real pause, so another step completes first)."""
+    permanent, non-retryable failure), ``verbose`` (refuses with a huge message), ``flaky``
+    (fails once per key, then succeeds), ``slow`` (succeeds after a short real pause, so another
+    step completes first) or ``held`` (runs until ``released`` is set)."""
 
     behaviour: dict[str, str] = field(default_factory=dict)
     effects: list[tuple[str, str]] = field(default_factory=list)  # (activity, idempotency key) in order
@@ -45,6 +48,7 @@ class Services:
     callbacks: list[CallbackEvent] = field(default_factory=list)
     # The clean-ups the Supervisor decided, by task id: what cleanup.plan reads from the state store.
     cleanups: dict[str, CleanupInput] = field(default_factory=dict)
+    released: asyncio.Event = field(default_factory=asyncio.Event)  # lets ``held`` Agents finish
     _failed_once: set[str] = field(default_factory=set)
 
     def agent(self, name: str) -> Callable[..., Any]:
@@ -54,11 +58,16 @@ class Services:
             how = self.behaviour.get(name, "ok")
             if how == "refuse":
                 raise ApplicationError(f"{name} refused", type="Refused", non_retryable=True)
+            if how == "verbose":  # refuses with 900 KB of "é", as a misbehaving service may
+                raise ApplicationError(f"{name} refused: " + VERBOSE, type="Refused", non_retryable=True)
             if how == "flaky" and call.idempotency_key not in self._failed_once:
                 self._failed_once.add(call.idempotency_key)
                 raise ApplicationError(f"{name}: 503 service unavailable", type="Unavailable")
             if how == "slow":
                 await asyncio.sleep(0.5)
+            while how == "held" and not self.released.is_set():  # runs, heartbeating, until released
+                activity.heartbeat()
+                await asyncio.sleep(0.1)
             if (name, call.idempotency_key) not in self.effects:  # the service's idempotency store
                 self.effects.append((name, call.idempotency_key))
             return StepResult(data={"ref": f"{name}:{call.idempotency_key}"})

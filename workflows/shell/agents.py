@@ -18,6 +18,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import MirrorStamp, StepCall, StepPlan, StepPolicyValues, StepResult, TaskState, TaskStatus
     from sas.task_models.breakers import BREAKER_OPEN
+    from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.shell.records import Records
 
 
@@ -48,17 +49,25 @@ def retry_policy(policy: StepPolicyValues) -> RetryPolicy:
     )
 
 
+# An error type is a name; a longer one is cut, like any text an Agent relays.
+_MAX_ERROR_TYPE = 200
+
+
 def describe(err: ActivityError) -> tuple[str, str, bool]:
-    """Message, type and permanence of an Agent's failure, for the record and the Supervisor."""
+    """Message, type and permanence of an Agent's failure, for the record and the Supervisor.
+
+    The message is cut to MAX_ERROR_TEXT bytes here too, whatever the Agent did (a team's own
+    Agent, a worker of an older version): it is kept in the task's status and its events."""
     cause = err.cause
     if isinstance(cause, ApplicationError):
-        return cause.message, cause.type or "ApplicationError", cause.non_retryable
+        kind = bounded(cause.type or "ApplicationError", _MAX_ERROR_TYPE)
+        return bounded(cause.message, MAX_ERROR_TEXT), kind, cause.non_retryable
     if isinstance(cause, TimeoutError):
         kind = cause.type.name if cause.type is not None else "UNKNOWN"
         return f"no answer within the step's {kind.lower().replace('_', '-')} timeout", f"Timeout:{kind}", False
     if isinstance(cause, CancelledError):
         return "the attempt was cancelled", "Cancelled", False
-    return str(cause or err), type(cause or err).__name__, False
+    return bounded(str(cause or err), MAX_ERROR_TEXT), type(cause or err).__name__, False
 
 
 def cancelled(err: ActivityError) -> bool:

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
         TaskStatus,
     )
+    from sas.task_models.text import MAX_EVENT_TEXT, bounded
     from sas.workflows.core.machine import RequestKind, TaskCore
     from sas.workflows.core.requests import compensate_problem, park_problem, retry_problem, target_step
     from sas.workflows.inputs import decode, short
@@ -36,7 +37,14 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.publish import Publisher
     from sas.workflows.shell.records import Records
 
+# The status keeps the newest events, each bounded (task_models.text): however many signals a task
+# gets and whatever they or its services say, its status query stays far below gRPC's limit.
 _MAX_EVENTS = 200
+# Before this patch, a retry the task ignored still raised FailureCount on the step it named, to
+# whatever it carried. It counts now only on a running step, where a Supervisor's retry is how it
+# counts the step's overruns of its complete-by.
+IGNORED_REQUEST_COUNTS_ONLY_OVERRUNS = "ignored-request-counts-only-overruns"
+_OVERRUN_STATES = (StepState.PROCESSING, StepState.COMPENSATING)
 # Before this patch, requests that said they came from sas itself were not audited, whoever
 # sent them. Every request is audited now; the state store tells the Supervisor's own.
 AUDIT_EVERY_REQUEST = "audit-every-request"
@@ -77,8 +85,11 @@ class TaskHost:
 
     def _event(self, text: str) -> None:
         events = self._core.status.events
-        events.append(f"{workflow.now().isoformat(timespec='seconds')} {text}")
-        del events[:-_MAX_EVENTS]
+        events.append(bounded(f"{workflow.now().isoformat(timespec='seconds')} {text}", MAX_EVENT_TEXT))
+        dropped = len(events) - _MAX_EVENTS
+        if dropped > 0:
+            self._core.status.events_dropped += dropped
+            del events[:dropped]
 
     def _notify(self, kind: str, step: str | None = None, detail: str | None = None) -> None:
         results = {s.name: s.result for s in self._core.status.steps if s.result is not None}
@@ -161,10 +172,25 @@ class TaskHost:
         return target
 
     def _note_count(self, request: OperatorRequest) -> None:
-        """A decision that does not apply is still counted on the step it names: the Supervisor
-        counts the overruns of a running step this way."""
+        """A decision that applies takes its FailureCount on the step it names."""
         if request.failure_count is not None and request.step in self._core.names():
             self._core.claim_count(request.step, request)
+
+    def _note_overrun(self, request: OperatorRequest) -> None:
+        """A retry that does not apply is still counted on the running step it names: the
+        Supervisor counts the overruns of a running step this way. On a step that is not running
+        it changes nothing: a count taken from it would only make the Supervisor's next decision
+        about that step carry it, past any bound."""
+        if request.failure_count is None or request.step not in self._core.names():
+            return
+        step = self._core.step(request.step)
+        if (
+            step.state not in _OVERRUN_STATES
+            and request.failure_count > step.failure_count
+            and workflow.patched(IGNORED_REQUEST_COUNTS_ONLY_OVERRUNS)
+        ):
+            return
+        self._core.claim_count(request.step, request)
 
     def _start_compensation(self, request: OperatorRequest) -> None:
         self._event(f"compensate requested by {request.by}" + (f": {request.reason}" if request.reason else ""))
@@ -185,7 +211,7 @@ class TaskHost:
             return
         problem = retry_problem(self._core, request)
         if problem:
-            self._note_count(request)
+            self._note_overrun(request)
             self._event(f"retry from {request.by} ignored: {problem}")
             return
         self._queue("retry", request)
@@ -261,6 +287,7 @@ class TaskHost:
             problem = short(err)
         except ValueError as err:
             problem = str(err)
+        problem = bounded(problem, MAX_EVENT_TEXT)
         workflow.logger.warning("%s signal rejected: %s", signal, problem)
         self._event(f"{signal} signal rejected: invalid request: {problem}")
         return None

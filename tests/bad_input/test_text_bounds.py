@@ -1,0 +1,70 @@
+"""The one helper that bounds what services and signals say (task_models/text.py), and the
+Agent's use of it on a service's error: cut to MAX_ERROR_TEXT bytes of Temporal's escaped JSON,
+with the full text (up to MAX_FULL_ERROR_TEXT) kept in the failure's details."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from temporalio.exceptions import ApplicationError
+
+from sas.activities.remote import REJECTED, TRANSIENT, _classify
+from sas.task_models import StepTransition
+from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded, json_size
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=3000), limit=st.integers(min_value=200, max_value=4000))
+def test_bounded_fits_keeps_the_start_and_says_what_it_cut(text: str, limit: int) -> None:
+    cut = bounded(text, limit)
+    assert json_size(cut) <= limit and len(cut.encode()) <= limit
+    if json_size(text) <= limit:
+        assert cut == text
+    else:
+        kept, _, marker = cut.rpartition("... [")
+        assert text.startswith(kept) and marker == f"{len(text) - len(kept)} more characters cut]"
+
+
+@pytest.mark.parametrize("char", ["é", "😀", "\x00", '"', "a"])
+def test_a_huge_text_of_any_character_is_cut_to_the_bound(char: str) -> None:
+    assert json_size(bounded(char * 1_000_000, MAX_ERROR_TEXT, cut_note="; see there")) <= MAX_ERROR_TEXT
+
+
+def answer(status: int, message: str) -> httpx.Response:
+    return httpx.Response(
+        status,
+        json={"error": "x" * 5000, "message": message},
+        request=httpx.Request("POST", "http://svc/payment/charge"),
+    )
+
+
+@pytest.mark.parametrize("status, kind", [(422, REJECTED), (503, TRANSIENT)])
+def test_a_huge_error_answer_is_cut_and_its_full_text_kept_in_the_details(status: int, kind: str) -> None:
+    said = "é" * 450_000
+    with pytest.raises(ApplicationError) as caught:
+        _classify("/payment/charge", answer(status, said))
+    err = caught.value
+    assert err.type == kind and json_size(err.message) <= MAX_ERROR_TEXT
+    assert err.message.startswith("/payment/charge ") and "full_message" in err.message
+    full = err.details[0]["full_message"]
+    assert json_size(full) <= MAX_FULL_ERROR_TEXT and said.startswith(full.partition("... [")[0])
+    if kind == REJECTED:
+        assert err.details[0]["status"] == status and len(err.details[0]["error"]) <= 100
+
+
+def test_a_short_error_answer_is_kept_whole_without_extra_details() -> None:
+    with pytest.raises(ApplicationError) as caught:
+        _classify("/payment/charge", answer(503, "busy"))
+    assert caught.value.message == "/payment/charge answered 503: busy" and not caught.value.details
+
+
+def test_the_state_store_never_gets_more_than_the_bound() -> None:
+    from datetime import UTC, datetime
+
+    written = StepTransition(
+        task_id="t", step="s", version=1, state="Failed", at=datetime.now(UTC), last_error="é\x00" * 100_000
+    )
+    assert written.last_error is not None and json_size(written.last_error) <= MAX_ERROR_TEXT
+    assert "\x00" not in written.last_error
