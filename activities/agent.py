@@ -7,6 +7,7 @@ Processed when it succeeds, so the happy path needs no separate mirror writes.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from sas.state_store.agent_writes import StepWriter
 from sas.state_store.rejections import refused_for_good
 from sas.task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
 from sas.task_models.activity_defs import agent_result
+from sas.task_models.results import MAX_RESULT_BYTES
 from sas.task_models.text import MAX_ERROR_TEXT, bounded
 from sas.task_models.versions import Phase, version_of
 
@@ -87,6 +89,13 @@ class Agent:
         return complete_by
 
     async def _finish(self, call: StepCall, data: dict[str, Any], model: type[BaseModel] | None) -> StepResult:
+        size = len(json.dumps(data, ensure_ascii=True, separators=(",", ":")))
+        if size > MAX_RESULT_BYTES:
+            raise ApplicationError(
+                f"{activity.info().activity_type} answered a result of {size:,} bytes as JSON, more than the "
+                f"{MAX_RESULT_BYTES:,} a step's result may be (it is kept in the task's history and status)",
+                type=GARBAGE,
+            )
         # The result rides on the Processed write itself (one statement, no extra round trip),
         # without its secret fields. An undo's result is not stored: the step keeps its forward one.
         stored = shown(model, data) if model is not None and not call.compensation else None

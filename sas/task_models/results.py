@@ -20,6 +20,11 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+# The most a step's result may weigh as Temporal's JSON (non-ASCII escaped): it is kept in the
+# task's history, its status query and every later step's call, so one service answering a
+# large result must not make them too large to read. A larger answer is garbage (retried).
+MAX_RESULT_BYTES: Final = 64 * 1024
+
 
 class SecretMarker:
     """Marks a result field as secret (see the module docstring); use the ``Secret`` instance."""

@@ -68,3 +68,39 @@ def test_the_state_store_never_gets_more_than_the_bound() -> None:
     )
     assert written.last_error is not None and json_size(written.last_error) <= MAX_ERROR_TEXT
     assert "\x00" not in written.last_error
+
+
+class _Writer:
+    """Keeps the Agent's writes (the state store, for this test)."""
+
+    def __init__(self) -> None:
+        self.written: list[StepTransition] = []
+
+    async def write(self, transition: StepTransition) -> None:
+        self.written.append(transition)
+
+
+@pytest.mark.parametrize("char", ["é", "a"])
+async def test_a_result_too_large_for_the_tasks_status_is_garbage(char: str) -> None:
+    """A service's answer within the 1 MiB an answer may be, but whose result would weigh more
+    than MAX_RESULT_BYTES in the task's history and status: garbage, retried, never kept."""
+    from temporalio.testing import ActivityEnvironment
+
+    from sas.activities.agent import Agent
+    from sas.activities.remote import GARBAGE
+    from sas.task_models import MirrorStamp, StepCall
+    from sas.task_models.results import MAX_RESULT_BYTES
+
+    writer = _Writer()
+    agent = Agent(None, writer, "test", None)  # type: ignore[arg-type]
+    call = StepCall(
+        task_id="t-1", task_type="order", step="charge", position=1, idempotency_key="t-1:charge",
+        payload={}, stamp=MirrorStamp(seq=1),
+    )  # fmt: skip
+    big = {"note": char * (MAX_RESULT_BYTES // 6 + 10 if char == "é" else MAX_RESULT_BYTES + 10)}
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(agent._finish, call, big, None)
+    assert refused.value.type == GARBAGE and "more than the 65,536 a step's result may be" in refused.value.message
+    assert writer.written == []
+    small = {"note": char * 100}
+    assert (await ActivityEnvironment().run(agent._finish, call, small, None)).data == small
