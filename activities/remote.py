@@ -134,7 +134,7 @@ class RemoteCaller:
                 f"{path}: every slot of its service stayed busy until complete-by", type=TRANSIENT
             ) from None
         try:
-            return await request(min(self._time_left(path, complete_by), self._timeout_s))
+            return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
         finally:
             self._slots.release()
 
@@ -260,9 +260,35 @@ def _heartbeat_interval(time_left: float) -> float:
     return max(min(base, 5.0), 0.1)
 
 
+async def _answered(sent: Awaitable[httpx.Response]) -> httpx.Response:
+    """Await a request that has left, through a cancellation of the attempt, and only then
+    stop as cancelled. Dropping the connection would not take the request back from the
+    service, which may still act on it; the Scheduler waits for a cancelled attempt to end, so
+    the undo that follows is decided on what the service did. Bounded: the request's own
+    timeout ends at the attempt's complete-by."""
+    call = asyncio.ensure_future(sent)
+    cancelled = False
+    while True:
+        try:
+            response = await asyncio.shield(call)
+            break
+        except asyncio.CancelledError:
+            if call.cancelled():
+                raise
+            cancelled = True
+        except BaseException:
+            if not cancelled:
+                raise
+            break  # cancelled all the same: what the request met no longer matters
+    if cancelled:
+        raise asyncio.CancelledError
+    return response
+
+
 async def _heartbeating(request: Any, interval_s: float) -> httpx.Response:
     """Await the request, heartbeating so a dead agent is noticed before complete-by and
-    a cancellation from the Scheduler reaches us."""
+    a cancellation from the Scheduler reaches us. Once cancelled, a request already sent
+    still gets its answer (``_answered``), heartbeating meanwhile: only then does the attempt end."""
     call = asyncio.ensure_future(request)
     try:
         while True:
@@ -271,5 +297,12 @@ async def _heartbeating(request: Any, interval_s: float) -> httpx.Response:
                 return call.result()
             if activity.in_activity():
                 beat()
+    except asyncio.CancelledError:
+        call.cancel()  # one waiting for a slot stops here; one sent finishes first
+        while not call.done():
+            await asyncio.wait({call}, timeout=interval_s)
+            if activity.in_activity():
+                beat()
+        raise
     finally:
         call.cancel()
