@@ -16,14 +16,14 @@ known, and the service must find the effect by the forward key (docs/http-contra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from sas.activities.agent import Agent, attempt_deadline
-from sas.activities.remote import REJECTED
+from sas.activities.remote import nothing_done
 from sas.task_models import StepCall, StepResult
 from sas.task_types.services import Forward, HttpCall
 
@@ -66,8 +66,7 @@ class HttpAgent(Agent):
         try:
             found = await self._remote.get(lookup, {"idempotency_key": call.target_key}, attempt_deadline())
         except ApplicationError as err:
-            details = err.details[0] if err.details and isinstance(err.details[0], Mapping) else {}
-            if err.type == REJECTED and details.get("status") == 404:
+            if nothing_done(err):
                 return None
             raise
         fields = wanted or list(found)

@@ -32,6 +32,8 @@ REJECTED = "RemoteRejected"
 VOIDED = "StepVoided"
 GARBAGE = "RemoteGarbage"
 DEADLINE = "CompleteByPassed"
+# The error code of a lookup answered while a request under its key is still being served.
+IN_FLIGHT = "in_flight"
 
 # What the service's breaker counts against it: it did not answer, or not as a service does.
 _SERVICE_FAULTS = (TRANSIENT, GARBAGE)
@@ -225,6 +227,13 @@ def _record_call(service: str | None, path: str, outcome: str, seconds: float) -
         )
 
 
+def nothing_done(err: ApplicationError) -> bool:
+    """Whether a lookup's refusal is its "nothing was done under that key": a 404 with a JSON
+    object, which voids the key at the service as the 200 with nulls does (docs/http-contract.md)."""
+    details = err.details[0] if err.details and isinstance(err.details[0], Mapping) else {}
+    return err.type == REJECTED and details.get("status") == 404
+
+
 def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
     status = response.status_code
     try:
@@ -241,6 +250,9 @@ def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
             f"{path} answered {status} with {response.headers.get('content-type', 'no content type')!r}, not a JSON object",
             type=GARBAGE,
         )
+    if status >= 400 and content.get("error") == IN_FLIGHT:
+        # A lookup of a key whose request the service is still serving: ask again, never decide on it.
+        raise ApplicationError(f"{path} answered {status}: a request under the key is still in flight", type=TRANSIENT)
     if status >= 400:
         code = content.get("error", "rejected")
         message = content.get("message") or code
