@@ -77,6 +77,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
         self._core = self._new_core(info.workflow_id, [(s.name, None) for s in self.definition.steps])
         self._records = Records(task_id=info.workflow_id, chain_id=info.first_execution_run_id)
         self._listen_for_approvals([s for s in self.definition.steps if isinstance(s, Wait)])
+        self._waits = False  # whether a cancelled forward attempt is waited for (set as the run starts)
 
     def _new_core(self, task_id: str, steps: list[tuple[str, int | None]]) -> TaskCore:
         definition = self.definition
@@ -109,6 +110,9 @@ class TaskScheduler(UndoEngine, WaitSteps):
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         task_input = self._validate(raw_input)
+        # Decided once, as the run starts: a run already under way when this code is deployed
+        # replays its start without the marker, and keeps cancelling at once to its end.
+        self._waits = waits_for_cancelled_attempts()
         plan = await self._accept(task_input)
         self._payload = task_input
         self._notify("received")
@@ -267,7 +271,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
                 task_state_on_done=TaskState.PROCESSED if completes else None,
                 earlier=earlier,
             )
-            waits = waits_for_cancelled_attempts()
+            waits = self._waits
             handle = start_agent(
                 plan.agent,
                 call,
