@@ -66,3 +66,14 @@ async def test_a_lookup_waits_for_a_booking_being_served_under_its_key(http: htt
     assert booked.status_code == 200
     assert found.json()["booking_id"] == booked.json()["booking_id"]
     assert await _entries(http, trip) == ["flights.book"]
+
+
+async def test_an_undo_that_arrives_before_its_booking_voids_the_key(http: httpx.AsyncClient) -> None:
+    trip = fresh_id("trip")
+    key = f"{trip}:flight"
+    undo = {"booking_id": None, "book_key": key}
+    cancelled = await http.post("/flights/cancel", json=undo, headers={"Idempotency-Key": f"{key}:undo"})
+    assert cancelled.status_code == 200 and cancelled.json() == {"cancelled": False}
+    late = await _book(http, key)
+    assert late.status_code == 409 and late.json()["error"] == "voided"
+    assert await _entries(http, trip) == ["flights.cancel"]  # the undo's own record; no booking
