@@ -75,7 +75,7 @@ async def until_ended(handle: workflow.ActivityHandle[StepResult]) -> StepResult
         handle.cancel()
         while not handle.done():
             try:
-                await asyncio.wait([handle])
+                await workflow.wait([handle])
             except asyncio.CancelledError:
                 continue  # cancelled again: still waiting for the attempt to end
         if not handle.cancelled():
