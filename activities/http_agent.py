@@ -10,7 +10,9 @@ An undo names the forward effect through ``Forward(field)``: from the forward st
 when the Scheduler has it; otherwise the service's lookup is asked by the forward step's key.
 When the lookup says the service did nothing under that key - the forward was refused for good
 (a 4xx answer), or never reached it - the undo is not sent: there is nothing to undo, and a
-service need not accept an undo of nothing. Without a lookup, the undo is sent with what is
+service need not accept an undo of nothing. That answer voids the key at the service, and a
+lookup of a key whose request is still being served waits for it or answers ``in_flight``
+(asked again), so "nothing" stays true. Without a lookup, the undo is sent with what is
 known, and the service must find the effect by the forward key (docs/http-contract.md).
 """
 
