@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from sas.activities.heartbeats import beat
 from sas.activities.refused_writes import RefusedWrites
-from sas.activities.remote import GARBAGE, RemoteCaller
+from sas.activities.remote import GARBAGE, RemoteCaller, nothing_done
 from sas.state_store.agent_writes import StepWriter
 from sas.state_store.rejections import refused_for_good
 from sas.task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
@@ -123,7 +123,12 @@ class Agent:
             return None
         info = activity.info()
         complete_by = info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
-        found = await self._remote.get(f"/{service}/lookup", {"idempotency_key": call.target_key}, complete_by)
+        try:
+            found = await self._remote.get(f"/{service}/lookup", {"idempotency_key": call.target_key}, complete_by)
+        except ApplicationError as err:
+            if nothing_done(err):
+                return None
+            raise
         value = found.get(field)
         return value if isinstance(value, str) and value else None
 

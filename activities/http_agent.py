@@ -10,20 +10,22 @@ An undo names the forward effect through ``Forward(field)``: from the forward st
 when the Scheduler has it; otherwise the service's lookup is asked by the forward step's key.
 When the lookup says the service did nothing under that key - the forward was refused for good
 (a 4xx answer), or never reached it - the undo is not sent: there is nothing to undo, and a
-service need not accept an undo of nothing. Without a lookup, the undo is sent with what is
+service need not accept an undo of nothing. That answer voids the key at the service, and a
+lookup of a key whose request is still being served waits for it or answers ``in_flight``
+(asked again), so "nothing" stays true. Without a lookup, the undo is sent with what is
 known, and the service must find the effect by the forward key (docs/http-contract.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from sas.activities.agent import Agent, attempt_deadline
-from sas.activities.remote import REJECTED
+from sas.activities.remote import nothing_done
 from sas.task_models import StepCall, StepResult
 from sas.task_types.services import Forward, HttpCall
 
@@ -66,8 +68,7 @@ class HttpAgent(Agent):
         try:
             found = await self._remote.get(lookup, {"idempotency_key": call.target_key}, attempt_deadline())
         except ApplicationError as err:
-            details = err.details[0] if err.details and isinstance(err.details[0], Mapping) else {}
-            if err.type == REJECTED and details.get("status") == 404:
+            if nothing_done(err):
                 return None
             raise
         fields = wanted or list(found)

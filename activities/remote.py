@@ -33,6 +33,8 @@ REJECTED = "RemoteRejected"
 VOIDED = "StepVoided"
 GARBAGE = "RemoteGarbage"
 DEADLINE = "CompleteByPassed"
+# The error code of a lookup answered while a request under its key is still being served.
+IN_FLIGHT = "in_flight"
 
 # What the service's breaker counts against it: it did not answer, or not as a service does.
 _SERVICE_FAULTS = (TRANSIENT, GARBAGE)
@@ -135,7 +137,7 @@ class RemoteCaller:
                 f"{path}: every slot of its service stayed busy until complete-by", type=TRANSIENT
             ) from None
         try:
-            return await request(min(self._time_left(path, complete_by), self._timeout_s))
+            return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
         finally:
             self._slots.release()
 
@@ -228,6 +230,13 @@ def _record_call(service: str | None, path: str, outcome: str, seconds: float) -
         )
 
 
+def nothing_done(err: ApplicationError) -> bool:
+    """Whether a lookup's refusal is its "nothing was done under that key": a 404 with a JSON
+    object, which voids the key at the service as the 200 with nulls does (docs/http-contract.md)."""
+    details = err.details[0] if err.details and isinstance(err.details[0], Mapping) else {}
+    return err.type == REJECTED and details.get("status") == 404
+
+
 def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
     status = response.status_code
     try:
@@ -245,6 +254,9 @@ def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
             f"{path} answered {status} with {response.headers.get('content-type', 'no content type')!r}, not a JSON object",
             type=GARBAGE,
         )
+    if status >= 400 and content.get("error") == IN_FLIGHT:
+        # A lookup of a key whose request the service is still serving: ask again, never decide on it.
+        raise ApplicationError(f"{path} answered {status}: a request under the key is still in flight", type=TRANSIENT)
     if status >= 400:
         code = bounded(str(content.get("error", "rejected")), _MAX_CODE)
         text, full = _said(f"{path} rejected the request ({status} {code}): ", content.get("message") or code)
@@ -280,9 +292,35 @@ def _heartbeat_interval(time_left: float) -> float:
     return max(min(base, 5.0), 0.1)
 
 
+async def _answered(sent: Awaitable[httpx.Response]) -> httpx.Response:
+    """Await a request that has left, through a cancellation of the attempt, and only then
+    stop as cancelled. Dropping the connection would not take the request back from the
+    service, which may still act on it; the Scheduler waits for a cancelled attempt to end, so
+    the undo that follows is decided on what the service did. Bounded: the request's own
+    timeout ends at the attempt's complete-by."""
+    call = asyncio.ensure_future(sent)
+    cancelled = False
+    while True:
+        try:
+            response = await asyncio.shield(call)
+            break
+        except asyncio.CancelledError:
+            if call.cancelled():
+                raise
+            cancelled = True
+        except BaseException:
+            if not cancelled:
+                raise
+            break  # cancelled all the same: what the request met no longer matters
+    if cancelled:
+        raise asyncio.CancelledError
+    return response
+
+
 async def _heartbeating(request: Any, interval_s: float) -> httpx.Response:
     """Await the request, heartbeating so a dead agent is noticed before complete-by and
-    a cancellation from the Scheduler reaches us."""
+    a cancellation from the Scheduler reaches us. Once cancelled, a request already sent
+    still gets its answer (``_answered``), heartbeating meanwhile: only then does the attempt end."""
     call = asyncio.ensure_future(request)
     try:
         while True:
@@ -291,5 +329,12 @@ async def _heartbeating(request: Any, interval_s: float) -> httpx.Response:
                 return call.result()
             if activity.in_activity():
                 beat()
+    except asyncio.CancelledError:
+        call.cancel()  # one waiting for a slot stops here; one sent finishes first
+        while not call.done():
+            await asyncio.wait({call}, timeout=interval_s)
+            if activity.in_activity():
+                beat()
+        raise
     finally:
         call.cancel()

@@ -46,7 +46,14 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.definitions import StepContext, StepDefinition, TaskDefinition, Wait
     from sas.workflows.inputs import INVALID_INPUT, decode, short
-    from sas.workflows.shell.agents import cancelled, held_by_breaker, start_agent, step_call
+    from sas.workflows.shell.agents import (
+        cancelled,
+        held_by_breaker,
+        start_agent,
+        step_call,
+        until_ended,
+        waits_for_cancelled_attempts,
+    )
     from sas.workflows.shell.records import _MIRROR_RETRY, _MIRROR_TIMEOUT, Records
     from sas.workflows.shell.undo import UndoEngine
     from sas.workflows.shell.waits import WaitSteps
@@ -70,6 +77,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
         self._core = self._new_core(info.workflow_id, [(s.name, None) for s in self.definition.steps])
         self._records = Records(task_id=info.workflow_id, chain_id=info.first_execution_run_id)
         self._listen_for_approvals([s for s in self.definition.steps if isinstance(s, Wait)])
+        self._waits = False  # whether a cancelled forward attempt is waited for (set as the run starts)
 
     def _new_core(self, task_id: str, steps: list[tuple[str, int | None]]) -> TaskCore:
         definition = self.definition
@@ -102,6 +110,9 @@ class TaskScheduler(UndoEngine, WaitSteps):
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         task_input = self._validate(raw_input)
+        # Decided once, as the run starts: a run already under way when this code is deployed
+        # replays its start without the marker, and keeps cancelling at once to its end.
+        self._waits = waits_for_cancelled_attempts()
         plan = await self._accept(task_input)
         self._payload = task_input
         self._notify("received")
@@ -260,23 +271,27 @@ class TaskScheduler(UndoEngine, WaitSteps):
                 task_state_on_done=TaskState.PROCESSED if completes else None,
                 earlier=earlier,
             )
+            waits = self._waits
             handle = start_agent(
                 plan.agent,
                 call,
                 task_queue=plan.task_queue,
                 policy=plan.resolved_policy,
                 summary=step_summary(name, plan.agent, self._payload, run=step.runs, failure_count=step.failure_count),
+                wait_when_cancelled=waits,
             )
             self._inflight[name] = handle
             try:
-                done = await handle
+                done = await (until_ended(handle) if waits else handle)
                 self._keep_result(plan, step, done)
                 core.done(name)
                 self._publish()
                 self._notify("step_completed", name)
                 return
             except ActivityError as err:
-                if cancelled(err):
+                # Once undoing has begun, however the attempt ended (cancelled, or its complete-by
+                # passed while its request was answered) it is undone with the others, not failed.
+                if cancelled(err) or (waits and core.compensating):
                     if core.compensating:
                         return  # undone below, with the others: the attempt may have had its effect
                     raise asyncio.CancelledError() from err  # the workflow itself is being cancelled

@@ -29,7 +29,7 @@ from sas.remote_services.errors import ServiceError, error_response
 from sas.remote_services.faults import FaultBook, FaultSpec
 from sas.remote_services.ledger import Ledger
 from sas.remote_services.locks import KeyLocks
-from sas.remote_services.operations import Outcome, perform
+from sas.remote_services.operations import Outcome, look_up, perform
 from sas.remote_services.schemas import ENDPOINTS, Endpoint
 
 logger = logging.getLogger("remote_services")
@@ -146,7 +146,8 @@ def _lookup_route(endpoint: Endpoint, state: ServiceState) -> Route:
     """``GET /<service>/lookup?idempotency_key=K``: the service's id of what it did under our key.
 
     As a real provider's search by metadata: an undo whose forward answer never arrived (the
-    attempt timed out, the workflow died) finds the id it must name this way."""
+    attempt timed out, the workflow died) finds the id it must name this way. "Nothing" is
+    final: the key is voided with the answer, so a late forward under it has no effect."""
 
     async def lookup(request: Request) -> Response:
         key = request.query_params.get("idempotency_key", "")
@@ -154,7 +155,10 @@ def _lookup_route(endpoint: Endpoint, state: ServiceState) -> Route:
             raise ServiceError(
                 400, "invalid_request", f"idempotency_key is required: 1 to {MAX_KEY_LENGTH} printable characters"
             )
-        found = await state.ledger.lookup(endpoint.service, endpoint.action, key)
+        # Under the key's lock: a forward request being served under it is waited for, and
+        # answered about once it is done (voided in the same transaction if nothing was).
+        async with state.locks.hold(key):
+            found = await state.ledger.run(look_up(endpoint, key))
         return JSONResponse({endpoint.id_field: found.provider_id if found is not None else None})
 
     lookup.__name__ = f"{endpoint.service}_lookup"

@@ -3,7 +3,8 @@
 Order of checks for a request with Idempotency-Key K:
 
 1. K already succeeded: replay the stored answer (or refuse if the body differs).
-2. Forward call and K was compensated (tombstone): refuse with ``voided``, no effect.
+2. Forward call and K was compensated, or looked up with nothing done (tombstone): refuse
+   with ``voided``, no effect.
 3. Business rules from the data (out of stock, card declined): refuse, no effect.
 4. Record the effect and the answer together.
 
@@ -76,6 +77,21 @@ def perform(endpoint: Endpoint, key: str, body: RequestBody) -> Callable[[Ledger
         text = json.dumps(result, separators=(",", ":"))
         tx.store_response(key, StoredResponse(endpoint.name, digest, 200, text))
         return Outcome(200, text)
+
+    return operation
+
+
+def look_up(endpoint: Endpoint, key: str) -> Callable[[LedgerTx], LedgerEntry | None]:
+    """The transaction of a lookup: the forward effect done under ``key``, or, when there is
+    none, the key voided in the same transaction, so that "nothing was done" stays true: a
+    forward request still on its way is refused (``voided``) when it arrives. An undo relies on
+    that answer to send nothing (docs/http-contract.md)."""
+
+    def operation(tx: LedgerTx) -> LedgerEntry | None:
+        found = tx.forward_by_key(endpoint.service, endpoint.action, key)
+        if found is None:
+            tx.void(endpoint.service, key, by_key="lookup")
+        return found
 
     return operation
 

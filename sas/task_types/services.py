@@ -141,7 +141,8 @@ class Forward:
     """In an undo: a field of its own forward step's result (``Forward("booking_id")``), the
     service's id of the effect to undo. When the forward answer never arrived (the attempt
     timed out, the workflow died), it is asked of the service's lookup by the forward key; if
-    the service did nothing under that key, the undo is not sent (docs/http-contract.md)."""
+    the service did nothing under that key, the undo is not sent: that answer voided the key at
+    the service, so nothing ever will be done under it (docs/http-contract.md)."""
 
     field: str
 

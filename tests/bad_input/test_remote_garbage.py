@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 
-from sas.activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, _classify
+from sas.activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, _classify, nothing_done
 from sas.task_models import TaskState, TaskStatus
 from tests.helpers import fresh_id
 from tests.stack import Stack
@@ -146,3 +146,19 @@ def test_an_answer_that_is_not_the_steps_result_model_is_garbage(answer: dict[st
     assert "ChargeResult" in caught.value.message and "s3cr3t" not in caught.value.message
     ok = _validated(ChargeResult, "/payment/charge", {"charge_id": "ch_1", "amount_cents": 5, "extra": 1})
     assert ok == {"charge_id": "ch_1", "amount_cents": 5, "client_secret": None}
+
+
+@pytest.mark.parametrize("status", [409, 425])
+def test_a_lookup_answered_in_flight_is_asked_again_never_decided_on(status: int) -> None:
+    """A request under the key is still being served: an undo must not read that as "nothing done"."""
+    answer = response(status, "application/json", b'{"error": "in_flight", "message": "still booking"}')
+    with pytest.raises(ApplicationError) as caught:
+        _classify("/flights/lookup", answer)
+    assert caught.value.type == TRANSIENT and not caught.value.non_retryable
+    assert not nothing_done(caught.value)
+
+
+def test_a_lookup_answered_404_says_nothing_was_done() -> None:
+    with pytest.raises(ApplicationError) as caught:
+        _classify("/flights/lookup", response(404, "application/json", b'{"error": "not_found"}'))
+    assert nothing_done(caught.value)

@@ -194,3 +194,27 @@ async def test_invalid_input_fails_fast_and_non_retryably(stack: Stack, payload,
     assert message in cause.message
     assert await stack.record(task_id) is None  # nothing accepted, nothing called
     assert await stack.ledger(task_id) == []
+
+
+@pytest.mark.parametrize(
+    "latency_ms, shipped",
+    [(1_000, ["ship", "cancel"]), (2_500, [])],
+    ids=["answered", "past-complete-by"],
+)
+async def test_a_workflow_cancelled_while_ship_is_served_is_undone_once_the_attempt_has_ended(
+    stack: Stack, latency_ms: int, shipped: list[str]
+) -> None:
+    """Cancelling the workflow (UI, CLI) while ship's call is at the service: the attempt is
+    cancelled and waited for, then everything is undone, and the cancellation is never lost in
+    the wait. Answered within its complete-by, the shipment is made, then cancelled; past it,
+    the undo voids the key first (the request is refused when the service gets to it)."""
+    task_id = fresh_id("cancel-mid-ship")
+    await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=latency_ms, match_order_id=task_id)
+    handle = await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("ship") == "Processing", what="ship running")
+    await handle.cancel()
+    result = await handle.result()
+    assert result.state == TaskState.COMPENSATED
+    assert [s.state for s in result.steps] == ["Compensated"] * 3
+    ledger = await stack.ledger(task_id)
+    assert [e["action"] for e in ledger if e["service"] == "shipping"] == shipped

@@ -2,7 +2,8 @@
 ``sas.task_types`` entry point), its own services (``sas-trip-services``), and sas's worker and
 Supervisor as processes on a real Temporal dev server - driven from ``sas submit --type trip
 --input`` and from the plain ``temporal`` CLI. What it must show: the happy path, a permanent
-failure that undoes what was done (and sends no undo of the refused booking), a transient
+failure that undoes what was done (and sends no undo of the refused booking), also while a
+sibling's call is still being served, a transient
 fault retried with one effect, and a worker killed mid-task."""
 
 from __future__ import annotations
@@ -182,6 +183,18 @@ async def test_a_hotel_refused_for_good_undoes_the_flight_and_sends_no_undo_of_t
     # The flight was booked, then cancelled once; the hotel said no (422), so its undo is not
     # sent (its lookup says nothing was done under the key); the charge never started.
     assert sorted(await trip.ledger(task_id)) == ["flights.book", "flights.cancel"]
+    assert await trip.mirror(task_id) == {"flight": "Compensated", "hotel": "Compensated", "charge": "Skipped"}
+
+
+async def test_a_flight_still_being_booked_when_the_hotel_is_refused_is_not_left_behind(trip: TripStack) -> None:
+    """The hotel says no at once while the airline takes 3 s over the flight: the flight's
+    attempt is cancelled, yet its request is already at the airline, which books it. Undone as
+    a whole means that booking is cancelled too, not found missing by a lookup made too early."""
+    task_id = fresh_id("trip-slow-flight")
+    await trip.fault(endpoint="flights.book", kind="latency", latency_ms=3_000, trip=task_id)
+    result = await trip.submit(task_id, {**TRIP, "destination": "Nowhere"})
+    assert result["state"] == "Compensated"
+    assert await trip.ledger(task_id) == ["flights.book", "flights.cancel"]
     assert await trip.mirror(task_id) == {"flight": "Compensated", "hotel": "Compensated", "charge": "Skipped"}
 
 

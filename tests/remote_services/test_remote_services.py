@@ -388,6 +388,47 @@ async def test_forward_and_undo_racing_stay_consistent(http: httpx.AsyncClient, 
             assert charge.status_code == 409 and charge.json()["error"] == "voided" and actions == []
 
 
+async def test_a_lookup_that_finds_nothing_voids_the_key(http: httpx.AsyncClient, admin: RemoteServicesAdmin) -> None:
+    """An undo sends nothing on a lookup's "nothing done": the request still on its way under
+    that key must then never take effect."""
+    order, key = order_id(), new_key()
+    found = await http.get("/payment/lookup", params={"idempotency_key": key})
+    assert found.status_code == 200 and found.json() == {"charge_id": None}
+    late = await post(http, "/payment/charge", charge_body(order), key)
+    assert late.status_code == 409 and late.json()["error"] == "voided"
+    assert await admin.ledger(order) == []
+
+
+async def test_a_lookup_that_finds_the_effect_leaves_the_key_alone(
+    http: httpx.AsyncClient, admin: RemoteServicesAdmin
+) -> None:
+    order, key = order_id(), new_key()
+    first = await post(http, "/inventory/reserve", reserve_body(order), key)
+    found = await http.get("/inventory/lookup", params={"idempotency_key": key})
+    assert found.json() == {"reservation_id": first.json()["reservation_id"]}
+    again = await post(http, "/inventory/reserve", reserve_body(order), key)
+    assert again.status_code == 200 and again.content == first.content
+
+
+async def test_a_lookup_racing_a_slow_forward_never_says_nothing_of_an_effect(
+    http: httpx.AsyncClient, admin: RemoteServicesAdmin
+) -> None:
+    """Whatever the order they are served in: the lookup finds the charge, or the charge is
+    refused as voided; never "nothing done" and a charge."""
+    for _ in range(5):
+        order, key = order_id(), new_key()
+        await admin.add_fault("payment.charge", "latency", latency_ms=100, match_order_id=order)
+        charge, found = await asyncio.gather(
+            post(http, "/payment/charge", charge_body(order), key),
+            http.get("/payment/lookup", params={"idempotency_key": key}),
+        )
+        actions = [entry.action for entry in await admin.ledger(order)]
+        if found.json()["charge_id"] is None:
+            assert charge.status_code == 409 and charge.json()["error"] == "voided" and actions == []
+        else:
+            assert charge.json()["charge_id"] == found.json()["charge_id"] and actions == ["charge"]
+
+
 # --- faults -----------------------------------------------------------------------
 
 

@@ -87,6 +87,18 @@ async def reset_mid_saga(stack: Stack, task_id: str) -> None:
     await new.result()
 
 
+async def compensated_mid_step(stack: Stack, task_id: str) -> None:
+    """An operator's compensate while ship's call is still being served: the attempt is
+    cancelled, then undone with the others."""
+    await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=2000, match_order_id=task_id)
+    handle = await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("ship") == "Processing", what="ship running")
+    await handle.execute_update(
+        "request_compensate", OperatorRequest(by="replay-test", reason="undo mid-step"), result_type=OperatorAnswer
+    )
+    await handle.result()
+
+
 def _supervisor(**changes: Any) -> dict[str, Any]:
     from sas.settings import SupervisorSettings
 
@@ -114,6 +126,9 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Callable[[Stack, str], Awaitable[Any]
     "cleanup_after_terminate": (_supervisor(), terminated_then_cleaned_up),
     "preorder_happy": ({}, happy_preorder),
     "order_reset_mid_saga": ({}, reset_mid_saga),
+    "order_compensated_mid_step": ({}, compensated_mid_step),
+    # The same, once a cancelled attempt is waited for: ship's undo follows the attempt's end.
+    "order_compensated_mid_step_waited": ({}, compensated_mid_step),
     # Recorded with step results: the refund carries the charge's result.
     "order_step_results": ({}, compensated_order),
     # Recorded with service queues: each Agent, forward and undo, on its service's own queue.

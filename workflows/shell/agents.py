@@ -22,11 +22,26 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.records import Records
 
 
+# A forward attempt cancelled because the task is being undone is waited for until it has ended
+# (its Agent lets a request already sent get its answer): its undo is then decided on what the
+# service did, not on what it had done so far. Runs recorded before it decided at once.
+WAIT_FOR_CANCELLED_ATTEMPTS = "wait-for-cancelled-attempts"
+
+
 def start_agent(
-    name: str, call: StepCall, *, task_queue: str | None, policy: StepPolicyValues, summary: str
+    name: str,
+    call: StepCall,
+    *,
+    task_queue: str | None,
+    policy: StepPolicyValues,
+    summary: str,
+    wait_when_cancelled: bool = False,
 ) -> workflow.ActivityHandle[StepResult]:
     """Start one attempt of an Agent, by its activity name: the name the accepted plan (or the
-    mirror, for a clean-up) recorded, so a rename in code never changes what a task runs."""
+    mirror, for a clean-up) recorded, so a rename in code never changes what a task runs.
+    ``wait_when_cancelled``: a cancel of this attempt resolves only once the attempt has ended
+    (bounded by its complete-by), for a forward call whose undo may follow; await it with
+    ``until_ended``."""
     return workflow.start_activity(
         name,
         call,
@@ -35,9 +50,38 @@ def start_agent(
         start_to_close_timeout=policy.complete_by,
         heartbeat_timeout=policy.heartbeat,
         retry_policy=retry_policy(policy),
-        cancellation_type=ActivityCancellationType.TRY_CANCEL,
+        cancellation_type=(
+            ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if wait_when_cancelled
+            else ActivityCancellationType.TRY_CANCEL
+        ),
         summary=summary,
     )
+
+
+def waits_for_cancelled_attempts() -> bool:
+    """Whether this run waits for a cancelled forward attempt to end (False in the replay of a
+    run recorded before it did)."""
+    return workflow.patched(WAIT_FOR_CANCELLED_ATTEMPTS)
+
+
+async def until_ended(handle: workflow.ActivityHandle[StepResult]) -> StepResult:
+    """The outcome of an attempt started with ``wait_when_cancelled``. When the workflow itself
+    is cancelled, the attempt is cancelled and waited for, then the cancellation goes on: left to
+    the SDK, an attempt that ended otherwise than cancelled (it completed, or reached its
+    complete-by) would swallow the workflow's cancellation."""
+    try:
+        return await asyncio.shield(handle)
+    except asyncio.CancelledError:
+        handle.cancel()
+        while not handle.done():
+            try:
+                await workflow.wait([handle])
+            except asyncio.CancelledError:
+                continue  # cancelled again: still waiting for the attempt to end
+        if not handle.cancelled():
+            handle.exception()  # retrieved: its outcome is the cancellation's now
+        raise
 
 
 def retry_policy(policy: StepPolicyValues) -> RetryPolicy:

@@ -6,7 +6,8 @@ a team's services would meet sas's HTTP contract (docs/http-contract.md):
 - an undo that arrives before its forward call voids the key: a late forward is refused
   (``409 {"error": "voided"}``) and has no effect;
 - a refusal is a 4xx with a JSON object ``{"error", "message"}``; ``GET /<service>/lookup``
-  says what was done under a forward key;
+  says what was done under a forward key, once a request being served under it has ended, and
+  its "nothing" is final: it voids the key as an early undo does;
 - ``GET /ledger?trip=T`` lists the effects, ``/admin/faults`` injects faults (for tests).
 
 State lives in memory: this is an example, not a booking system. ``sas-trip-services --port 8090``.
@@ -123,14 +124,24 @@ def lookup(service: str, ledger: Ledger) -> Any:
     field = "charge_id" if service == "cards" else "booking_id"
 
     async def handle(request: Request) -> Response:
-        found = ledger.answers.get(request.query_params.get("idempotency_key", ""))
+        key = request.query_params.get("idempotency_key", "")
+        if not 1 <= len(key) <= 200:
+            return refusal(400, "invalid_request", "idempotency_key is required: 1 to 200 characters")
+        # A booking still being served under the key is waited for (its lock), then answered
+        # about. "Nothing done" voids the key: an undo sends nothing on that answer, so a
+        # forward arriving later under it must never take effect.
+        async with ledger.locks.setdefault(key, asyncio.Lock()):
+            found = ledger.answers.get(key)
+            if found is None:
+                ledger.voided.add(key)
         return JSONResponse({field: found[1].get(field) if found is not None else None, "action": forward})
 
     return handle
 
 
-def create_app() -> Starlette:
-    ledger = Ledger()
+def create_app(ledger: Ledger | None = None) -> Starlette:
+    """The services' app, over ``ledger`` (a fresh one unless a test passes its own to watch)."""
+    ledger = ledger if ledger is not None else Ledger()
 
     async def show_ledger(request: Request) -> Response:
         trip = request.query_params.get("trip", "")
