@@ -37,6 +37,8 @@ _REFUSED_AS_IS = (
 )
 # The SDK's wording when no worker polling the queue registers the workflow's type.
 _NOT_REGISTERED = "is not registered on this worker"
+# Its wording when a query's answer is over the gRPC message size.
+_TOO_LARGE = "too large"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ def task_fault(err: BaseException, timeout_s: float) -> TaskFault | None:
     if isinstance(err, WorkflowQueryFailedError):
         if _NOT_REGISTERED in err.message:
             return TaskFault(f"workflow type not registered on any worker: {describe(err)}")
+        if _TOO_LARGE in err.message:
+            return TaskFault(f"status query failed: its answer is too large for a message: {describe(err)}")
         return TaskFault(f"status query failed: {describe(err)}")
     if isinstance(err, WorkflowQueryRejectedError):
         return TaskFault(f"status query rejected: {describe(err)}")
