@@ -57,9 +57,15 @@ FIRST_LOOKBACK = timedelta(hours=24)
 _PAGE = 500
 _PAGES = 10
 _QUERY_TIMEOUT = timedelta(seconds=5)
-# No worker answered in time, or Temporal is away: no answer, so no repair (the queue check
+# No worker polls the queue (Temporal answers a query then with FAILED_PRECONDITION, "no poller
+# seen"), none answered in time, or Temporal is away: no answer, so no repair (the queue check
 # alerts on a queue nobody polls); the next look asks again.
-_NO_ANSWER = (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED)
+_NO_ANSWER = (
+    RPCStatusCode.FAILED_PRECONDITION,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.CANCELLED,
+)
 
 
 @dataclass
