@@ -33,7 +33,9 @@ from sas.supervisor.breakers import holding, service_of_step
 from sas.supervisor.metrics import record_decision, record_sweep
 from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision
 from sas.supervisor.outbox import Outbox
+from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_task
+from sas.supervisor.task_faults import TaskFault
 from sas.supervisor.temporal_view import look, waiting_reason
 from sas.task_models.breakers import BreakerView
 
@@ -62,6 +64,15 @@ class ApplyActivities(ApplyDefs):
         held = await holding(self._sessions, datetime.now(UTC)) if request.decisions else {}
 
         async def one(decision: Decision) -> None:
+            # One decision's failure (its task's query, a write refused) is alerted for its task;
+            # the others are carried out all the same.
+            outcome = await isolated(
+                self._sessions, decision.task_id, "decision", partial(carry_out, decision), step=decision.step
+            )
+            if isinstance(outcome, TaskFault):
+                result.failed += 1
+
+        async def carry_out(decision: Decision) -> None:
             if await self._held_by_breaker(decision, held):
                 result.held += 1
             elif decision.kind in SIGNALLED_KINDS and await self._temporal_says_wait(decision):

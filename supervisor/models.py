@@ -117,6 +117,7 @@ class ApplyResult(BaseModel):
     held: int = Field(default=0, description="Put off: the step's service's circuit breaker holds its work")
     signalled: int = 0
     alerts: int = 0
+    failed: int = Field(default=0, description="Not carried out: its task's own fault, alerted (task_check_failed)")
 
 
 class OrphanCheckInput(BaseModel):

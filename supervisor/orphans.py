@@ -14,6 +14,7 @@ task finished) are reconciled too (``reconcile.reconcile_finished``).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -30,6 +31,7 @@ from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
 from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.outbox import Outbox, cleanup_workflow_id
+from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_finished, reconcile_task
 from sas.supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
 from sas.workflows.cleanup import UNDO_STATES
@@ -77,12 +79,15 @@ class OrphanActivities(OrphanDefs):
                 result.checked += 1
                 if task.version >= CLEANUP_VERSION:
                     continue  # already being cleaned up
-                closed = await self._closed_how(task, now)
-                if closed is not None and await self._claim_cleanup(task, closed, now):
-                    result.orphans.append(task.task_id)
-                elif closed is None:
-                    found = await reconcile_task(self._sessions, self._client, task.task_id)
-                    result.repaired += len(found.repairs) if found else 0
+                # One task's failure (a status query no worker can answer, an answer too large) is
+                # alerted for that task; the check goes on with the others.
+                await isolated(
+                    self._sessions,
+                    task.task_id,
+                    "orphan check",
+                    partial(self._check, task, now, result),
+                    step=task.current_step,
+                )
         # Finished tasks too: one may have finished while a write of its steps was lost. Their own
         # budget: the open tasks (a long wait step's among them) must not starve them.
         asked, repaired = await reconcile_finished(
@@ -93,6 +98,15 @@ class OrphanActivities(OrphanDefs):
         if result.orphans:
             await self._outbox.flush(buckets)
         return result
+
+    async def _check(self, task: TaskRow, now: datetime, result: OrphanCheckResult) -> None:
+        """One quiet task: closed from outside (a clean-up is claimed), or reconciled."""
+        closed = await self._closed_how(task, now)
+        if closed is not None and await self._claim_cleanup(task, closed, now):
+            result.orphans.append(task.task_id)
+        elif closed is None:
+            found = await reconcile_task(self._sessions, self._client, task.task_id)
+            result.repaired += len(found.repairs) if found else 0
 
     async def _closed_how(self, task: TaskRow, now: datetime) -> str | None:
         """How the task's workflow was closed from outside, or None if it was not (running,

@@ -24,6 +24,8 @@ from sas.state_store.decisions import mark_sent, unsent_decisions
 from sas.state_store.queries import get_task
 from sas.supervisor.activity_support import beat, bounded
 from sas.supervisor.models import CleanupInput, CleanupStep
+from sas.supervisor.per_task import isolated
+from sas.supervisor.task_faults import TaskFault
 from sas.task_models import OperatorRequest
 from sas.task_models.queues import service_of, service_queue
 from sas.workflows.summaries import cleanup_details, cleanup_summary
@@ -57,7 +59,7 @@ class Outbox:
         async with self._sessions() as session:
             pending = await unsent(session, _FLUSH_BATCH, buckets)
 
-        async def send(d: tables.Decision) -> None:
+        async def deliver(d: tables.Decision) -> None:
             nonlocal sent
             if d.kind == "cleanup":
                 await self._start_cleanup(d)
@@ -65,6 +67,20 @@ class Outbox:
                 sent += 1
             async with self._sessions() as session:
                 await mark_sent(session, d.id, datetime.now(UTC))
+
+        async def send(d: tables.Decision) -> None:
+            # One decision that cannot be sent (invalid as it is, refused by Temporal, its task not
+            # answering) is alerted for its task; the others are sent all the same.
+            outcome = await isolated(self._sessions, d.task_id, "decision send", partial(deliver, d), step=d.step)
+            if isinstance(outcome, TaskFault) and outcome.for_good:
+                # The same on every try: given up (taken out of the outbox), not retried for ever.
+                # The alert says so; an operator decides for the task (`sas retry`, `sas compensate`).
+                log.warning(
+                    "decision given up: it can never be sent",
+                    extra={"fields": {"task_id": d.task_id, "decision": d.kind, "cause": outcome.cause}},
+                )
+                async with self._sessions() as session:
+                    await mark_sent(session, d.id, datetime.now(UTC))
 
         # One decision per task in a sweep's outbox, each signal to its own workflow: sent side by
         # side. Decisions of one task (a retry after a crashed sweep's) stay in order, one by one.

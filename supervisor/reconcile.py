@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Literal
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from sas.state_store import mirror
 from sas.state_store.queries import (
@@ -42,6 +43,7 @@ from sas.state_store.queries import (
 )
 from sas.state_store.rejections import alert_refused_write, refused_for_good
 from sas.state_store.tables import AuditEntry
+from sas.supervisor.per_task import isolated
 from sas.supervisor.temporal_view import TemporalView, look
 from sas.task_models import StepState, StepStatus, TaskResult, TaskStatus
 
@@ -54,6 +56,16 @@ FIRST_LOOKBACK = timedelta(hours=24)
 # those that disagree cost a question to Temporal.
 _PAGE = 500
 _PAGES = 10
+_QUERY_TIMEOUT = timedelta(seconds=5)
+# No worker polls the queue (Temporal answers a query then with FAILED_PRECONDITION, "no poller
+# seen"), none answered in time, or Temporal is away: no answer, so no repair (the queue check
+# alerts on a queue nobody polls); the next look asks again.
+_NO_ANSWER = (
+    RPCStatusCode.FAILED_PRECONDITION,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.CANCELLED,
+)
 
 
 @dataclass
@@ -143,15 +155,18 @@ def _newer_run_of_chain(chain_id: str | None, run_id: str | None, view: Temporal
 
 async def _truth(client: Client, task_id: str, view: TemporalView) -> TaskResult | TaskStatus | None:
     """The step states Temporal holds: a finished workflow's result, a running one's ``status``
-    query (which needs a worker: no answer, no repair)."""
+    query (which needs a worker: no answer, no repair). A query that fails otherwise (its type
+    registered on no worker, an answer too large) is raised: the task's fault, not the sweep's."""
     handle = client.get_workflow_handle(task_id, run_id=view.run_id, result_type=TaskResult)
     try:
         if view.status == "completed":
             return await handle.result(follow_runs=False)
         if view.status == "running":
-            return await handle.query("status", result_type=TaskStatus, rpc_timeout=timedelta(seconds=5))
-    except RPCError:
-        return None
+            return await handle.query("status", result_type=TaskStatus, rpc_timeout=_QUERY_TIMEOUT)
+    except RPCError as err:
+        if err.status in _NO_ANSWER:
+            return None
+        raise  # the task's own fault (supervisor/task_faults.py): its caller alerts and goes on
     return None
 
 
@@ -246,8 +261,10 @@ async def reconcile_finished(
                     out_of_budget = True  # the rest of the page waits for the next call
                     break
                 asked += 1
-                found = await reconcile_task(sessions, client, task_id)
-                repaired += len(found.repairs) if found else 0
+                found = await isolated(
+                    sessions, task_id, "reconcile", partial(reconcile_task, sessions, client, task_id)
+                )
+                repaired += len(found.repairs) if isinstance(found, Reconciliation) else 0
                 position = (at, task_id)
             if not out_of_budget:
                 position = page.last or position
