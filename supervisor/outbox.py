@@ -18,16 +18,15 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from sas.activities.cleanup_plans import cleanup_input
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import mark_sent, unsent_decisions
 from sas.state_store.queries import get_task
 from sas.supervisor.activity_support import beat, bounded
-from sas.supervisor.models import CleanupInput, CleanupStep
 from sas.supervisor.per_task import isolated
 from sas.supervisor.task_faults import TaskFault
 from sas.task_models import OperatorRequest
-from sas.task_models.queues import service_of, service_queue
 from sas.workflows.summaries import cleanup_details, cleanup_summary
 
 log = logging.getLogger("sas.supervisor")
@@ -119,30 +118,9 @@ class Outbox:
             record = await get_task(session, d.task_id)
         if record is None:
             return
-        cleanup = CleanupInput(
-            task_id=d.task_id,
-            task_type=record.task.task_type,
-            payload=record.task.payload,
-            steps=[
-                CleanupStep(
-                    name=s.name,
-                    position=s.position,
-                    state=s.state,
-                    compensation=s.compensation,
-                    idempotency_key=s.idempotency_key,
-                    # The undo runs where the Scheduler's would: on its service's queue, behind
-                    # its bulkhead and breaker (task_models/queues.py, as mirror.accept plans it).
-                    task_queue=service_queue(record.task.task_queue, service_of(s.compensation))
-                    if s.compensation
-                    else None,
-                    version=s.version,
-                )
-                for s in record.steps
-            ],
-            compensation_policy=self._settings.compensation,
-            reason=d.reason,
-            chain_id=record.task.chain_id,
-        )
+        # The same plan the clean-up derives for itself (cleanup.plan): a worker from before it
+        # did so still undoes from this input.
+        cleanup = cleanup_input(record, self._settings, d.reason)
         try:
             await self._client.start_workflow(
                 "CleanupWorkflow",  # its run takes the raw payload (workflows/inputs.py)
