@@ -38,10 +38,15 @@ def reconcile(
     console.print(f"{len(found)} tasks checked; {repaired} rows {verb}")
 
 
+# What task_fault says of a look that outlasted this (the status query's own timeout).
+_QUERY_TIMEOUT_S = 5.0
+
+
 async def _reconcile(task_id: str | None, dry_run: bool, limit: int) -> list[dict[str, Any]]:
     from sas import state_store
     from sas.runtime.failures import reaching_state_store
     from sas.supervisor.reconcile import open_task_ids, reconcile_task
+    from sas.supervisor.task_faults import task_fault
 
     settings = context.settings()
     engine = context.open_engine(settings)
@@ -52,7 +57,16 @@ async def _reconcile(task_id: str | None, dry_run: bool, limit: int) -> list[dic
         with reaching_state_store(settings.database.url):
             ids = [task_id] if task_id is not None else await open_task_ids(sessions, limit)
             for one in ids:
-                result = await reconcile_task(sessions, client, one, dry_run=dry_run)
+                try:
+                    result = await reconcile_task(sessions, client, one, dry_run=dry_run)
+                except Exception as err:
+                    # One task that cannot be looked at (its type no longer registered, a status
+                    # too large to answer) says so on its own line; the others are reconciled.
+                    fault = task_fault(err, _QUERY_TIMEOUT_S)
+                    if fault is None:
+                        raise
+                    out.append({"task_id": one, "temporal": f"not reconciled: {fault.cause}", "repairs": []})
+                    continue
                 if result is None:
                     out.append({"task_id": one, "temporal": "no such task in the state store", "repairs": []})
                     continue
