@@ -33,6 +33,7 @@ from sas.supervisor.breakers import holding, service_of_step
 from sas.supervisor.metrics import record_decision, record_sweep
 from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision
 from sas.supervisor.outbox import Outbox
+from sas.supervisor.outside_pauses import paused_outside_sas, record_outside_pause
 from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_task
 from sas.supervisor.task_faults import TaskFault
@@ -142,6 +143,9 @@ class ApplyActivities(ApplyDefs):
         why = waiting_reason(view, (step.agent, step.compensation), now, s.overdue_grace_s)
         if why is None:
             return False
+        pending = view.activity_for((step.agent, step.compensation))
+        if pending is not None and paused_outside_sas(step, pending):
+            await record_outside_pause(self._sessions, step, step.version, pending, now)
         waited = (now - view.workflow_task_scheduled).total_seconds() if view.workflow_task_scheduled else None
         if (
             view.workflow_task_pending

@@ -1,0 +1,61 @@
+"""A step paused with Temporal's own tools, not ``sas park``: made visible as what it is.
+
+``temporal activity pause`` and the UI's pause stop an Agent's retries just as ``sas park``
+does, but nothing of sas hears of it: the step row stays Processing, the task is in no sas
+view, and the Supervisor, finding the activity paused, only put its look off, for ever. When
+the Supervisor finds a step whose activity Temporal shows paused while its row does not say
+Error, it marks the row (and its task) Error, as ``sas park`` would, so ``sas list --state
+error`` and ``sas show`` list it, and raises one alert naming who paused it and why, and what
+to do: ``sas retry`` unpauses it (attempts reset), ``sas compensate`` undoes the task.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflow.v1 import PendingActivityInfo
+
+from sas.state_store.mirror import mark_step
+from sas.state_store.rows import StepRow
+from sas.supervisor.alert_rows import raise_once
+from sas.supervisor.models import AlertSpec
+
+PAUSED = (
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
+)
+_PARKED = "Error"
+
+
+def paused_outside_sas(step: StepRow, pending: PendingActivityInfo | None) -> bool:
+    """Whether Temporal shows the step's activity paused while its row says nothing of it."""
+    return pending is not None and pending.state in PAUSED and step.state != _PARKED
+
+
+async def record_outside_pause(
+    sessions: async_sessionmaker[AsyncSession], step: StepRow, version: int, pending: PendingActivityInfo, now: datetime
+) -> None:
+    """Mark the paused step's row and task Error (if the row is still as read) and alert once."""
+    who, why = "someone", ""
+    if pending.HasField("pause_info") and pending.pause_info.HasField("manual"):
+        who = pending.pause_info.manual.identity or who
+        why = pending.pause_info.manual.reason
+    async with sessions() as session, session.begin():
+        await mark_step(session, step.task_id, step.name, (step.state, version), _PARKED, _PARKED, now)
+    what = "undo" if step.state == "Compensating" else "step"
+    spec = AlertSpec(
+        severity="warning",
+        kind="paused_outside_sas",
+        message=(
+            f"task {step.task_id}: {what} {step.name}'s activity {pending.activity_type.name} was paused in Temporal "
+            f"by {who}" + (f" ({why})" if why else "") + ", not with `sas park`; it is listed as parked (Error)"
+        ),
+        suggested_action=(
+            f"`sas retry {step.task_id}` unpauses it (attempts reset); `sas compensate {step.task_id}` undoes the task"
+        ),
+    )
+    await raise_once(
+        sessions, spec, f"paused_outside_sas:{step.task_id}:{step.name}", now, task_id=step.task_id, step=step.name
+    )

@@ -1,0 +1,52 @@
+"""Temporal's own controls used on a sas task, not sas's: the task shows in sas's views with
+what to do. A step paused with `temporal activity pause` (or the UI) is listed as parked, with
+an alert naming who paused it and why, and `sas retry` resumes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import PauseActivityRequest
+
+from tests.cli.test_cli import as_json, sas
+from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack
+
+
+async def test_a_step_paused_outside_sas_is_listed_as_parked_with_an_alert(stack: Stack) -> None:
+    task_id = fresh_id("raw-pause")
+    fault = await stack.add_fault(endpoint="payment.charge", kind="hang", hang_s=60, match_order_id=task_id)
+    handle = await stack.submit(task_id)
+
+    async def charge_activity() -> Any:
+        described = await stack.client.get_workflow_handle(task_id).describe()
+        return next(
+            (a for a in described.raw_description.pending_activities if a.activity_type.name == "payment.charge"),
+            None,
+        )
+
+    running = await wait_until(charge_activity, lambda a: a is not None, what="charge running")
+    # What `temporal activity pause` sends: the raw API, with the caller's own identity.
+    await stack.client.workflow_service.pause_activity(
+        PauseActivityRequest(
+            namespace=stack.client.namespace,
+            execution=WorkflowExecution(workflow_id=task_id),
+            identity="mallory@laptop",
+            id=running.activity_id,
+            reason="looked stuck",
+        )
+    )
+
+    await wait_until(lambda: stack.task_state(task_id), lambda s: s == "Error", timeout=60, what="listed as parked")
+    assert (await stack.step_states(task_id))["charge"] == "Error"
+    [alert] = [a for a in await stack.alerts(task_id) if a.kind == "paused_outside_sas"]
+    assert "paused in Temporal by mallory@laptop (looked stuck), not with `sas park`" in alert.message
+    assert f"`sas retry {task_id}` unpauses it" in alert.suggested_action
+    listed = as_json(await sas(stack, "list", "--state", "error", "--json"))
+    assert task_id in [t["task_id"] for t in listed]
+
+    await stack.remove_fault(fault)
+    resumed = await sas(stack, "retry", task_id, "--by", "carol", "--reason", "not stuck")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (await handle.result()).state == "Processed"
