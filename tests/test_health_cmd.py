@@ -160,7 +160,7 @@ async def test_a_supervisor_workflow_that_does_not_sweep_is_unhealthy(client: Cl
             # Healthy at first: it polls, and a run just started counts as swept within the default bound.
             fresh = await until_healthy(["supervisor"], env)
             result = await wait_until(
-                lambda: sas_health("supervisor", "--max-sweep-age-s", "1", env=env),
+                lambda: sas_health("supervisor", env={**env, "SAS_SUPERVISOR__SWEEP_BOUND_S": "1"}),
                 lambda r: "has not swept" in r.err,
                 timeout=30,
                 interval=0.5,
