@@ -417,6 +417,7 @@ class SupervisorSettings(BaseModel):
     sweep_bound_s: float | None = Field(
         default=None,
         gt=0,
+        le=86400,
         description="`sas health supervisor` fails when a shard has not swept for this long;"
         " max_interval_s + 90 s if unset (a sweep's own time and a slow round trip).",
     )

@@ -78,6 +78,8 @@ class SupervisorKeeper:
                 # Temporal unreachable for a moment: the next round asks again; the worker's own
                 # polling reports an outage that lasts.
                 log.warning("could not check the Supervisor workflows: %s", err.message)
+            except Exception:  # the keeper must outlive one bad round (its traceback goes to the log)
+                log.exception("could not check the Supervisor workflows")
 
 
 async def _start(client: Client, settings: Settings, shard: int) -> WorkflowHandle[object, object]:

@@ -114,6 +114,7 @@ async def _worker(up: Up) -> int | None:
 async def test_a_killed_worker_is_started_again_with_one_line(tmp_path: Path) -> None:
     async with sas_up(tmp_path) as up:
         first = await wait_until(lambda: _worker(up), timeout=30, what="the worker's process")
+        assert first is not None
         os.kill(first, signal.SIGKILL)
         await wait_until(lambda: _said(up, "sas: worker-1"), timeout=60, what="sas up to restart the worker")
         second = await wait_until(lambda: _worker(up), lambda pid: pid not in (None, first), timeout=30)

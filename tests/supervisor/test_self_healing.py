@@ -4,6 +4,7 @@ deployment runs it (``python -m sas.supervisor``)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from sas.remote_services.launcher import ServiceProcess
+from sas.settings import Settings, SupervisorSettings, TemporalSettings
+from sas.supervisor.keeper import restart_closed_supervisors
 from sas.supervisor.worker import ensure_supervisor_running
 from tests.helpers import fresh_id, wait_until
 from tests.stack import migrated, start_stack
@@ -97,6 +100,41 @@ async def test_health_fails_while_the_supervisor_workflow_is_closed(
     assert f"unhealthy: Supervisor workflow {settings.supervisor.workflow_id!r} is not running (TERMINATED)" in down.err
     assert "Traceback" not in down.err
     assert back.code == 0, back.err
+
+
+async def test_two_workers_that_find_a_shard_closed_start_one_run_of_it(client: Client, temporal_address: str) -> None:
+    """Every shard is checked, and the conflict policy, not luck, keeps it to one run per shard:
+    a second start attaches to the first's run instead of terminating it or failing."""
+    settings = Settings(
+        temporal=TemporalSettings(address=temporal_address, supervisor_task_queue=fresh_id("sup-q")),
+        supervisor=SupervisorSettings(workflow_id=fresh_id("sup-race"), shards=2),
+    )
+    ids = [settings.supervisor.shard_workflow_id(shard) for shard in range(2)]
+    try:
+        await ensure_supervisor_running(client, settings)  # no worker polls: the runs only have to exist
+        for workflow_id in ids:
+            await client.get_workflow_handle(workflow_id).terminate("an operator's mistake")
+        # Two Supervisor workers' keepers find both shards closed at the same moment.
+        both = await asyncio.gather(*(restart_closed_supervisors(client, settings) for _ in range(2)))
+        runs = {
+            workflow_id: await wait_until(
+                lambda workflow_id=workflow_id: _statuses(client, workflow_id),  # type: ignore[misc]
+                lambda statuses: len(statuses) >= 2,
+                timeout=30,
+                what=f"both runs of {workflow_id} in visibility",
+            )
+            for workflow_id in ids
+        }
+    finally:
+        for workflow_id in ids:
+            await _terminate(client, workflow_id)
+    assert sorted(both[0] + both[1]) in (sorted(ids), sorted(ids * 2))
+    for workflow_id in ids:
+        assert sorted(runs[workflow_id]) == ["RUNNING", "TERMINATED"], runs
+
+
+async def _statuses(client: Client, workflow_id: str) -> list[str]:
+    return [w.status.name async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'") if w.status is not None]
 
 
 async def _maybe_running(client: Client, workflow_id: str) -> str | None:
