@@ -40,13 +40,17 @@ class Child:
             return ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM to the child's group, then SIGKILL if it has not exited within ``timeout``."""
+        """SIGTERM to the child's group, then SIGKILL to the program if it has not exited within
+        ``timeout``, and to whatever is left of its group once it has."""
         if self.alive():
             self.send(signal.SIGTERM)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+            # What is left of its group (its lifeline watcher, a grandchild that ignored SIGTERM)
+            # goes now, not a moment after us: nothing of the stack outlives the one who stops it.
+            self.send(signal.SIGKILL)
         self._cut_lifeline()
 
     def kill(self) -> None:
