@@ -128,7 +128,9 @@ async def test_two_workers_that_find_a_shard_closed_start_one_run_of_it(client: 
     finally:
         for workflow_id in ids:
             await _terminate(client, workflow_id)
-    assert sorted(both[0] + both[1]) in (sorted(ids), sorted(ids * 2))
+    # Each shard was found closed by one keeper or both (a keeper that looks after the other's start
+    # finds it running); either way, one new run per shard.
+    assert set(both[0] + both[1]) == set(ids)
     for workflow_id in ids:
         assert sorted(runs[workflow_id]) == ["RUNNING", "TERMINATED"], runs
 
