@@ -407,6 +407,20 @@ class SupervisorSettings(BaseModel):
     shards: int = Field(
         default=1, ge=1, le=4096, description="S: Supervisor workflows, each owning a hash range of task ids."
     )
+    keep_running_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="How often each Supervisor worker checks that every shard's Supervisor workflow runs,"
+        " and starts a closed one again.",
+    )
+    sweep_bound_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=86400,
+        description="`sas health supervisor` fails when a shard has not swept for this long;"
+        " max_interval_s + 90 s if unset (a sweep's own time and a slow round trip).",
+    )
     orphan_after_s: float = Field(
         default=30.0,
         ge=0,

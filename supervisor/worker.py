@@ -1,5 +1,5 @@
-"""The Supervisor's worker process: polls the Supervisor queue and makes sure the
-Supervisor workflow is running."""
+"""The Supervisor's worker process: polls the Supervisor queue and keeps the Supervisor
+workflow running (``supervisor/keeper.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
 from sas.runtime.connect import connect, metrics_runtime, worker_identity
@@ -21,13 +20,15 @@ from sas.runtime.versioning import SUPERVISOR, deployment_config
 from sas.settings import Settings, get_settings
 from sas.supervisor.alert_delivery import AlertDeliveryActivities
 from sas.supervisor.apply import ApplyActivities
-from sas.supervisor.models import SupervisorInput
+from sas.supervisor.keeper import SupervisorKeeper, ensure_supervisor_running
 from sas.supervisor.orphans import OrphanActivities
 from sas.supervisor.outbox import Outbox
 from sas.supervisor.queues import QueueActivities
 from sas.supervisor.scan import ScanActivities
 from sas.supervisor.workflow import SupervisorWorkflow
 from sas.workflows.runner import workflow_runner
+
+__all__ = ["build_worker", "ensure_supervisor_running", "run_supervisor", "supervisor_activities"]
 
 log = logging.getLogger("sas.supervisor")
 
@@ -69,33 +70,6 @@ def build_worker(
     )
 
 
-async def ensure_supervisor_running(client: Client, settings: Settings) -> None:
-    """Start the Supervisor workflow of every shard, or attach to the ones already running.
-
-    Workflow-id uniqueness is what makes "one Supervisor per shard": every worker
-    process calls this, and all but the first find it running."""
-    sup = settings.supervisor
-    for shard in range(sup.shards):
-        await client.start_workflow(
-            "SupervisorWorkflow",  # its run takes the raw payload (workflows/inputs.py)
-            SupervisorInput(shard=shard),
-            id=sup.shard_workflow_id(shard),
-            task_queue=settings.temporal.supervisor_task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            # What the Temporal UI's list says of it; its current details say how the sweeps go.
-            static_summary=(
-                f"Supervisor shard {shard + 1}/{sup.shards} · sweeps every {sup.interval_s:g}-{sup.max_interval_s:g} s"
-                f" · tasks on {settings.temporal.task_queue}"
-            ),
-            static_details=(
-                f"**Supervisor** of shard {shard + 1} of {sup.shards}: scans the mirrored state table for steps "
-                f"past their CompleteBy or Failed, asks Temporal before acting, and retries, compensates or parks "
-                f"them (failure threshold {sup.failure_threshold}); raises operator alerts (`sas alerts`). "
-                "Its current details show the last sweep, counts and open alerts."
-            ),
-        )
-
-
 async def run_supervisor() -> None:
     from sas import state_store
 
@@ -115,6 +89,7 @@ async def run_supervisor() -> None:
         worker = build_worker(client, settings, state_store.session_factory(engine), identity)
         await ensure_supervisor_running(client, settings)
         log.info("supervisor %s polling %s", identity, settings.temporal.supervisor_task_queue)
-        await serve_until_signalled(worker)
+        # The keeper starts the Supervisor workflow again if it closes while this worker runs.
+        await serve_until_signalled(worker, SupervisorKeeper(client, settings))
     finally:
         await engine.dispose()

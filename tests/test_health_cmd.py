@@ -145,3 +145,30 @@ async def test_bad_settings_are_named_not_echoed() -> None:
     assert result.code == 2
     assert "invalid settings" in result.err and "SAS_ENCRYPTION__KEYS" in result.err
     assert "CANARY" not in result.err and "Traceback" not in result.err
+
+
+async def test_a_supervisor_workflow_that_does_not_sweep_is_unhealthy(client: Client, temporal_address: str) -> None:
+    """This host's Supervisor polls, and its workflow runs, but no sweep happens: here its worker
+    knows no SupervisorWorkflow, so every workflow task fails and the run never scans."""
+    queue = fresh_id("health-q")
+    workflow_id = fresh_id("sup-stalled")
+    identity = f"supervisor-{os.getpid()}@{socket.gethostname()}"
+    env = stack_env(temporal_address, queue, SAS_SUPERVISOR__WORKFLOW_ID=workflow_id)
+    await client.start_workflow("SupervisorWorkflow", id=workflow_id, task_queue=queue)
+    try:
+        async with polling(client, queue, identity):
+            # Healthy at first: it polls, and a run just started counts as swept within the default bound.
+            fresh = await until_healthy(["supervisor"], env)
+            result = await wait_until(
+                lambda: sas_health("supervisor", env={**env, "SAS_SUPERVISOR__SWEEP_BOUND_S": "1"}),
+                lambda r: "has not swept" in r.err,
+                timeout=30,
+                interval=0.5,
+                what="sas health to see no sweep",
+            )
+    finally:
+        await client.get_workflow_handle(workflow_id).terminate("test over")
+    assert fresh.code == 0, fresh.err
+    assert result.code == 1
+    assert f"unhealthy: Supervisor workflow {workflow_id!r} has not swept for" in result.err
+    assert "(bound 1s)" in result.err and "Traceback" not in result.err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,8 +42,16 @@ def up(
     ui_port: int = typer.Option(8233),
     services_port: int = typer.Option(8081),
     enable_faults: bool = typer.Option(False, "--enable-faults", help="Turn on the services' fault-injection API."),
+    max_restarts: int = typer.Option(
+        5,
+        min=1,
+        max=100,
+        help="A process that exits this many times in a row within a minute of its start stops the stack.",
+    ),
 ) -> None:
-    """Start the stack on this machine (no demo orders) until Ctrl-C."""
+    """Start the stack on this machine (no demo orders) until Ctrl-C or SIGTERM; a process that
+    exits is started again, with back-off."""
+    _stop_on_sigterm()
     cfg = _stack_options(
         state_dir,
         temporal_port,
@@ -59,7 +68,7 @@ def up(
         console.print("To use `sas` against it from another shell:")
         command_line(f"  . {env_file}")
         console.print("Ctrl-C stops everything.")
-        _hold(stack)
+        _hold(stack, max_restarts)
     finally:
         stack.stop()
 
@@ -74,6 +83,7 @@ def demo(
     services_port: int = typer.Option(8081),
 ) -> int:
     """Start everything, run demo orders with injected faults, and show where each ended."""
+    _stop_on_sigterm()
     from sas.cli.tasks import TASK_TYPES
 
     if "order" not in TASK_TYPES:
@@ -166,12 +176,35 @@ def _write_env_file(cfg: LocalStackConfig) -> Path:
     return path
 
 
-def _hold(stack: LocalStack) -> None:
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the stack as Ctrl-C does, through the ``finally`` that stops every process:
+    nothing outlives ``sas up``."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _hold(stack: LocalStack, max_restarts: int = 5) -> None:
+    """Until Ctrl-C or SIGTERM: start again what exits (sas.runtime.restarts), one line each;
+    stop with one line when Temporal exits or a process keeps crashing."""
+    from sas.runtime.restarts import RestartPolicy, StackDown, StackKeeper
+
+    # Temporal holds everything the others need: a crash of it is not papered over.
+    keeper = StackKeeper(
+        stack.group,
+        restartable=lambda child: child.name != "temporal",
+        policy=RestartPolicy(max_quick_exits=max_restarts),
+    )
     try:
         while True:
-            dead = [c for c in stack.group.dead() if c.name != "migrate"]
-            if dead:
-                raise CliError(f"{dead[0].name} stopped unexpectedly; its log:\n{dead[0].log_tail()}")
+            try:
+                restarted = keeper.tend()
+            except StackDown as err:
+                raise CliError(f"{err}; stopping the stack") from None
+            for line in restarted:
+                console.print(f"sas: {shown(line)}", soft_wrap=True)
             time.sleep(1)
     except KeyboardInterrupt:
         console.print("stopping")

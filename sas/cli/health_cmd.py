@@ -51,8 +51,14 @@ def register(app: typer.Typer) -> None:
 def health(
     role: Role = typer.Argument(..., help="Which process of this host to check."),
     max_age_s: float = typer.Option(DEFAULT_MAX_AGE_S, help="Unhealthy if its last poll is older than this."),
+    max_sweep_age_s: float | None = typer.Option(
+        None,
+        min=0.001,
+        help="supervisor: unhealthy if a shard has not swept for this long (default: SAS_SUPERVISOR__SWEEP_BOUND_S).",
+    ),
 ) -> None:
-    """Exit 0 if the worker or Supervisor on this host polls its task queue (for healthchecks)."""
+    """Exit 0 if the worker or Supervisor on this host polls its task queue (for healthchecks); for
+    the Supervisor, also only if every shard's Supervisor workflow runs and has swept within its bound."""
     from sas.runtime.entry import describe_settings_error, settings_errors
     from sas.settings import get_settings
 
@@ -79,11 +85,44 @@ def health(
             f"task queue {queue!r} in the last {max_age_s:g}s",
             f"other pollers of {queue!r}: {', '.join(others) or 'none'}",
         )
+    if role is Role.supervisor:
+        _check_supervisor_workflows(settings, max_sweep_age_s)
     freshest = min(mine, key=lambda p: p.age_s)
     # A poller's identity is whatever that client called itself: outside text.
     console.print(
         f"healthy: {shown(freshest.identity)} polls {shown(repr(queue))} (last poll {freshest.age_s:.0f}s ago)"
     )
+
+
+def _check_supervisor_workflows(settings: Settings, max_sweep_age_s: float | None) -> None:
+    """A Supervisor worker polling an empty queue is no Supervisor: the workflows must run and sweep."""
+    import asyncio
+
+    from sas.supervisor.liveness import sweep_bound_s
+
+    bound = max_sweep_age_s if max_sweep_age_s is not None else sweep_bound_s(settings)
+    problems = asyncio.run(_supervisor_problems(settings, bound))
+    if problems:
+        more = f" (and {len(problems) - 1} more shard(s))" if len(problems) > 1 else ""
+        raise CliError(
+            f"unhealthy: {problems[0]}{more}",
+            "a Supervisor worker starts a closed one again within SAS_SUPERVISOR__KEEP_RUNNING_S;"
+            " `sas health` passes again once it has swept",
+        )
+
+
+async def _supervisor_problems(settings: Settings, bound_s: float) -> list[str]:
+    from temporalio.service import RPCError
+
+    from sas.supervisor.liveness import shard_liveness
+
+    client = await _connect(settings)
+    try:
+        shards = await shard_liveness(client, settings)
+    except RPCError as err:
+        raise CliError(f"unhealthy: Temporal did not describe the Supervisor workflows: {err.message}") from None
+    now = datetime.now(UTC)
+    return [p for p in (s.problem(now, bound_s) for s in shards) if p is not None]
 
 
 def is_this_host(identity: str, role: Role, configured: str | None) -> bool:

@@ -173,6 +173,8 @@ class LocalStack:
         child.process.wait(120)
         if child.process.returncode != 0:
             raise RuntimeError(f"migrating the state store failed:\n{child.log_tail()}")
+        # Done: from here on the group holds only what runs until the stack stops.
+        self.group.children.remove(child)
 
     def children(self) -> list[Child]:
         return self.group.children

@@ -21,6 +21,9 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    # What it was started with, so that it can be started again (sas.runtime.restarts).
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
 
     @property
     def pid(self) -> int:
@@ -37,13 +40,17 @@ class Child:
             return ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM to the child's group, then SIGKILL if it has not exited within ``timeout``."""
+        """SIGTERM to the child's group, then SIGKILL to the program if it has not exited within
+        ``timeout``, and to whatever is left of its group once it has."""
         if self.alive():
             self.send(signal.SIGTERM)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+            # What is left of its group (its lifeline watcher, a grandchild that ignored SIGTERM)
+            # goes now, not a moment after us: nothing of the stack outlives the one who stops it.
+            self.send(signal.SIGKILL)
         self._cut_lifeline()
 
     def kill(self) -> None:
@@ -93,7 +100,7 @@ def spawn(name: str, argv: list[str], log_path: Path, env: dict[str, str] | None
             start_new_session=True,
             umask=CHILD_UMASK,
         )
-    return Child(name, process, log_path)
+    return Child(name, process, log_path, list(argv), env)
 
 
 @dataclass
@@ -110,6 +117,13 @@ class ProcessGroup:
 
     def python(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Child:
         return self.spawn(name, [sys.executable, *args], env)
+
+    def respawn(self, child: Child) -> Child:
+        """Start an exited ``child`` again, same program, settings and log, in its place in the stop order."""
+        child.stop()  # it has exited: this only lets go of its lifeline
+        again = spawn(child.name, child.argv, child.log_path, child.env)
+        self.children[self.children.index(child)] = again
+        return again
 
     def stop_all(self) -> None:
         for child in reversed(self.children):
