@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from sas.runtime.activity_owners import OwnedActivities, Owners
 from sas.runtime.connect import connect, metrics_runtime, worker_identity
 from sas.runtime.entry import serve_until_signalled
 from sas.runtime.failures import reaching_state_store
@@ -63,6 +64,9 @@ def build_worker(
         activities=supervisor_activities(client, settings, sessions, identity),
         identity=identity,
         workflow_runner=workflow_runner(),
+        # Its activities run for the Supervisor workflow alone: a standalone `supervisor.apply`
+        # could claim and send any decision it was given.
+        interceptors=[OwnedActivities(Owners(agents_of={}, undos=frozenset()))],
         deployment_config=versioned,
         # A stopped Supervisor's sticky queue holds its next workflow task this long before any
         # worker may take it (the SDK's default is 10 s): a restart sweeps within its interval.

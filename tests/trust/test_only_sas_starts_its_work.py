@@ -111,3 +111,31 @@ async def test_a_clean_up_nobody_decided_is_refused_and_undoes_nothing(stack: St
     assert await stack.task_state(task_id) == "Processed"
     [alert] = [a for a in await stack.alerts(task_id) if a.kind == "cleanup_refused"]
     assert alert.severity == "critical" and "nothing was undone" in alert.suggested_action
+
+
+async def test_a_standalone_supervisor_activity_is_refused(stack: Stack) -> None:
+    """`supervisor.apply` run on its own could claim and send any decision it was given: the
+    Supervisor's worker runs its activities for the Supervisor workflow alone."""
+    argv = [
+        temporal_binary(),
+        "activity",
+        "execute",
+        "--address",
+        stack.settings.temporal.address,
+        "--activity-id",
+        fresh_id("forged-apply"),
+        "--type",
+        "supervisor.apply",
+        "--task-queue",
+        stack.settings.temporal.supervisor_task_queue,
+        "--start-to-close-timeout",
+        "20s",
+        "--schedule-to-close-timeout",
+        "60s",
+        "--input",
+        json.dumps({"decisions": [], "shard": 0}),
+    ]
+    ran = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=90)
+    said = ran.stdout + ran.stderr
+    assert ran.returncode != 0, said
+    assert "supervisor.apply refused: it was started outside any workflow" in said, said
