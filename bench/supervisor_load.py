@@ -3,6 +3,7 @@ permanent failure waits for its decision, in Supervisor intervals.
 
     python bench/supervisor_load.py                         # 1,000 tasks; SQLite and PostgreSQL
     python bench/supervisor_load.py --backends sqlite --concurrency 1,16
+    python bench/supervisor_load.py --poison                # with one poisoned task in front of it
 
 Each run is a fresh stack: the Temporal dev server, the remote services with fault injection, one
 ``worker.py`` and ``python -m sas.supervisor``, with the default settings but these: the steps'
@@ -97,6 +98,30 @@ async def failed_at(client: Any, task_id: str) -> datetime:
     raise RuntimeError(f"{task_id}: no failed activity in its history")
 
 
+async def add_poison(sessions: Any, task_id: str) -> None:
+    """A decision in the outbox that no request can carry (FailureCount above its bound): one
+    task's poison, which once stopped every sweep (the Supervisor retried sending it for ever)."""
+    from datetime import UTC
+
+    from sas.state_store import tables
+    from sas.task_models.status import MAX_FAILURE_COUNT
+
+    async with sessions() as session, session.begin():
+        session.add(
+            tables.Decision(
+                task_id=task_id,
+                step="charge",
+                failure_count=MAX_FAILURE_COUNT + 1,
+                kind="retry",
+                observed_state="Failed",
+                reason="the bench's poison: a FailureCount no request may carry",
+                decided_by="bench",
+                decided_at=datetime.now(UTC),
+                signal_sent_at=None,
+            )
+        )
+
+
 async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[str, Any]:
     from sas import state_store
     from sas.settings import DatabaseSettings, Settings
@@ -143,6 +168,8 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
                     1.0,
                     "the failing orders to reach their cool-downs",
                 )
+                if args.poison:
+                    await add_poison(sessions, f"load-{run_id}-0")
                 start = datetime.now().astimezone()
                 probes = [f"probe-{run_id}-{i}" for i in range(args.probes)]
                 for i, task_id in enumerate(probes):
@@ -175,6 +202,7 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
         "backend": backend,
         "concurrency": concurrency,
         "tasks": args.tasks,
+        "poison": args.poison,
         "interval_s": f"{args.interval_s:g}",
         "probe_wait_median_s": round(median(waits), 2),
         "probe_wait_max_s": round(max(waits), 2),
@@ -211,6 +239,9 @@ def main() -> None:
         default=os.environ.get("SAS_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"),
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
+    parser.add_argument(
+        "--poison", action="store_true", help="put one task's undeliverable decision in the outbox before the probes"
+    )
     args = parser.parse_args()
     print_summary(asyncio.run(bench(args)))
 

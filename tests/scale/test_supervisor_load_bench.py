@@ -10,10 +10,13 @@ from tests.scale.test_bench_scripts import run_bench
 pytestmark = pytest.mark.slow
 
 
-def test_supervisor_load_runs() -> None:
+def test_supervisor_load_runs_with_a_poisoned_task() -> None:
+    """With one task's undeliverable decision in the outbox the probes are still decided (a
+    Supervisor the poison stopped would decide none, and the run would time out)."""
     summary = run_bench(
         "supervisor_load.py",
         "--tasks", "8", "--probes", "2", "--probe-every-s", "1", "--cooldown-s", "5", "--backends", "sqlite",
+        "--poison",
         timeout=300,
     )  # fmt: skip
     assert float(summary["sqlite_c16_max_intervals"]) >= 0 and float(summary["sqlite_c16_decisions_per_s"]) >= 0
