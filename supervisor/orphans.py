@@ -33,6 +33,7 @@ from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.outbox import Outbox, cleanup_workflow_id
 from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_finished, reconcile_task
+from sas.supervisor.resets import ResetFollower
 from sas.supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
 from sas.workflows.cleanup import UNDO_STATES
 
@@ -51,6 +52,7 @@ class OrphanActivities(OrphanDefs):
         self._settings = settings
         self._identity = identity
         self._outbox = outbox
+        self._resets = ResetFollower(sessions, client, settings.temporal.task_queue)
 
     @activity.defn(name="supervisor.check_orphans")
     async def check_orphans(self, request: OrphanCheckInput) -> OrphanCheckResult:
@@ -95,6 +97,8 @@ class OrphanActivities(OrphanDefs):
         )
         result.checked += asked
         result.repaired += repaired
+        # A reset's new run that wrote nothing the rows do not hold: the mirror follows it too.
+        result.repaired += await self._resets.follow(buckets)
         if result.orphans:
             await self._outbox.flush(buckets)
         return result

@@ -250,6 +250,17 @@ def tasks_in_buckets(buckets: tuple[int, int]) -> Select[Any]:
     return select(Task.task_id).where(Task.shard >= buckets[0], Task.shard < buckets[1])
 
 
+async def runs_of(
+    session: AsyncSession, task_ids: list[str], buckets: tuple[int, int] | None = None
+) -> dict[str, tuple[str | None, str | None]]:
+    """The run and chain the mirror records for each of ``task_ids`` it has (in a shard's
+    ``buckets``, when given): task id -> (run id, chain id)."""
+    query = select(Task.task_id, Task.run_id, Task.chain_id).where(Task.task_id.in_(task_ids))
+    if buckets is not None:
+        query = query.where(Task.shard >= buckets[0], Task.shard < buckets[1])
+    return {task_id: (run_id, chain_id) for task_id, run_id, chain_id in (await session.execute(query)).all()}
+
+
 async def step_counts(session: AsyncSession) -> dict[str, int]:
     """Step rows by state."""
     rows = await session.execute(select(Step.state, func.count()).group_by(Step.state))

@@ -132,6 +132,28 @@ async def test_a_reset_that_writes_nothing_new_moves_the_mirrors_run_on_reconcil
     assert again["tasks"][0]["repairs"] == []  # a second look changes nothing
 
 
+async def test_the_supervisor_follows_a_reset_that_writes_nothing_new_by_itself(stack: Stack) -> None:
+    """The same reset with a Supervisor running: the mirror names the new run within an orphan
+    check, with no operator command, audited as the Supervisor's."""
+    task_id = fresh_id("rst5")
+    assert (await (await stack.submit(task_id)).result()).state == TaskState.PROCESSED
+    first_run = await _run_id(stack, task_id)
+    new_run = await _reset(stack, task_id, "LastWorkflowTask")
+    assert new_run != first_run
+    await stack.client.get_workflow_handle(task_id, run_id=new_run).result()
+
+    async def run_of_record() -> str | None:
+        record = await stack.record(task_id)
+        return record.task.run_id if record else None
+
+    await wait_until(run_of_record, lambda r: r == new_run, timeout=60, what="the mirror to follow the reset")
+    async with stack.sessions() as session:
+        audit = await audit_for(session, task_id)
+    assert [(a.action, a.actor, a.changed) for a in audit] == [
+        ("reconcile", "supervisor", f"run: {first_run} -> {new_run}")
+    ]
+
+
 async def test_reset_mid_saga_to_last_workflow_task_keeps_audit_and_keys(stack_no_supervisor: Stack) -> None:
     stack = stack_no_supervisor
     task_id = fresh_id("rst2")
