@@ -43,6 +43,7 @@ from sas.state_store.queries import (
 )
 from sas.state_store.rejections import alert_refused_write, refused_for_good
 from sas.state_store.tables import AuditEntry
+from sas.supervisor.foreign_results import alert_foreign_result, completed_from_outside, foreign_note
 from sas.supervisor.per_task import isolated
 from sas.supervisor.temporal_view import TemporalView, look
 from sas.task_models import StepState, StepStatus, TaskResult, TaskStatus
@@ -81,6 +82,10 @@ class Repair:
     # "state": the row's state (and what comes with it); "run": the run that owns the task
     # (``before``/``after`` are run ids, ``step`` is None).
     subject: Literal["state", "run"] = "state"
+    # Who completed the step's activity, when that was not the worker that ran it (a result sas
+    # did not produce: supervisor/foreign_results.py).
+    foreign: str | None = None
+    activity: str = ""  # the step's Agent
 
     def describe(self) -> str:
         what = f"{self.task_id} {self.step}" if self.step else f"{self.task_id} (task)"
@@ -113,7 +118,12 @@ async def reconcile_task(
         for row in record.steps:
             shown = settled.get(row.name)
             if shown is not None and shown.state in _DONE and _behind(row.state, shown.state):
-                repairs.append(Repair(task_id, row.name, row.state, str(shown.state), row.version, shown))
+                repair = Repair(task_id, row.name, row.state, str(shown.state), row.version, shown)
+                if shown.state == StepState.PROCESSED and row.state in OPEN_STEP_STATES:
+                    # Its Agent never recorded it done: the answer may not be the Agent's.
+                    repair.activity = row.agent
+                    repair.foreign = await completed_from_outside(client, task_id, view.run_id, row.agent)
+                repairs.append(repair)
         if view.status == "completed" and record.task.state != truth.state:
             repairs.append(Repair(task_id, None, record.task.state, str(truth.state), record.task.version))
     newer_run = _newer_run_of_chain(record.task.chain_id, record.task.run_id, view)
@@ -122,6 +132,9 @@ async def reconcile_task(
     if repairs and not dry_run:
         try:
             repairs = await _apply(sessions, repairs, view)
+            for r in repairs:
+                if r.foreign and r.step is not None:
+                    await alert_foreign_result(sessions, task_id, r.step, r.activity, r.foreign, datetime.now(UTC))
         except Exception as err:
             if not refused_for_good(err):
                 raise
@@ -197,13 +210,20 @@ async def _apply(sessions: async_sessionmaker[AsyncSession], repairs: list[Repai
                     now,
                     failure_count=shown.failure_count if shown else None,
                     result=shown.result if shown else None,
-                    note=shown.note if shown else None,
+                    note=foreign_note(r.activity, r.foreign) if r.foreign else (shown.note if shown else None),
                 )
             if written:
                 done.append(r)
         if done:
             await _audit(session, done, view, now)
     return done
+
+
+def _why(done: list[Repair], view: TemporalView) -> str:
+    foreign = [r for r in done if r.foreign]
+    if foreign:
+        return "; ".join(f"{r.step}: {foreign_note(r.activity, r.foreign or '')}" for r in foreign)
+    return f"the mirror was behind Temporal (workflow {view.how or view.status})"
 
 
 async def _audit(session: AsyncSession, done: list[Repair], view: TemporalView, now: datetime) -> None:
@@ -223,7 +243,7 @@ async def _audit(session: AsyncSession, done: list[Repair], view: TemporalView, 
                     step=done[0].step if len(done) == 1 else None,
                     action="reconcile",
                     actor="supervisor",
-                    reason=f"the mirror was behind Temporal (workflow {view.how or view.status})",
+                    reason=_why(done, view),
                     changed="; ".join(r.describe().removeprefix(f"{task_id} ") for r in done),
                     at=now,
                 )

@@ -1,15 +1,20 @@
 """Temporal's own controls used on a sas task, not sas's: the task shows in sas's views with
 what to do. A step paused with `temporal activity pause` (or the UI) is listed as parked, with
-an alert naming who paused it and why, and `sas retry` resumes it."""
+an alert naming who paused it and why, and `sas retry` resumes it; a result written with
+`temporal activity complete` is flagged as not the Agent's."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import PauseActivityRequest
 
+from sas.state_store.queries import audit_for
 from tests.cli.test_cli import as_json, sas
+from tests.e2e.test_mirror_follows_temporal import quick_stack  # noqa: F401 - a fixture
+from tests.e2e.test_temporal_cli import temporal_cli
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
 
@@ -50,3 +55,45 @@ async def test_a_step_paused_outside_sas_is_listed_as_parked_with_an_alert(stack
     resumed = await sas(stack, "retry", task_id, "--by", "carol", "--reason", "not stuck")
     assert resumed.returncode == 0, resumed.stderr
     assert (await handle.result()).state == "Processed"
+
+
+async def test_a_result_completed_from_outside_is_flagged_not_adopted_silently(quick_stack: Stack) -> None:  # noqa: F811
+    """The probe's F11: `temporal activity complete` ends a hung charge with a result nobody's
+    service gave. The task goes on with it (Temporal's word), but the mirror does not take it as
+    the Agent's: the row's note, the audit entry and a critical alert say who completed it."""
+    stack = quick_stack
+    task_id = fresh_id("forged-result")
+    await stack.add_fault(endpoint="payment.charge", kind="hang", hang_s=60, match_order_id=task_id)
+    handle = await stack.submit(task_id)
+
+    async def charge_activity() -> Any:
+        described = await stack.client.get_workflow_handle(task_id).describe()
+        return next(
+            (a for a in described.raw_description.pending_activities if a.activity_type.name == "payment.charge"),
+            None,
+        )
+
+    running = await wait_until(charge_activity, lambda a: a is not None, what="charge running")
+    forged = {"data": {"charge_id": "ch_forged", "amount_cents": 1299, "currency": "EUR"}}
+    done = await temporal_cli(
+        stack.settings.temporal.address,
+        *("activity", "complete", "--workflow-id", task_id, "--activity-id", running.activity_id),
+        *("--result", json.dumps(forged)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert (await handle.result()).state == "Processed"  # the Scheduler took it as the answer
+
+    async def flagged() -> list[Any]:
+        return [a for a in await stack.alerts(task_id) if a.kind == "foreign_result"]
+
+    [alert] = await wait_until(flagged, bool, timeout=60, what="the foreign result flagged")
+    assert alert.severity == "critical" and "payment.charge was completed in Temporal by" in alert.message
+    record = await stack.record(task_id)
+    assert record is not None
+    charge = next(s for s in record.steps if s.name == "charge")
+    assert charge.state == "Processed" and "result not reported by an Agent" in (charge.note or "")
+    async with stack.sessions() as session:
+        audit = await audit_for(session, task_id)
+    assert any(a.action == "reconcile" and "not by the worker that ran it" in a.reason for a in audit), audit
+    # The service never charged: what an operator checks, told by the alert.
+    assert [e["action"] for e in await stack.ledger(task_id) if e["service"] == "payment"] == []
