@@ -86,6 +86,7 @@ class MirrorActivities(MirrorDefs):
             publish_progress=False,
             refused=refused,
             incarnation=outcome.incarnation,
+            waits_for_cancelled_attempts=True,
         )
 
     def _check_callback_url(self, accepted: TaskAccepted) -> None:

@@ -52,7 +52,6 @@ with workflow.unsafe.imports_passed_through():
         start_agent,
         step_call,
         until_ended,
-        waits_for_cancelled_attempts,
     )
     from sas.workflows.shell.records import _MIRROR_RETRY, _MIRROR_TIMEOUT, Records
     from sas.workflows.shell.undo import UndoEngine
@@ -110,9 +109,6 @@ class TaskScheduler(UndoEngine, WaitSteps):
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         task_input = self._validate(raw_input)
-        # Decided once, as the run starts: a run already under way when this code is deployed
-        # replays its start without the marker, and keeps cancelling at once to its end.
-        self._waits = waits_for_cancelled_attempts()
         plan = await self._accept(task_input)
         self._payload = task_input
         self._notify("received")
@@ -180,6 +176,9 @@ class TaskScheduler(UndoEngine, WaitSteps):
         self._supervisor_id = plan.supervisor_workflow_id
         self._publisher.search_attributes = plan.search_attributes
         self._publisher.progress = plan.publish_progress
+        # Recorded with the plan, not a patch marker (one more event on every task's happy path):
+        # a plan accepted before it was waited for says False, and replays cancelling at once.
+        self._waits = plan.waits_for_cancelled_attempts
         self._publisher.on = True
         url = task_input.get("callback_url")
         self._notifier.url = url if isinstance(url, str) else None

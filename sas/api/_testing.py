@@ -152,7 +152,7 @@ class FakeAgents:
         @activity.defn(name="mirror.accept")
         async def accept(accepted: TaskAccepted) -> TaskPlan:
             steps = [p.model_copy(update={"policy": p.policy or FAST}) for p in accepted.steps]
-            return TaskPlan(steps=steps, compensation_policy=FAST)
+            return TaskPlan(steps=steps, compensation_policy=FAST, waits_for_cancelled_attempts=True)
 
         @activity.defn(name="mirror.record")
         async def record(batch: TransitionBatch) -> int:

@@ -240,7 +240,9 @@ async def _vouching_decision(session: AsyncSession, record: AuditRecord) -> tupl
     if found is None:
         return None, "no such decision"
     kind, step = found
-    if kind != record.action or step != record.step:
+    # A compensate undoes the task as a whole: its entry names no step, whichever step's
+    # failure the decision was about.
+    if kind != record.action or (step != record.step and not (kind == "compensate" and record.step is None)):
         return None, f"decision {claimed} was to {kind} {step}, not to {record.action} {record.step or '-'}"
     used = await session.execute(select(AuditEntry.id).where(AuditEntry.decision_id == int(claimed)))
     if used.first() is not None:

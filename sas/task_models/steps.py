@@ -137,6 +137,12 @@ class TaskPlan(BaseModel):
         default=None, description="Why this run may not run the task (its id belongs to another task); None: go."
     )
     incarnation: int = Field(default=1, description="1, then +1 for each `sas resubmit` of the finished task.")
+    waits_for_cancelled_attempts: bool = Field(
+        default=False,
+        description="Whether a forward attempt cancelled because the task is being undone is waited for until it"
+        " has ended (its Agent lets a request already sent get its answer), so that its undo is decided on what"
+        " the service did. Plans accepted before this field existed have none, and cancel at once when they replay.",
+    )
 
 
 class MirrorStamp(BaseModel):

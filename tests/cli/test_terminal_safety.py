@@ -12,6 +12,7 @@ from rich.text import Text
 from sas.cli import output
 from sas.runtime.terminal import for_terminal
 from sas.state_store import mirror
+from sas.state_store.tables import Alert
 from sas.task_models import StepState, StepTransition
 from tests.cli.test_cli import sas
 from tests.helpers import fresh_id
@@ -71,10 +72,20 @@ async def test_operator_fields_and_remote_results_print_safely(stack: Stack) -> 
         )
     assert changed == 1
 
-    # The breaker last: forced open, it holds the worker's calls.
-    opened = await sas(stack, "services", "open", "inventory", "--by", HOSTILE, "--reason", HOSTILE)
-    assert opened.returncode == 0, opened.stderr
-    assert raw(opened.stdout) == [] and "\\x1b[2J" in opened.stdout
+    # An operator's `--by` with controls is refused before anything is done, and the refusal
+    # shows them as escapes.
+    refused = await sas(stack, "services", "open", "inventory", "--by", HOSTILE, "--reason", "why")
+    assert refused.returncode == 2 and raw(refused.stderr) == [] and "\\x1b" in refused.stderr
+    # Text that reached the store another way (an alert's message) is shown visibly too.
+    now = datetime.now(UTC)
+    async with stack.sessions() as session, session.begin():
+        session.add(
+            Alert(
+                incident_key=f"hostile:{task_id}", severity="warning", kind="hostile", task_id=task_id, step=None,
+                failure_count=0, message=HOSTILE, last_error=HOSTILE, suggested_action=HOSTILE, status="open",
+                created_at=now, updated_at=now, delivery_attempts=0,
+            )
+        )  # fmt: skip
 
     for args in (("alerts", "--status", "all"), ("services",), ("show", task_id), ("list",)):
         done = await sas(stack, *args)

@@ -81,7 +81,9 @@ class Services:
             steps = [
                 p.model_copy(update={"policy": FAST, "task_queue": self.queues.get(p.name)}) for p in accepted.steps
             ]
-            return TaskPlan(steps=steps, compensation_policy=FAST, incarnation=self.incarnation)
+            return TaskPlan(
+                steps=steps, compensation_policy=FAST, incarnation=self.incarnation, waits_for_cancelled_attempts=True
+            )
 
         @activity.defn(name="mirror.record")
         async def record(batch: TransitionBatch) -> int:

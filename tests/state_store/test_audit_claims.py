@@ -123,3 +123,17 @@ async def test_a_decision_never_replaces_who_the_request_is_from(sessions: async
         assert await record_audit(session, request(task_id, 2, "supervisor", compensate))
     async with sessions() as session:
         assert sorted(e.actor for e in await audit_for(session, task_id)) == ["mallory", "supervisor"]
+
+
+async def test_a_compensate_of_the_whole_task_is_carried_out_by_its_decision(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    """The Scheduler audits a compensate as the task's (no step): the decision about the failed
+    step still vouches for it, once."""
+    task_id = fresh_id("audit-task")
+    compensate = await decided(sessions, task_id, "compensate", "ship")
+    whole = request(task_id, 1, "supervisor", compensate).model_copy(update={"step": None})
+    async with sessions() as session:
+        assert await record_audit(session, whole)
+    async with sessions() as session:
+        assert [e.actor for e in await audit_for(session, task_id)] == ["supervisor"]

@@ -22,12 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.records import Records
 
 
-# A forward attempt cancelled because the task is being undone is waited for until it has ended
-# (its Agent lets a request already sent get its answer): its undo is then decided on what the
-# service did, not on what it had done so far. Runs recorded before it decided at once.
-WAIT_FOR_CANCELLED_ATTEMPTS = "wait-for-cancelled-attempts"
-
-
 def start_agent(
     name: str,
     call: StepCall,
@@ -57,12 +51,6 @@ def start_agent(
         ),
         summary=summary,
     )
-
-
-def waits_for_cancelled_attempts() -> bool:
-    """Whether this run waits for a cancelled forward attempt to end (False in the replay of a
-    run recorded before it did)."""
-    return workflow.patched(WAIT_FOR_CANCELLED_ATTEMPTS)
 
 
 async def until_ended(handle: workflow.ActivityHandle[StepResult]) -> StepResult:
