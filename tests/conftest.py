@@ -69,9 +69,10 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         ui=True,
         ui_port=UI_PORT,
         port=free_port(),
-        # Four pytest workers start their servers at once on two cores: 5 s (the SDK's default) is
-        # not always enough for the first one to answer.
-        dev_server_startup_timeout=timedelta(seconds=90),
+        # Four pytest workers start their servers at once on two cores (eight, with another suite
+        # beside this one): 5 s, the SDK's default, is not always enough, and on a loaded machine
+        # neither was 90 s. A server that has not answered in 4 minutes is broken, not slow.
+        dev_server_startup_timeout=timedelta(seconds=240),
     )
     try:
         yield env

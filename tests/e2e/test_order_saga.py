@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -23,14 +25,18 @@ async def test_happy_path_is_mirrored_step_by_step(stack_any_db: Stack) -> None:
     result = await handle.result()
 
     assert result.state == TaskState.PROCESSED
+    # Each Agent writes its own rows; on a machine so loaded that the state store does not answer
+    # within the attempt's time, an Agent goes on without its row and the Supervisor's
+    # reconciliation writes it from Temporal later (docs/reliability.md): wait for that, bounded.
+    mirrored = [("reserve", 0, "Processed"), ("charge", 1, "Processed"), ("ship", 2, "Processed")]
+
+    async def rows() -> Any:
+        found = await stack.record(task_id)
+        return found and (found.task.state, [(s.name, s.position, s.state) for s in found.steps])
+
+    await wait_until(rows, lambda r: r == ("Processed", mirrored), timeout=120, what="every row Processed")
     record = await stack.record(task_id)
     assert record is not None
-    assert record.task.state == "Processed"
-    assert [(s.name, s.position, s.state) for s in record.steps] == [
-        ("reserve", 0, "Processed"),
-        ("charge", 1, "Processed"),
-        ("ship", 2, "Processed"),
-    ]
     for step in record.steps:
         assert step.idempotency_key == f"{task_id}:{step.name}"
         assert step.attempt == 1 and step.failure_count == 0
