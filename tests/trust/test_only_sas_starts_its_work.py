@@ -26,6 +26,19 @@ OWNERS = Owners(
 )
 
 
+async def run_standalone(
+    stack: Stack, activity_type: str, task_queue: str, arg: dict[str, object]
+) -> subprocess.CompletedProcess[str]:
+    """What any client of the namespace can do: `temporal activity execute`, no workflow."""
+    argv = [
+        temporal_binary(),
+        *("activity", "execute", "--address", stack.settings.temporal.address),
+        *("--activity-id", fresh_id("standalone"), "--type", activity_type, "--task-queue", task_queue),
+        *("--start-to-close-timeout", "20s", "--schedule-to-close-timeout", "60s", "--input", json.dumps(arg)),
+    ]
+    return await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=90)
+
+
 def test_an_activity_runs_only_for_the_workflow_that_owns_it() -> None:
     assert OWNERS.refusal("payment.refund", None) == "it was started outside any workflow (a standalone activity)"
     assert OWNERS.refusal("payment.charge", "OrderWorkflow") is None
@@ -61,26 +74,12 @@ async def test_a_standalone_refund_is_refused_and_nothing_reaches_the_service(st
         "payload": record.task.payload,
         "stamp": {"seq": 1_000_000},
     }
-    argv = [
-        temporal_binary(),
-        "activity",
-        "execute",
-        "--address",
-        stack.settings.temporal.address,
-        "--activity-id",
-        fresh_id("forged-refund"),
-        "--type",
+    ran = await run_standalone(
+        stack,
         "payment.refund",
-        "--task-queue",
         service_queue(stack.settings.temporal.task_queue, "payment"),
-        "--start-to-close-timeout",
-        "20s",
-        "--schedule-to-close-timeout",
-        "60s",
-        "--input",
-        json.dumps(call),
-    ]
-    ran = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=90)
+        call,
+    )
     said = ran.stdout + ran.stderr
     assert ran.returncode != 0, said
     assert "payment.refund refused: it was started outside any workflow" in said, said
@@ -116,26 +115,9 @@ async def test_a_clean_up_nobody_decided_is_refused_and_undoes_nothing(stack: St
 async def test_a_standalone_supervisor_activity_is_refused(stack: Stack) -> None:
     """`supervisor.apply` run on its own could claim and send any decision it was given: the
     Supervisor's worker runs its activities for the Supervisor workflow alone."""
-    argv = [
-        temporal_binary(),
-        "activity",
-        "execute",
-        "--address",
-        stack.settings.temporal.address,
-        "--activity-id",
-        fresh_id("forged-apply"),
-        "--type",
-        "supervisor.apply",
-        "--task-queue",
-        stack.settings.temporal.supervisor_task_queue,
-        "--start-to-close-timeout",
-        "20s",
-        "--schedule-to-close-timeout",
-        "60s",
-        "--input",
-        json.dumps({"decisions": [], "shard": 0}),
-    ]
-    ran = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=90)
+    ran = await run_standalone(
+        stack, "supervisor.apply", stack.settings.temporal.supervisor_task_queue, {"decisions": [], "shard": 0}
+    )
     said = ran.stdout + ran.stderr
     assert ran.returncode != 0, said
     assert "supervisor.apply refused: it was started outside any workflow" in said, said

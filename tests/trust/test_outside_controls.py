@@ -19,19 +19,19 @@ from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
 
 
+async def charge_activity(stack: Stack, task_id: str) -> Any:
+    """The task's pending payment.charge activity, as Temporal describes it; None if there is none."""
+    described = await stack.client.get_workflow_handle(task_id).describe()
+    pending = described.raw_description.pending_activities
+    return next((a for a in pending if a.activity_type.name == "payment.charge"), None)
+
+
 async def test_a_step_paused_outside_sas_is_listed_as_parked_with_an_alert(stack: Stack) -> None:
     task_id = fresh_id("raw-pause")
     fault = await stack.add_fault(endpoint="payment.charge", kind="hang", hang_s=60, match_order_id=task_id)
     handle = await stack.submit(task_id)
 
-    async def charge_activity() -> Any:
-        described = await stack.client.get_workflow_handle(task_id).describe()
-        return next(
-            (a for a in described.raw_description.pending_activities if a.activity_type.name == "payment.charge"),
-            None,
-        )
-
-    running = await wait_until(charge_activity, lambda a: a is not None, what="charge running")
+    running = await wait_until(lambda: charge_activity(stack, task_id), lambda a: a is not None, what="charge running")
     # What `temporal activity pause` sends: the raw API, with the caller's own identity.
     await stack.client.workflow_service.pause_activity(
         PauseActivityRequest(
@@ -66,14 +66,7 @@ async def test_a_result_completed_from_outside_is_flagged_not_adopted_silently(q
     await stack.add_fault(endpoint="payment.charge", kind="hang", hang_s=60, match_order_id=task_id)
     handle = await stack.submit(task_id)
 
-    async def charge_activity() -> Any:
-        described = await stack.client.get_workflow_handle(task_id).describe()
-        return next(
-            (a for a in described.raw_description.pending_activities if a.activity_type.name == "payment.charge"),
-            None,
-        )
-
-    running = await wait_until(charge_activity, lambda a: a is not None, what="charge running")
+    running = await wait_until(lambda: charge_activity(stack, task_id), lambda a: a is not None, what="charge running")
     forged = {"data": {"charge_id": "ch_forged", "amount_cents": 1299, "currency": "EUR"}}
     done = await temporal_cli(
         stack.settings.temporal.address,
