@@ -48,9 +48,12 @@ class Owners:
     agents_of: dict[str, frozenset[str]]
     undos: frozenset[str]
     every_agent: frozenset[str] = field(init=False)
+    workflows: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
+        # Computed once: the refusal is asked before every activity a worker runs.
         object.__setattr__(self, "every_agent", frozenset().union(*self.agents_of.values(), self.undos))
+        object.__setattr__(self, "workflows", frozenset({*self.agents_of, CLEANUP_WORKFLOW}))
 
     def refusal(self, activity_type: str, workflow_type: str | None) -> str | None:
         """Why ``activity_type`` must not run for ``workflow_type``, or None if it may."""
@@ -60,8 +63,7 @@ class Owners:
             if workflow_type != SUPERVISOR_WORKFLOW:
                 return f"only the Supervisor workflow runs it, not a {workflow_type}"
             return None
-        sas_workflows = {*self.agents_of, CLEANUP_WORKFLOW}
-        if workflow_type not in sas_workflows:
+        if workflow_type not in self.workflows:
             return f"{workflow_type} is not a workflow of sas's (a task type's or the clean-up)"
         if activity_type not in self.every_agent:
             return None  # the mirror's writes and the callbacks serve every sas workflow
