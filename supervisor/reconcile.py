@@ -20,6 +20,7 @@ reconcile`` does it on demand.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -57,7 +58,10 @@ FIRST_LOOKBACK = timedelta(hours=24)
 # those that disagree cost a question to Temporal.
 _PAGE = 500
 _PAGES = 10
-_QUERY_TIMEOUT = timedelta(seconds=5)
+# One attempt's bound and the whole query's: the client retries a query the server let run to
+# its deadline (no worker took it), and those retries must not eat the task's own bound
+# (``per_task.TASK_TIMEOUT_S``), which would call a worker outage the task's fault.
+_QUERY_TIMEOUT = timedelta(seconds=4)
 # No worker polls the queue (Temporal answers a query then with FAILED_PRECONDITION, "no poller
 # seen"), none answered in time, or Temporal is away: no answer, so no repair (the queue check
 # alerts on a queue nobody polls); the next look asks again.
@@ -175,7 +179,10 @@ async def _truth(client: Client, task_id: str, view: TemporalView) -> TaskResult
         if view.status == "completed":
             return await handle.result(follow_runs=False)
         if view.status == "running":
-            return await handle.query("status", result_type=TaskStatus, rpc_timeout=_QUERY_TIMEOUT)
+            async with asyncio.timeout(_QUERY_TIMEOUT.total_seconds()):
+                return await handle.query("status", result_type=TaskStatus, rpc_timeout=_QUERY_TIMEOUT)
+    except TimeoutError:
+        return None  # no worker answered in time: the same as DEADLINE_EXCEEDED
     except RPCError as err:
         if err.status in _NO_ANSWER:
             return None

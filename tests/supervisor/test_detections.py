@@ -82,7 +82,7 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
     await sweeps_after(rig, deadline + timedelta(seconds=3 * record.steps[-1].complete_by_s), sweeps=3)
     assert [d.kind for d in await rig.decisions(task_id) if d.kind != "wait"] == []
     assert {s.name: s.failure_count for s in (await rig.record(task_id)).steps}["ship"] == 0  # type: ignore[union-attr]
-    assert [a.kind for a in await rig.alerts(task_id)] == []
+    assert [(a.kind, a.message) for a in await rig.alerts(task_id)] == []
     await rig.start_task_worker()  # pollers return
     assert (await handle.result()).state == TaskState.PROCESSED
 
