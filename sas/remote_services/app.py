@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sas.remote_services.errors import ServiceError, error_response
-from sas.remote_services.faults import FaultBook, FaultSpec
+from sas.remote_services.faults import FaultBook, FaultRule, FaultSpec
 from sas.remote_services.ledger import Ledger
 from sas.remote_services.locks import KeyLocks
 from sas.remote_services.operations import Outcome, look_up, perform
@@ -170,9 +170,10 @@ def _business_route(endpoint: Endpoint, state: ServiceState) -> Route:
         key = _idempotency_key(request)
         body = await _parse_json(request, endpoint.model)
         parcel = getattr(body, "parcel", None)
-        fault = state.faults.pick(endpoint.name, body.order_id, parcel) if state.faults is not None else None
-        if fault is not None:
-            refusal = await _before_effect(fault, request, endpoint)
+        rule = state.faults.pick(endpoint.name, body.order_id, parcel) if state.faults is not None else None
+        fault = rule.spec if rule is not None else None
+        if rule is not None:
+            refusal = await _before_effect(rule, request, endpoint)
             if refusal is not None:
                 return refusal
         target = endpoint.target_key(body)
@@ -227,11 +228,13 @@ def _outcome_response(outcome: Outcome) -> Response:
     return Response(outcome.body, status_code=outcome.status, media_type="application/json", headers=headers)
 
 
-async def _before_effect(fault: FaultSpec, request: Request, endpoint: Endpoint) -> Response | None:
+async def _before_effect(rule: FaultRule, request: Request, endpoint: Endpoint) -> Response | None:
     """Apply the part of a fault that comes before the effect; a response means: stop here."""
+    fault = rule.spec
     logger.info("fault %s on %s", fault.kind, endpoint.name)
     if fault.kind == "latency":
-        await asyncio.sleep((fault.latency_ms or 0) / 1000)
+        with contextlib.suppress(TimeoutError):  # the delay served out, or the rule removed first
+            await asyncio.wait_for(rule.lifted.wait(), timeout=(fault.latency_ms or 0) / 1000)
         return None
     if fault.kind == "transient":
         return error_response(
@@ -248,23 +251,31 @@ async def _before_effect(fault: FaultSpec, request: Request, endpoint: Endpoint)
     if fault.kind == "garbage":
         return HTMLResponse(_GARBAGE, status_code=200)
     if fault.kind == "hang":
-        await _stall(request, fault.hang_s)
+        await _stall(request, fault.hang_s, rule.lifted)
         return error_response(504, "timeout", fault.said or "gave up after hanging (injected fault)")
     return None  # lost_response acts after the effect
 
 
-async def _stall(request: Request, seconds: float) -> None:
-    """Wait ``seconds``, or less if the client hangs up first (then nobody is listening)."""
+async def _stall(request: Request, seconds: float, lifted: asyncio.Event) -> None:
+    """Wait ``seconds``, or less if the client hangs up first (then nobody is listening) or the
+    fault is removed."""
 
     async def client_gone() -> None:
         # The body is consumed, so the next ASGI message is the disconnect.
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
+    gone, removed = asyncio.ensure_future(client_gone()), asyncio.ensure_future(lifted.wait())
     try:
-        await asyncio.wait_for(client_gone(), timeout=seconds)
+        done, _ = await asyncio.wait({gone, removed}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        removed.cancel()
+    if gone in done:
         logger.info("hang ended: the client hung up")
-    except TimeoutError:
+    elif removed in done:
+        logger.info("hang ended: the fault was removed")
+    else:
         logger.info("hang ended after %.1fs", seconds)
 
 

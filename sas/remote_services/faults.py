@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ class FaultSpec(BaseModel):
         kind: What happens to a matching call.
         probability: Chance that a matching call is affected.
         times: How many calls it affects at most; None for no limit.
-        latency_ms: Delay before a ``latency`` call proceeds.
-        hang_s: How long a ``hang`` call stalls before it gives up (with no effect).
+        latency_ms: Delay before a ``latency`` call proceeds (less if the rule is removed first).
+        hang_s: How long a ``hang`` call stalls before it gives up (with no effect); removing
+            the rule ends the stall at once, as a service that comes back would.
         status: HTTP status of a ``transient`` (default 503) or ``permanent`` (default 422) answer.
         error: Error code of a ``transient`` or ``permanent`` answer.
         message: Error message of the answer.
@@ -96,6 +98,9 @@ class FaultRule:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     remaining: int | None = None
     hits: int = 0
+    # Set when the rule is removed: the calls it holds (latency, hang) end then, as when a
+    # service comes back, instead of serving out a delay nobody wants any more.
+    lifted: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         if self.remaining is None:
@@ -134,15 +139,20 @@ class FaultBook:
 
     def remove(self, rule_id: str) -> bool:
         """Delete one rule; False if there is none with that id."""
-        return self._rules.pop(rule_id, None) is not None
+        rule = self._rules.pop(rule_id, None)
+        if rule is not None:
+            rule.lifted.set()
+        return rule is not None
 
     def clear(self) -> int:
         """Delete every rule; returns how many there were."""
         count = len(self._rules)
+        for rule in self._rules.values():
+            rule.lifted.set()
         self._rules.clear()
         return count
 
-    def pick(self, endpoint: str, order_id: str, parcel: int | None = None) -> FaultSpec | None:
+    def pick(self, endpoint: str, order_id: str, parcel: int | None = None) -> FaultRule | None:
         """The fault that applies to this call, if any, counting it against its rule.
 
         Args:
@@ -152,6 +162,7 @@ class FaultBook:
 
         Returns:
             The first matching, non-exhausted rule whose dice roll fires; None if none does.
+            A call it delays ends early when the rule is removed (``FaultRule.lifted``).
         """
         for rule in self._rules.values():
             if rule.exhausted or not rule.spec.matches(endpoint, order_id, parcel):
@@ -161,5 +172,5 @@ class FaultBook:
             if rule.remaining is not None:
                 rule.remaining -= 1
             rule.hits += 1
-            return rule.spec
+            return rule
         return None

@@ -31,6 +31,7 @@ from sas.remote_services import (
     read_ledger,
     start_service_process,
 )
+from tests.helpers import wait_until as eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -788,3 +789,32 @@ def test_cli_rejects_bad_arguments(args: list[str], env: dict[str, str], expecte
     assert result.returncode == 2
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_removing_a_latency_rule_ends_the_delay_of_the_calls_it_holds(
+    http: httpx.AsyncClient, admin: RemoteServicesAdmin
+) -> None:
+    """The service comes back: a call held by a latency rule goes on (its effect made once) as soon
+    as the rule is removed, not when its delay would have run out."""
+    order, key = order_id(), new_key()
+    rule = await admin.add_fault("payment.charge", "latency", latency_ms=600_000, match_order_id=order)
+    call = asyncio.ensure_future(post(http, "/payment/charge", charge_body(order), key, timeout=120))
+    await eventually(admin.faults, lambda rules: any(r["id"] == rule and r["hits"] == 1 for r in rules), what="held")
+    assert not call.done() and await admin.ledger(order) == []
+    assert await admin.remove_fault(rule) is True
+    response = await asyncio.wait_for(call, timeout=60)
+    assert response.status_code == 200, response.text
+    assert len(await admin.ledger(order)) == 1
+
+
+async def test_removing_a_hang_rule_ends_the_stall_with_no_effect(
+    http: httpx.AsyncClient, admin: RemoteServicesAdmin
+) -> None:
+    order = order_id()
+    rule = await admin.add_fault("shipping.ship", "hang", hang_s=3600, match_order_id=order)
+    call = asyncio.ensure_future(post(http, "/shipping/ship", ship_body(order), new_key(), timeout=120))
+    await eventually(admin.faults, lambda rules: any(r["id"] == rule and r["hits"] == 1 for r in rules), what="held")
+    assert await admin.remove_fault(rule) is True
+    response = await asyncio.wait_for(call, timeout=60)
+    assert response.status_code == 504 and response.json()["error"] == "timeout"
+    assert await admin.ledger(order) == []
