@@ -25,6 +25,13 @@ ALERT_KIND = "task_check_failed"
 # Below the sweep activities' 10 s heartbeat timeout: a task that hangs costs its own bound,
 # and the activity (which beats between tasks) is not timed out because of it.
 TASK_TIMEOUT_S = 8.0
+# A task that runs out of its bound once may only have met a loaded machine or a slow moment of
+# Temporal's or the database's; the same task running out of it this many times in a row is the
+# task's own doing. Every other fault is the same on every try and is alerted at once.
+TIMEOUTS_BEFORE_ALERT = 3
+# How many (task, operation) pairs the count above remembers: bounded, whatever the backlog.
+_REMEMBERED = 10_000
+_timeouts_in_a_row: dict[tuple[str, str], int] = {}
 
 _Result = TypeVar("_Result")
 
@@ -42,13 +49,27 @@ async def isolated(
     A failure of the service itself (Temporal or the database away) is raised: the sweep is retried."""
     try:
         async with asyncio.timeout(timeout_s):
-            return await job()
+            result = await job()
     except Exception as err:
         fault = task_fault(err, timeout_s)
         if fault is None:
             raise
+        if isinstance(err, TimeoutError) and not _timed_out_again(task_id, what):
+            return fault  # the next sweep asks again
+    else:
+        _timeouts_in_a_row.pop((task_id, what), None)
+        return result
     await alert_task_fault(sessions, task_id, what, fault, step=step)
     return fault
+
+
+def _timed_out_again(task_id: str, what: str) -> bool:
+    """Count one more timeout of this task's operation; whether it is now one too many."""
+    key = (task_id, what)
+    if key not in _timeouts_in_a_row and len(_timeouts_in_a_row) >= _REMEMBERED:
+        _timeouts_in_a_row.pop(next(iter(_timeouts_in_a_row)))
+    count = _timeouts_in_a_row[key] = _timeouts_in_a_row.get(key, 0) + 1
+    return count >= TIMEOUTS_BEFORE_ALERT
 
 
 async def alert_task_fault(

@@ -61,3 +61,46 @@ def test_a_failure_of_the_task_is_the_tasks_alone(err: BaseException, cause: str
 )
 def test_temporal_or_the_database_away_fails_the_sweep(err: BaseException) -> None:
     assert task_fault(err, 8.0) is None
+
+
+async def test_a_timeout_is_the_tasks_fault_only_when_it_repeats(sqlite_url: str) -> None:
+    """One task running out of its bound may have met a loaded machine: it is asked again at the
+    next sweep, and alerted only when it runs out of it TIMEOUTS_BEFORE_ALERT times in a row. An
+    answer in between starts the count again."""
+    import asyncio
+
+    from sqlalchemy import select
+
+    from sas import state_store
+    from sas.settings import DatabaseSettings
+    from sas.state_store.tables import Alert
+    from sas.supervisor.per_task import ALERT_KIND, TIMEOUTS_BEFORE_ALERT, isolated
+    from sas.supervisor.task_faults import TaskFault
+
+    await state_store.upgrade_async(sqlite_url)
+    engine = state_store.create_engine(DatabaseSettings(url=sqlite_url))
+    sessions = state_store.session_factory(engine)
+
+    async def hangs() -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    async def answers() -> str:
+        return "answered"
+
+    async def alerted() -> list[str]:
+        async with sessions() as session:
+            return [a.message for a in (await session.scalars(select(Alert).where(Alert.kind == ALERT_KIND))).all()]
+
+    try:
+        for _ in range(TIMEOUTS_BEFORE_ALERT - 1):
+            assert isinstance(await isolated(sessions, "t-slow", "orphan check", hangs, timeout_s=0.01), TaskFault)
+        assert await alerted() == []
+        assert await isolated(sessions, "t-slow", "orphan check", answers) == "answered"
+        for _ in range(TIMEOUTS_BEFORE_ALERT - 1):
+            await isolated(sessions, "t-slow", "orphan check", hangs, timeout_s=0.01)
+        assert await alerted() == []  # the answer in between started the count again
+        await isolated(sessions, "t-slow", "orphan check", hangs, timeout_s=0.01)
+        assert await alerted() == ["task t-slow: orphan check failed: no answer within 0.01 s"]
+    finally:
+        await engine.dispose()
