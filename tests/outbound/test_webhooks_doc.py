@@ -26,7 +26,6 @@ from temporalio.exceptions import ApplicationError
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, WebhookSender, signed_headers
 from sas.activities.remote import GARBAGE, RemoteCaller
 from sas.remote_services.launcher import free_port
-from sas.runtime.processes import port_in_use
 from sas.task_models import TaskState
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver
@@ -50,15 +49,46 @@ class DocReceiver:
     lines: list[str]
 
 
-@pytest.fixture
-def doc_receiver(tmp_path: Path) -> Iterator[DocReceiver]:
-    script = tmp_path / "receiver.py"
-    script.write_text(doc_receiver_source())
+def _answers(url: str) -> bool:
+    """Whether the receiver itself answers: an unsigned POST is refused (401) by it and by nothing
+    else (a port in use says only that some process holds it)."""
+    try:
+        return httpx.post(url, content=b"{}", timeout=2).status_code == 401
+    except httpx.HTTPError:
+        return False
+
+
+def _start_doc_receiver(script: Path) -> tuple[str, subprocess.Popen[str]] | None:
+    """The receiver on a free port, answering; None if it exited first (another process took the
+    port between our pick and its bind, as a second suite on the machine may)."""
     port = free_port()
     env = {**os.environ, "SAS_WEBHOOK_SECRET": CALLBACK_SECRET, "PORT": str(port)}
     process = subprocess.Popen(
         [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
+    url = f"http://127.0.0.1:{port}/hook"
+    deadline = time.monotonic() + 60
+    while not _answers(url):
+        if process.poll() is not None:
+            return None
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError("the receiver of docs/webhooks.md does not answer")
+        time.sleep(0.05)
+    return url, process
+
+
+@pytest.fixture
+def doc_receiver(tmp_path: Path) -> Iterator[DocReceiver]:
+    script = tmp_path / "receiver.py"
+    script.write_text(doc_receiver_source())
+    started = None
+    for _ in range(5):
+        started = _start_doc_receiver(script)
+        if started is not None:
+            break
+    assert started is not None, "the receiver of docs/webhooks.md exited at start, five times"
+    url, process = started
     lines: list[str] = []
 
     def read_lines() -> None:
@@ -69,12 +99,7 @@ def doc_receiver(tmp_path: Path) -> Iterator[DocReceiver]:
     reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 20
-        while not port_in_use("127.0.0.1", port):
-            assert process.poll() is None, "the receiver of docs/webhooks.md exited"
-            assert time.monotonic() < deadline, "the receiver of docs/webhooks.md is not listening"
-            time.sleep(0.05)
-        yield DocReceiver(f"http://127.0.0.1:{port}/hook", process, lines)
+        yield DocReceiver(url, process, lines)
     finally:
         process.terminate()
         process.wait(timeout=10)
