@@ -262,3 +262,28 @@ async def test_a_trip_started_from_the_temporal_cli_completes(trip: TripStack) -
     result = await asyncio.wait_for(trip.client.get_workflow_handle(task_id).result(), timeout=120)
     assert result["state"] == "Processed"
     assert sorted(await trip.ledger(task_id)) == ["cards.charge", "flights.book", "hotels.book"]
+
+
+# The trip's paths whose histories are kept in tests/histories/ (tests/replay replays them with the
+# current code): a trip declared before a change must still replay after it.
+TRIP_HISTORIES: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
+    "trip_completed": (TRIP, []),
+    "trip_hotel_refused": ({**TRIP, "destination": "Nowhere"}, []),
+    "trip_slow_flight_hotel_refused": (
+        {**TRIP, "destination": "Nowhere"},
+        [{"endpoint": "flights.book", "kind": "latency", "latency_ms": 3_000}],
+    ),
+}
+
+
+@pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
+@pytest.mark.parametrize("name", sorted(TRIP_HISTORIES))
+async def test_record(trip: TripStack, name: str) -> None:
+    payload, faults = TRIP_HISTORIES[name]
+    task_id = fresh_id(name.replace("_", "-"))
+    for rule in faults:
+        await trip.fault(**rule, trip=task_id)
+    await trip.submit(task_id, payload)
+    history = await trip.client.get_workflow_handle(task_id).fetch_history()
+    histories = Path(__file__).resolve().parents[1] / "histories"
+    (histories / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")

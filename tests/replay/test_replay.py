@@ -39,6 +39,8 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
         for p in recorded()
     }
     assert {"OrderWorkflow", "PreorderWorkflow", "SupervisorWorkflow", "CleanupWorkflow"} <= types
+    # A team's type from its own package (tests/examples/test_trip.py records them).
+    assert "TripWorkflow" in types
     # A parallel group, an approval and a skipped step (tests/supervisor/test_step_kinds.py records them).
     assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
 
