@@ -23,6 +23,7 @@ from sas.activities.services import AGENTS
 from sas.settings import ServicesSettings, Settings
 from sas.state_store.agent_writes import StepWriter, make_step_writer
 from sas.task_models.queues import service_of
+from sas.task_types.discovery import discover
 
 if __name__ != "sas.activities":
     # This folder is installed as sas.activities (sas/activities links to it). Imported by its bare name, from
@@ -31,7 +32,15 @@ if __name__ != "sas.activities":
     raise ImportError(f"import sas.activities, not {__name__}: the activities/ folder is part of the sas package")
 
 
-__all__ = ["Breakers", "MirrorActivities", "build_activities", "by_service", "service_breakers", "service_callers"]
+__all__ = [
+    "Breakers",
+    "MirrorActivities",
+    "build_activities",
+    "by_service",
+    "check_step_settings",
+    "service_breakers",
+    "service_callers",
+]
 
 # What build_activities takes for the remote services: one caller per service (service_callers),
 # or one client that every service's caller shares (test rigs that bring their own client).
@@ -54,6 +63,28 @@ def check_service_names(services: ServicesSettings, queues: list[str] | None = N
             f"SAS_SERVICES__{unknown[0].upper()}__*: no Agent calls a service named {unknown[0]!r}"
             f" (known: {', '.join(sorted(AGENTS))})"
         )
+
+
+def check_step_settings(settings: Settings) -> None:
+    """Refuse ``SAS_STEPS__<TYPE>__<STEP>__*`` for a step no registered task type has: a misspelt
+    type or step would otherwise be ignored and the step run with another policy."""
+    types = discover(tuple(settings.task_types.modules)).types
+    for key in sorted(settings.steps):
+        task_type, dot, step = key.partition(".")
+        if not dot:
+            continue  # SAS_STEPS__<STEP>__*: every step of that name, whichever types have one
+        found = types.get(task_type)
+        if found is None:
+            raise SettingsError(
+                f"SAS_STEPS__{task_type.upper()}__{step.upper()}__*: no task type is named {task_type!r}"
+                f" (registered: {', '.join(sorted(types)) or 'none'})"
+            )
+        names = [s.name for s in found.definition.steps]
+        if step not in names:
+            raise SettingsError(
+                f"SAS_STEPS__{task_type.upper()}__{step.upper()}__*: task type {task_type!r} has no step"
+                f" {step!r} (its steps: {', '.join(names)})"
+            )
 
 
 def service_breakers(

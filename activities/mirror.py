@@ -52,7 +52,7 @@ class MirrorActivities(MirrorDefs):
         steps = [
             plan.model_copy(
                 update={
-                    "policy": self._policy(plan),
+                    "policy": self._policy(accepted.task_type, plan),
                     "task_queue": service_queue(accepted.task_queue, service_of(plan.agent)),
                 }
             )
@@ -105,10 +105,10 @@ class MirrorActivities(MirrorDefs):
                 non_retryable=True,
             ) from None
 
-    def _policy(self, plan: StepPlan) -> StepPolicyValues:
-        """Where a step's policy comes from: SAS_STEPS__<NAME>__*, else the step's
-        declaration, else SAS_DEFAULT_STEP__*."""
-        return self._settings.steps.get(plan.name) or plan.policy or self._settings.default_step
+    def _policy(self, task_type: str, plan: StepPlan) -> StepPolicyValues:
+        """Where a step's policy comes from: SAS_STEPS__<TYPE>__<STEP>__*, else
+        SAS_STEPS__<STEP>__*, else the step's declaration, else SAS_DEFAULT_STEP__*."""
+        return self._settings.step_override(task_type, plan.name) or plan.policy or self._settings.default_step
 
     @implements(MirrorDefs.record)
     async def record(self, batch: TransitionBatch) -> int:

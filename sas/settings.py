@@ -693,6 +693,29 @@ class _DotEnvSource(DotEnvSettingsSource):
             return value
 
 
+_POLICY_FIELDS = frozenset(StepPolicy.model_fields)
+
+
+def steps_by_key(value: Any) -> Any:
+    """``SAS_STEPS__*`` as one map: each key a step (``charge``: its policy's fields) or a task type
+    (``order``: its steps' policies, each kept as ``order.charge``). A key may be both; what is
+    neither (a misspelt field) is left for the policy's own validation to name."""
+    if not isinstance(value, dict):
+        return value
+    found: dict[str, Any] = {}
+    for key, entry in value.items():
+        if not isinstance(entry, dict):
+            found[key] = entry
+            continue
+        fields = {k: v for k, v in entry.items() if k in _POLICY_FIELDS or not isinstance(v, dict | BaseModel)}
+        if fields:
+            found[key] = fields
+        for step, policy in entry.items():
+            if step not in fields:
+                found[f"{key}.{step}"] = policy
+    return found
+
+
 class Settings(BaseSettings):
     """Every setting: the environment variable ``SAS_<FIELD>``, nested groups joined by ``__``.
 
@@ -723,11 +746,14 @@ class Settings(BaseSettings):
     schedules: ScheduleSettings = ScheduleSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,
-        description="Per-step overrides, keyed by step name: SAS_STEPS__CHARGE__COMPLETE_BY_S=20.",
+        description="Per-step overrides: of one task type's step, SAS_STEPS__ORDER__CHARGE__COMPLETE_BY_S=20"
+        " (kept as the key order.charge); or of every step of that name, whatever its type,"
+        " SAS_STEPS__CHARGE__COMPLETE_BY_S=20. A task type's own wins.",
     )
     default_step: StepPolicy = Field(
         default=StepPolicy(),
-        description="How a step runs when neither SAS_STEPS__<STEP>__* nor its declaration says.",
+        description="How a step runs when neither SAS_STEPS__<TYPE>__<STEP>__*, SAS_STEPS__<STEP>__* nor its"
+        " declaration says.",
     )
     compensation: StepPolicy = Field(
         default=StepPolicy(max_attempts=5),
@@ -735,10 +761,6 @@ class Settings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Least level logged; logs are JSON lines on stderr."
-    )
-    # Read by no command today (issue 25, item 7 found it): sas demo and sas up take --state-dir.
-    state_dir: str = Field(
-        default="./.sas", description="Not read: sas demo and sas up take --state-dir (default .sas) instead."
     )
 
     @classmethod
@@ -769,8 +791,15 @@ class Settings(BaseSettings):
                 raise ValueError(f"SAS_SUPERVISOR__WEBHOOK__URL refused: {err}") from None
         return self
 
-    def step_policy(self, step: str) -> StepPolicy:
-        return self.steps.get(step, self.default_step)
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps_of_a_type(cls, value: Any) -> Any:
+        return steps_by_key(value)
+
+    def step_override(self, task_type: str, step: str) -> StepPolicy | None:
+        """The step's policy set for its task type (``SAS_STEPS__<TYPE>__<STEP>__*``), else for
+        every step of its name (``SAS_STEPS__<STEP>__*``); None if neither is set."""
+        return self.steps.get(f"{task_type}.{step}") or self.steps.get(step)
 
 
 @functools.cache

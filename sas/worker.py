@@ -30,7 +30,13 @@ def graceful_shutdown(settings: Settings) -> timedelta:
 
 async def run_worker() -> None:
     from sas import state_store
-    from sas.activities import build_activities, check_service_names, service_breakers, service_callers
+    from sas.activities import (
+        build_activities,
+        check_service_names,
+        check_step_settings,
+        service_breakers,
+        service_callers,
+    )
     from sas.activities.outbound import WebhookSender
     from sas.runtime.connect import connect, metrics_runtime, worker_identity
     from sas.runtime.failures import reaching_state_store
@@ -46,6 +52,7 @@ async def run_worker() -> None:
     check_service_names(
         settings.services, settings.worker.queues
     )  # before anything connects: a misspelt service is a settings error
+    check_step_settings(settings)
     configure_logging(settings.log_level)
     traces = tracing(settings.otel.enabled)  # before anything else: a missing extra is said at once
     with reaching_state_store(settings.database.url):

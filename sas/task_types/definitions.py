@@ -14,7 +14,8 @@ A step's Agent is either an ``HttpCall`` (its remote call declared as data,
 (``PAYMENT.agent_defn("charge", ChargeResult)``). Either declares the model of its result: that
 is the step's result, handed to later steps and to the step's own undo. A step's
 ``policy.complete_by_s`` is the Agent activity's start-to-close timeout; workers may override it
-per step name with ``SAS_STEPS__<STEP>__...`` settings.
+per task type and step with ``SAS_STEPS__<TYPE>__<STEP>__...`` settings, or per step name with
+``SAS_STEPS__<STEP>__...``.
 
 A task type is a ``TaskDefinition`` and its workflow class (``sas.api.task_workflow``), in a
 module that sas finds through the ``sas.task_types`` entry point group or the
@@ -73,7 +74,7 @@ class StepDefinition:
 
     Attributes:
         name: 1-32 characters from a-z 0-9 _, starting with a letter; unique in the task type.
-            Part of every idempotency key and of the ``SAS_STEPS__<NAME>__*`` settings.
+            Part of every idempotency key and of the ``SAS_STEPS__<TYPE>__<NAME>__*`` settings.
         forward: What the step does: an ``HttpCall``, or a hand-written Agent's declaration.
         undo: What undoes it, declared the same way; None for a step with nothing to undo.
             Every undo must be safe to run when the forward did nothing.
@@ -84,7 +85,8 @@ class StepDefinition:
     name: str
     forward: AgentCall
     undo: AgentCall | None = None
-    # None: the worker's SAS_DEFAULT_STEP__* settings. SAS_STEPS__<NAME>__* overrides either.
+    # None: the worker's SAS_DEFAULT_STEP__* settings. SAS_STEPS__<TYPE>__<NAME>__* (or, for every
+    # type, SAS_STEPS__<NAME>__*) overrides either.
     policy: StepPolicyValues | None = None
     when: When | None = None
 
