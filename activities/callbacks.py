@@ -1,4 +1,4 @@
-"""Telling the submitter (seed 000's private response queue): the Scheduler posts status
+"""Telling the submitter (the pattern's private response queue): the Scheduler posts status
 events to the task's callback URL, through the checked, pinned and signed sender of
 ``activities/outbound.py`` (Standard Webhooks). Each event's ``webhook-id`` is its stable
 event id, so a receiver can drop the retries it has already seen."""

@@ -82,7 +82,7 @@ class MirrorActivities(MirrorDefs):
             supervisor_workflow_id=self._settings.supervisor.workflow_id_for_task(accepted.task_id),
             search_attributes=self._search_attributes,
             # One upsert on the happy path, at the end (each is a history event and a visibility
-            # write, issue 21); the UI finds a running task by ExecutionStatus meanwhile.
+            # write); the UI finds a running task by ExecutionStatus meanwhile.
             publish_progress=False,
             refused=refused,
             incarnation=outcome.incarnation,

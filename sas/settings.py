@@ -570,7 +570,7 @@ class ScheduleSettings(BaseModel):
 
 
 class CallbackSettings(BaseModel):
-    """Status events posted to a task's callback URL (seed 000's response queue)."""
+    """Status events posted to a task's callback URL (the pattern's private response queue)."""
 
     model_config = ConfigDict(hide_input_in_errors=True)  # a rejected secret is not printed
 

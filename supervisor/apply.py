@@ -8,7 +8,7 @@ keyed (task, step, FailureCount, kind) and only after that sent, through the out
 A sweep's decisions are independent of each other (one task each, each claimed on its own row),
 so they are carried out ``SAS_SUPERVISOR__CONCURRENCY`` at a time, and their signals sent the
 same way: a sweep of a hundred decisions costs about a hundredth of their round trips over the
-concurrency, not their sum (issue 22: a hundred took twelve seconds one after the other).
+concurrency, not their sum (a hundred one after the other took twelve seconds).
 """
 
 from __future__ import annotations

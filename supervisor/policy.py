@@ -2,7 +2,7 @@
 escalation ladder and the time: no I/O, so it runs inside the deterministic
 Supervisor workflow and is recorded in its history.
 
-The ladder (seed 000, "waiting for an extended period" and "undo the task"), after
+The ladder (the pattern's "waiting for an extended period" and "undo the task"), after
 the Agent's own quick retries have given up and the step is Failed:
 
 1. up to R Supervisor retries, each after a growing delay (``retry_delay_s`` x ``retry_backoff``);

@@ -1,6 +1,6 @@
 """``supervisor.check_queues``: task queues with work waiting and nobody polling them, or a
 backlog that keeps growing, from Temporal's own view of each queue. Queues nobody polls are
-one incident however many there are (issue 22: every worker down is one outage, not one alert
+one incident however many there are (every worker down is one outage, not one alert
 per queue): one ``queue_unpolled`` alert naming each such queue, kept up to date as they come
 and go, resolved when every one has its pollers back or no work waiting. A growing backlog is
 an alert per queue. The same check also looks for workflows Temporal reports stuck

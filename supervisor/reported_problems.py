@@ -33,7 +33,7 @@ async def check_reported_problems(
     """One alert per workflow on ``queues`` that Temporal reports stuck; resolved when the mark
     goes. The number of stuck workflows (0 on a server without the search attribute).
 
-    Every page of the list is read (issue 22: reading the first 100 resolved the alerts of the
+    Every page of the list is read (reading only the first 100 would resolve the alerts of the
     rest while Temporal still reported them). An alert is resolved only after a complete
     listing that no longer has its workflow: a listing cut short resolves nothing."""
     listed = " OR ".join(f"TaskQueue = '{q}'" for q in queues)

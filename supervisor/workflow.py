@@ -44,7 +44,7 @@ _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=tim
 # A webhook delivery run is not retried by Temporal: undelivered alerts stay in the outbox.
 _ONCE = RetryPolicy(maximum_attempts=1)
 _RECENT_DECISIONS = 10
-# A run continues as new past this history (issue 22, recovery after long outages): a restarted
+# A run continues as new past this history (so it recovers after a long outage): a restarted
 # Supervisor worker has no cache, so its first workflow task replays the whole run, decoding every
 # sweep's due steps again. Under CPU starvation a 200-sweep run's replay outlasted the 10 s
 # workflow task timeout; each timeout evicts the run and the next attempt replays it all again,

@@ -30,7 +30,7 @@ The rules, stated once:
   for a finished workflow one stamped with the repair's time, so a late write of that run
   never undoes it (``mirror.repair_version``).
 - **Errors.** A step that went through (Processed) clears its last error; an undone one keeps
-  it: after a compensation, "what failed?" is the question an operator asks (issue 14).
+  it: after a compensation, "what failed?" is the question an operator asks.
 - **Notes.** A transition's ``note`` (why Skipped; what a Waiting step waits for) is kept
   until a transition brings another; None leaves it.
 - **A task id is one task** (``judge_existing``): accepting it twice changes nothing.

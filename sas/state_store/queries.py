@@ -107,7 +107,7 @@ def due_steps_query(
 
 def permanent_due_query(now: datetime, limit: int, bucket_range: tuple[int, int] | None = None) -> Select[Any]:
     """Failed steps the service refused for good, due now: decided before the rest of a backlog
-    (issue 22: one refused order must not wait behind a thousand cool-downs of another outage)."""
+    (one refused order must not wait behind a thousand cool-downs of another outage)."""
     query = select(Step).where(Step.state == StepState.FAILED, Step.complete_by <= now, Step.permanent.is_(True))
     if bucket_range is not None:
         query = query.where(Step.shard >= bucket_range[0], Step.shard < bucket_range[1])
@@ -167,7 +167,7 @@ async def stale_tasks(
 
 # Finished by their workflow. A step row in a state its finished task cannot hold disagrees with
 # it: a write was lost while the database was away (the Agent went on without its row) and the
-# task's own last write landed. A step still open (issue 23's chaos finding), or, under a
+# task's own last write landed. A step still open (as a chaos run found), or, under a
 # Compensated task, a step still Processed: its undo's writes were the lost ones.
 FINISHED_TASK_STATES = ("Processed", "Compensated")
 OPEN_STEP_STATES = ("Pending", "Processing", "Failed", "Compensating", "CompensationFailed", "Waiting")

@@ -1,4 +1,4 @@
-"""Every attempt's LockedBy and CompleteBy, kept (issue 14): the step row holds only the
+"""Every attempt's LockedBy and CompleteBy, kept: the step row holds only the
 current attempt's. The Agent writes one row per attempt it starts, in the same transaction
 as its Processing (or Compensating) write.
 

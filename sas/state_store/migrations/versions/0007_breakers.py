@@ -1,4 +1,4 @@
-"""Circuit breakers shared by every worker (issue 13, item 4): one row per remote service, and
+"""Circuit breakers shared by every worker: one row per remote service, and
 each worker's recent call counts per service.
 
 Revision ID: 0007

@@ -1,4 +1,4 @@
-"""Incidents: one alert for every task failing for one cause (issue 22).
+"""Incidents: one alert for every task failing for one cause.
 
 ``incidents`` holds an incident alert's cause, counts and times; ``incident_tasks`` its member
 tasks (``state_store.incident_tables``). A member's own alerts are folded into the incident
