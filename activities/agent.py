@@ -67,6 +67,13 @@ class Agent:
         data = _validated(model, path, answer) if model is not None else answer
         return await self._finish(call, data, model)
 
+    async def send(
+        self, path: str, payload: dict[str, Any], key: str, complete_by: datetime, *, method: str = "POST"
+    ) -> dict[str, Any]:
+        """A call that is a part of the step (one parcel of a shipment), under its own key and
+        before ``complete_by``, with no mirror write: the step's own call is ``perform``."""
+        return await self._remote.post(path, payload, key, complete_by, method=method)
+
     async def nothing_to_undo(self, call: StepCall) -> StepResult:
         """An undo with nothing to send: the service did nothing under the forward step's key
         (its lookup says so). Recorded as Compensated, like an undo that was sent."""

@@ -2,8 +2,10 @@
 
 For each service (``sas/task_types/discovery.py`` finds them through the task types' steps):
 
-- its hand-written Agents: the class its ``Service(agent="package.module:Class")`` names, built
-  with the service's caller, the mirror's writer and the worker's identity;
+- its Agents declared as functions (``Service.action``): each run as its own activity by
+  ``FunctionAgents``, on the service's caller;
+- its hand-written Agents of the older form: the class its ``Service(agent="package.module:Class")``
+  names, built with the service's caller, the mirror's writer and the worker's identity;
 - its calls declared as data (``HttpCall``): sas's generic ``HttpAgent``, on the same caller.
 
 ``AGENTS`` maps each service's name to what builds them. It is read on first use, not at
@@ -22,10 +24,12 @@ from typing import Any
 from temporalio import activity
 
 from sas.activities.agent import Agent
+from sas.activities.function_agents import FunctionAgents, function_agent_refs
 from sas.activities.http_agent import HttpAgent
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
 from sas.state_store.agent_writes import StepWriter
+from sas.task_models.activity_defs import AgentRef
 from sas.task_types.discovery import Catalog, TaskTypeError, discover
 from sas.task_types.services import HttpCall, Service
 
@@ -37,6 +41,7 @@ class ServiceAgents:
     service: Service
     agent_class: type[Agent] | None
     calls: tuple[HttpCall, ...]
+    functions: tuple[AgentRef, ...] = ()
 
     def build(
         self, remote: RemoteCaller, writer: StepWriter, identity: str, refused: RefusedWrites
@@ -47,6 +52,8 @@ class ServiceAgents:
             found += activity_methods(self.agent_class(remote, writer, identity, refused))
         if self.calls:
             found += HttpAgent(remote, writer, identity, refused).activities(self.calls)
+        if self.functions:
+            found += FunctionAgents(remote, writer, identity, refused).activities(self.functions)
         return found
 
 
@@ -55,15 +62,21 @@ def service_agents(catalog: Catalog) -> dict[str, ServiceAgents]:
     has no implementation or a service's Agent class cannot be loaded."""
     found = {}
     for name, service in sorted(catalog.services.items()):
-        hand_written = catalog.hand_written(name)
+        refs = [catalog.agents[a] for a in catalog.hand_written(name)]
+        functions = function_agent_refs(r for r in refs if not isinstance(r, HttpCall))
+        hand_written = [a for a in catalog.hand_written(name) if catalog.agents[a] not in functions]
         path = service.agent
         agent_class = _load(name, path) if hand_written and path else None
         implemented = set() if agent_class is None else {_name(m) for m in activity_methods(agent_class)}
         missing = [a for a in hand_written if a not in implemented]
         if missing:
-            where = f"{path} has no @implements for it" if agent_class else f'declare Service("{name}", agent=...)'
+            where = (
+                f"{path} has no @implements for it"
+                if agent_class
+                else f'declare it with @{name.upper()}.action("{missing[0].partition(".")[2]}", ...) on its function'
+            )
             raise TaskTypeError(f"service {name!r}: Agent {missing[0]!r} has no implementation: {where}")
-        found[name] = ServiceAgents(service, agent_class, tuple(catalog.http_calls(name)))
+        found[name] = ServiceAgents(service, agent_class, tuple(catalog.http_calls(name)), tuple(functions))
     return found
 
 

@@ -47,9 +47,12 @@ Groups (each name links to its entry in the docs site's API reference):
 - Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
   in a body ([`Input`][sas.api.Input], [`Result`][sas.api.Result], [`Forward`][sas.api.Forward],
   [`Const`][sas.api.Const], [`TaskId`][sas.api.TaskId], [`ForwardKey`][sas.api.ForwardKey]);
-  hand-written Agents: [`Agent`][sas.api.Agent], [`implements`][sas.api.implements],
-  [`parse_payload`][sas.api.parse_payload], [`attempt_deadline`][sas.api.attempt_deadline],
-  [`save_checkpoint`][sas.api.save_checkpoint], [`last_checkpoint`][sas.api.last_checkpoint].
+  hand-written Agents, one function each, declared with
+  [`Service.action`][sas.api.Service.action] and given an
+  [`AgentContext`][sas.api.AgentContext], with [`parse_payload`][sas.api.parse_payload]; the
+  older form, a class: [`Agent`][sas.api.Agent], [`implements`][sas.api.implements],
+  [`attempt_deadline`][sas.api.attempt_deadline], [`save_checkpoint`][sas.api.save_checkpoint],
+  [`last_checkpoint`][sas.api.last_checkpoint].
 - Models: [`TaskInput`][sas.api.TaskInput], [`StepResultModel`][sas.api.StepResultModel],
   [`Secret`][sas.api.Secret], [`ProviderId`][sas.api.ProviderId], [`UserText`][sas.api.UserText],
   [`StepCall`][sas.api.StepCall], [`StepResult`][sas.api.StepResult],
@@ -86,6 +89,7 @@ from sas.task_models.activity_defs import implements
 from sas.task_models.results import ProviderId, StepResultModel
 from sas.task_models.task_input import TaskInput
 from sas.task_models.text import UserText
+from sas.task_types.agent_context import AgentContext
 from sas.task_types.definitions import Parallel, StepContext, StepDefinition, TaskDefinition, Wait, When
 from sas.task_types.discovery import ENTRY_POINT_GROUP, TaskTypeError
 from sas.task_types.services import Const, Forward, ForwardKey, HttpCall, Input, Result, Service, TaskId
@@ -100,6 +104,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Agent",
+    "AgentContext",
     "Approval",
     "Const",
     "FakeAgents",

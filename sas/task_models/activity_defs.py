@@ -26,11 +26,12 @@ from temporalio import activity
 
 from sas.task_models.cleanup import CleanupInput, CleanupRequest
 from sas.task_models.status import CallbackEvent
-from sas.task_models.steps import AuditRecord, StepCall, StepResult, TaskAccepted, TaskPlan, TransitionBatch
+from sas.task_models.steps import AuditRecord, StepResult, TaskAccepted, TaskPlan, TransitionBatch
 
 F = TypeVar("F", bound=Callable[..., Any])
-# A declared Agent, as a step references it: ``PaymentDefs.charge``.
-AgentRef = Callable[[Any, StepCall], Awaitable[StepResult]]
+# A declared Agent, as a step references it: ``charge`` (declared with ``Service.action``), or a
+# method of a declarations class, ``PaymentDefs.charge`` (``Service.agent_defn``).
+AgentRef = Callable[..., Awaitable[StepResult]]
 
 # Activity name -> the model of its result, for every Agent declared below.
 _RESULTS: dict[str, type[BaseModel]] = {}

@@ -8,24 +8,30 @@ step calls a service in one of two ways:
 - :class:`HttpCall`: the call declared as data - method, path, which input fields and earlier
   results make the JSON body, and the model of the answer. sas's generic HTTP Agent
   (``activities/http_agent.py``) runs it, with everything a hand-written Agent does.
-- A hand-written Agent: a declaration ``@PAYMENT.agent_defn("charge", ChargeResult)`` that a step
-  references, implemented by the class the service names (``Service("payment",
-  agent="my_pkg.agents:PaymentAgent")``), a subclass of ``sas.api.Agent``.
+- A hand-written Agent: one function that does the work, declared on its service,
+  ``@PAYMENT.action("charge", ChargeResult) async def charge(call, agent)``, which a step
+  references (``StepDefinition("charge", forward=charge)``). The older form - a declaration
+  ``@PAYMENT.agent_defn(...)`` implemented by the class the service names (``Service("payment",
+  agent="my_pkg.agents:PaymentAgent")``) - still runs.
 
 What a service must do to be called this way - its HTTP contract - is in ``docs/http-contract.md``.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from sas.task_models.activity_defs import agent_defn, register_result
-from sas.task_models.steps import StepCall
+from sas.task_models.activity_defs import AgentRef, agent_defn, register_result
+from sas.task_models.steps import StepCall, StepResult
+
+if TYPE_CHECKING:
+    from sas.task_types.agent_context import AgentContext
 
 F = TypeVar("F", bound=Callable[..., Any])
 Method = Literal["POST", "PUT", "PATCH", "DELETE"]
@@ -36,6 +42,10 @@ _AGENT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 # The attribute a hand-written Agent's declaration carries its service in.
 SERVICE_ATTR = "__sas_service__"
+# The attribute an Agent declared with ``Service.action`` carries the function that does its work in.
+AGENT_FUNCTION_ATTR = "__sas_agent_function__"
+# What ``Service.action`` decorates: the work of one attempt, given the step and its context.
+AgentFunction = Callable[["StepCall", "AgentContext"], Awaitable["StepResult"]]
 DEFAULT_LOOKUP = "/{service}/lookup"
 
 
@@ -95,6 +105,45 @@ class Service:
 
         return decorate
 
+    def action(self, action: str, result: type[BaseModel]) -> Callable[[AgentFunction], AgentRef]:
+        """Declare one of this service's hand-written Agents on the function that does its work.
+
+        Args:
+            action: What it does (``charge``); its activity name is ``<service>.<action>``.
+            result: The model of the service's answer (a ``StepResultModel``): the answer to
+                ``agent.perform`` is validated against it, and its ``Secret`` fields are never
+                stored or shown.
+
+        Returns:
+            A decorator for ``async def charge(call: StepCall, agent: AgentContext) -> StepResult``.
+            What it returns is what a step names (``forward=charge``, ``undo=refund``); the worker
+            runs the function under that name on the service's own queue. The function's module
+            is imported in the workflow sandbox with the task type: keep its imports light (sas.api,
+            pydantic, the team's models).
+        """
+        _check_action(self.name, action)
+        declare = agent_defn(f"{self.name}.{action}", result)
+
+        def decorate(work: AgentFunction) -> AgentRef:
+            if not inspect.iscoroutinefunction(work):
+                raise TypeError(f"{self.name}.{action}: the Agent {work.__qualname__} must be an async def")
+            if len(inspect.signature(work).parameters) != 2:
+                raise TypeError(
+                    f"{self.name}.{action}: the Agent {work.__qualname__} takes (call: StepCall, agent: AgentContext)"
+                )
+
+            async def declared(call: StepCall) -> StepResult:
+                raise NotImplementedError(f"{self.name}.{action} runs on a worker, as an activity")
+
+            for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+                setattr(declared, attribute, getattr(work, attribute))
+            ref = declare(declared)
+            setattr(ref, SERVICE_ATTR, self)
+            setattr(ref, AGENT_FUNCTION_ATTR, work)
+            return ref
+
+        return decorate
+
     def post(
         self,
         path: str,
@@ -105,6 +154,12 @@ class Service:
     ) -> HttpCall:
         """``HttpCall(self, "POST", path, ...)``: the usual call."""
         return HttpCall(self, "POST", path, result=result, body=body or {}, action=action)
+
+
+def agent_function(ref: Callable[..., Any]) -> AgentFunction | None:
+    """The function that does the work of an Agent declared with ``Service.action``; None for
+    the older form (implemented by the class its service names)."""
+    return getattr(ref, AGENT_FUNCTION_ATTR, None)
 
 
 def service_of_ref(ref: Callable[..., Any]) -> Service | None:

@@ -1,7 +1,7 @@
 """The trip task type: ``(flight ‖ hotel) → charge``. The module its entry point names.
 
-The flight and the hotel are calls declared as data: no Agent class, sas's generic HTTP Agent
-runs them. The charge has a hand-written Agent (``sas_trip/agents.py``): its amount is the sum
+The flight and the hotel are calls declared as data: sas's generic HTTP Agent runs them. The
+charge has hand-written Agents, one function each (``sas_trip/agents.py``): its amount is the sum
 of what the flight and the hotel cost, which only code can work out.
 """
 
@@ -16,18 +16,16 @@ with workflow.unsafe.imports_passed_through():
         Input,
         Parallel,
         Service,
-        StepCall,
         StepDefinition,
-        StepResult,
         TaskDefinition,
         TaskId,
         task_workflow,
     )
-    from sas_trip.models import Cancelled, Charged, FlightBooked, HotelBooked, Refunded, TripInput
+    from sas_trip.agents import charge, refund
+    from sas_trip.models import Cancelled, FlightBooked, HotelBooked, TripInput
 
 FLIGHTS = Service("flights")
 HOTELS = Service("hotels")
-CARDS = Service("cards", agent="sas_trip.agents:CardsAgent")
 
 FLIGHT = StepDefinition(
     "flight",
@@ -59,19 +57,7 @@ HOTEL = StepDefinition(
 )
 
 
-class CardsDefs:
-    """The charge's Agents, implemented by ``sas_trip.agents.CardsAgent``."""
-
-    @CARDS.agent_defn("charge", Charged)
-    async def charge(self, call: StepCall) -> StepResult:
-        raise NotImplementedError
-
-    @CARDS.agent_defn("refund", Refunded)
-    async def refund(self, call: StepCall) -> StepResult:
-        raise NotImplementedError
-
-
-CHARGE = StepDefinition("charge", forward=CardsDefs.charge, undo=CardsDefs.refund)
+CHARGE = StepDefinition("charge", forward=charge, undo=refund)
 
 TRIP = TaskDefinition("trip", TripInput, (Parallel(FLIGHT, HOTEL), CHARGE))
 TripWorkflow = task_workflow(TRIP)
