@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from temporalio import activity
 
-from sas.activities.agent import Agent, attempt_deadline
+from sas.activities.agent import Agent, attempt_deadline, parse_payload
 from sas.activities.heartbeats import last_checkpoint, save_checkpoint
 from sas.task_models import StepCall, StepResult
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
 from sas.task_types.services import AgentFunction, agent_function
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class FunctionAgents(Agent):
@@ -59,6 +61,9 @@ class Attempt:
     @property
     def deadline(self) -> datetime:
         return attempt_deadline()
+
+    def payload(self, model: type[M], **extra: Any) -> M:
+        return parse_payload(model, self._call, **extra)
 
     async def perform(self, path: str, body: BaseModel | dict[str, Any], *, method: str = "POST") -> StepResult:
         return await self._agent.perform(self._call, path, body, method=method)

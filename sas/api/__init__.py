@@ -62,7 +62,7 @@ Groups (each name links to its entry in the docs site's API reference):
 - Registration: [`ENTRY_POINT_GROUP`][sas.api.ENTRY_POINT_GROUP],
   [`TaskTypeError`][sas.api.TaskTypeError].
 - Testing: [`FakeAgents`][sas.api.FakeAgents], [`fake_worker`][sas.api.fake_worker],
-  [`run_task`][sas.api.run_task], [`time_skipping_environment`][sas.api.time_skipping_environment],
+  [`run_task`][sas.api.run_task], one Agent alone against a service: [`run_agent`][sas.api.run_agent], [`time_skipping_environment`][sas.api.time_skipping_environment],
   and the failure matrix, every failure point of a type checked against the promise:
   [`check_failure_matrix`][sas.api.check_failure_matrix],
   [`failure_matrix`][sas.api.failure_matrix], [`MatrixCase`][sas.api.MatrixCase].
@@ -98,6 +98,7 @@ from sas.workflows.task_workflow import task_workflow
 if TYPE_CHECKING:
     from sas.activities.agent import Agent, attempt_deadline, parse_payload
     from sas.activities.heartbeats import last_checkpoint, save_checkpoint
+    from sas.api._agent_testing import run_agent
     from sas.api._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
     from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
 
@@ -143,6 +144,7 @@ __all__ = [
     "implements",
     "last_checkpoint",
     "parse_payload",
+    "run_agent",
     "run_task",
     "save_checkpoint",
     "task_workflow",
@@ -162,6 +164,7 @@ _LAZY = {
     "check_failure_matrix": "sas.api._failure_matrix",
     "failure_matrix": "sas.api._failure_matrix",
     "fake_worker": "sas.api._testing",
+    "run_agent": "sas.api._agent_testing",
     "run_task": "sas.api._testing",
     "time_skipping_environment": "sas.api._testing",
 }

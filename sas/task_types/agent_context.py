@@ -16,11 +16,13 @@ client, as for a call declared as data.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from sas.task_models.steps import StepResult
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class AgentContext(Protocol):
@@ -34,6 +36,11 @@ class AgentContext(Protocol):
     @property
     def deadline(self) -> datetime:
         """This attempt's complete-by: nothing is sent after it."""
+        ...
+
+    def payload(self, model: type[M], **extra: Any) -> M:
+        """The task's input as ``model`` (with ``extra`` fields over it), to send as a body. Input
+        that cannot be one is the task's fault: the step fails for good, naming the fields."""
         ...
 
     async def perform(self, path: str, body: BaseModel | dict[str, Any], *, method: str = "POST") -> StepResult:

@@ -23,7 +23,7 @@ from sas.task_models.ids import (
     validate_schedule_id,
 )
 from sas.workflows.definitions import StepDefinition
-from sas_orders.steps import PaymentDefs
+from sas_orders.agents import charge
 from sas_orders.workflows import ORDER
 from tests import cli_process
 from tests.helpers import fresh_id
@@ -62,9 +62,9 @@ def test_each_bound_is_refused_where_it_enters() -> None:
         validate_schedule_id("s" * (MAX_SCHEDULE_ID + 1))
     assert validate_schedule_id("s" * MAX_SCHEDULE_ID)
     with pytest.raises(ValueError, match=rf"1-{MAX_STEP_NAME} characters"):
-        StepDefinition("s" * (MAX_STEP_NAME + 1), forward=PaymentDefs.charge)
+        StepDefinition("s" * (MAX_STEP_NAME + 1), forward=charge)
     with pytest.raises(ValueError, match="step name"):
-        StepDefinition("Charge Card", forward=PaymentDefs.charge)
+        StepDefinition("Charge Card", forward=charge)
 
 
 def test_sas_refuses_a_schedule_id_its_runs_would_outgrow() -> None:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,6 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from sas.remote_services.launcher import free_port
 from sas.task_models import StepState, TaskStatus
 from tests import cli_process
 from tests.conftest import temporal_binary
@@ -35,30 +34,6 @@ from tests.helpers import fresh_id, wait_until
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trip_example")]
 
 TRIP = {"traveller": "Ada", "origin": "LHR", "destination": "Lisbon", "date": "2027-05-01", "nights": 3}
-
-
-@pytest.fixture(scope="module")
-def trip_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("trip-services") / "services.log"
-    with open(log, "wb") as out:
-        argv = [sys.executable, "-m", "sas_trip.services", "--port", str(port)]
-        process = subprocess.Popen(argv, stdout=out, stderr=out)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        asyncio.run(wait_until(lambda: _answers(url), timeout=30, what="the trip services"))
-        yield url
-    finally:
-        process.kill()
-        process.wait(30)
-
-
-async def _answers(url: str) -> bool:
-    try:
-        async with httpx.AsyncClient() as http:
-            return (await http.get(f"{url}/healthz")).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @dataclass

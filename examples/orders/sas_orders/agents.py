@@ -1,28 +1,24 @@
-"""The order example's Agents: one per service, each with its forward actions and their undos.
+"""The order example's services and their Agents: for each, its forward actions and their undos.
 
 Hand-written rather than declared as data because the ship step sends one call per parcel,
-keeping a checkpoint between them. Each implements its declaration in ``sas_orders/steps.py``;
-an undo names the service's own id of the effect it undoes, from its forward step's result, or
-looked up by the forward key (``Agent.forward_id``). The worker loads this module (the services
-name it), builds each Agent with its service's caller and registers its activities on the
-service's own queue.
+keeping a checkpoint between them. Each is one function, declared on its service; an undo names
+the service's own id of the effect it undoes, from its forward step's result, or looked up by
+the forward key (``agent.forward_id``). The worker runs each on its service's own queue.
+
+Imported with the task types (``sas_orders/steps.py``), in the workflow sandbox too: only
+sas.api, pydantic and the order's models here.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from sas.api import (
-    Agent,
-    StepCall,
-    StepResult,
-    attempt_deadline,
-    implements,
-    last_checkpoint,
-    parse_payload,
-    save_checkpoint,
-)
-from sas_orders.steps import InventoryDefs, PaymentDefs, ShippingDefs
+from sas.api import AgentContext, Service, StepCall, StepResult
+from sas_orders.models import CancelResult, ChargeResult, RefundResult, ReleaseResult, ReserveResult, ShipResult
+
+INVENTORY = Service("inventory")
+PAYMENT = Service("payment")
+SHIPPING = Service("shipping")
 
 
 class ReserveRequest(BaseModel):
@@ -71,54 +67,47 @@ class CancelShipmentRequest(BaseModel):
     shipment_id: str | None
 
 
-class InventoryAgent(Agent, InventoryDefs):
-    @implements(InventoryDefs.reserve)
-    async def reserve(self, call: StepCall) -> StepResult:
-        return await self.perform(
-            call, "/inventory/reserve", parse_payload(ReserveRequest, call, order_id=call.task_id)
-        )
-
-    @implements(InventoryDefs.release)
-    async def release(self, call: StepCall) -> StepResult:
-        reservation_id = await self.forward_id(call, "inventory", "reservation_id")
-        body = ReleaseRequest(order_id=call.task_id, reserve_key=call.target_key or "", reservation_id=reservation_id)
-        return await self.perform(call, "/inventory/release", body)
+@INVENTORY.action("reserve", ReserveResult)
+async def reserve(call: StepCall, agent: AgentContext) -> StepResult:
+    return await agent.perform("/inventory/reserve", agent.payload(ReserveRequest, order_id=call.task_id))
 
 
-class PaymentAgent(Agent, PaymentDefs):
-    @implements(PaymentDefs.charge)
-    async def charge(self, call: StepCall) -> StepResult:
-        return await self.perform(call, "/payment/charge", parse_payload(ChargeRequest, call, order_id=call.task_id))
-
-    @implements(PaymentDefs.refund)
-    async def refund(self, call: StepCall) -> StepResult:
-        charge_id = await self.forward_id(call, "payment", "charge_id")
-        body = RefundRequest(order_id=call.task_id, charge_key=call.target_key or "", charge_id=charge_id)
-        return await self.perform(call, "/payment/refund", body)
+@INVENTORY.action("release", ReleaseResult)
+async def release(call: StepCall, agent: AgentContext) -> StepResult:
+    reservation_id = await agent.forward_id("reservation_id")
+    body = ReleaseRequest(order_id=call.task_id, reserve_key=call.target_key or "", reservation_id=reservation_id)
+    return await agent.perform("/inventory/release", body)
 
 
-class ShippingAgent(Agent, ShippingDefs):
-    @implements(ShippingDefs.ship)
-    async def ship(self, call: StepCall) -> StepResult:
-        """Ship the order's parcels, one call each, then the shipment itself (its id is the
-        step's result, which the cancel names). After each parcel the attempt saves a
-        checkpoint, ``{"parcels_done": i}``; a retried attempt skips the parcels done."""
-        order = parse_payload(ShipOrder, call, order_id=call.task_id)
-        if order.parcels > 1:
-            for parcel in range(last_checkpoint("parcels_done") + 1, order.parcels + 1):
-                body = ParcelRequest(order_id=order.order_id, address=order.address, parcel=parcel)
-                await self._remote.post(
-                    "/shipping/ship",
-                    body.model_dump(mode="json"),
-                    f"{call.idempotency_key}:parcel-{parcel}",
-                    attempt_deadline(),
-                )
-                save_checkpoint(parcels_done=parcel)
-        shipment = ShipRequest(order_id=order.order_id, address=order.address)
-        return await self.perform(call, "/shipping/ship", shipment)
+@PAYMENT.action("charge", ChargeResult)
+async def charge(call: StepCall, agent: AgentContext) -> StepResult:
+    return await agent.perform("/payment/charge", agent.payload(ChargeRequest, order_id=call.task_id))
 
-    @implements(ShippingDefs.cancel)
-    async def cancel(self, call: StepCall) -> StepResult:
-        shipment_id = await self.forward_id(call, "shipping", "shipment_id")
-        body = CancelShipmentRequest(order_id=call.task_id, ship_key=call.target_key or "", shipment_id=shipment_id)
-        return await self.perform(call, "/shipping/cancel", body)
+
+@PAYMENT.action("refund", RefundResult)
+async def refund(call: StepCall, agent: AgentContext) -> StepResult:
+    charge_id = await agent.forward_id("charge_id")
+    body = RefundRequest(order_id=call.task_id, charge_key=call.target_key or "", charge_id=charge_id)
+    return await agent.perform("/payment/refund", body)
+
+
+@SHIPPING.action("ship", ShipResult)
+async def ship(call: StepCall, agent: AgentContext) -> StepResult:
+    """Ship the order's parcels, one call each, then the shipment itself (its id is the step's
+    result, which the cancel names). After each parcel the attempt saves a checkpoint,
+    ``{"parcels_done": i}``; a retried attempt skips the parcels done."""
+    order = agent.payload(ShipOrder, order_id=call.task_id)
+    if order.parcels > 1:
+        for parcel in range(agent.last_checkpoint("parcels_done") + 1, order.parcels + 1):
+            body = ParcelRequest(order_id=order.order_id, address=order.address, parcel=parcel)
+            await agent.send("/shipping/ship", body, part=f"parcel-{parcel}")
+            agent.save_checkpoint(parcels_done=parcel)
+    shipment = ShipRequest(order_id=order.order_id, address=order.address)
+    return await agent.perform("/shipping/ship", shipment)
+
+
+@SHIPPING.action("cancel", CancelResult)
+async def cancel(call: StepCall, agent: AgentContext) -> StepResult:
+    shipment_id = await agent.forward_id("shipment_id")
+    body = CancelShipmentRequest(order_id=call.task_id, ship_key=call.target_key or "", shipment_id=shipment_id)
+    return await agent.perform("/shipping/cancel", body)
