@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -45,7 +46,15 @@ class Agent:
         self._refused = refused
 
     async def perform(
-        self, call: StepCall, path: str, body: BaseModel | dict[str, Any], *, method: str = "POST"
+        self,
+        call: StepCall,
+        path: str,
+        body: BaseModel | dict[str, Any] | None,
+        *,
+        method: str = "POST",
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        picked: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> StepResult:
         """Record the attempt (Processing, or Compensating for an undo), send ``body`` to the
         service under the step's Idempotency-Key before the attempt's complete-by, validate the
@@ -54,15 +63,21 @@ class Agent:
         Args:
             call: What the Scheduler asked for.
             path: The URL path under the service's URL.
-            body: The JSON body: a model, or a dict of JSON values.
+            body: The JSON body: a model, or a dict of JSON values; None sends none (a GET).
             method: The HTTP method (POST unless declared otherwise).
+            query, headers: Declared query parameters and headers (``HttpCall``).
+            picked: Takes the result's fields out of a nested answer (``HttpCall.pick``).
 
         Returns:
             The service's answer, as the result model dumped to JSON (secret fields included).
         """
         complete_by = await self._begin(call)
         payload = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
-        answer = await self._remote.post(path, payload, call.idempotency_key, complete_by, method=method)
+        answer = await self._remote.post(
+            path, payload, call.idempotency_key, complete_by, method=method, query=query, headers=headers
+        )
+        if picked is not None:
+            answer = picked(answer)
         model = agent_result(activity.info().activity_type)
         data = _validated(model, path, answer) if model is not None else answer
         return await self._finish(call, data, model)

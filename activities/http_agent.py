@@ -24,10 +24,10 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from sas.activities.agent import Agent, attempt_deadline
+from sas.activities.agent import INVALID_INPUT, Agent, attempt_deadline
 from sas.activities.remote import nothing_done
 from sas.task_models import StepCall, StepResult
-from sas.task_types.services import Forward, HttpCall
+from sas.task_types.services import Forward, HttpCall, UnsafeValue
 
 
 class HttpAgent(Agent):
@@ -52,13 +52,19 @@ class HttpAgent(Agent):
                 "%s: not sent, the service did nothing under %s (its lookup says so)", declared.name, call.target_key
             )
             return await self.nothing_to_undo(call)
-        body = declared.build_body(call, known)
-        return await self.perform(call, declared.path, body, method=declared.method)
+        try:
+            path = declared.build_path(call, known)
+            extras = {"query": declared.build_query(call, known), "headers": declared.build_headers(call, known)}
+        except UnsafeValue as err:
+            # The same on every attempt: the task's input (or an earlier answer) is at fault.
+            raise ApplicationError(str(err), type=INVALID_INPUT, non_retryable=True) from None
+        body = None if declared.method == "GET" else declared.build_body(call, known)
+        return await self.perform(call, path, body, method=declared.method, picked=declared.picked, **extras)
 
     async def _forward_fields(self, declared: HttpCall, call: StepCall) -> dict[str, Any] | None:
         """For an undo: its forward step's result, completed by the service's lookup when the
         forward answer never arrived; None when the lookup says nothing was done under the key."""
-        wanted = [s.field for s in declared.body.values() if isinstance(s, Forward)]
+        wanted = [s.field for part in declared.sources().values() for s in part.values() if isinstance(s, Forward)]
         forward = call.forward_result
         if forward is not None and all(forward.get(name) is not None for name in wanted):
             return dict(forward)

@@ -91,10 +91,21 @@ class RemoteCaller:
         )
 
     async def post(
-        self, path: str, body: dict[str, Any], idempotency_key: str, complete_by: datetime, *, method: str = "POST"
+        self,
+        path: str,
+        body: dict[str, Any] | None,
+        idempotency_key: str,
+        complete_by: datetime,
+        *,
+        method: str = "POST",
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """A business call under our Idempotency-Key; the service's answer (a JSON object).
-        ``method``: POST, or PUT, PATCH or DELETE for a call declared so (``HttpCall``)."""
+        ``method``: POST, or GET, PUT, PATCH or DELETE for a call declared so (``HttpCall``);
+        ``body`` None sends none. ``query`` and ``headers``: the call's declared ones (the
+        service's own auth header and the Idempotency-Key win over a declared header)."""
+        content: dict[str, Any] = {} if body is None else {"json": body}
 
         def request(time_left: float) -> Awaitable[httpx.Response]:
             # The answer is read with a cap: a runaway service cannot fill the worker's memory.
@@ -103,9 +114,10 @@ class RemoteCaller:
                 f"{self._base_url}{path}",
                 SERVICE_RESPONSE_CAP,
                 method=method,
-                json=body,
-                headers={**self._headers, "Idempotency-Key": idempotency_key},
+                params=dict(query or {}),
+                headers={**(headers or {}), **self._headers, "Idempotency-Key": idempotency_key},
                 timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
+                **content,
             )
 
         return await self._exchange(path, request, complete_by)

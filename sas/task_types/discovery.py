@@ -240,23 +240,23 @@ def _check_definition(module: str, definition: TaskDefinition) -> None:
                 f" {forward_service!r}; an undo runs on its step's service queue, so declare it on {forward_service!r}"
             )
         if isinstance(step.forward, HttpCall):
-            for key, value in step.forward.body.items():
+            for part, key, value in _sources(step.forward):
                 if isinstance(value, Forward | ForwardKey):
                     raise TaskTypeError(
-                        f"{where}: step {step.name!r}, body[{key!r}]: {type(value).__name__} is for an undo only"
+                        f"{where}: step {step.name!r}, {part}[{key!r}]: {type(value).__name__} is for an undo only"
                     )
                 if isinstance(value, Result) and value.step not in _before(step, definition, stage_of, position):
                     raise TaskTypeError(
-                        f"{where}: step {step.name!r}, body[{key!r}]: Result({value.step!r}, ...) must name a step"
+                        f"{where}: step {step.name!r}, {part}[{key!r}]: Result({value.step!r}, ...) must name a step"
                         " that finishes before this one starts"
                     )
-                _check_input(where, step.name, key, value, definition)
+                _check_input(where, step.name, f"{part}[{key!r}]", value, definition)
         if isinstance(step.undo, HttpCall):
             forward_result = agent_result(step.agent)
-            for key, value in step.undo.body.items():
+            for part, key, value in _sources(step.undo):
                 if isinstance(value, Result):
                     raise TaskTypeError(
-                        f"{where}: the undo of {step.name!r}, body[{key!r}]: an undo gets its own step's result"
+                        f"{where}: the undo of {step.name!r}, {part}[{key!r}]: an undo gets its own step's result"
                         f" through Forward({value.field!r}), not Result"
                     )
                 if (
@@ -265,10 +265,10 @@ def _check_definition(module: str, definition: TaskDefinition) -> None:
                     and value.field not in forward_result.model_fields
                 ):
                     raise TaskTypeError(
-                        f"{where}: the undo of {step.name!r}, body[{key!r}]: Forward({value.field!r}) is not a field"
+                        f"{where}: the undo of {step.name!r}, {part}[{key!r}]: Forward({value.field!r}) is not a field"
                         f" of {forward_result.__name__}"
                     )
-                _check_input(where, step.name, key, value, definition)
+                _check_input(where, step.name, f"{part}[{key!r}]", value, definition)
         earlier.add(step.name)
 
 
@@ -285,13 +285,18 @@ def _before(
     return {s.name for s in definition.steps if stage(s.name) < mine and s.name != step.name}
 
 
-def _check_input(where: str, step: str, key: str, value: object, definition: TaskDefinition) -> None:
+def _sources(call: HttpCall) -> list[tuple[str, str, object]]:
+    """Every value a declared call sends, with where it goes (body, params, query, headers)."""
+    return [(part, key, value) for part, values in call.sources().items() for key, value in values.items()]
+
+
+def _check_input(where: str, step: str, place: str, value: object, definition: TaskDefinition) -> None:
     if not isinstance(value, Input):
         return
     first = value.path.split(".")[0]
     if first not in definition.input_model.model_fields:
         raise TaskTypeError(
-            f"{where}: step {step!r}, body[{key!r}]: Input({value.path!r}) is not a field of"
+            f"{where}: step {step!r}, {place}: Input({value.path!r}) is not a field of"
             f" {definition.input_model.__name__}"
         )
 

@@ -20,10 +20,12 @@ What a service must do to be called this way - its HTTP contract - is in ``docs/
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
@@ -34,12 +36,24 @@ if TYPE_CHECKING:
     from sas.task_types.agent_context import AgentContext
 
 F = TypeVar("F", bound=Callable[..., Any])
-Method = Literal["POST", "PUT", "PATCH", "DELETE"]
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 _SERVICE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _ACTION = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _AGENT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
+# A declared call's path may hold parameters, each filled from its own source: /bookings/{booking_id}.
+_TEMPLATE = re.compile(r"/(?:[A-Za-z0-9._~/-]|\{[a-z_][a-z0-9_]{0,39}\})*")
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]{0,39})\}")
+_HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+# Headers sas sets itself on every call, or that only the HTTP layer may set.
+_RESERVED_HEADERS = frozenset(
+    {"idempotency-key", "authorization", "content-type", "content-length", "host", "transfer-encoding", "connection"}
+)
+_QUERY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PICK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+)*")
+# What a path parameter's value may not hold: anything that could take the call to another path.
+_UNSAFE_SEGMENT = re.compile(r"(^\.{1,2}$)|/|\\|%2e|%2f|%5c|\.\.", re.IGNORECASE)
 # The attribute a hand-written Agent's declaration carries its service in.
 SERVICE_ATTR = "__sas_service__"
 # The attribute an Agent declared with ``Service.action`` carries the function that does its work in.
@@ -223,6 +237,11 @@ class ForwardKey:
 BodyValue = Input | Result | Forward | Const | TaskId | ForwardKey
 
 
+class UnsafeValue(ValueError):
+    """A value that cannot be sent where it was declared to go (a path parameter that could
+    change the path, a header value with a line break): the task's input is at fault."""
+
+
 @dataclass(frozen=True, eq=False)
 class HttpCall:
     """A step's remote call, declared as data, run by sas's generic HTTP Agent.
@@ -233,16 +252,31 @@ class HttpCall:
     hand-written Agent does applies: the attempt's complete-by, transient and permanent errors,
     the service's bulkhead and breaker, heartbeats, the mirror writes and the checked client.
 
+    A REST call: ``HttpCall(FLIGHTS, "DELETE", "/bookings/{booking_id}", params={"booking_id":
+    Forward("booking_id")}, result=Cancelled, action="cancel")``.
+
     Attributes:
         service: The service called.
-        method: ``POST`` (the usual), ``PUT``, ``PATCH`` or ``DELETE``.
-        path: The URL path under the service's ``SAS_SERVICES__<NAME>__URL``.
+        method: ``POST`` (the usual), ``GET``, ``PUT``, ``PATCH`` or ``DELETE``.
+        path: The URL path under the service's ``SAS_SERVICES__<NAME>__URL``; ``{name}`` marks a
+            path parameter, filled from ``params``.
         result: The model of the answer (a ``StepResultModel``; ``Secret`` fields stay in the workflow).
         body: JSON field -> where its value comes from ([`Input`][sas.api.Input],
             [`Result`][sas.api.Result], [`Forward`][sas.api.Forward], [`Const`][sas.api.Const],
-            [`TaskId`][sas.api.TaskId], [`ForwardKey`][sas.api.ForwardKey]).
+            [`TaskId`][sas.api.TaskId], [`ForwardKey`][sas.api.ForwardKey]). None with ``GET``.
+        params: Path parameter -> where its value comes from (the same sources). Each value is
+            URL-encoded as one path segment; one that could change the path (``/``, ``..``,
+            ``%2e``, ``%2f``, a backslash, a control character) or is empty is refused for good.
+        query: Query parameter -> where its value comes from; one whose value is None is left out.
+        headers: Header -> where its value comes from. sas's own (``Idempotency-Key``,
+            ``Authorization``, ``Content-Type``...) cannot be declared; a value with a control
+            character is refused for good.
+        pick: Result field -> where it is in the answer (``"data.booking.id"``, a list index as
+            a number: ``"items.0.id"``): the result model is filled from these, for a service whose
+            answer nests what the step keeps. Without it, the answer is the result.
         action: The activity's action name; default: the path's last segment, so
-            ``/flights/book`` runs as the activity ``flights.book``.
+            ``/flights/book`` runs as the activity ``flights.book`` (a path that ends in a
+            parameter needs one).
     """
 
     service: Service
@@ -251,19 +285,57 @@ class HttpCall:
     result: type[BaseModel]
     body: Mapping[str, BodyValue] = field(default_factory=dict)
     action: str | None = None
+    params: Mapping[str, BodyValue] = field(default_factory=dict)
+    query: Mapping[str, BodyValue] = field(default_factory=dict)
+    headers: Mapping[str, BodyValue] = field(default_factory=dict)
+    pick: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.method not in ("POST", "PUT", "PATCH", "DELETE"):
-            raise ValueError(f"HttpCall {self.path}: method {self.method!r}: use POST, PUT, PATCH or DELETE")
-        if not _PATH.fullmatch(self.path):
-            raise ValueError(f"HttpCall {self.path!r}: the path must start with / (letters, digits, . _ ~ - /)")
-        for key, value in self.body.items():
-            if not isinstance(value, BodyValue):
-                raise TypeError(
-                    f"HttpCall {self.path}: body[{key!r}] = {value!r}: use Input, Result, Forward, Const, TaskId or ForwardKey"
+        if self.method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+            raise ValueError(f"HttpCall {self.path}: method {self.method!r}: use GET, POST, PUT, PATCH or DELETE")
+        if not _TEMPLATE.fullmatch(self.path):
+            raise ValueError(
+                f"HttpCall {self.path!r}: the path must start with / (letters, digits, . _ ~ - /, and {{name}}"
+                " for a path parameter)"
+            )
+        if self.method == "GET" and self.body:
+            raise ValueError(f"HttpCall GET {self.path}: a GET sends no body; use query=... or params=...")
+        for part, sources in (
+            ("body", self.body),
+            ("params", self.params),
+            ("query", self.query),
+            ("headers", self.headers),
+        ):
+            for key, value in sources.items():
+                if not isinstance(value, BodyValue):
+                    raise TypeError(
+                        f"HttpCall {self.path}: {part}[{key!r}] = {value!r}: use Input, Result, Forward, Const,"
+                        " TaskId or ForwardKey"
+                    )
+        named = _PLACEHOLDER.findall(self.path)
+        if sorted(named) != sorted(self.params):
+            raise ValueError(
+                f"HttpCall {self.path}: its path parameters {sorted(named)} and params= {sorted(self.params)} differ;"
+                " give each {name} of the path one source in params"
+            )
+        for name in self.query:
+            if not _QUERY_NAME.fullmatch(name):
+                raise ValueError(f"HttpCall {self.path}: query parameter {name!r}: 1-64 of A-Z a-z 0-9 _ . -")
+        for name in self.headers:
+            if not _HEADER_NAME.fullmatch(name) or name.lower() in _RESERVED_HEADERS:
+                raise ValueError(
+                    f"HttpCall {self.path}: header {name!r}: a header name (A-Z a-z 0-9 -), not one sas sets"
+                    f" itself ({', '.join(sorted(_RESERVED_HEADERS))})"
+                )
+        for target, where in self.pick.items():
+            if target not in self.result.model_fields or not _PICK.fullmatch(where):
+                raise ValueError(
+                    f"HttpCall {self.path}: pick[{target!r}] = {where!r}: name a field of {self.result.__name__}"
+                    " and where it is in the answer (data.booking.id)"
                 )
         _check_action(self.service.name, self.verb)
-        object.__setattr__(self, "body", dict(self.body))
+        for part in ("body", "params", "query", "headers", "pick"):
+            object.__setattr__(self, part, dict(getattr(self, part)))
         register_result(self.name, self.result)
 
     @property
@@ -276,14 +348,86 @@ class HttpCall:
         """The activity name, ``<service>.<action>``: recorded in each task's plan and the mirror."""
         return f"{self.service.name}.{self.verb}"
 
+    def sources(self) -> dict[str, Mapping[str, BodyValue]]:
+        """Every value the call sends, by where it goes: body, params, query, headers."""
+        return {"body": self.body, "params": self.params, "query": self.query, "headers": self.headers}
+
     def build_body(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body this call sends for ``call``: each field from where it is declared to
         come. ``forward``: for an undo, its forward step's result (as completed by the lookup)."""
         return {key: _value(source, call, forward or call.forward_result or {}) for key, source in self.body.items()}
 
+    def build_path(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> str:
+        """The path with each parameter filled and URL-encoded as one segment; UnsafeValue for a
+        value that could change the path."""
+        known = forward or call.forward_result or {}
+
+        def fill(match: re.Match[str]) -> str:
+            name = match.group(1)
+            value = _value(self.params[name], call, known)
+            text = "" if value is None else str(value)
+            if not text or not text.isprintable() or _UNSAFE_SEGMENT.search(text):
+                raise UnsafeValue(f"{self.name}: path parameter {name} = {text[:80]!r} could change the path")
+            return quote(text, safe="")
+
+        return _PLACEHOLDER.sub(fill, self.path)
+
+    def build_query(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """The query parameters, each as text; one whose value is None is left out."""
+        known = forward or call.forward_result or {}
+        found = {name: _value(source, call, known) for name, source in self.query.items()}
+        return {name: _text(value) for name, value in found.items() if value is not None}
+
+    def build_headers(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """The declared headers, each as text; UnsafeValue for one with a control character."""
+        known = forward or call.forward_result or {}
+        headers = {}
+        for name, source in self.headers.items():
+            value = _value(source, call, known)
+            if value is None:
+                continue
+            text = _text(value)
+            if not text.isprintable():
+                raise UnsafeValue(f"{self.name}: header {name} holds a control character")
+            headers[name] = text
+        return headers
+
+    def picked(self, answer: Mapping[str, Any]) -> dict[str, Any]:
+        """The answer as the result: each ``pick`` field taken from where it is (absent: None,
+        which the result model then refuses if the field is required); the answer itself
+        without ``pick``."""
+        if not self.pick:
+            return dict(answer)
+        return {target: _dig(answer, where) for target, where in self.pick.items()}
+
     def signature(self) -> tuple[Any, ...]:
         """What makes two declarations of one activity name the same call."""
-        return (self.service, self.method, self.path, _model_id(self.result), tuple(sorted(self.body.items(), key=str)))
+        return (
+            self.service,
+            self.method,
+            self.path,
+            _model_id(self.result),
+            *(tuple(sorted(part.items(), key=str)) for part in self.sources().values()),
+            tuple(sorted(self.pick.items())),
+        )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value) if isinstance(value, dict | list) else str(value)
+
+
+def _dig(answer: Any, where: str) -> Any:
+    value = answer
+    for part in where.split("."):
+        if isinstance(value, Mapping):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
 
 
 def _value(source: BodyValue, call: StepCall, forward: Mapping[str, Any]) -> Any:
