@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -32,3 +33,26 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}")
         await asyncio.sleep(interval)
+
+
+@asynccontextmanager
+async def serving(app: Any, what: str = "the service") -> AsyncIterator[str]:
+    """``app`` (an ASGI app: a team's service of a few lines) served on a free loopback port, for
+    as long as the block runs; yields its base URL."""
+    import uvicorn
+
+    from sas.remote_services.launcher import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.ensure_future(server.serve())
+
+    async def started() -> bool:
+        return bool(server.started)
+
+    await wait_until(started, timeout=30, what=what)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

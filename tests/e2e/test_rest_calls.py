@@ -4,27 +4,25 @@ and DELETE; a path parameter that could change the path is refused for good, not
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from sas.remote_services.launcher import free_port
 from sas.settings import ServiceSettings, ServicesSettings, get_settings
 from sas.task_models import MirrorStamp, StepCall, TaskResult, TaskState
 from sas.task_types.services import HttpCall, UnsafeValue
 from sas.workflows import registry
 from tests.e2e.rest_booking import BOOK
-from tests.helpers import fresh_id, wait_until
-from tests.stack import ADMIN_TOKEN, start_stack
+from tests.helpers import fresh_id, serving
+from tests.stack import ADMIN_TOKEN, Stack, start_stack
 
 Seen = list[tuple[str, str, dict[str, Any]]]
 
@@ -86,27 +84,25 @@ def stay_type(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest_asyncio.fixture
 async def rooms() -> AsyncIterator[tuple[str, Seen]]:
     seen: Seen = []
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(rooms_service(seen), host="127.0.0.1", port=port, log_level="warning"))
-    serving = asyncio.ensure_future(server.serve())
+    async with serving(rooms_service(seen), "the rooms service") as url:
+        yield url, seen
 
-    async def started() -> bool:
-        return bool(server.started)
 
-    await wait_until(started, timeout=30, what="the rooms service")
-    try:
-        yield f"http://127.0.0.1:{port}", seen
-    finally:
-        server.should_exit = True
-        await serving
+@asynccontextmanager
+async def stay_stack(
+    url: str, client: Client, temporal_address: str, services: Any, sqlite_url: str
+) -> AsyncIterator[Stack]:
+    """A worker stack whose rooms service is the test's own."""
+    where = ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, rooms=ServiceSettings(url=url))  # type: ignore[call-arg]
+    async with start_stack(client, temporal_address, services.url, sqlite_url, services=where) as stack:
+        yield stack
 
 
 async def test_a_rest_booking_is_made_and_deleted_by_its_id_when_a_later_step_is_refused(
     stay_type: None, rooms: tuple[str, Seen], client: Client, temporal_address: str, services: Any, sqlite_url: str
 ) -> None:
     url, seen = rooms
-    where = ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, rooms=ServiceSettings(url=url))  # type: ignore[call-arg]
-    async with start_stack(client, temporal_address, services.url, sqlite_url, services=where) as stack:
+    async with stay_stack(url, client, temporal_address, services, sqlite_url) as stack:
         task_id = fresh_id("stay")
         payload = {"hotel": "grand-lisboa", "nights": 2, "currency": "EUR"}
         result: TaskResult = await (await stack.submit(task_id, payload, "StayWorkflow")).result()
@@ -128,8 +124,7 @@ async def test_a_path_parameter_that_could_change_the_path_is_refused_for_good_a
     stay_type: None, rooms: tuple[str, Seen], client: Client, temporal_address: str, services: Any, sqlite_url: str
 ) -> None:
     url, seen = rooms
-    where = ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, rooms=ServiceSettings(url=url))  # type: ignore[call-arg]
-    async with start_stack(client, temporal_address, services.url, sqlite_url, services=where) as stack:
+    async with stay_stack(url, client, temporal_address, services, sqlite_url) as stack:
         task_id = fresh_id("stay-escape")
         payload = {"hotel": "../admin", "nights": 1}
         result: TaskResult = await (await stack.submit(task_id, payload, "StayWorkflow")).result()

@@ -4,7 +4,6 @@ the dev server against a service of a few lines - completing, and undone when a 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -12,18 +11,16 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from sas.remote_services.launcher import free_port
 from sas.settings import ServiceSettings, ServicesSettings, get_settings
 from sas.task_models import TaskResult, TaskState
 from sas.workflows import registry
-from tests.helpers import fresh_id, wait_until
+from tests.helpers import fresh_id, serving
 from tests.stack import ADMIN_TOKEN, start_stack
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -87,19 +84,8 @@ def accounts_service(calls: list[tuple[str, dict[str, Any]]]) -> Starlette:
 @pytest_asyncio.fixture
 async def accounts() -> AsyncIterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
     calls: list[tuple[str, dict[str, Any]]] = []
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(accounts_service(calls), host="127.0.0.1", port=port, log_level="warning"))
-    serving = asyncio.ensure_future(server.serve())
-
-    async def started() -> bool:
-        return bool(server.started)
-
-    await wait_until(started, timeout=30, what="the accounts service")
-    try:
-        yield f"http://127.0.0.1:{port}", calls
-    finally:
-        server.should_exit = True
-        await serving
+    async with serving(accounts_service(calls), "the accounts service") as url:
+        yield url, calls
 
 
 @pytest.mark.slow
