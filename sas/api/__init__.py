@@ -58,6 +58,14 @@ Groups (each name links to its entry in the docs site's API reference):
   [`StepState`][sas.api.StepState], [`Approval`][sas.api.Approval].
 - Registration: [`ENTRY_POINT_GROUP`][sas.api.ENTRY_POINT_GROUP],
   [`TaskTypeError`][sas.api.TaskTypeError].
+- Starting tasks and acting on them from a team's own code (what the ``sas`` command line
+  does, typed): [`TaskClient`][sas.api.TaskClient], its results [`Submitted`][sas.api.Submitted],
+  [`TaskView`][sas.api.TaskView], [`Outcome`][sas.api.Outcome],
+  [`ActionResult`][sas.api.ActionResult], and its errors, each a
+  [`ClientError`][sas.api.ClientError]: [`InvalidInput`][sas.api.InvalidInput],
+  [`TaskNotFound`][sas.api.TaskNotFound], [`TaskIdTaken`][sas.api.TaskIdTaken],
+  [`NotApplicable`][sas.api.NotApplicable], [`NotConfirmed`][sas.api.NotConfirmed],
+  [`Unreachable`][sas.api.Unreachable].
 - Testing: [`FakeAgents`][sas.api.FakeAgents], [`fake_worker`][sas.api.fake_worker],
   [`run_task`][sas.api.run_task], [`time_skipping_environment`][sas.api.time_skipping_environment],
   and the failure matrix, every failure point of a type checked against the promise:
@@ -96,18 +104,36 @@ if TYPE_CHECKING:
     from sas.activities.heartbeats import last_checkpoint, save_checkpoint
     from sas.api._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
     from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
+    from sas.client.errors import (
+        ClientError,
+        InvalidInput,
+        NotApplicable,
+        NotConfirmed,
+        TaskIdTaken,
+        TaskNotFound,
+        Unreachable,
+    )
+    from sas.client.status import TaskView
+    from sas.client.task_client import ActionResult, Submitted, TaskClient
+    from sas.client.waiting import Outcome
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "ActionResult",
     "Agent",
     "Approval",
+    "ClientError",
     "Const",
     "FakeAgents",
     "Forward",
     "ForwardKey",
     "HttpCall",
     "Input",
+    "InvalidInput",
     "MatrixCase",
+    "NotApplicable",
+    "NotConfirmed",
+    "Outcome",
     "Parallel",
     "ProviderId",
     "Result",
@@ -121,13 +147,19 @@ __all__ = [
     "StepResultModel",
     "StepState",
     "StepStatus",
+    "Submitted",
+    "TaskClient",
     "TaskDefinition",
     "TaskId",
+    "TaskIdTaken",
     "TaskInput",
+    "TaskNotFound",
     "TaskResult",
     "TaskState",
     "TaskStatus",
     "TaskTypeError",
+    "TaskView",
+    "Unreachable",
     "UserText",
     "Wait",
     "When",
@@ -159,6 +191,19 @@ _LAZY = {
     "fake_worker": "sas.api._testing",
     "run_task": "sas.api._testing",
     "time_skipping_environment": "sas.api._testing",
+    # The task client: Temporal's client and the state store, for a team's service code.
+    "TaskClient": "sas.client.task_client",
+    "Submitted": "sas.client.task_client",
+    "ActionResult": "sas.client.task_client",
+    "TaskView": "sas.client.status",
+    "Outcome": "sas.client.waiting",
+    "ClientError": "sas.client.errors",
+    "InvalidInput": "sas.client.errors",
+    "NotApplicable": "sas.client.errors",
+    "NotConfirmed": "sas.client.errors",
+    "TaskIdTaken": "sas.client.errors",
+    "TaskNotFound": "sas.client.errors",
+    "Unreachable": "sas.client.errors",
 }
 
 

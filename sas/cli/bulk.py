@@ -11,7 +11,7 @@ Each selected task goes through what the single-task command does, and nothing m
    mirror's word (the mirror follows Temporal, never leads it).
 2. The Scheduler's ``request_retry`` / ``request_compensate`` update, whose validator accepts
    or rejects with a reason; or, for ``resubmit`` of a finished Compensated or Error task,
-   its next incarnation (``tasks.resubmit_finished``).
+   its next incarnation (``sas.client.submitting.resubmit_finished``).
 3. The Scheduler (or the accepting run, for a new incarnation) writes the task's audit entry,
    as for one task. The reason carries ``(bulk <id>)`` so one run's entries can be found together.
 
@@ -43,6 +43,7 @@ from sas.cli.output import CliError, Markup, ago, console, err_console, print_js
 if TYPE_CHECKING:
     from temporalio.client import Client
 
+    from sas.client.store import StateStore
     from sas.state_store.selection import SelectedTask
     from sas.task_models import OperatorRequest
 
@@ -52,7 +53,7 @@ Outcome = Literal["ok", "skipped", "failed"]
 DEFAULT_CONCURRENCY = 8
 MAX_CONCURRENCY = 32
 # One task's action, all told: a describe, an update (which waits for a worker to take it in),
-# or a new incarnation that a worker must accept (tasks.resubmit_finished waits for it).
+# or a new incarnation that a worker must accept (resubmit_finished waits for it).
 TASK_TIMEOUT_S = 60.0
 
 CONCURRENCY = typer.Option(
@@ -196,6 +197,8 @@ async def _act_all(
     """Act on every target, at most ``concurrency`` at a time, with a progress bar on a terminal."""
     import asyncio
 
+    from sas.client.errors import ClientError
+
     gate = asyncio.Semaphore(concurrency)
     progress = _Progress(action, len(targets))
     # Said first, so an interrupted run can still be found in the audit log by its id.
@@ -213,7 +216,7 @@ async def _act_all(
                     "failed",
                     f"no answer within {TASK_TIMEOUT_S:.0f}s (is a worker polling?); it may still apply",
                 )
-            except CliError as err:
+            except (CliError, ClientError) as err:
                 result = Result(target.task_id, "failed", err.message)
             except Exception as err:  # noqa: BLE001 - one task's failure must not stop the others
                 result = Result(target.task_id, "failed", f"{type(err).__name__}: {err}")
@@ -256,9 +259,9 @@ async def _act(client: Client, action: Action, request: OperatorRequest, target:
         return Result(target.task_id, "skipped", f"finished in Temporal ({view.how}): not {_DONE[action]}")
     if action == "retry" and any(a.state in paused for a in view.activities):
         # Parked by `sas park` (its activity paused in Temporal): un-parked as `sas retry ID` does.
-        from sas.cli import park
+        from sas.client.parking import unpark
 
-        unparked = await park.unpark(target.task_id, request.step, request.by, request.reason)
+        unparked = await unpark(client, _store(), target.task_id, request.step, request.by, request.reason)
         if unparked is not None:
             return Result(target.task_id, "ok", unparked)
     update = "request_compensate" if action == "compensate" else "request_retry"
@@ -270,9 +273,9 @@ async def _act_on_cleanup(
 ) -> Result:
     """A task whose Scheduler is closed and whose clean-up runs: the clean-up takes the request."""
     if action == "retry":
-        from sas.cli import park
+        from sas.client.parking import unpark
 
-        unparked = await park.unpark(target.task_id, request.step, request.by, request.reason)
+        unparked = await unpark(client, _store(), target.task_id, request.step, request.by, request.reason)
         if unparked is not None:
             return Result(target.task_id, "ok", unparked)
     update = "request_compensate" if action == "compensate" else "request_retry"
@@ -310,7 +313,7 @@ async def _resubmit_finished(
 ) -> Result:
     """A task whose workflow has closed runs again as its next incarnation, when Temporal and
     the mirror agree it ended Compensated or Error. A task Temporal shows Processed is done."""
-    from sas.cli import tasks
+    from sas.client.submitting import resubmit_finished
     from sas.state_store.incarnations import RESUBMITTABLE
     from sas.task_models import TaskResult, TaskState
 
@@ -327,7 +330,7 @@ async def _resubmit_finished(
             "skipped",
             f"{target.state} in the state store but closed in Temporal: run `sas reconcile --task {target.task_id}`",
         )
-    incarnation = await tasks.resubmit_finished(client, target.task_id, request.by, request.reason)
+    incarnation = await resubmit_finished(client, _store(), target.task_id, request.by, request.reason)
     return Result(target.task_id, "ok", f"incarnation {incarnation} started, with new idempotency keys")
 
 
@@ -364,6 +367,12 @@ class _Progress:
         elif self.done % self.step == 0 or self.done == self.total:
             counts = ", ".join(f"{v} {k}" for k, v in self.counts.items())
             err_console.print(f"{self.action}: {self.done}/{self.total} ({counts})", markup=False, highlight=False)
+
+
+def _store() -> StateStore:
+    from sas.client.store import StateStore
+
+    return StateStore(context.settings())
 
 
 # ---------------------------------------------------------------- printing

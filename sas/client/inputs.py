@@ -131,5 +131,7 @@ def check_delay(delay: timedelta | None, what: str = "delay") -> timedelta | Non
     if delay.total_seconds() <= 0:
         raise InvalidInput(f"{what} is in the past", "give a time to come", field="delay")
     if delay > MAX_START_DELAY:
-        raise InvalidInput(f"{what} is more than {MAX_START_DELAY.days} days ahead", "give a nearer time", field="delay")
+        raise InvalidInput(
+            f"{what} is more than {MAX_START_DELAY.days} days ahead", "give a nearer time", field="delay"
+        )
     return delay

@@ -113,19 +113,19 @@ class TaskClient:
     async def submit(
         self,
         task_type: str,
-        input: BaseModel | Mapping[str, Any],  # noqa: A002 - the task's input, as `sas submit --input` names it
+        task_input: BaseModel | Mapping[str, Any],
         *,
         task_id: str | None = None,
         delay: timedelta | datetime | None = None,
         priority: int | None = None,
     ) -> Submitted:
-        """Start a task of ``task_type`` with ``input`` (its input model, or a dict it validates).
+        """Start a task of ``task_type`` with ``task_input`` (its input model, or a dict it validates).
 
         ``task_id`` defaults to ``<type>-<random>``; an id already used raises ``TaskIdTaken``
         (a task id is one task, forever). ``delay``: start after this long, or at this time
         (at most 366 days ahead). ``priority``: 1 (most urgent) to 5; default 3."""
         inputs.definition(task_type)
-        payload = inputs.validate_input(task_type, input, self.settings.outbound)
+        payload = inputs.validate_input(task_type, task_input, self.settings.outbound)
         task_id = inputs.check_task_id(task_id) if task_id else inputs.new_task_id(task_type)
         if isinstance(delay, datetime):
             when = delay if delay.tzinfo is not None else delay.astimezone()
