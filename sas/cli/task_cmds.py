@@ -152,7 +152,9 @@ async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | Non
     from sas.client.status import fetch_status as fetch
     from sas.client.store import StateStore
 
-    return await fetch(client or await context.client(), StateStore(context.settings()), task_id)
+    store = StateStore(context.settings())
+    store.require()  # no state store here is said before Temporal is asked
+    return await fetch(client or await context.client(), store, task_id)
 
 
 def _print_status(data: dict[str, Any]) -> None:
