@@ -61,7 +61,9 @@ Groups (each name links to its entry in the docs site's API reference):
 - Starting tasks and acting on them from a team's own code (what the ``sas`` command line
   does, typed): [`TaskClient`][sas.api.TaskClient], its results [`Submitted`][sas.api.Submitted],
   [`TaskView`][sas.api.TaskView], [`Outcome`][sas.api.Outcome],
-  [`ActionResult`][sas.api.ActionResult], and its errors, each a
+  [`ActionResult`][sas.api.ActionResult], bulk actions over a [`Selection`][sas.api.Selection]
+  ([`BulkResult`][sas.api.BulkResult]), incidents ([`IncidentView`][sas.api.IncidentView]),
+  and its errors, each a
   [`ClientError`][sas.api.ClientError]: [`InvalidInput`][sas.api.InvalidInput],
   [`TaskNotFound`][sas.api.TaskNotFound], [`TaskIdTaken`][sas.api.TaskIdTaken],
   [`NotApplicable`][sas.api.NotApplicable], [`NotConfirmed`][sas.api.NotConfirmed],
@@ -113,8 +115,10 @@ if TYPE_CHECKING:
         TaskNotFound,
         Unreachable,
     )
+    from sas.client.incidents import IncidentView
+    from sas.client.selection import Selection
     from sas.client.status import TaskView
-    from sas.client.task_client import ActionResult, Submitted, TaskClient
+    from sas.client.task_client import ActionResult, BulkResult, Submitted, TaskClient
     from sas.client.waiting import Outcome
 
 __all__ = [
@@ -122,12 +126,14 @@ __all__ = [
     "ActionResult",
     "Agent",
     "Approval",
+    "BulkResult",
     "ClientError",
     "Const",
     "FakeAgents",
     "Forward",
     "ForwardKey",
     "HttpCall",
+    "IncidentView",
     "Input",
     "InvalidInput",
     "MatrixCase",
@@ -138,6 +144,7 @@ __all__ = [
     "ProviderId",
     "Result",
     "Secret",
+    "Selection",
     "Service",
     "StepCall",
     "StepContext",
@@ -195,6 +202,9 @@ _LAZY = {
     "TaskClient": "sas.client.task_client",
     "Submitted": "sas.client.task_client",
     "ActionResult": "sas.client.task_client",
+    "BulkResult": "sas.client.task_client",
+    "Selection": "sas.client.selection",
+    "IncidentView": "sas.client.incidents",
     "TaskView": "sas.client.status",
     "Outcome": "sas.client.waiting",
     "ClientError": "sas.client.errors",

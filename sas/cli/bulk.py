@@ -22,7 +22,7 @@ import typer
 from sas.cli import context
 from sas.cli.bulk_selection import Selected, Selection, check, select
 from sas.cli.output import CliError, Markup, ago, console, err_console, print_json, shown, styled, table
-from sas.client.bulk import DEFAULT_CONCURRENCY, MAX_CONCURRENCY, Action, Result
+from sas.client.selection import DEFAULT_CONCURRENCY, MAX_CONCURRENCY, Action, Result
 
 if TYPE_CHECKING:
     from temporalio.client import Client

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from sas.cli.output import CliError
-from sas.client.bulk import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, Selected, Selection
+from sas.client.selection import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, Selected, Selection
 
 if TYPE_CHECKING:
     from temporalio.client import Client

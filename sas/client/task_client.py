@@ -9,6 +9,7 @@ a thin layer over it, so a service and an operator at a terminal do exactly the 
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,8 +17,10 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
-from sas.client import audit, delayed, inputs, operator, parking, status, submitting, waiting
+from sas.client import audit, bulk, delayed, incidents, inputs, operator, parking, status, submitting, waiting
+from sas.client.bulk import DEFAULT_CONCURRENCY, Action, Result, Selected, Selection
 from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound, Unreachable
+from sas.client.incidents import IncidentView
 from sas.client.status import TaskView
 from sas.client.store import StateStore
 from sas.client.waiting import Outcome
@@ -264,3 +267,83 @@ class TaskClient:
             raise InvalidInput("give a new start to come", "e.g. timedelta(hours=2)", field="when")
         done = await delayed.reschedule(self.temporal, self.store, task_id, delay, who, reason)
         return ActionResult(task_id, done["changed"], data=done)
+
+    # ------------------------------------------------------------ selections and incidents
+
+    @_typed
+    async def select(self, selection: Selection) -> Selected:
+        """The tasks ``selection`` picks (oldest change first, at most its ``limit``; ``more``
+        when more match), without acting on them: a dry run."""
+        _check_selection(selection)
+        client = self.temporal if selection.query is not None else None
+        return await bulk.select(client, self.store, self.settings.temporal.task_queue, selection)
+
+    @_typed
+    async def bulk(
+        self,
+        action: Action,
+        selection: Selection,
+        *,
+        by: str | None = None,
+        reason: str = "",
+        concurrency: int = DEFAULT_CONCURRENCY,
+        on_result: Callable[[Result], None] | None = None,
+    ) -> BulkResult:
+        """``retry``, ``compensate`` or ``resubmit`` every task ``selection`` picks, each as the
+        one-task action does (a finished workflow is skipped, a refusal is that task's
+        ``failed`` with the reason), at most ``concurrency`` at a time. Each audit entry's
+        reason carries ``(bulk <id>)``, ``BulkResult.bulk_id``."""
+        if action not in ("retry", "compensate", "resubmit"):
+            raise InvalidInput(f"unknown bulk action {action!r}: retry, compensate or resubmit", field="action")
+        if not 1 <= concurrency <= bulk.MAX_CONCURRENCY:
+            raise InvalidInput(f"concurrency {concurrency}: must be 1 to {bulk.MAX_CONCURRENCY}", field="concurrency")
+        who = self._who(by, reason)
+        bulk_id = uuid.uuid4().hex[:8]
+        step = selection.step if action == "retry" else None
+        request = operator.operator_request(
+            step=step, by=who, reason=f"{reason} (bulk {bulk_id})".strip(), reset_failure_count=action == "resubmit"
+        )
+        chosen = await self.select(selection)
+        results = await bulk.act_all(self.temporal, self.store, action, request, chosen.tasks, concurrency, on_result)
+        return BulkResult(bulk_id, results, chosen.more)
+
+    @_typed
+    async def incidents(self, status: str = "active", limit: int = 100) -> list[IncidentView]:
+        """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``."""
+        return await incidents.list_incidents(self.store, status, limit)
+
+    @_typed
+    async def incident(self, incident_id: int, limit: int = 100) -> IncidentView:
+        """One incident and the ids of its tasks (the first ``limit``)."""
+        return await incidents.get_incident(self.store, incident_id, limit)
+
+    @_typed
+    async def resolve_incident(self, incident_id: int) -> tuple[str, str]:
+        """Close an incident (its alert); its status before and after."""
+        return await incidents.set_incident(self.store, incident_id, "resolve")
+
+    @_typed
+    async def acknowledge_incident(self, incident_id: int) -> tuple[str, str]:
+        """Say someone is on an incident (its alert); its status before and after."""
+        return await incidents.set_incident(self.store, incident_id, "ack")
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What a bulk action did: one ``bulk.Result`` per task (``ok``, ``skipped`` or ``failed``,
+    with the reason), and ``more`` when the selection's limit cut it short."""
+
+    bulk_id: str
+    results: list[Result]
+    more: bool
+
+
+def _check_selection(selection: Selection) -> None:
+    """A selection that selects something, within its bound: never every task."""
+    if not 1 <= selection.limit <= bulk.MAX_LIMIT:
+        raise InvalidInput(f"limit {selection.limit}: must be 1 to {bulk.MAX_LIMIT}", field="limit")
+    given = (selection.query, selection.incident, selection.step, selection.since, selection.task_type)
+    if not (selection.task_states or selection.step_states or any(v is not None for v in given)):
+        raise InvalidInput("an empty selection: refusing to act on every task", field="selection")
+    if selection.query is not None:
+        bulk.check_query(selection.query)
