@@ -54,14 +54,6 @@ async def with_client(fn: Callable[[Client], Awaitable[T]]) -> T:
     return await fn(await client())
 
 
-def no_state_store(where: str) -> CliError:
-    """The one line a command prints when there is no sas state store where it looks."""
-    from sas.client.store import no_state_store as missing
-
-    found = missing(where)
-    return CliError(found.message, found.hint)
-
-
 def require_state_store(loaded: Settings) -> None:
     """Say so, in one line, when the state store the settings name does not exist: a command
     that needs one checks first, before it asks Temporal anything."""

@@ -13,6 +13,7 @@ from sas.api import (
     ActionResult,
     InvalidInput,
     NotApplicable,
+    Selection,
     TaskClient,
     TaskIdTaken,
     TaskNotFound,
@@ -96,3 +97,29 @@ async def test_typed_errors_for_what_a_caller_can_act_on(stack: Stack) -> None:
     with pytest.raises(TaskIdTaken) as taken:
         await tasks.submit("order", order(), task_id=task_id)
     assert taken.value.state == "Processed" and "a task id is one task" in taken.value.message
+
+
+async def test_a_bulk_compensation_from_code_acts_on_exactly_the_selection(stack_no_supervisor: Stack) -> None:
+    stack = stack_no_supervisor
+    tasks = TaskClient(stack.client, stack.settings, actor="ops-bot")
+    failing = [fresh_id("client-bulk") for _ in range(2)]
+    for task_id in failing:
+        await stack.add_fault(endpoint="payment.charge", kind="permanent", match_order_id=task_id)
+        await tasks.submit("order", order(), task_id=task_id)
+    for task_id in failing:
+        await _charge_failed(tasks, task_id, runs=1)
+    fine = (await tasks.submit("order", order())).task_id
+    assert (await tasks.wait(fine)).state == "Processed"
+
+    selection = Selection(limit=10, task_states=("Failed",), step="charge")
+    assert sorted(t.task_id for t in (await tasks.select(selection)).tasks) == sorted(failing)
+    with pytest.raises(InvalidInput, match="every task"):
+        await tasks.select(Selection(limit=10))
+
+    done = await tasks.bulk("compensate", selection, reason="card processor refuses everything")
+    assert sorted((r.task_id, r.outcome) for r in done.results) == sorted((t, "ok") for t in failing)
+    for task_id in failing:
+        assert (await tasks.result(task_id)).state == TaskState.COMPENSATED
+        [entry] = [e for e in await _audit(stack, task_id) if e.action == "compensate"]
+        assert entry.actor == "ops-bot"
+        assert entry.reason == f"card processor refuses everything (bulk {done.bulk_id})"
