@@ -61,6 +61,16 @@ Groups (each name links to its entry in the docs site's API reference):
   [`StepState`][sas.api.StepState], [`Approval`][sas.api.Approval].
 - Registration: [`ENTRY_POINT_GROUP`][sas.api.ENTRY_POINT_GROUP],
   [`TaskTypeError`][sas.api.TaskTypeError].
+- Starting tasks and acting on them from a team's own code (what the ``sas`` command line
+  does, typed): [`TaskClient`][sas.api.TaskClient], its results [`Submitted`][sas.api.Submitted],
+  [`TaskView`][sas.api.TaskView], [`Outcome`][sas.api.Outcome],
+  [`ActionResult`][sas.api.ActionResult], bulk actions over a [`Selection`][sas.api.Selection]
+  ([`BulkResult`][sas.api.BulkResult]), incidents ([`IncidentView`][sas.api.IncidentView]),
+  and its errors, each a
+  [`ClientError`][sas.api.ClientError]: [`InvalidInput`][sas.api.InvalidInput],
+  [`TaskNotFound`][sas.api.TaskNotFound], [`TaskIdTaken`][sas.api.TaskIdTaken],
+  [`NotApplicable`][sas.api.NotApplicable], [`NotConfirmed`][sas.api.NotConfirmed],
+  [`Unreachable`][sas.api.Unreachable].
 - Testing: [`FakeAgents`][sas.api.FakeAgents], [`fake_worker`][sas.api.fake_worker],
   [`run_task`][sas.api.run_task], one Agent alone against a service: [`run_agent`][sas.api.run_agent], [`time_skipping_environment`][sas.api.time_skipping_environment],
   and the failure matrix, every failure point of a type checked against the promise:
@@ -101,23 +111,46 @@ if TYPE_CHECKING:
     from sas.api._agent_testing import run_agent
     from sas.api._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
     from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
+    from sas.client.errors import (
+        ClientError,
+        InvalidInput,
+        NotApplicable,
+        NotConfirmed,
+        TaskIdTaken,
+        TaskNotFound,
+        Unreachable,
+    )
+    from sas.client.incidents import IncidentView
+    from sas.client.selection import Selection
+    from sas.client.status import TaskView
+    from sas.client.task_client import ActionResult, BulkResult, Submitted, TaskClient
+    from sas.client.waiting import Outcome
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "ActionResult",
     "Agent",
     "AgentContext",
     "Approval",
+    "BulkResult",
+    "ClientError",
     "Const",
     "FakeAgents",
     "Forward",
     "ForwardKey",
     "HttpCall",
+    "IncidentView",
     "Input",
+    "InvalidInput",
     "MatrixCase",
+    "NotApplicable",
+    "NotConfirmed",
+    "Outcome",
     "Parallel",
     "ProviderId",
     "Result",
     "Secret",
+    "Selection",
     "Service",
     "StepCall",
     "StepContext",
@@ -127,13 +160,19 @@ __all__ = [
     "StepResultModel",
     "StepState",
     "StepStatus",
+    "Submitted",
+    "TaskClient",
     "TaskDefinition",
     "TaskId",
+    "TaskIdTaken",
     "TaskInput",
+    "TaskNotFound",
     "TaskResult",
     "TaskState",
     "TaskStatus",
     "TaskTypeError",
+    "TaskView",
+    "Unreachable",
     "UserText",
     "Wait",
     "When",
@@ -167,6 +206,22 @@ _LAZY = {
     "run_agent": "sas.api._agent_testing",
     "run_task": "sas.api._testing",
     "time_skipping_environment": "sas.api._testing",
+    # The task client: Temporal's client and the state store, for a team's service code.
+    "TaskClient": "sas.client.task_client",
+    "Submitted": "sas.client.task_client",
+    "ActionResult": "sas.client.task_client",
+    "BulkResult": "sas.client.task_client",
+    "Selection": "sas.client.selection",
+    "IncidentView": "sas.client.incidents",
+    "TaskView": "sas.client.status",
+    "Outcome": "sas.client.waiting",
+    "ClientError": "sas.client.errors",
+    "InvalidInput": "sas.client.errors",
+    "NotApplicable": "sas.client.errors",
+    "NotConfirmed": "sas.client.errors",
+    "TaskIdTaken": "sas.client.errors",
+    "TaskNotFound": "sas.client.errors",
+    "Unreachable": "sas.client.errors",
 }
 
 

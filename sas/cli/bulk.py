@@ -5,55 +5,30 @@ After an incident that parked 300 orders at the charge step, one command acts on
     sas retry --state error --step charge --since 2h --dry-run     # list them; nothing is done
     sas retry --state error --step charge --since 2h --yes         # act; per-task results
 
-Each selected task goes through what the single-task command does, and nothing more:
-1. Temporal is asked how the task's workflow stands now (``supervisor.temporal_view.look``);
-   a workflow that finished is skipped with the reason, never retried or compensated on the
-   mirror's word (the mirror follows Temporal, never leads it).
-2. The Scheduler's ``request_retry`` / ``request_compensate`` update, whose validator accepts
-   or rejects with a reason; or, for ``resubmit`` of a finished Compensated or Error task,
-   its next incarnation (``tasks.resubmit_finished``).
-3. The Scheduler (or the accepting run, for a new incarnation) writes the task's audit entry,
-   as for one task. The reason carries ``(bulk <id>)`` so one run's entries can be found together.
-
-Why a bounded concurrent loop, not a Temporal batch operation: a batch operation
-(``StartBatchOperation``, reached through ``client.workflow_service``) applies a signal,
-cancel, terminate, reset or activity operation server-side to every workflow a visibility
-query matches (or to a list of executions). It would carry our ``retry`` and ``compensate``
-*signals*, but it reports counts only, and the Scheduler ignores a signal that does not
-apply (it records an event), so the operator would get no per-task "accepted" or "rejected
-because ..."; it has no operation for the validated *updates* that give that answer; and
-resubmitting a finished task starts a new run, which no batch operation does. So sas sends
-the updates itself, after its own look at each workflow, at most ``--concurrency`` (default
-8, at most 32) at a time, each given ``TASK_TIMEOUT_S``.
+The task client selects the tasks and acts on each as the single-task command does
+(``sas.client.bulk`` says how, and why not with a Temporal batch operation); this module takes
+the flags, lists the selection (``--dry-run``), refuses to act without ``--yes``, shows the
+progress and prints a result per task.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import typer
 
 from sas.cli import context
 from sas.cli.bulk_selection import Selected, Selection, check, select
 from sas.cli.output import CliError, Markup, ago, console, err_console, print_json, shown, styled, table
+from sas.client.selection import DEFAULT_CONCURRENCY, MAX_CONCURRENCY, Action, Result
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
     from sas.state_store.selection import SelectedTask
     from sas.task_models import OperatorRequest
-
-Action = Literal["retry", "compensate", "resubmit"]
-Outcome = Literal["ok", "skipped", "failed"]
-
-DEFAULT_CONCURRENCY = 8
-MAX_CONCURRENCY = 32
-# One task's action, all told: a describe, an update (which waits for a worker to take it in),
-# or a new incarnation that a worker must accept (tasks.resubmit_finished waits for it).
-TASK_TIMEOUT_S = 60.0
 
 CONCURRENCY = typer.Option(
     DEFAULT_CONCURRENCY, "--concurrency", help=f"Tasks acted on at once (1 to {MAX_CONCURRENCY})."
@@ -113,15 +88,6 @@ def refuse_selection_with_id(flags: Flags, *, step_is_single: bool = False) -> N
             f"a task id and {', '.join(extra)}: give one task id, or a selection without an id",
             "e.g. `sas retry ORDER-ID`, or `sas retry --state error --step charge --dry-run`",
         )
-
-
-@dataclass(frozen=True)
-class Result:
-    """What happened to one selected task."""
-
-    task_id: str
-    outcome: Outcome
-    reason: str
 
 
 def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
@@ -193,142 +159,18 @@ async def _act_all(
     targets: list[SelectedTask],
     concurrency: int,
 ) -> list[Result]:
-    """Act on every target, at most ``concurrency`` at a time, with a progress bar on a terminal."""
-    import asyncio
+    """The task client acts on every target (``sas.client.bulk.act_all``), with a progress bar on a terminal."""
+    from sas.client.bulk import act_all
+    from sas.client.store import StateStore
 
-    gate = asyncio.Semaphore(concurrency)
     progress = _Progress(action, len(targets))
     # Said first, so an interrupted run can still be found in the audit log by its id.
     err_console.print(
         f"{action} (bulk {bulk_id}): {len(targets)} task(s), {concurrency} at a time", markup=False, highlight=False
     )
-
-    async def one(target: SelectedTask) -> Result:
-        async with gate:
-            try:
-                result = await asyncio.wait_for(_act(client, action, request, target), TASK_TIMEOUT_S)
-            except TimeoutError:
-                result = Result(
-                    target.task_id,
-                    "failed",
-                    f"no answer within {TASK_TIMEOUT_S:.0f}s (is a worker polling?); it may still apply",
-                )
-            except CliError as err:
-                result = Result(target.task_id, "failed", err.message)
-            except Exception as err:  # noqa: BLE001 - one task's failure must not stop the others
-                result = Result(target.task_id, "failed", f"{type(err).__name__}: {err}")
-        progress.advance(result)
-        return result
-
     with progress:
-        return list(await asyncio.gather(*(one(t) for t in targets)))
-
-
-async def _act(client: Client, action: Action, request: OperatorRequest, target: SelectedTask) -> Result:
-    """One task: ask Temporal first, then act as the single-task command would, on the workflow
-    that answers for the task (its Scheduler, or its clean-up once the Scheduler is closed)."""
-    from temporalio.api.enums.v1 import PendingActivityState
-
-    from sas.cli.answering import answering_workflow
-    from sas.supervisor.temporal_view import look
-
-    paused = (
-        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
-        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
-    )
-    view = await look(client, target.task_id, target.chain_id, target.run_id)
-    if view.status != "running":
-        answering = await answering_workflow(client, target.task_id)
-        if answering.cleanup:
-            if action == "resubmit":
-                return Result(
-                    target.task_id,
-                    "skipped",
-                    f"its clean-up {answering.workflow_id} is still undoing it; finish it first "
-                    f"(sas retry / sas compensate {target.task_id})",
-                )
-            return await _act_on_cleanup(client, action, request, target, answering.workflow_id)
-    if view.status == "gone":
-        return Result(target.task_id, "skipped", f"{view.how}: nothing to {action}")
-    if view.status != "running":
-        if action == "resubmit":
-            return await _resubmit_finished(client, request, target, view.run_id, view.status == "completed")
-        return Result(target.task_id, "skipped", f"finished in Temporal ({view.how}): not {_DONE[action]}")
-    if action == "retry" and any(a.state in paused for a in view.activities):
-        # Parked by `sas park` (its activity paused in Temporal): un-parked as `sas retry ID` does.
-        from sas.cli import park
-
-        unparked = await park.unpark(target.task_id, request.step, request.by, request.reason)
-        if unparked is not None:
-            return Result(target.task_id, "ok", unparked)
-    update = "request_compensate" if action == "compensate" else "request_retry"
-    return await _update(client, target.task_id, update, request, action)
-
-
-async def _act_on_cleanup(
-    client: Client, action: Action, request: OperatorRequest, target: SelectedTask, workflow_id: str
-) -> Result:
-    """A task whose Scheduler is closed and whose clean-up runs: the clean-up takes the request."""
-    if action == "retry":
-        from sas.cli import park
-
-        unparked = await park.unpark(target.task_id, request.step, request.by, request.reason)
-        if unparked is not None:
-            return Result(target.task_id, "ok", unparked)
-    update = "request_compensate" if action == "compensate" else "request_retry"
-    result = await _update(client, target.task_id, update, request, action, workflow_id=workflow_id)
-    if result.outcome == "ok":
-        return Result(target.task_id, "ok", f"{result.reason} (by its clean-up {workflow_id})")
-    return result
-
-
-async def _update(
-    client: Client, task_id: str, name: str, request: OperatorRequest, action: Action, workflow_id: str | None = None
-) -> Result:
-    from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError, RPCStatusCode
-
-    from sas.task_models import OperatorAnswer
-
-    try:
-        answer = await client.get_workflow_handle(workflow_id or task_id).execute_update(
-            name, request, result_type=OperatorAnswer
-        )
-    except WorkflowUpdateFailedError as err:
-        return Result(task_id, "failed", "rejected: " + (getattr(err.cause, "message", None) or str(err.cause)))
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            # It finished between our look and the update: Temporal's word, so it is not acted on.
-            return Result(task_id, "skipped", f"finished in Temporal meanwhile: not {_DONE[action]}")
-        raise
-    done = "FailureCount reset; " if action == "resubmit" else ""
-    return Result(task_id, "ok", f"{done}{answer.message}")
-
-
-async def _resubmit_finished(
-    client: Client, request: OperatorRequest, target: SelectedTask, run_id: str | None, completed: bool
-) -> Result:
-    """A task whose workflow has closed runs again as its next incarnation, when Temporal and
-    the mirror agree it ended Compensated or Error. A task Temporal shows Processed is done."""
-    from sas.cli import tasks
-    from sas.state_store.incarnations import RESUBMITTABLE
-    from sas.task_models import TaskResult, TaskState
-
-    if target.chain_id is None:
-        return Result(target.task_id, "skipped", "not in this state store: nothing to resubmit")
-    if completed:
-        handle = client.get_workflow_handle(target.task_id, run_id=run_id, result_type=TaskResult)
-        ended = (await handle.result(follow_runs=False, rpc_timeout=timedelta(seconds=10))).state
-        if ended == TaskState.PROCESSED:
-            return Result(target.task_id, "skipped", "Processed in Temporal: done and stays done")
-    if target.state not in RESUBMITTABLE:
-        return Result(
-            target.task_id,
-            "skipped",
-            f"{target.state} in the state store but closed in Temporal: run `sas reconcile --task {target.task_id}`",
-        )
-    incarnation = await tasks.resubmit_finished(client, target.task_id, request.by, request.reason)
-    return Result(target.task_id, "ok", f"incarnation {incarnation} started, with new idempotency keys")
+        store = StateStore(context.settings())
+        return await act_all(client, store, action, request, targets, concurrency, progress.advance)
 
 
 class _Progress:

@@ -1,29 +1,26 @@
-"""Which tasks a bulk `sas retry | compensate | resubmit` acts on: the flags, checked, and the
-tasks they select, from the state store (`--state --step --since --task-type`), from a
-Temporal visibility query (`--query`), or an incident's tasks (`--incident ID`). Always bounded
-by `--limit`; never "every task"."""
+"""Which tasks a bulk `sas retry | compensate | resubmit` acts on: the flags, checked into a
+``Selection`` (`--state --step --since --task-type`, a Temporal visibility query `--query`, or
+an incident's tasks `--incident ID`), always bounded by `--limit`, never "every task". The
+task client selects the tasks (``sas.client.bulk``)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import typer
 
 from sas.cli.output import CliError
+from sas.client.selection import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, Selected, Selection
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from sas.state_store.selection import SelectedTask, TaskFilter
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_QUERY_CHARS", "Selected", "Selection", "check", "check_query", "select"]
 
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
 # Bounds of --since: a second at least, a retention period at most (older tasks are history).
 MAX_SINCE = timedelta(days=90)
-MAX_QUERY_CHARS = 2000
 # "parked" is what the docs and the UI call a task in Error (it waits for an operator).
 STATE_ALIASES = {"parked": "Error"}
 
@@ -44,36 +41,6 @@ INCIDENT = typer.Option(
 )
 # Ranges are checked in ``check``, so a bad value gets sas's one-line error.
 LIMIT = typer.Option(DEFAULT_LIMIT, "--limit", help=f"Act on at most this many tasks (1 to {MAX_LIMIT}).")
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Checked selection flags: a state-store filter, or a visibility query, and the bound."""
-
-    limit: int
-    query: str | None = None
-    task_states: tuple[str, ...] = ()
-    step_states: tuple[str, ...] = ()
-    step: str | None = None
-    since: timedelta | None = None
-    task_type: str | None = None
-    incident: int | None = None
-    described: list[str] = field(default_factory=list)
-
-    def task_filter(self, now: datetime) -> TaskFilter:
-        from sas.state_store.selection import TaskFilter
-
-        return TaskFilter(
-            task_states=self.task_states,
-            step_states=self.step_states,
-            step=self.step,
-            since=now - self.since if self.since is not None else None,
-            task_type=self.task_type,
-        )
-
-    def describe(self) -> str:
-        """The selection as flags, for headers and hints."""
-        return " ".join(self.described)
 
 
 def any_given(
@@ -191,148 +158,22 @@ def parse_since(text: str) -> timedelta:
     return window
 
 
-# Comment openers of Temporal's SQL-like query parser; a `*/` alone would close one opened outside.
-_COMMENT_MARKS = ("/*", "*/", "--", "#")
-
-
 def check_query(query: str) -> str:
-    """The user's visibility filter, if it stays one group: ``_visibility`` puts it in parentheses
-    and adds this deployment's task queue and task workflow types, so a filter that closes a
-    parenthesis it did not open (``x') OR (WorkflowId = 'y'``) would escape that scope.
+    """The user's visibility filter, if it stays one group within this deployment's tasks
+    (``sas.client.bulk.check_query`` says how); a CliError saying what is wrong if not."""
+    from sas.client.bulk import check_query as checked
+    from sas.client.errors import InvalidInput
 
-    Quoted values (single, double or back quotes, with backslash escapes, as Temporal's query
-    parser reads them) may hold any parenthesis; outside them every ``(`` must be closed, and no
-    ``)`` may close what the filter did not open. Comments are refused outside quotes: Temporal's
-    parser skips ``/* ... */``, ``-- ...`` and ``# ...``, so a quote or parenthesis inside one
-    would be counted here but not there (``/* ' */ )`` escapes the group). The list is checked
-    again on the client."""
-    query = query.strip()
-    if not query or len(query) > MAX_QUERY_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in query):
-        raise CliError(f"--query: give one line of at most {MAX_QUERY_CHARS} characters")
-    depth, quote, i = 0, "", 0
-    while i < len(query):
-        char = query[i]
-        if quote:
-            if char == "\\":
-                i += 1  # the escaped character is part of the value
-            elif char == quote:
-                quote = ""
-        elif char in "'\"`":
-            quote = char
-        elif query.startswith(_COMMENT_MARKS, i):
-            raise CliError(
-                f"--query: a comment at character {i + 1} ({query[i : i + 2].strip()!r}); comments are not allowed",
-                "write the filter without /* */, -- or # outside quoted values",
-            )
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth < 0:
-                raise CliError(
-                    f"--query: the ')' at character {i + 1} closes a parenthesis the query did not open",
-                    "a --query is one filter within this deployment's tasks; balance its parentheses",
-                )
-        i += 1
-    if quote:
-        raise CliError(f"--query: a value opened with {quote} is not closed")
-    if depth:
-        raise CliError("--query: a '(' is not closed", "balance the query's parentheses")
-    return query
-
-
-# ---------------------------------------------------------------- selecting
-
-
-@dataclass
-class Selected:
-    """The tasks a selection picked, oldest change first, and whether ``--limit`` cut it short."""
-
-    tasks: list[SelectedTask]
-    more: bool
+    try:
+        return checked(query)
+    except InvalidInput as err:
+        raise CliError(err.message, err.hint) from None
 
 
 async def select(client: Client | None, task_queue: str, selection: Selection) -> Selected:
-    """Run the selection: one bounded read of the state store, or one bounded visibility list
-    whose ids are then looked up in the state store (for the state, step and last error).
-    ``client`` is needed for a visibility query only."""
+    """The tasks ``selection`` picks (``sas.client.bulk.select``), from the commands' state store."""
     from sas.cli import context
-    from sas.state_store.selection import select_tasks, tasks_by_id
+    from sas.client.bulk import select as selecting
+    from sas.client.store import StateStore
 
-    if selection.incident is not None:
-        return await _incident_tasks(selection.incident, selection.limit)
-    if selection.query is None:
-        wanted = selection.task_filter(datetime.now(UTC))
-        found = await context.with_read_session(lambda s: select_tasks(s, wanted, selection.limit + 1))
-        return Selected(tasks=found[: selection.limit], more=len(found) > selection.limit)
-    assert client is not None, "a visibility query needs a Temporal client"
-    listed = await _visibility(client, task_queue, selection.query, selection.limit + 1)
-    ids = list(listed)[: selection.limit]
-    rows = await context.with_read_session(lambda s: tasks_by_id(s, ids))
-    return Selected(tasks=[rows.get(i) or listed[i] for i in ids], more=len(listed) > selection.limit)
-
-
-async def _incident_tasks(incident_id: int, limit: int) -> Selected:
-    """An incident's member tasks now (``state_store.incidents``), the earliest to join first. A
-    resolved incident has none left: it selects nothing."""
-    from sas.cli import context
-    from sas.state_store.incidents import get_incident, incident_task_ids
-    from sas.state_store.selection import tasks_by_id
-
-    async def load(session: Any) -> tuple[bool, list[str], dict[str, SelectedTask]]:
-        if await get_incident(session, incident_id) is None:
-            return False, [], {}
-        ids = await incident_task_ids(session, incident_id, limit + 1)
-        return True, ids, await tasks_by_id(session, ids[:limit])
-
-    known, ids, rows = await context.with_read_session(load)
-    if not known:
-        raise CliError(f"--incident {incident_id}: no such incident", "see the ids with `sas incidents --status all`")
-    return Selected(tasks=[rows[i] for i in ids[:limit] if i in rows], more=len(ids) > limit)
-
-
-async def _visibility(client: Client, task_queue: str, query: str, limit: int) -> dict[str, SelectedTask]:
-    """Workflow ids the query matches among sas's task workflows on this deployment's queue
-    (not the Supervisor, clean-ups or another deployment's tasks), newest run of each id."""
-    from temporalio.service import RPCError, RPCStatusCode
-
-    from sas.cli.tasks import TASK_TYPES
-    from sas.state_store.selection import SelectedTask
-    from sas.task_models.search_attributes import CURRENT_STEP, TASK_STATE
-
-    workflow_types = {workflow_type for _, workflow_type in TASK_TYPES.values()}
-    types = ", ".join(_quoted(workflow_type) for workflow_type in sorted(workflow_types))
-    scoped = f"({check_query(query)}) AND TaskQueue = {_quoted(task_queue)} AND WorkflowType IN ({types})"
-    found: dict[str, SelectedTask] = {}
-    try:
-        # Every run of an id is listed (a resubmitted task has several): ask for more rows than ids.
-        async for run in client.list_workflows(scoped, limit=limit * 4, page_size=min(1000, limit * 4)):
-            # The scope again, on what came back: only this deployment's task workflows, whatever
-            # the server made of the text.
-            if run.id in found or run.task_queue != task_queue or run.workflow_type not in workflow_types:
-                continue
-            attributes = run.typed_search_attributes
-            found[run.id] = SelectedTask(
-                task_id=run.id,
-                task_type=run.workflow_type,
-                state=attributes.get(TASK_STATE) or (run.status.name.lower() if run.status else "unknown"),
-                step=attributes.get(CURRENT_STEP),
-                step_state=None,
-                last_error=None,
-                chain_id=None,
-                run_id=None,
-                updated_at=run.start_time,
-            )
-            if len(found) >= limit:
-                break
-    except RPCError as err:
-        if err.status == RPCStatusCode.INVALID_ARGUMENT:
-            raise CliError(
-                f"--query: Temporal refused it: {err.message}", "see `temporal workflow list --help`"
-            ) from None
-        raise
-    return found
-
-
-def _quoted(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return await selecting(client, StateStore(context.settings()), task_queue, selection)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
     from temporalio.client import Client
 
+    from sas.client.task_client import TaskClient
     from sas.settings import Settings
 
 T = TypeVar("T")
@@ -53,31 +54,20 @@ async def with_client(fn: Callable[[Client], Awaitable[T]]) -> T:
     return await fn(await client())
 
 
-def no_state_store(where: str) -> CliError:
-    """The one line a command prints when there is no sas state store where it looks."""
-    return CliError(
-        f"no sas state store at {where}: start one here with `sas up`, or point at one"
-        " (`. .sas/env` where `sas up` runs, or SAS_DATABASE__URL)"
-    )
-
-
 def require_state_store(loaded: Settings) -> None:
     """Say so, in one line, when the state store the settings name does not exist: a command
     that needs one checks first, before it asks Temporal anything."""
-    from sas.state_store.engine import sqlite_path
+    from sas.client.store import StateStore
 
-    path = sqlite_path(loaded.database.url)
-    if path is not None and not path.is_file():
-        raise no_state_store(str(path))
+    StateStore(loaded).require()
 
 
 def open_engine(loaded: Settings) -> AsyncEngine:
     """An engine on the existing state store. A command never creates one (no SQLite file, no
     directory): only `sas migrate` and the stack's processes do."""
-    from sas import state_store
+    from sas.client.store import StateStore
 
-    require_state_store(loaded)
-    return state_store.create_engine(loaded.database)
+    return StateStore(loaded).engine()
 
 
 async def with_read_session(fn: Callable[[Any], Awaitable[T]]) -> T:
@@ -86,21 +76,15 @@ async def with_read_session(fn: Callable[[Any], Awaitable[T]]) -> T:
 
 
 async def with_session(fn: Callable[[Any], Awaitable[T]], *, read_only: bool = False) -> T:
-    """Run ``fn`` with a state-store session; a database that cannot be reached raises
-    StateStoreUnreachable, naming the URL without its password, and one without sas's tables
-    says there is no state store there."""
-    from sas import state_store
-    from sas.runtime.failures import StateStoreUnreachable, mask_url, missing_tables, reaching_state_store
+    """Run ``fn`` with a state-store session (``sas.client.store``): a database that cannot be
+    reached raises StateStoreUnreachable, one without sas's tables says there is no state store."""
+    from sas.client.store import StateStore
 
-    loaded = settings()
-    engine = open_engine(loaded)
-    try:
-        with reaching_state_store(loaded.database.url):
-            async with state_store.session_factory(engine, read_only=read_only)() as session:
-                return await fn(session)
-    except StateStoreUnreachable as err:
-        if missing_tables(err):
-            raise no_state_store(mask_url(loaded.database.url)) from None
-        raise
-    finally:
-        await engine.dispose()
+    return await StateStore(settings()).session(fn, read_only=read_only)
+
+
+async def task_client() -> TaskClient:
+    """The task client every operator command goes through (``sas.client``)."""
+    from sas.client.task_client import TaskClient
+
+    return TaskClient(await client(), settings())

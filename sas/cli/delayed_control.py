@@ -1,48 +1,17 @@
 """``sas cancel`` and ``sas reschedule``: a delayed task before it runs, and recurring tasks.
 
-A task submitted with ``--in``/``--at`` is a workflow with a start delay: Temporal holds it,
-with nothing run and no rows in the state store, until the delay ends. Temporal cannot
-change a start delay, so
-
-- cancel = terminate that run: nothing had started, so there is nothing to undo;
-- reschedule = terminate it and start the same task (type, input, queue) under the same id
-  with the new delay. The reuse policy allows a new run only after a terminated or failed
-  one, so a task that has meanwhile finished is never started again.
-
-Both act only while Temporal shows the run not started (its history is the start event
-alone) and not about to start (``MIN_LEAD``): a task that has begun is undone with
-``sas compensate``, never terminated half way. ``sas cancel`` of a schedule's id deletes
-the schedule (runs already started go on). Each action is audited.
+The task client does both (``sas.client.delayed`` says how and when each applies, and audits
+each); these commands take the id, the new start, who and why, and print what was done.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from sas.cli import context
 from sas.cli.output import CliError, console, print_json, shown
-
-if TYPE_CHECKING:
-    from temporalio.client import Client
-
-# Closer to its start than this, a delayed task may begin before the termination lands.
-MIN_LEAD = timedelta(seconds=5)
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A delayed task that has not started: the run to act on and what it was started with."""
-
-    task_id: str
-    run_id: str
-    workflow_type: str
-    task_queue: str
-    payload: dict[str, Any]
-    starts_at: datetime
 
 
 def register(app: typer.Typer) -> None:
@@ -64,7 +33,12 @@ def cancel(
     from sas.cli import audit, tasks
 
     tasks.check_task_id(task_id)
-    out = context.run(lambda: context.with_client(lambda c: _cancel(c, task_id, audit.actor(by), reason)))
+    who, why = audit.actor(by), audit.check_reason(reason)
+
+    async def go() -> dict[str, Any]:
+        return (await (await context.task_client()).cancel(task_id, by=who, reason=why)).data
+
+    out = context.run(go)
     if as_json:
         print_json(out)
         return
@@ -86,151 +60,13 @@ def reschedule(
     delay = tasks.parse_when(at, after)
     if delay is None:
         raise CliError("give the new start with --at TIME or --in DURATION", "e.g. --in 2h")
-    out = context.run(lambda: context.with_client(lambda c: _reschedule(c, task_id, delay, audit.actor(by), reason)))
+    who, why = audit.actor(by), audit.check_reason(reason)
+
+    async def go() -> dict[str, Any]:
+        return (await (await context.task_client()).reschedule(task_id, delay, by=who, reason=why)).data
+
+    out = context.run(go)
     if as_json:
         print_json(out)
         return
     console.print(f"{shown(task_id)}: {shown(out['changed'])}")
-
-
-async def pending(client: Client, task_id: str) -> Pending | None:
-    """The task's run if it is delayed and not started yet; None if Temporal has no such workflow.
-
-    Raises a CliError naming the task's state when it exists but has started or finished."""
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError, RPCStatusCode
-
-    handle = client.get_workflow_handle(task_id)
-    try:
-        described = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    if described.status != WorkflowExecutionStatus.RUNNING:
-        status = described.status.name.lower() if described.status else "closed"
-        raise CliError(f"{task_id} has already ended ({status}): nothing to cancel", f"see `sas show {task_id}`")
-    starts_at = described.execution_time
-    if described.history_length > 1 or starts_at is None or starts_at <= datetime.now(UTC):
-        raise CliError(
-            f"{task_id} has started: only a delayed task that has not run can be cancelled or rescheduled",
-            f"undo it with `sas compensate {task_id} --reason …`",
-        )
-    if starts_at - datetime.now(UTC) < MIN_LEAD:
-        raise CliError(
-            f"{task_id} starts in under {MIN_LEAD.seconds}s: too late to cancel or reschedule safely",
-            f"once it runs, undo it with `sas compensate {task_id} --reason …`",
-        )
-    started = None
-    async for event in client.get_workflow_handle(task_id, run_id=described.run_id).fetch_history_events():
-        started = event.workflow_execution_started_event_attributes
-        break
-    if started is None:
-        raise CliError(f"{task_id}: Temporal returned no start event", f"see `sas status {task_id}`")
-    decoded = await client.data_converter.decode(started.input.payloads) if started.input.payloads else []
-    payload = decoded[0] if decoded and isinstance(decoded[0], dict) else {}
-    return Pending(
-        task_id=task_id,
-        run_id=described.run_id,
-        workflow_type=described.workflow_type,
-        task_queue=described.task_queue,
-        payload=payload,
-        starts_at=starts_at,
-    )
-
-
-async def _terminate(client: Client, task: Pending, why: str) -> None:
-    # Pinned to the run we looked at: a newer run of the id is never the one terminated.
-    await client.get_workflow_handle(task.task_id, run_id=task.run_id).terminate(reason=why)
-
-
-async def _cancel(client: Client, task_id: str, by: str, reason: str) -> dict[str, Any]:
-    from sas.cli import audit
-
-    task = await pending(client, task_id)
-    if task is None:
-        return await _cancel_schedule(client, task_id, by, reason)
-    changed = f"delayed start at {_when(task.starts_at)} cancelled; nothing had run"
-    async with audit.audited(task_id, "cancel", by, reason) as entry:
-        await _terminate(client, task, f"cancelled by {by}" + (f": {reason}" if reason else ""))
-        entry.changed = changed
-    return {"task_id": task_id, "cancelled": "task", "run_id": task.run_id, "changed": changed}
-
-
-async def _cancel_schedule(client: Client, schedule_id: str, by: str, reason: str) -> dict[str, Any]:
-    from temporalio.service import RPCError, RPCStatusCode
-
-    from sas.cli import audit
-
-    handle = client.get_schedule_handle(schedule_id)
-    try:
-        await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(
-                f"no delayed task or schedule {schedule_id!r}", "see `sas list` and `sas schedule list`"
-            ) from None
-        raise
-    changed = "schedule deleted: no more runs (runs already started go on)"
-    async with audit.audited(schedule_id, "cancel", by, reason) as entry:
-        await handle.delete()
-        entry.changed = changed
-    return {"task_id": schedule_id, "cancelled": "schedule", "changed": changed}
-
-
-async def _reschedule(client: Client, task_id: str, delay: timedelta, by: str, reason: str) -> dict[str, Any]:
-    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-    from temporalio.exceptions import WorkflowAlreadyStartedError
-
-    from sas.cli import audit
-    from sas.workflows.registry import by_workflow_name
-    from sas.workflows.summaries import delayed_start, task_details, task_summary
-
-    task = await pending(client, task_id)
-    if task is None:
-        raise CliError(f"no delayed task {task_id!r}", "check the id with `sas list`")
-    registered = by_workflow_name(task.workflow_type)
-    if registered is None:
-        raise CliError(f"{task_id} is a {task.workflow_type}, which sas does not start: not rescheduled")
-    definition = registered.definition
-    new_start = datetime.now(UTC) + delay
-    summary, details = delayed_start(
-        task_id,
-        task_summary(definition, task_id, task.payload),
-        task_details(definition, task_id, task.payload),
-        new_start,
-    )
-    changed = f"start moved from {_when(task.starts_at)} to {_when(new_start)}"
-    async with audit.audited(task_id, "reschedule", by, reason) as entry:
-        await _terminate(client, task, f"rescheduled by {by} to {_when(new_start)}")
-        try:
-            handle = await client.start_workflow(
-                task.workflow_type,
-                task.payload,
-                id=task_id,
-                task_queue=task.task_queue,
-                # Only after a terminated (or failed) run: a task that finished is never run again.
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                start_delay=delay,
-                # The UI says the new start (the old run's summary said the old one).
-                static_summary=summary,
-                static_details=details,
-            )
-        except WorkflowAlreadyStartedError:
-            raise CliError(
-                f"{task_id}: its delayed start was cancelled, but another run of the id started meanwhile",
-                f"see `sas status {task_id}`",
-            ) from None
-        entry.changed = changed
-    return {
-        "task_id": task_id,
-        "run_id": handle.result_run_id,
-        "scheduled_for": new_start.isoformat(),
-        "was": task.starts_at.isoformat(),
-        "changed": changed,
-    }
-
-
-def _when(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

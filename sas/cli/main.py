@@ -145,6 +145,7 @@ def _run() -> int:
     from typer import Abort, Exit
     from typer._click.exceptions import ClickException  # typer's own click: not re-exported
 
+    from sas.client.errors import ClientError
     from sas.runtime.failures import DependencyUnreachable
 
     try:
@@ -153,6 +154,10 @@ def _run() -> int:
     except CliError as err:
         _print_error(err.message, err.hint)
         return err.code
+    except ClientError as err:
+        # The task client's typed errors (sas.client.errors) read as the commands' own.
+        _print_error(err.message, err.hint)
+        return 1
     except DependencyUnreachable as err:
         # Temporal or the state store cannot be reached or turned us away: one line says which and why.
         _print_error(str(err), err.hint)

@@ -26,8 +26,9 @@ def show(
     data = context.run(lambda: context.with_read_session(lambda session: task_history(session, task_id)))
     if data is None:
         from sas.cli import delayed
+        from sas.client.status import scheduled
 
-        later = context.run(lambda: context.with_client(lambda c: delayed.scheduled(c, task_id)))
+        later = context.run(lambda: context.with_client(lambda c: scheduled(c, task_id)))
         if later is not None and later["state"] != "Cancelled":  # a cancelled one: its audited actions below
             delayed.report(later, as_json)
             return
@@ -121,7 +122,8 @@ def show(
 def _show_unaccepted(task_id: str, as_json: bool) -> bool:
     """A task whose run failed before sas accepted it (its input refused): Temporal's story of it.
     False if Temporal has no such failed run."""
-    from sas.cli.unaccepted import closed_before_accepted, report
+    from sas.cli.unaccepted import report
+    from sas.client.status import closed_before_accepted
 
     data = context.run(lambda: context.with_client(lambda c: closed_before_accepted(c, task_id)))
     if data is None or data["state"] != "Failed":

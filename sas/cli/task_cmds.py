@@ -82,20 +82,21 @@ def submit(
     urgency = tasks.check_priority(priority)
 
     async def go() -> dict[str, Any]:
-        client = await context.client()
-        created = await tasks.submit(
-            client, context.settings(), task_type, task_id, payload, start_delay=delay, priority=urgency
+        from sas.client.submitting import existing_task, start
+
+        tasks_client = await context.task_client()
+        client = tasks_client.temporal
+        created = await start(
+            client, tasks_client.settings.temporal.task_queue, task_type, task_id, payload, delay, urgency
         )
         if not created:
             # A task id is one task: a script must see that nothing new started.
-            raise await tasks.existing_task(client, task_id)
+            raise await existing_task(client, tasks_client.store, task_id)
         out: dict[str, Any] = {"task_id": task_id, "submitted": created}
         if delay is not None:
             out["starts_in_s"] = round(delay.total_seconds(), 1)
         if wait:
-            from sas.cli.waiting import wait_for_outcome
-
-            outcome = await wait_for_outcome(client, task_id)
+            outcome = await tasks_client.wait(task_id)
             out.update(state=outcome.state, exit_code=outcome.code, detail=outcome.detail)
             if outcome.result is not None:
                 out["result"] = outcome.result
@@ -132,8 +133,9 @@ def status(
     data = context.run(lambda: fetch_status(task_id))
     if data is None:
         from sas.cli import delayed
+        from sas.client.status import scheduled
 
-        later = context.run(lambda: context.with_client(lambda c: delayed.scheduled(c, task_id)))
+        later = context.run(lambda: context.with_client(lambda c: scheduled(c, task_id)))
         if later is not None:
             delayed.report(later, as_json)
             return
@@ -145,74 +147,14 @@ def status(
 
 
 async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | None:
-    """The task as its running Scheduler answers, else as the state store has it.
+    """The task as its running Scheduler answers, else as the state store has it, else as
+    Temporal ended it before sas accepted it (``sas.client.status.fetch_status``)."""
+    from sas.client.status import fetch_status as fetch
+    from sas.client.store import StateStore
 
-    The Scheduler is asked only when the newest run of the id is of the task's chain and is
-    running or completed: a later run may be a refused reuse of the id (someone started it
-    again; that run says Pending, all steps Pending, and ends TaskIdReused), and a run closed
-    from outside answers with its last word, while the state store also has what its clean-up
-    did since."""
-    from temporalio.service import RPCError
-
-    from sas.cli import tasks
-    from sas.runtime.failures import StateStoreUnreachable
-    from sas.state_store.queries import get_task
-
-    down: StateStoreUnreachable | None = None
-    try:
-        record = await context.with_read_session(lambda s: get_task(s, task_id))
-    except StateStoreUnreachable as err:
-        record, down = None, err  # down for now: the Scheduler may still answer
-    client = client or await context.client()
-    live = None
-    try:
-        newest = await tasks.newest_run(client, task_id)
-    except RPCError:
-        newest = None
-    # The Scheduler answers for the task when the newest run is of the task's chain and running
-    # or completed (its last word is the task's). A run closed from outside (terminated, timed
-    # out) may since have been cleaned up, and a run of another chain is not the task's: the
-    # state store has the task then.
-    ours = record is None or (newest is not None and newest[1] in (None, record.task.chain_id))
-    if newest is not None and ours and newest[0] in ("RUNNING", "COMPLETED"):
-        try:
-            live = await tasks.query_status(client, task_id)
-        except RPCError:
-            live = None  # no worker to answer, or not started yet: the state store still knows
-    if live is not None and live.steps:
-        return {"source": "scheduler", **live.model_dump(mode="json")}
-    if down is not None:
-        raise down
-    if record is None:
-        from sas.cli.unaccepted import closed_before_accepted
-
-        # A run that failed before it was accepted (its input refused) answers a query with the
-        # Pending it never left: Temporal's word on how it ended is the task's story. (A delayed
-        # run cancelled before its start is terminated: `sas status` tells that story itself.)
-        failed = newest is not None and newest[0] == "FAILED"
-        return await closed_before_accepted(client, task_id) if failed else None
-    return {
-        "source": "state store",
-        "task_id": task_id,
-        "task_type": record.task.task_type,
-        "state": record.task.state,
-        "current_step": record.task.current_step,
-        "needs_operator": record.task.state == "Error",
-        "steps": [
-            {
-                "name": s.name,
-                "position": s.position,
-                "state": s.state,
-                "failure_count": s.failure_count,
-                "runs": None,
-                "last_error": s.last_error,
-                "error_type": s.error_type,
-                "note": getattr(s, "note", None),
-            }
-            for s in record.steps
-        ],
-        "events": [],
-    }
+    store = StateStore(context.settings())
+    store.require()  # no state store here is said before Temporal is asked
+    return await fetch(client or await context.client(), store, task_id)
 
 
 def _print_status(data: dict[str, Any]) -> None:

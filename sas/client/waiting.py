@@ -1,5 +1,5 @@
-"""``sas submit --wait``: wait until a task has an outcome a script can act on, and say which with
-the exit code (docs/cli.md, "Exit codes").
+"""Waiting for a task (``sas submit --wait``, ``TaskClient.wait``): until it has an outcome a
+script can act on, said with the exit code (docs/cli.md, "Exit codes").
 
 A task ends Processed or Compensated, or its workflow fails (invalid input, a reuse of its id)
 or is closed from outside; a task parked for an operator has not ended, and may not for days,

@@ -1,4 +1,4 @@
-"""``sas park``: take a task's step out of play until an operator says otherwise.
+"""Parking (``sas park``, ``TaskClient.park``): take a task's step out of play until an operator says otherwise.
 
 Two cases, by what Temporal shows:
 
@@ -33,8 +33,10 @@ from temporalio.api.workflowservice.v1 import PauseActivityRequest, UnpauseActiv
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from sas.cli import audit, context
-from sas.cli.output import CliError
+from sas.client import audit
+from sas.client.answering import answering_workflow
+from sas.client.errors import InvalidInput, NotApplicable, NotConfirmed, TaskNotFound
+from sas.client.store import StateStore
 from sas.state_store.rows import StepRow
 
 _PAUSED = (
@@ -65,16 +67,22 @@ class Target:
         return self.activity is not None and self.activity.activity_type.name == self.compensation
 
 
-async def park_step(client: Client, task_id: str, step: str | None, by: str, reason: str) -> str:
-    """``sas park``: park the task's running or waiting step, in the workflow that answers for it."""
-    return await _park(client, task_id, step, by, reason)
+async def park_step(client: Client, store: StateStore, task_id: str, step: str | None, by: str, reason: str) -> str:
+    """Park the task's running or waiting step, in the workflow that answers for it; what was done."""
+    target = await _find(client, store, task_id, step)
+    if target.activity is None:
+        if target.state == "Error":
+            return f"step {target.step} is already parked (Error); nothing changed"
+        return await _park_waiting(client, store, target, by, reason)
+    if target.activity.state in _PAUSED:
+        return f"step {target.step} is already parked (its activity is paused); nothing changed"
+    return await _park_running(client, store, target, by, reason)
 
 
-async def _find(client: Client, task_id: str, step: str | None) -> Target:
+async def _find(client: Client, store: StateStore, task_id: str, step: str | None) -> Target:
     """The step to act on: ``step``, else the one whose Agent Temporal shows pending, else
     the one waiting for a decision. Refuses a task that no running workflow answers for (its
     Scheduler, or once that is closed, its clean-up: ``answering.py``)."""
-    from sas.cli.answering import answering_workflow
     from sas.state_store.queries import get_task
 
     workflow_id = (await answering_workflow(client, task_id)).workflow_id
@@ -82,14 +90,14 @@ async def _find(client: Client, task_id: str, step: str | None) -> Target:
         described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"no task {task_id!r}", "check the id with `sas list`") from None
+            raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`") from None
         raise
     if described.status != WorkflowExecutionStatus.RUNNING:
         status = described.status.name.lower() if described.status else "closed"
-        raise CliError(f"{task_id} has ended ({status}): nothing to park", f"see `sas show {task_id}`")
-    record = await context.with_read_session(lambda s: get_task(s, task_id))
+        raise NotApplicable(f"{task_id} has ended ({status}): nothing to park", f"see `sas show {task_id}`")
+    record = await store.read(lambda s: get_task(s, task_id))
     if record is None or not record.steps:
-        raise CliError(f"{task_id} has not started yet: nothing to park", f"`sas cancel {task_id}` cancels it")
+        raise NotApplicable(f"{task_id} has not started yet: nothing to park", f"`sas cancel {task_id}` cancels it")
     pending = list(described.raw_description.pending_activities)
 
     def activity_of(row: StepRow) -> PendingActivityInfo | None:
@@ -98,14 +106,14 @@ async def _find(client: Client, task_id: str, step: str | None) -> Target:
 
     names = [s.name for s in record.steps]
     if step is not None and step not in names:
-        raise CliError(f"unknown step {step!r}; the steps are {', '.join(names)}")
+        raise InvalidInput(f"unknown step {step!r}; the steps are {', '.join(names)}")
     candidates = [s for s in record.steps if step in (None, s.name)]
     row = next((s for s in candidates if activity_of(s) is not None), None) or next(
         (s for s in candidates if s.state in _WAITING or s.state == "Error"), None
     )
     if row is None:
         which = f"step {step} is {candidates[0].state}" if step else f"the task is {record.task.state}"
-        raise CliError(f"{task_id}: {which}: no step is running or waiting to park", f"see `sas status {task_id}`")
+        raise NotApplicable(f"{task_id}: {which}: no step is running or waiting to park", f"see `sas status {task_id}`")
     return Target(
         task_id=task_id,
         workflow_id=workflow_id,
@@ -119,18 +127,7 @@ async def _find(client: Client, task_id: str, step: str | None) -> Target:
     )
 
 
-async def _park(client: Client, task_id: str, step: str | None, by: str, reason: str) -> str:
-    target = await _find(client, task_id, step)
-    if target.activity is None:
-        if target.state == "Error":
-            return f"step {target.step} is already parked (Error); nothing changed"
-        return await _park_waiting(client, target, by, reason)
-    if target.activity.state in _PAUSED:
-        return f"step {target.step} is already parked (its activity is paused); nothing changed"
-    return await _park_running(client, target, by, reason)
-
-
-async def _park_waiting(client: Client, target: Target, by: str, reason: str) -> str:
+async def _park_waiting(client: Client, store: StateStore, target: Target, by: str, reason: str) -> str:
     """The Supervisor's own path: the park signal, then wait until the Scheduler has mirrored it."""
     from sas.state_store.queries import get_task
     from sas.task_models import OperatorRequest
@@ -140,12 +137,12 @@ async def _park_waiting(client: Client, target: Target, by: str, reason: str) ->
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _SIGNAL_WAIT_S
     while True:
-        record = await context.with_read_session(lambda s: get_task(s, target.task_id))
+        record = await store.read(lambda s: get_task(s, target.task_id))
         state = next((s.state for s in record.steps if s.name == target.step), None) if record else None
         if state == "Error":
             break
         if loop.time() > deadline:
-            raise CliError(
+            raise NotConfirmed(
                 f"{target.task_id}: park sent, but step {target.step} is still {state} after {_SIGNAL_WAIT_S:.0f}s",
                 f"the Scheduler applies it when a worker runs it; see `sas status {target.task_id}`",
             )
@@ -154,10 +151,10 @@ async def _park_waiting(client: Client, target: Target, by: str, reason: str) ->
     return f"step {target.step} parked as Error"
 
 
-async def _park_running(client: Client, target: Target, by: str, reason: str) -> str:
+async def _park_running(client: Client, store: StateStore, target: Target, by: str, reason: str) -> str:
     assert target.activity is not None  # _park routes only a target with an activity here
     activity = target.activity
-    async with audit.audited(target.task_id, "park", by, reason, step=target.step) as entry:
+    async with audit.audited(store, target.task_id, "park", by, reason, step=target.step) as entry:
         await client.workflow_service.pause_activity(
             PauseActivityRequest(
                 namespace=client.namespace,
@@ -169,10 +166,10 @@ async def _park_running(client: Client, target: Target, by: str, reason: str) ->
         )
         # The mirror follows Temporal: write it only once Temporal shows the pause.
         if not await _paused_now(client, target, activity.activity_id, want=True):
-            raise CliError(
+            raise NotConfirmed(
                 f"{target.task_id}: Temporal did not confirm the pause", f"see `sas status {target.task_id}`"
             )
-        changed_rows = await context.with_session(lambda s: _mark(s, target, to_step="Error", to_task="Error"))
+        changed_rows = await store.session(lambda s: _mark(s, target, to_step="Error", to_task="Error"))
         what = "undo" if target.undo else "step"
         changed = (
             f"{target.step} {target.state} -> Error: {what} activity {activity.activity_type.name}"
@@ -184,13 +181,10 @@ async def _park_running(client: Client, target: Target, by: str, reason: str) ->
     return f"{what} {target.step} parked: its activity is paused in Temporal"
 
 
-async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | None:
+async def unpark(client: Client, store: StateStore, task_id: str, step: str | None, by: str, reason: str) -> str | None:
     """``sas retry`` of a step parked by pausing its activity: unpause it (attempts reset) and
     mark the row running again. None if the task has no paused activity (the Scheduler's
     ``request_retry`` handles every other case)."""
-    from sas.cli.answering import answering_workflow
-
-    client = await context.client()
     # Temporal first, and only: a task with no paused activity needs nothing from the state store here.
     try:
         workflow_id = (await answering_workflow(client, task_id)).workflow_id
@@ -200,13 +194,13 @@ async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | 
     if not any(a.state in _PAUSED for a in described.raw_description.pending_activities):
         return None
     try:
-        target = await _find(client, task_id, step)
-    except CliError:
+        target = await _find(client, store, task_id, step)
+    except (TaskNotFound, NotApplicable, InvalidInput):
         return None
     activity = target.activity
     if activity is None or activity.state not in _PAUSED:
         return None
-    async with audit.audited(task_id, "retry", by, reason, step=target.step) as entry:
+    async with audit.audited(store, task_id, "retry", by, reason, step=target.step) as entry:
         await client.workflow_service.unpause_activity(
             UnpauseActivityRequest(
                 namespace=client.namespace,
@@ -217,9 +211,9 @@ async def unpark(task_id: str, step: str | None, by: str, reason: str) -> str | 
             )
         )
         if not await _paused_now(client, target, activity.activity_id, want=False):
-            raise CliError(f"{task_id}: Temporal did not confirm the unpause", f"see `sas status {task_id}`")
+            raise NotConfirmed(f"{task_id}: Temporal did not confirm the unpause", f"see `sas status {task_id}`")
         running = "Compensating" if target.undo else "Processing"
-        rows = await context.with_session(lambda s: _mark(s, target, to_step=running, to_task=running, seen="Error"))
+        rows = await store.session(lambda s: _mark(s, target, to_step=running, to_task=running, seen="Error"))
         changed = f"{target.step} {target.state} -> {running}: activity {activity.activity_type.name} unpaused, attempts reset"
         if not rows:
             changed += "; the mirror had moved on and was left as it is"

@@ -1,0 +1,61 @@
+"""Which workflow answers for a task: the one place the operator commands ask.
+
+A task's own Scheduler workflow (id = task id) answers while it runs. Once it is closed from
+outside (terminated, timed out, failed), the Supervisor starts a clean-up workflow,
+``cleanup-<task id>`` (``supervisor/orphans.py``, ``workflows/cleanup.py``), which undoes the
+task from what the mirror recorded. While that runs, *it* answers for the task: it takes the
+same ``request_retry`` / ``request_compensate`` updates and ``retry`` / ``compensate`` /
+``park`` signals as a Scheduler, so ``sas retry``, ``sas compensate`` and ``sas park`` (one
+task and bulk) send them there, and ``sas resubmit`` waits until it has finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+CLEANUP_PREFIX = "cleanup-"
+
+
+def cleanup_id(task_id: str) -> str:
+    """The clean-up workflow's id for a task (as the Supervisor names it: ``supervisor/outbox.py``)."""
+    return f"{CLEANUP_PREFIX}{task_id}"
+
+
+@dataclass(frozen=True)
+class Answering:
+    """The workflow to send a task's requests to, and how the task's own Scheduler stands."""
+
+    task_id: str
+    workflow_id: str
+    scheduler_status: str | None  # the newest Scheduler run: RUNNING, COMPLETED, TERMINATED...; None: none
+
+    @property
+    def cleanup(self) -> bool:
+        """True when the clean-up workflow answers (the Scheduler is closed)."""
+        return self.workflow_id != self.task_id
+
+
+async def answering_workflow(client: Client, task_id: str) -> Answering:
+    """The task's Scheduler while it runs; else its clean-up workflow while that runs; else the
+    Scheduler's id (closed or unknown), whose answer says so."""
+    scheduler = await run_status(client, task_id)
+    if scheduler != "RUNNING" and await run_status(client, cleanup_id(task_id)) == "RUNNING":
+        return Answering(task_id, cleanup_id(task_id), scheduler)
+    return Answering(task_id, task_id, scheduler)
+
+
+async def run_status(client: Client, workflow_id: str) -> str | None:
+    """The newest run's status name (RUNNING, COMPLETED, FAILED, ...), or None if Temporal has none."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        description = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return description.status.name if description.status is not None else None

@@ -1,0 +1,355 @@
+"""Bulk operator actions: retry, compensate or resubmit every task a selection picks.
+
+After an incident that parked 300 orders at the charge step, one call acts on all of them
+(``sas retry --state error --step charge --since 2h --yes`` is this, with a table):
+
+1. The selection is read: one bounded read of the state store, one bounded visibility list
+   (a ``query``), or an incident's tasks; never "every task".
+2. For each task, Temporal is asked how its workflow stands now
+   (``supervisor.temporal_view.look``); a workflow that finished is skipped with the reason,
+   never retried or compensated on the mirror's word (the mirror follows Temporal, never leads it).
+3. The Scheduler's ``request_retry`` / ``request_compensate`` update, whose validator accepts
+   or rejects with a reason; or, for ``resubmit`` of a finished Compensated or Error task,
+   its next incarnation (``submitting.resubmit_finished``). The workflow (or the accepting run)
+   writes the task's audit entry, as for one task; the reason carries ``(bulk <id>)``.
+
+Why a bounded concurrent loop, not a Temporal batch operation: a batch operation
+(``StartBatchOperation``) would carry our ``retry`` and ``compensate`` *signals*, but it reports
+counts only, and the Scheduler ignores a signal that does not apply, so the operator would get
+no per-task "accepted" or "rejected because ..."; it has no operation for the validated
+*updates* that give that answer; and resubmitting a finished task starts a new run, which no
+batch operation does. So sas sends the updates itself, after its own look at each workflow, at
+most ``concurrency`` (default 8, at most 32) at a time, each given ``TASK_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sas.client.answering import answering_workflow
+from sas.client.errors import ClientError, InvalidInput, TaskNotFound
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_LIMIT",
+    "MAX_CONCURRENCY",
+    "MAX_LIMIT",
+    "MAX_QUERY_CHARS",
+    "TASK_TIMEOUT_S",
+    "Action",
+    "Result",
+    "Selected",
+    "Selection",
+    "act_all",
+    "check_query",
+    "select",
+]
+from sas.client.inputs import TASK_TYPES
+from sas.client.parking import unpark
+from sas.client.selection import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_LIMIT,
+    MAX_CONCURRENCY,
+    MAX_LIMIT,
+    MAX_QUERY_CHARS,
+    TASK_TIMEOUT_S,
+    Action,
+    Result,
+    Selected,
+    Selection,
+)
+from sas.client.store import StateStore
+from sas.client.submitting import resubmit_finished
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from sas.state_store.selection import SelectedTask
+    from sas.task_models import OperatorRequest
+
+_DONE = {"retry": "retried", "compensate": "compensated", "resubmit": "resubmitted"}
+
+
+# Comment openers of Temporal's SQL-like query parser; a `*/` alone would close one opened outside.
+_COMMENT_MARKS = ("/*", "*/", "--", "#")
+
+
+def check_query(query: str) -> str:
+    """The user's visibility filter, if it stays one group: ``_visibility`` puts it in parentheses
+    and adds this deployment's task queue and task workflow types, so a filter that closes a
+    parenthesis it did not open (``x') OR (WorkflowId = 'y'``) would escape that scope.
+
+    Quoted values (single, double or back quotes, with backslash escapes, as Temporal's query
+    parser reads them) may hold any parenthesis; outside them every ``(`` must be closed, and no
+    ``)`` may close what the filter did not open. Comments are refused outside quotes: Temporal's
+    parser skips ``/* ... */``, ``-- ...`` and ``# ...``, so a quote or parenthesis inside one
+    would be counted here but not there (``/* ' */ )`` escapes the group). The list is checked
+    again on the client."""
+    query = query.strip()
+    if not query or len(query) > MAX_QUERY_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in query):
+        raise InvalidInput(f"--query: give one line of at most {MAX_QUERY_CHARS} characters")
+    depth, quote, i = 0, "", 0
+    while i < len(query):
+        char = query[i]
+        if quote:
+            if char == "\\":
+                i += 1  # the escaped character is part of the value
+            elif char == quote:
+                quote = ""
+        elif char in "'\"`":
+            quote = char
+        elif query.startswith(_COMMENT_MARKS, i):
+            raise InvalidInput(
+                f"--query: a comment at character {i + 1} ({query[i : i + 2].strip()!r}); comments are not allowed",
+                "write the filter without /* */, -- or # outside quoted values",
+            )
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                raise InvalidInput(
+                    f"--query: the ')' at character {i + 1} closes a parenthesis the query did not open",
+                    "a --query is one filter within this deployment's tasks; balance its parentheses",
+                )
+        i += 1
+    if quote:
+        raise InvalidInput(f"--query: a value opened with {quote} is not closed")
+    if depth:
+        raise InvalidInput("--query: a '(' is not closed", "balance the query's parentheses")
+    return query
+
+
+# ---------------------------------------------------------------- selecting
+
+
+async def select(client: Client | None, store: StateStore, task_queue: str, selection: Selection) -> Selected:
+    """Run the selection: one bounded read of the state store, or one bounded visibility list
+    whose ids are then looked up in the state store (for the state, step and last error).
+    ``client`` is needed for a visibility query only."""
+    from sas.state_store.selection import select_tasks, tasks_by_id
+
+    if selection.incident is not None:
+        return await _incident_tasks(store, selection.incident, selection.limit)
+    if selection.query is None:
+        wanted = selection.task_filter(datetime.now(UTC))
+        found = await store.read(lambda s: select_tasks(s, wanted, selection.limit + 1))
+        return Selected(tasks=found[: selection.limit], more=len(found) > selection.limit)
+    assert client is not None, "a visibility query needs a Temporal client"
+    listed = await _visibility(client, task_queue, selection.query, selection.limit + 1)
+    ids = list(listed)[: selection.limit]
+    rows = await store.read(lambda s: tasks_by_id(s, ids))
+    return Selected(tasks=[rows.get(i) or listed[i] for i in ids], more=len(listed) > selection.limit)
+
+
+async def _incident_tasks(store: StateStore, incident_id: int, limit: int) -> Selected:
+    """An incident's member tasks now (``state_store.incidents``), the earliest to join first. A
+    resolved incident has none left: it selects nothing."""
+    from sas.state_store.incidents import get_incident, incident_task_ids
+    from sas.state_store.selection import tasks_by_id
+
+    async def load(session: Any) -> tuple[bool, list[str], dict[str, SelectedTask]]:
+        if await get_incident(session, incident_id) is None:
+            return False, [], {}
+        ids = await incident_task_ids(session, incident_id, limit + 1)
+        return True, ids, await tasks_by_id(session, ids[:limit])
+
+    known, ids, rows = await store.read(load)
+    if not known:
+        raise TaskNotFound(
+            f"--incident {incident_id}: no such incident", "see the ids with `sas incidents --status all`"
+        )
+    return Selected(tasks=[rows[i] for i in ids[:limit] if i in rows], more=len(ids) > limit)
+
+
+async def _visibility(client: Client, task_queue: str, query: str, limit: int) -> dict[str, SelectedTask]:
+    """Workflow ids the query matches among sas's task workflows on this deployment's queue
+    (not the Supervisor, clean-ups or another deployment's tasks), newest run of each id."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from sas.state_store.selection import SelectedTask
+    from sas.task_models.search_attributes import CURRENT_STEP, TASK_STATE
+
+    workflow_types = {workflow_type for _, workflow_type in TASK_TYPES.values()}
+    types = ", ".join(_quoted(workflow_type) for workflow_type in sorted(workflow_types))
+    scoped = f"({check_query(query)}) AND TaskQueue = {_quoted(task_queue)} AND WorkflowType IN ({types})"
+    found: dict[str, SelectedTask] = {}
+    try:
+        # Every run of an id is listed (a resubmitted task has several): ask for more rows than ids.
+        async for run in client.list_workflows(scoped, limit=limit * 4, page_size=min(1000, limit * 4)):
+            # The scope again, on what came back: only this deployment's task workflows, whatever
+            # the server made of the text.
+            if run.id in found or run.task_queue != task_queue or run.workflow_type not in workflow_types:
+                continue
+            attributes = run.typed_search_attributes
+            found[run.id] = SelectedTask(
+                task_id=run.id,
+                task_type=run.workflow_type,
+                state=attributes.get(TASK_STATE) or (run.status.name.lower() if run.status else "unknown"),
+                step=attributes.get(CURRENT_STEP),
+                step_state=None,
+                last_error=None,
+                chain_id=None,
+                run_id=None,
+                updated_at=run.start_time,
+            )
+            if len(found) >= limit:
+                break
+    except RPCError as err:
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise InvalidInput(
+                f"--query: Temporal refused it: {err.message}", "see `temporal workflow list --help`"
+            ) from None
+        raise
+    return found
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# ------------------------------------------------------------------ acting
+
+
+async def act_all(
+    client: Client,
+    store: StateStore,
+    action: Action,
+    request: OperatorRequest,
+    targets: list[SelectedTask],
+    concurrency: int,
+    on_result: Callable[[Result], None] | None = None,
+) -> list[Result]:
+    """Act on every target, at most ``concurrency`` at a time; ``on_result`` hears of each as it is done."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(target: SelectedTask) -> Result:
+        async with gate:
+            try:
+                result = await asyncio.wait_for(_act(client, store, action, request, target), TASK_TIMEOUT_S)
+            except TimeoutError:
+                result = Result(
+                    target.task_id,
+                    "failed",
+                    f"no answer within {TASK_TIMEOUT_S:.0f}s (is a worker polling?); it may still apply",
+                )
+            except ClientError as err:
+                result = Result(target.task_id, "failed", err.message)
+            except Exception as err:  # noqa: BLE001 - one task's failure must not stop the others
+                result = Result(target.task_id, "failed", f"{type(err).__name__}: {err}")
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    return list(await asyncio.gather(*(one(t) for t in targets)))
+
+
+async def _act(
+    client: Client, store: StateStore, action: Action, request: OperatorRequest, target: SelectedTask
+) -> Result:
+    """One task: ask Temporal first, then act as the single-task command would, on the workflow
+    that answers for the task (its Scheduler, or its clean-up once the Scheduler is closed)."""
+    from temporalio.api.enums.v1 import PendingActivityState
+
+    from sas.supervisor.temporal_view import look
+
+    paused = (
+        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
+        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
+    )
+    view = await look(client, target.task_id, target.chain_id, target.run_id)
+    if view.status != "running":
+        answering = await answering_workflow(client, target.task_id)
+        if answering.cleanup:
+            if action == "resubmit":
+                return Result(
+                    target.task_id,
+                    "skipped",
+                    f"its clean-up {answering.workflow_id} is still undoing it; finish it first "
+                    f"(sas retry / sas compensate {target.task_id})",
+                )
+            return await _act_on_cleanup(client, store, action, request, target, answering.workflow_id)
+    if view.status == "gone":
+        return Result(target.task_id, "skipped", f"{view.how}: nothing to {action}")
+    if view.status != "running":
+        if action == "resubmit":
+            return await _resubmit_finished(client, store, request, target, view.run_id, view.status == "completed")
+        return Result(target.task_id, "skipped", f"finished in Temporal ({view.how}): not {_DONE[action]}")
+    if action == "retry" and any(a.state in paused for a in view.activities):
+        # Parked by `sas park` (its activity paused in Temporal): un-parked as `sas retry ID` does.
+        unparked = await unpark(client, store, target.task_id, request.step, request.by, request.reason)
+        if unparked is not None:
+            return Result(target.task_id, "ok", unparked)
+    update = "request_compensate" if action == "compensate" else "request_retry"
+    return await _update(client, target.task_id, update, request, action)
+
+
+async def _act_on_cleanup(
+    client: Client, store: StateStore, action: Action, request: OperatorRequest, target: SelectedTask, workflow_id: str
+) -> Result:
+    """A task whose Scheduler is closed and whose clean-up runs: the clean-up takes the request."""
+    if action == "retry":
+        unparked = await unpark(client, store, target.task_id, request.step, request.by, request.reason)
+        if unparked is not None:
+            return Result(target.task_id, "ok", unparked)
+    update = "request_compensate" if action == "compensate" else "request_retry"
+    result = await _update(client, target.task_id, update, request, action, workflow_id=workflow_id)
+    if result.outcome == "ok":
+        return Result(target.task_id, "ok", f"{result.reason} (by its clean-up {workflow_id})")
+    return result
+
+
+async def _update(
+    client: Client, task_id: str, name: str, request: OperatorRequest, action: Action, workflow_id: str | None = None
+) -> Result:
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from sas.task_models import OperatorAnswer
+
+    try:
+        answer = await client.get_workflow_handle(workflow_id or task_id).execute_update(
+            name, request, result_type=OperatorAnswer
+        )
+    except WorkflowUpdateFailedError as err:
+        return Result(task_id, "failed", "rejected: " + (getattr(err.cause, "message", None) or str(err.cause)))
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            # It finished between our look and the update: Temporal's word, so it is not acted on.
+            return Result(task_id, "skipped", f"finished in Temporal meanwhile: not {_DONE[action]}")
+        raise
+    done = "FailureCount reset; " if action == "resubmit" else ""
+    return Result(task_id, "ok", f"{done}{answer.message}")
+
+
+async def _resubmit_finished(
+    client: Client,
+    store: StateStore,
+    request: OperatorRequest,
+    target: SelectedTask,
+    run_id: str | None,
+    completed: bool,
+) -> Result:
+    """A task whose workflow has closed runs again as its next incarnation, when Temporal and
+    the mirror agree it ended Compensated or Error. A task Temporal shows Processed is done."""
+    from sas.state_store.incarnations import RESUBMITTABLE
+    from sas.task_models import TaskResult, TaskState
+
+    if target.chain_id is None:
+        return Result(target.task_id, "skipped", "not in this state store: nothing to resubmit")
+    if completed:
+        handle = client.get_workflow_handle(target.task_id, run_id=run_id, result_type=TaskResult)
+        ended = (await handle.result(follow_runs=False, rpc_timeout=timedelta(seconds=10))).state
+        if ended == TaskState.PROCESSED:
+            return Result(target.task_id, "skipped", "Processed in Temporal: done and stays done")
+    if target.state not in RESUBMITTABLE:
+        return Result(
+            target.task_id,
+            "skipped",
+            f"{target.state} in the state store but closed in Temporal: run `sas reconcile --task {target.task_id}`",
+        )
+    incarnation = await resubmit_finished(client, store, target.task_id, request.by, request.reason)
+    return Result(target.task_id, "ok", f"incarnation {incarnation} started, with new idempotency keys")

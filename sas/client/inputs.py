@@ -1,0 +1,137 @@
+"""What a task is started with, checked before anything is sent: its type, its input (validated
+by the type's model, its callback URL against the outbound policy), its id, its priority and
+its start delay. A refusal is an ``InvalidInput`` that says, in words, what is allowed."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from temporalio.common import Priority
+
+from sas.client.errors import InvalidInput
+from sas.task_models import validate_task_id
+from sas.task_models.outbound import OutboundPolicy, outbound_context
+from sas.workflows.definitions import TaskDefinition
+from sas.workflows.registry import task_types
+
+
+class _TaskTypes(Mapping[str, tuple[TaskDefinition, str]]):
+    """Task type -> (its definition, its workflow type name): the registry's, read each time it
+    is looked at (a copy made at import would miss a type registered since)."""
+
+    def __getitem__(self, name: str) -> tuple[TaskDefinition, str]:
+        found = task_types()[name]
+        return found.definition, found.workflow_name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(task_types())
+
+    def __len__(self) -> int:
+        return len(task_types())
+
+
+TASK_TYPES: Mapping[str, tuple[TaskDefinition, str]] = _TaskTypes()
+
+# What a pattern of the input models allows, in words (a raw regex tells a user little).
+PATTERN_WORDS = {
+    r"^[\x20-\x7e]+$": "printable ASCII only (letters, digits, spaces and punctuation)",
+    r"^[\x21-\x7e]+$": "printable ASCII without spaces",
+    r"^[A-Za-z0-9._-]+$": "letters, digits, '.', '_' and '-' only",
+    r"^[A-Z]{3}$": "a three-letter currency code in capitals, e.g. EUR",
+    r"^[0-9]{12,19}$": "a card number of 12 to 19 digits, without spaces",
+    r"^[0-9]+$": "digits only",
+}
+
+
+def in_words(error: Any) -> str:
+    """A pydantic error as a person reads it: what is allowed, never a raw regex."""
+    kind, ctx = error.get("type", ""), error.get("ctx") or {}
+    if kind == "string_pattern_mismatch":
+        return "must be " + PATTERN_WORDS.get(str(ctx.get("pattern")), "in the documented form (see --help)")
+    if kind == "missing":
+        return "required"
+    if kind == "extra_forbidden":
+        return "not a field of this task type"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def unknown_task_type(task_type: str) -> InvalidInput:
+    return InvalidInput(
+        f"unknown task type {task_type!r}",
+        f"use one of: {', '.join(TASK_TYPES) or 'none registered'} (`sas types` lists them; a package"
+        " registers its own through the sas.task_types entry point group)",
+        field="task_type",
+    )
+
+
+def definition(task_type: str) -> TaskDefinition:
+    """The registered type's definition; InvalidInput naming the registered ones if there is none."""
+    if task_type not in TASK_TYPES:
+        raise unknown_task_type(task_type)
+    return TASK_TYPES[task_type][0]
+
+
+def validate_input(task_type: str, data: BaseModel | Mapping[str, Any], outbound: OutboundPolicy) -> dict[str, Any]:
+    """The task input as it travels (JSON-ready), validated by the type's model and its callback
+    URL against ``outbound``. A model instance is validated again, as a dict would be: the
+    outbound policy is the deployment's, which the instance's maker may not have applied."""
+    model = definition(task_type).input_model
+    raw = data.model_dump(mode="json") if isinstance(data, BaseModel) else dict(data)
+    try:
+        return model.model_validate(raw, context=outbound_context(outbound)).model_dump(mode="json")
+    except ValidationError as err:
+        problems = [(tuple(e["loc"]), in_words(e)) for e in err.errors(include_input=False)]
+        listed = "\n".join(f"  {'.'.join(map(str, loc)) or 'input'!r}: {why}" for loc, why in problems)
+        raise InvalidInput(
+            f"invalid {task_type}:\n{listed}", "fix the values above", field="payload", problems=problems
+        ) from None
+
+
+def new_task_id(task_type: str) -> str:
+    """A fresh id for a task of ``task_type``: ``<type>-<12 hex digits>``."""
+    return f"{task_type}-{uuid.uuid4().hex[:12]}"
+
+
+def check_task_id(task_id: str, name: str = "task_id") -> str:
+    """The id, or InvalidInput saying what a task id may hold."""
+    try:
+        return validate_task_id(task_id)
+    except ValueError as err:
+        raise InvalidInput(str(err), field=name.lstrip("-")) from None
+
+
+# Temporal's task priority keys: 1 goes first, 5 last; a task given none runs at the server's
+# default (3). Activities inherit their workflow's priority, so every step of the task has it.
+PRIORITY_RANGE = (1, 5)
+
+
+def check_priority(priority: int | None, name: str = "priority") -> Priority:
+    """Temporal's task priority for 1 (most urgent) to 5 (least); None is the server's default."""
+    if priority is None:
+        return Priority.default
+    low, high = PRIORITY_RANGE
+    if not low <= priority <= high:
+        raise InvalidInput(f"{name} must be {low} (most urgent) to {high} (least), got {priority}", field="priority")
+    return Priority(priority_key=priority)
+
+
+# A start further off than this is almost surely a typo (a year for a month); Temporal would
+# hold the workflow, and its input, all that time.
+MAX_START_DELAY = timedelta(days=366)
+
+
+def check_delay(delay: timedelta | None, what: str = "delay") -> timedelta | None:
+    """A start delay after now and at most ``MAX_START_DELAY`` ahead; None or zero: start now."""
+    if not delay:
+        return None
+    if delay.total_seconds() <= 0:
+        raise InvalidInput(f"{what} is in the past", "give a time to come", field="delay")
+    if delay > MAX_START_DELAY:
+        raise InvalidInput(
+            f"{what} is more than {MAX_START_DELAY.days} days ahead", "give a nearer time", field="delay"
+        )
+    return delay

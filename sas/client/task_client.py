@@ -1,0 +1,349 @@
+"""``TaskClient``: everything the ``sas`` command line does with a task, for a team's own code.
+
+It starts a task the one right way (the id is the task, never reused; the deployment's task
+queue; the UI's summary; the pydantic and, when keys are set, encrypting data converter) and
+takes every operator action, each with who asked and why in the audit log. The command line is
+a thin layer over it, so a service and an operator at a terminal do exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from pydantic import BaseModel
+
+from sas.client import audit, bulk, delayed, incidents, inputs, operator, parking, status, submitting, waiting
+from sas.client.bulk import DEFAULT_CONCURRENCY, Action, Result, Selected, Selection
+from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound, Unreachable
+from sas.client.incidents import IncidentView
+from sas.client.status import TaskView
+from sas.client.store import StateStore
+from sas.client.waiting import Outcome
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from sas.settings import Settings
+    from sas.task_models import TaskResult
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _typed(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Temporal or the state store out of reach becomes ``Unreachable``, like every other
+    failure a caller can act on a ``ClientError``."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        from sas.runtime.failures import DependencyUnreachable
+
+        try:
+            return await fn(*args, **kwargs)
+        except DependencyUnreachable as err:
+            raise Unreachable(str(err), err.hint or None) from err
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A task that was started: its id, its type, and when it starts (None: now)."""
+
+    task_id: str
+    task_type: str
+    starts_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What an operator action did: ``message`` in words, as the workflow or Temporal answered;
+    ``incarnation`` for a resubmission that ran the task again; ``data`` the action's details
+    (``sas cancel --json`` and ``sas reschedule --json`` print them)."""
+
+    task_id: str
+    message: str
+    incarnation: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskClient:
+    """Start tasks and act on them as an operator, from code.
+
+    Build it with ``await TaskClient.connect()`` (the SAS_* settings, or ``settings``), or over
+    a Temporal client you already have: ``TaskClient(client, settings)``; that client must use
+    sas's data converter (``sas.runtime.connect.connect`` builds one). ``actor`` is who acts
+    when a call does not say (``by=``): name your service, so the audit log does.
+
+    Every failure a caller can act on is a ``ClientError`` (``sas.api``): ``InvalidInput``,
+    ``TaskNotFound``, ``TaskIdTaken``, ``NotApplicable``, ``NotConfirmed``, ``Unreachable``.
+    """
+
+    def __init__(self, client: Client, settings: Settings | None = None, *, actor: str | None = None) -> None:
+        if settings is None:
+            from sas.settings import get_settings
+
+            settings = get_settings()
+        self.temporal, self.settings = client, settings
+        self.store = StateStore(settings)
+        self.actor = audit.check_actor(actor) if actor is not None else None
+
+    @classmethod
+    @_typed
+    async def connect(cls, settings: Settings | None = None, *, actor: str | None = None) -> TaskClient:
+        """A client on the Temporal and state store that ``settings`` (default: SAS_*) name."""
+        from sas.runtime.connect import connect
+
+        if settings is None:
+            from sas.settings import get_settings
+
+            settings = get_settings()
+        client = await connect(settings.temporal, encryption=settings.encryption)
+        return cls(client, settings, actor=actor)
+
+    def _who(self, by: str | None, reason: str) -> str:
+        audit.check_reason(reason)
+        return audit.check_actor(by or self.actor)
+
+    # ------------------------------------------------------------ starting and following
+
+    @_typed
+    async def submit(
+        self,
+        task_type: str,
+        task_input: BaseModel | Mapping[str, Any],
+        *,
+        task_id: str | None = None,
+        delay: timedelta | datetime | None = None,
+        priority: int | None = None,
+    ) -> Submitted:
+        """Start a task of ``task_type`` with ``task_input`` (its input model, or a dict it validates).
+
+        ``task_id`` defaults to ``<type>-<random>``; an id already used raises ``TaskIdTaken``
+        (a task id is one task, forever). ``delay``: start after this long, or at this time
+        (at most 366 days ahead). ``priority``: 1 (most urgent) to 5; default 3."""
+        inputs.definition(task_type)
+        payload = inputs.validate_input(task_type, task_input, self.settings.outbound)
+        task_id = inputs.check_task_id(task_id) if task_id else inputs.new_task_id(task_type)
+        if isinstance(delay, datetime):
+            when = delay if delay.tzinfo is not None else delay.astimezone()
+            delay = when - datetime.now(UTC)
+        start_delay = inputs.check_delay(delay)
+        urgency = inputs.check_priority(priority)
+        started = await submitting.start(
+            self.temporal,
+            self.settings.temporal.task_queue,
+            task_type,
+            task_id,
+            payload,
+            start_delay=start_delay,
+            priority=urgency,
+        )
+        if not started:
+            raise await submitting.existing_task(self.temporal, self.store, task_id)
+        starts_at = datetime.now(UTC) + start_delay if start_delay else None
+        return Submitted(task_id, task_type, starts_at)
+
+    @_typed
+    async def status(self, task_id: str) -> TaskView:
+        """Where the task stands now: its steps, states and FailureCounts (``TaskView``)."""
+        inputs.check_task_id(task_id)
+        found = await status.fetch_status(self.temporal, self.store, task_id)
+        if found is not None:
+            return TaskView.of(found.get("source", "scheduler"), found)
+        later = await status.scheduled(self.temporal, task_id)
+        if later is not None:
+            return TaskView.of("delayed", later)
+        raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`")
+
+    @_typed
+    async def wait(self, task_id: str) -> Outcome:
+        """Wait until the task ends (Processed, Compensated, or its workflow failed or was
+        closed) or waits for an operator; ``Outcome.state`` says which."""
+        inputs.check_task_id(task_id)
+        return await waiting.wait_for_outcome(self.temporal, task_id)
+
+    @_typed
+    async def result(self, task_id: str) -> TaskResult:
+        """Wait for the task's result (Processed or Compensated, with its steps). A workflow that
+        failed or was closed from outside raises ``NotApplicable`` saying how it ended."""
+        from temporalio.client import WorkflowFailureError
+
+        from sas.task_models import TaskResult
+
+        inputs.check_task_id(task_id)
+        try:
+            return await self.temporal.get_workflow_handle(task_id, result_type=TaskResult).result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            why = " ".join(str(getattr(cause, "message", None) or cause or err).split())
+            raise NotApplicable(f"{task_id} ended without a result: {why}", f"see `sas show {task_id}`") from None
+
+    # ------------------------------------------------------------ operator actions
+
+    @_typed
+    async def retry(
+        self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
+    ) -> ActionResult:
+        """Re-run the step that waits for a decision (``step``: that one), or resume one parked."""
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        return ActionResult(task_id, await operator.retry(self.temporal, self.store, task_id, step, who, reason))
+
+    @_typed
+    async def compensate(
+        self, task_id: str, *, by: str | None = None, reason: str = "", force: bool = False
+    ) -> ActionResult:
+        """Undo the task's completed steps, in reverse order. ``force``: past a pivot step too
+        (needs a reason; refused by a sas without forced compensation)."""
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        return ActionResult(task_id, await operator.compensate(self.temporal, task_id, who, reason, force=force))
+
+    @_typed
+    async def park(
+        self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
+    ) -> ActionResult:
+        """Park the task's running or waiting step as Error until ``retry`` (a hung call too)."""
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        return ActionResult(task_id, await parking.park_step(self.temporal, self.store, task_id, step, who, reason))
+
+    @_typed
+    async def resubmit(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:
+        """Run the task again: a parked one with FailureCount 0, a finished Compensated or Error
+        one as its next incarnation (``ActionResult.incarnation``)."""
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        message, incarnation = await operator.resubmit(self.temporal, self.store, task_id, who, reason)
+        return ActionResult(task_id, message, incarnation)
+
+    @_typed
+    async def approve(
+        self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
+    ) -> ActionResult:
+        """Approve the step that waits for an approval: the task goes on."""
+        return await self._answer_wait(task_id, step, True, by, reason)
+
+    @_typed
+    async def reject(
+        self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
+    ) -> ActionResult:
+        """Reject the step that waits for an approval: the task is undone."""
+        return await self._answer_wait(task_id, step, False, by, reason)
+
+    async def _answer_wait(
+        self, task_id: str, step: str | None, approved: bool, by: str | None, reason: str
+    ) -> ActionResult:
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        answer = await operator.answer_wait(self.temporal, task_id, step, approved=approved, by=who, reason=reason)
+        return ActionResult(task_id, answer)
+
+    @_typed
+    async def cancel(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:
+        """Cancel a delayed task before it starts (nothing has run), or delete the schedule of that id."""
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        done = await delayed.cancel(self.temporal, self.store, task_id, who, reason)
+        return ActionResult(task_id, done["changed"], data=done)
+
+    @_typed
+    async def reschedule(
+        self, task_id: str, when: timedelta | datetime, *, by: str | None = None, reason: str = ""
+    ) -> ActionResult:
+        """Move a delayed task's start: to ``when`` from now, or to the time ``when``."""
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        if isinstance(when, datetime):
+            when = (when if when.tzinfo is not None else when.astimezone()) - datetime.now(UTC)
+        delay = inputs.check_delay(when, "the new start")
+        if delay is None:
+            raise InvalidInput("give a new start to come", "e.g. timedelta(hours=2)", field="when")
+        done = await delayed.reschedule(self.temporal, self.store, task_id, delay, who, reason)
+        return ActionResult(task_id, done["changed"], data=done)
+
+    # ------------------------------------------------------------ selections and incidents
+
+    @_typed
+    async def select(self, selection: Selection) -> Selected:
+        """The tasks ``selection`` picks (oldest change first, at most its ``limit``; ``more``
+        when more match), without acting on them: a dry run."""
+        _check_selection(selection)
+        client = self.temporal if selection.query is not None else None
+        return await bulk.select(client, self.store, self.settings.temporal.task_queue, selection)
+
+    @_typed
+    async def bulk(
+        self,
+        action: Action,
+        selection: Selection,
+        *,
+        by: str | None = None,
+        reason: str = "",
+        concurrency: int = DEFAULT_CONCURRENCY,
+        on_result: Callable[[Result], None] | None = None,
+    ) -> BulkResult:
+        """``retry``, ``compensate`` or ``resubmit`` every task ``selection`` picks, each as the
+        one-task action does (a finished workflow is skipped, a refusal is that task's
+        ``failed`` with the reason), at most ``concurrency`` at a time. Each audit entry's
+        reason carries ``(bulk <id>)``, ``BulkResult.bulk_id``."""
+        if action not in ("retry", "compensate", "resubmit"):
+            raise InvalidInput(f"unknown bulk action {action!r}: retry, compensate or resubmit", field="action")
+        if not 1 <= concurrency <= bulk.MAX_CONCURRENCY:
+            raise InvalidInput(f"concurrency {concurrency}: must be 1 to {bulk.MAX_CONCURRENCY}", field="concurrency")
+        who = self._who(by, reason)
+        bulk_id = uuid.uuid4().hex[:8]
+        step = selection.step if action == "retry" else None
+        request = operator.operator_request(
+            step=step, by=who, reason=f"{reason} (bulk {bulk_id})".strip(), reset_failure_count=action == "resubmit"
+        )
+        chosen = await self.select(selection)
+        results = await bulk.act_all(self.temporal, self.store, action, request, chosen.tasks, concurrency, on_result)
+        return BulkResult(bulk_id, results, chosen.more)
+
+    @_typed
+    async def incidents(self, status: str = "active", limit: int = 100) -> list[IncidentView]:
+        """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``."""
+        return await incidents.list_incidents(self.store, status, limit)
+
+    @_typed
+    async def incident(self, incident_id: int, limit: int = 100) -> IncidentView:
+        """One incident and the ids of its tasks (the first ``limit``)."""
+        return await incidents.get_incident(self.store, incident_id, limit)
+
+    @_typed
+    async def resolve_incident(self, incident_id: int) -> tuple[str, str]:
+        """Close an incident (its alert); its status before and after."""
+        return await incidents.set_incident(self.store, incident_id, "resolve")
+
+    @_typed
+    async def acknowledge_incident(self, incident_id: int) -> tuple[str, str]:
+        """Say someone is on an incident (its alert); its status before and after."""
+        return await incidents.set_incident(self.store, incident_id, "ack")
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What a bulk action did: one ``bulk.Result`` per task (``ok``, ``skipped`` or ``failed``,
+    with the reason), and ``more`` when the selection's limit cut it short."""
+
+    bulk_id: str
+    results: list[Result]
+    more: bool
+
+
+def _check_selection(selection: Selection) -> None:
+    """A selection that selects something, within its bound: never every task."""
+    if not 1 <= selection.limit <= bulk.MAX_LIMIT:
+        raise InvalidInput(f"limit {selection.limit}: must be 1 to {bulk.MAX_LIMIT}", field="limit")
+    given = (selection.query, selection.incident, selection.step, selection.since, selection.task_type)
+    if not (selection.task_states or selection.step_states or any(v is not None for v in given)):
+        raise InvalidInput("an empty selection: refusing to act on every task", field="selection")
+    if selection.query is not None:
+        bulk.check_query(selection.query)
