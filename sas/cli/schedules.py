@@ -1,4 +1,4 @@
-"""``sas schedule``: recurring tasks through Temporal Schedules (seed 003).
+"""``sas schedule``: recurring tasks through Temporal Schedules.
 
 Each run is its own workflow, whose id Temporal makes from the schedule id and the
 run's time, so each run is its own task with its own idempotency keys."""

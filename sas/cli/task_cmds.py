@@ -252,7 +252,7 @@ def list_tasks(
     async def load(session: Any) -> tuple[list[Any], dict[str, int], list[Any]]:
         # A workflow stuck in workflow task failures before its first write has no row: the
         # Supervisor's workflow_stuck alert (from TemporalReportedProblems) is how it is known.
-        # Every one of them (issue 22: 112 stuck, 50 shown): each is a workflow that cannot move.
+        # Every one of them (not the first 50 of 112): each is a workflow that cannot move.
         # --limit bounds the mirror's tasks.
         stuck = await stuck_before_the_mirror(session, STUCK_SHOWN) if wanted in (None, STUCK) else []
         tasks = await query(session, wanted, limit) if wanted != STUCK else []
