@@ -27,7 +27,8 @@ from temporalio.exceptions import ApplicationError
 from sas.activities.agent import INVALID_INPUT, Agent, attempt_deadline
 from sas.activities.remote import nothing_done
 from sas.task_models import StepCall, StepResult
-from sas.task_types.services import Forward, HttpCall, UnsafeValue
+from sas.task_types.services import HttpCall, UnsafeValue
+from sas.task_types.sources import Forward
 
 
 class HttpAgent(Agent):

@@ -102,7 +102,8 @@ from sas.task_models.text import UserText
 from sas.task_types.agent_context import AgentContext
 from sas.task_types.definitions import Parallel, StepContext, StepDefinition, TaskDefinition, Wait, When
 from sas.task_types.discovery import ENTRY_POINT_GROUP, TaskTypeError
-from sas.task_types.services import Const, Forward, ForwardKey, HttpCall, Input, Result, Service, TaskId
+from sas.task_types.services import HttpCall, Service
+from sas.task_types.sources import Const, Forward, ForwardKey, Input, Result, TaskId
 from sas.workflows.task_workflow import task_workflow
 
 if TYPE_CHECKING:

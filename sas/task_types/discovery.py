@@ -34,7 +34,8 @@ from temporalio import workflow
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
 from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition, Wait
-from sas.task_types.services import Forward, ForwardKey, HttpCall, Input, Result, Service, service_of_ref
+from sas.task_types.services import HttpCall, Service, service_of_ref
+from sas.task_types.sources import Forward, ForwardKey, Input, Result
 
 ENTRY_POINT_GROUP = "sas.task_types"
 """The entry point group in which a package names its task type modules (``pyproject.toml``:

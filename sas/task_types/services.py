@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from sas.task_models.activity_defs import AgentRef, agent_defn, register_result
 from sas.task_models.steps import StepCall, StepResult
+from sas.task_types.sources import BodyValue, value_of
 
 if TYPE_CHECKING:
     from sas.task_types.agent_context import AgentContext
@@ -182,61 +183,6 @@ def service_of_ref(ref: Callable[..., Any]) -> Service | None:
     return found if isinstance(found, Service) else None
 
 
-# ------------------------------------------------------------------ what goes into a body
-
-
-@dataclass(frozen=True)
-class Input:
-    """A field of the task's input: ``Input("traveller")``, or a nested one, ``Input("trip.from")``."""
-
-    path: str
-
-    def __post_init__(self) -> None:
-        if not self.path or any(not part.isidentifier() for part in self.path.split(".")):
-            raise ValueError(f"Input({self.path!r}): name a field of the input, e.g. 'traveller' or 'trip.date'")
-
-
-@dataclass(frozen=True)
-class Result:
-    """A field of an earlier step's result: ``Result("flight", "booking_id")``. In a forward
-    call only: an undo gets its own step's result through [`Forward`][sas.api.Forward]."""
-
-    step: str
-    field: str
-
-
-@dataclass(frozen=True)
-class Forward:
-    """In an undo: a field of its own forward step's result (``Forward("booking_id")``), the
-    service's id of the effect to undo. When the forward answer never arrived (the attempt
-    timed out, the workflow died), it is asked of the service's lookup by the forward key; if
-    the service did nothing under that key, the undo is not sent: that answer voided the key at
-    the service, so nothing ever will be done under it (docs/http-contract.md)."""
-
-    field: str
-
-
-@dataclass(frozen=True)
-class Const:
-    """A fixed value: ``Const("economy")``. Any JSON value."""
-
-    value: Any
-
-
-@dataclass(frozen=True)
-class TaskId:
-    """The task's id."""
-
-
-@dataclass(frozen=True)
-class ForwardKey:
-    """In an undo: the idempotency key its forward call was sent with, by which the service
-    can find the effect when no id is known."""
-
-
-BodyValue = Input | Result | Forward | Const | TaskId | ForwardKey
-
-
 class UnsafeValue(ValueError):
     """A value that cannot be sent where it was declared to go (a path parameter that could
     change the path, a header value with a line break): the task's input is at fault."""
@@ -355,7 +301,7 @@ class HttpCall:
     def build_body(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body this call sends for ``call``: each field from where it is declared to
         come. ``forward``: for an undo, its forward step's result (as completed by the lookup)."""
-        return {key: _value(source, call, forward or call.forward_result or {}) for key, source in self.body.items()}
+        return {key: value_of(source, call, forward or call.forward_result or {}) for key, source in self.body.items()}
 
     def build_path(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> str:
         """The path with each parameter filled and URL-encoded as one segment; UnsafeValue for a
@@ -364,7 +310,7 @@ class HttpCall:
 
         def fill(match: re.Match[str]) -> str:
             name = match.group(1)
-            value = _value(self.params[name], call, known)
+            value = value_of(self.params[name], call, known)
             text = "" if value is None else str(value)
             if not text or not text.isprintable() or _UNSAFE_SEGMENT.search(text):
                 raise UnsafeValue(f"{self.name}: path parameter {name} = {text[:80]!r} could change the path")
@@ -375,7 +321,7 @@ class HttpCall:
     def build_query(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, str]:
         """The query parameters, each as text; one whose value is None is left out."""
         known = forward or call.forward_result or {}
-        found = {name: _value(source, call, known) for name, source in self.query.items()}
+        found = {name: value_of(source, call, known) for name, source in self.query.items()}
         return {name: _text(value) for name, value in found.items() if value is not None}
 
     def build_headers(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, str]:
@@ -383,7 +329,7 @@ class HttpCall:
         known = forward or call.forward_result or {}
         headers = {}
         for name, source in self.headers.items():
-            value = _value(source, call, known)
+            value = value_of(source, call, known)
             if value is None:
                 continue
             text = _text(value)
@@ -428,23 +374,6 @@ def _dig(answer: Any, where: str) -> Any:
         else:
             return None
     return value
-
-
-def _value(source: BodyValue, call: StepCall, forward: Mapping[str, Any]) -> Any:
-    if isinstance(source, Input):
-        value: Any = call.payload
-        for part in source.path.split("."):
-            value = value.get(part) if isinstance(value, Mapping) else None
-        return value
-    if isinstance(source, Result):
-        return call.results.get(source.step, {}).get(source.field)
-    if isinstance(source, Forward):
-        return forward.get(source.field)
-    if isinstance(source, Const):
-        return source.value
-    if isinstance(source, TaskId):
-        return call.task_id
-    return call.target_key  # ForwardKey
 
 
 def _model_id(model: type[BaseModel]) -> str:
