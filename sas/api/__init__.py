@@ -63,6 +63,12 @@ Groups (each name links to its entry in the docs site's API reference):
   and the failure matrix, every failure point of a type checked against the promise:
   [`check_failure_matrix`][sas.api.check_failure_matrix],
   [`failure_matrix`][sas.api.failure_matrix], [`MatrixCase`][sas.api.MatrixCase].
+- Checking a service against the HTTP contract (what ``sas check-service`` runs):
+  [`check_service`][sas.api.check_service], [`assert_conforms`][sas.api.assert_conforms],
+  [`ServiceReport`][sas.api.ServiceReport], [`ClauseResult`][sas.api.ClauseResult],
+  [`Verdict`][sas.api.Verdict], [`ExplicitCalls`][sas.api.ExplicitCalls],
+  [`SlowCall`][sas.api.SlowCall], [`builtin_services_slowdown`][sas.api.builtin_services_slowdown],
+  [`ServiceCheckError`][sas.api.ServiceCheckError].
 """
 
 from __future__ import annotations
@@ -96,12 +102,25 @@ if TYPE_CHECKING:
     from sas.activities.heartbeats import last_checkpoint, save_checkpoint
     from sas.api._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
     from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
+    from sas.conformance import (
+        ClauseResult,
+        ExplicitCalls,
+        ServiceCheckError,
+        ServiceReport,
+        SlowCall,
+        Verdict,
+        assert_conforms,
+        builtin_services_slowdown,
+        check_service,
+    )
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Agent",
     "Approval",
+    "ClauseResult",
     "Const",
+    "ExplicitCalls",
     "FakeAgents",
     "Forward",
     "ForwardKey",
@@ -113,6 +132,9 @@ __all__ = [
     "Result",
     "Secret",
     "Service",
+    "ServiceCheckError",
+    "ServiceReport",
+    "SlowCall",
     "StepCall",
     "StepContext",
     "StepDefinition",
@@ -129,10 +151,14 @@ __all__ = [
     "TaskStatus",
     "TaskTypeError",
     "UserText",
+    "Verdict",
     "Wait",
     "When",
+    "assert_conforms",
     "attempt_deadline",
+    "builtin_services_slowdown",
     "check_failure_matrix",
+    "check_service",
     "failure_matrix",
     "fake_worker",
     "implements",
@@ -159,6 +185,15 @@ _LAZY = {
     "fake_worker": "sas.api._testing",
     "run_task": "sas.api._testing",
     "time_skipping_environment": "sas.api._testing",
+    "ClauseResult": "sas.conformance",
+    "ExplicitCalls": "sas.conformance",
+    "ServiceCheckError": "sas.conformance",
+    "ServiceReport": "sas.conformance",
+    "SlowCall": "sas.conformance",
+    "Verdict": "sas.conformance",
+    "assert_conforms": "sas.conformance",
+    "builtin_services_slowdown": "sas.conformance",
+    "check_service": "sas.conformance",
 }
 
 

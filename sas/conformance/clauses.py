@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from sas.conformance.exchange import Answer, Exchange, is_refusal, is_voided, model_problem
 from sas.conformance.report import Verdict
 from sas.conformance.target import CheckTarget, ServiceCheckError, new_task_id, render
+from sas.task_models.results import secret_fields
 
 Judged = tuple[Verdict, str]
 _VOIDED = '409 {"error": "voided"}'
@@ -78,7 +79,8 @@ class Session:
 
     async def forward(self, task_id: str, key: str, *, refusing: bool = False) -> Answer:
         spec = self.target.forward
-        answer = await self.exchange.send(spec.method, spec.path, self.forward_body(task_id, refusing=refusing), key)
+        body = self.forward_body(task_id, refusing=refusing)
+        answer = await self.exchange.send(spec.method, spec.path, body, key, spec.result)
         self.seen.append((answer, spec.result))
         return answer
 
@@ -88,13 +90,15 @@ class Session:
         spec = self.target.undo
         assert spec is not None
         body = render(spec.body, task_id=task_id, payload=self.target.payload, forward_key=key)
-        answer = await self.exchange.send(spec.method, spec.path, body, f"{key}:undo")
+        answer = await self.exchange.send(spec.method, spec.path, body, f"{key}:undo", spec.result)
         self.seen.append((answer, spec.result))
         return answer
 
     async def look_up(self, key: str) -> Answer:
         assert self.target.lookup is not None
         answer = await self.exchange.look_up(self.target.lookup, key)
+        if self.target.forward.result is not None:  # it answers the forward's fields, secrets too
+            answer = replace(answer, hidden=secret_fields(self.target.forward.result))
         self.seen.append((answer, None))
         return answer
 
@@ -214,7 +218,7 @@ async def undo_nothing(s: Session) -> Judged:
 
 async def refusal(s: Session) -> Judged:
     if s.target.refused_body is None:
-        return Verdict.NOT_EXERCISED, "not exercised: give what the service refuses for good (--refusing JSON)"
+        return Verdict.NOT_EXERCISED, "not exercised: no refused body given (--refusing JSON)"
     task_id, key = s.new_key()
     refused = await s.forward(task_id, key, refusing=True)
     if refused.ok:
@@ -235,7 +239,7 @@ async def in_flight(s: Session) -> Judged:
     if s.target.lookup is None:
         return Verdict.NOT_EXERCISED, "not exercised: the service declares no lookup"
     if s.slow_forward is None:
-        return Verdict.NOT_EXERCISED, "not exercised: no way to slow a forward call was given (--fault-token)"
+        return Verdict.NOT_EXERCISED, "not exercised: no way to slow a call (--fault-token-file)"
     task_id, key = s.new_key()
     spec = s.target.forward
     body = s.forward_body(task_id)

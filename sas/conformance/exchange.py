@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -21,7 +21,7 @@ from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post
 
 # The reading an Agent applies, not a copy of it: the kit must judge an answer as a task would.
 from sas.activities.remote import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, _classify
-from sas.task_models.results import MAX_RESULT_BYTES
+from sas.task_models.results import MAX_RESULT_BYTES, secret_fields
 from sas.task_models.text import bounded
 
 SUCCESS = "success"
@@ -40,6 +40,7 @@ class Answer:
         reading: sas's reading: ``success``, ``RemoteTransient``, ``RemoteGarbage``,
             ``RemoteRejected``, ``StepVoided``, or ``in_flight`` (a 4xx ``{"error": "in_flight"}``).
         said: sas's message for anything but a success.
+        hidden: The answer's fields its result model marks ``Secret``: never shown.
     """
 
     request: str
@@ -48,6 +49,7 @@ class Answer:
     data: Any
     reading: str
     said: str = ""
+    hidden: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -63,7 +65,10 @@ class Answer:
         """What came back, short enough to quote in one line."""
         if self.status is None:
             return bounded(self.said, _SHOWN)
-        body = json.dumps(self.data, separators=(",", ":")) if self.data is not None else self.content_type
+        data = self.data
+        if isinstance(data, dict) and self.hidden:
+            data = {k: "***" if k in self.hidden else v for k, v in data.items()}
+        body = json.dumps(data, separators=(",", ":")) if data is not None else self.content_type
         return bounded(f"{self.status} {body}", _SHOWN)
 
 
@@ -81,10 +86,13 @@ class Exchange:
         self._base = base_url.rstrip("/")
         self._headers = dict(headers or {})
 
-    async def send(self, method: str, path: str, body: dict[str, Any], key: str) -> Answer:
-        """A business call under ``key``."""
+    async def send(
+        self, method: str, path: str, body: dict[str, Any], key: str, model: type[BaseModel] | None = None
+    ) -> Answer:
+        """A business call under ``key``; ``model``'s secret fields are never shown."""
         headers = {**self._headers, "Idempotency-Key": key}
-        return await self._ask(f"{method} {path}", path, method=method, json=body, headers=headers)
+        answer = await self._ask(f"{method} {path}", path, method=method, json=body, headers=headers)
+        return replace(answer, hidden=secret_fields(model)) if model is not None else answer
 
     async def look_up(self, path: str, key: str) -> Answer:
         """``GET <path>?idempotency_key=<key>``."""

@@ -22,6 +22,7 @@ from sas.conformance.target import (
     explicit_target,
 )
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
+from sas.task_models.text import bounded
 from sas.task_types.discovery import Catalog, TaskTypeError
 
 # A service under test may well be on this machine; link-local, multicast and the like stay refused.
@@ -129,9 +130,10 @@ def builtin_services_slowdown(admin_token: str) -> SlowForward:
             async with httpx.AsyncClient(timeout=10.0, trust_env=False) as client:
                 answer = await client.post(f"{call.url}/admin/faults", json=rule, headers=auth)
         except httpx.TransportError as err:
-            raise ServiceCheckError(f"POST /admin/faults: no answer ({type(err).__name__})") from None
+            raise ServiceCheckError(f"POST /admin/faults: no answer ({type(err).__name__})", bad_input=False) from None
         if answer.status_code != 201:
-            raise ServiceCheckError(f"POST /admin/faults answered {answer.status_code}: {answer.text[:200]}")
+            said = bounded(answer.text, 200)
+            raise ServiceCheckError(f"POST /admin/faults answered {answer.status_code}: {said}", bad_input=False)
 
     return slow
 
@@ -175,4 +177,6 @@ async def _reachable(client: httpx.AsyncClient, url: str) -> None:
     try:
         await client.get(f"{url}/")
     except httpx.TransportError as err:
-        raise ServiceCheckError(f"cannot reach {url}: {type(err).__name__}: {err or 'no answer'}") from None
+        raise ServiceCheckError(
+            f"cannot reach {url}: {type(err).__name__}: {err or 'no answer'}", bad_input=False
+        ) from None

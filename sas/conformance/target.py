@@ -42,7 +42,12 @@ _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 
 class ServiceCheckError(Exception):
     """The check cannot run as asked (an unknown service, a URL that is not one, a service that
-    does not answer, a body it cannot build). Its message is one line that says what to do."""
+    does not answer, a body it cannot build). Its message is one line that says what to do;
+    ``bad_input`` is set when what was asked is wrong, rather than the service out of reach."""
+
+    def __init__(self, message: str, *, bad_input: bool = True) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
 
 
 @dataclass(frozen=True)
