@@ -105,7 +105,7 @@ def _explicit(
         given += ["--undo-body-json"] if undo_body_json is not None else []
         given += ["--no-lookup"] if no_lookup else []
         if given:
-            raise CliError(f"{', '.join(given)} go with --forward PATH", code=2)
+            raise CliError(f"{', '.join(given)}: only with --forward PATH", code=2)
         return None
     body = _json_object("--body-json", body_json)
     if body is None:
