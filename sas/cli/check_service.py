@@ -25,7 +25,9 @@ def check_service(
     name: str = typer.Argument(..., help='The service\'s name, as declared: Service("flights").'),
     url: str | None = typer.Option(None, "--url", help="Its base URL; default: SAS_SERVICES__<NAME>__URL."),
     input_json: str | None = typer.Option(
-        None, "--input-json", help="A sample task input (a JSON object) for the body fields taken from the input."
+        None,
+        "--input-json",
+        help="A sample task input (a JSON object, or @FILE) for the body fields taken from the input.",
     ),
     refusing: str | None = typer.Option(
         None,
@@ -37,7 +39,7 @@ def check_service(
         None, "--forward", help="Hand-written Agents: the forward call's path (its body: --body-json)."
     ),
     body_json: str | None = typer.Option(
-        None, "--body-json", help='With --forward: a body it accepts; "{task_id}" stands for the task id.'
+        None, "--body-json", help='With --forward: a body it accepts (or @FILE); "{task_id}" stands for the task id.'
     ),
     undo: str | None = typer.Option(None, "--undo", help="With --forward: the undo's path."),
     undo_body_json: str | None = typer.Option(
@@ -124,10 +126,16 @@ def _explicit(
 
 
 def _json_object(flag: str, text: str | None) -> dict[str, Any] | None:
+    """The flag's JSON object: given inline, or ``@PATH`` for a file's."""
     from sas.task_models.strict_json import StrictJsonError, loads_strict
 
     if text is None:
         return None
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise CliError(f"{flag} {shown(text)}: {getattr(err, 'strerror', None) or err}", code=2) from None
     if len(text) > MAX_JSON_CHARS:
         raise CliError(f"{flag}: at most {MAX_JSON_CHARS:,} characters", code=2)
     try:

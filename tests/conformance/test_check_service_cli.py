@@ -15,25 +15,31 @@ import pytest
 from sas.remote_services import ServiceProcess, free_port, start_service_process
 from tests import cli_process
 from tests.conformance.serving import serving
-from tests.conformance.widgets import REFUSED_COLOUR, create_app
+from tests.conformance.widgets import REFUSED_COLOUR, Widgets, create_app
+from tests.helpers import fresh_id
 
 CLAUSES = ["replay", "answers", "refusal", "lookup-done", "lookup-nothing", "undo-first", "undo-nothing", "in-flight"]
 
 
 @pytest.fixture(scope="module")
-def widgets_url() -> Iterator[str]:
-    app, _ = create_app()
+def widgets() -> Iterator[tuple[str, dict[str, Widgets]]]:
+    app, state = create_app()
     with serving(app) as url:
-        yield url
+        yield url, state
 
 
-def sas(*args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def widgets_url(widgets: tuple[str, dict[str, Widgets]]) -> str:
+    return widgets[0]
+
+
+def sas(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return cli_process.run(
         [sys.executable, "-m", "sas.cli.main", "check-service", *args],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "COLUMNS": "80"},
+        env={**os.environ, "COLUMNS": "80", **(env or {})},
     )
 
 
@@ -132,11 +138,17 @@ def test_the_fault_token_file_slows_a_built_in_service_s_forward(builtin: Servic
     [
         (["widgets", "--url", "ftp://127.0.0.1/"], 2, "not a service URL"),
         (["widgets", "--url", "http://user:pw@127.0.0.1/"], 2, "not a service URL"),
+        (["widgets", "--url", "http://169.254.169.254/"], 2, "link-local"),
         (["no_such_service", "--url", "http://127.0.0.1:9"], 2, "no registered task type calls a service named"),
         (["flights", "--url", "http://127.0.0.1:9", "--body-json", "{}"], 2, "--body-json: only with --forward PATH"),
         (["widgets", "--url", "http://127.0.0.1:9", "--forward", "/make", "--body-json", "[1]"], 2, "JSON object"),
         (["widgets", "--url", "http://127.0.0.1:9", "--forward", "/make", "--body-json", "{nope"], 2, "is not JSON"),
         (["widgets", "--url", "http://127.0.0.1:9", "--forward", "make", "--body-json", "{}"], 2, "not a URL path"),
+        (
+            ["widgets", "--url", "http://127.0.0.1:9", "--forward", "/m", "--body-json", "@/nonexistent.json"],
+            2,
+            "No such",
+        ),
     ],
 )
 def test_bad_input_is_one_line(args: list[str], code: int, said: str) -> None:
@@ -151,3 +163,19 @@ def test_a_service_that_is_not_there_is_one_line() -> None:
     done = sas("widgets", "--url", url, "--forward", "/make", "--body-json", "{}")
     assert done.returncode == 1
     assert done.stderr.strip() == f"sas: cannot reach {url}: ConnectError: All connection attempts failed"
+
+
+def test_the_url_and_auth_header_come_from_the_service_s_settings(
+    widgets: tuple[str, dict[str, Widgets]], tmp_path: Path
+) -> None:
+    url, state = widgets
+    flags = widget_flags(url, "good")
+    flags = flags[:1] + flags[3:]  # without --url
+    body = tmp_path / "body.json"
+    body.write_text('{"colour": "blue", "order": "{task_id}"}')
+    flags[flags.index("--body-json") + 1] = f"@{body}"
+    token = f"Bearer {fresh_id('token')}"
+    done = sas(*flags, env={"SAS_SERVICES__WIDGETS__URL": url, "SAS_SERVICES__WIDGETS__AUTH_TOKEN": token})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == f"widgets at {url}"
+    assert token in state["good"].auth

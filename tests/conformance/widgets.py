@@ -50,6 +50,7 @@ class Widgets:
     voided: set[str] = field(default_factory=set)
     slow: dict[str, float] = field(default_factory=dict)
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    auth: set[str] = field(default_factory=set)  # the Authorization headers the makes carried
 
     def lock(self, key: str) -> asyncio.Lock:
         return self.locks.setdefault(key, asyncio.Lock())
@@ -63,6 +64,7 @@ def _make(w: Widgets) -> Callable[[Request], Awaitable[Response]]:
     async def make(request: Request) -> Response:
         key = request.headers.get("Idempotency-Key", "")
         body = await request.json()
+        w.auth.add(request.headers.get("Authorization", ""))
         async with w.lock(key):
             if key in w.answers and w.mode != "new-effect-on-replay":
                 return JSONResponse(w.answers[key])
