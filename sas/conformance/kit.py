@@ -24,6 +24,7 @@ from sas.conformance.target import (
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from sas.task_models.text import bounded
 from sas.task_types.discovery import Catalog, TaskTypeError
+from sas.task_types.services import Service
 
 # A service under test may well be on this machine; link-local, multicast and the like stay refused.
 _POLICY = OutboundPolicy(allow_http=True, allow_private=True)
@@ -154,6 +155,10 @@ def _targets(
     sample_input: Mapping[str, Any] | None,
     refusing: Mapping[str, Any] | None,
 ) -> list[CheckTarget]:
+    try:
+        Service(name)
+    except ValueError as err:
+        raise ServiceCheckError(str(err)) from None
     try:
         catalog: Catalog | None = _catalog()
     except TaskTypeError as err:

@@ -139,6 +139,7 @@ def test_the_fault_token_file_slows_a_built_in_service_s_forward(builtin: Servic
         (["widgets", "--url", "ftp://127.0.0.1/"], 2, "not a service URL"),
         (["widgets", "--url", "http://user:pw@127.0.0.1/"], 2, "not a service URL"),
         (["widgets", "--url", "http://169.254.169.254/"], 2, "link-local"),
+        (["Bad-Name", "--url", "http://127.0.0.1:9", "--forward", "/m", "--body-json", "{}"], 2, "service name"),
         (["no_such_service", "--url", "http://127.0.0.1:9"], 2, "no registered task type calls a service named"),
         (["flights", "--url", "http://127.0.0.1:9", "--body-json", "{}"], 2, "--body-json: only with --forward PATH"),
         (["widgets", "--url", "http://127.0.0.1:9", "--forward", "/make", "--body-json", "[1]"], 2, "JSON object"),
