@@ -76,6 +76,12 @@ Groups (each name links to its entry in the docs site's API reference):
   and the failure matrix, every failure point of a type checked against the promise:
   [`check_failure_matrix`][sas.api.check_failure_matrix],
   [`failure_matrix`][sas.api.failure_matrix], [`MatrixCase`][sas.api.MatrixCase].
+- Checking a service against the HTTP contract (what ``sas check-service`` runs):
+  [`check_service`][sas.api.check_service], [`assert_conforms`][sas.api.assert_conforms],
+  [`ServiceReport`][sas.api.ServiceReport], [`ClauseResult`][sas.api.ClauseResult],
+  [`Verdict`][sas.api.Verdict], [`ExplicitCalls`][sas.api.ExplicitCalls],
+  [`SlowCall`][sas.api.SlowCall], [`builtin_services_slowdown`][sas.api.builtin_services_slowdown],
+  [`ServiceCheckError`][sas.api.ServiceCheckError].
 """
 
 from __future__ import annotations
@@ -126,6 +132,17 @@ if TYPE_CHECKING:
     from sas.client.status import TaskView
     from sas.client.task_client import ActionResult, BulkResult, Submitted, TaskClient
     from sas.client.waiting import Outcome
+    from sas.conformance import (
+        ClauseResult,
+        ExplicitCalls,
+        ServiceCheckError,
+        ServiceReport,
+        SlowCall,
+        Verdict,
+        assert_conforms,
+        builtin_services_slowdown,
+        check_service,
+    )
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -134,8 +151,10 @@ __all__ = [
     "AgentContext",
     "Approval",
     "BulkResult",
+    "ClauseResult",
     "ClientError",
     "Const",
+    "ExplicitCalls",
     "FakeAgents",
     "Forward",
     "ForwardKey",
@@ -153,6 +172,9 @@ __all__ = [
     "Secret",
     "Selection",
     "Service",
+    "ServiceCheckError",
+    "ServiceReport",
+    "SlowCall",
     "StepCall",
     "StepContext",
     "StepDefinition",
@@ -175,10 +197,14 @@ __all__ = [
     "TaskView",
     "Unreachable",
     "UserText",
+    "Verdict",
     "Wait",
     "When",
+    "assert_conforms",
     "attempt_deadline",
+    "builtin_services_slowdown",
     "check_failure_matrix",
+    "check_service",
     "failure_matrix",
     "fake_worker",
     "implements",
@@ -223,6 +249,15 @@ _LAZY = {
     "TaskIdTaken": "sas.client.errors",
     "TaskNotFound": "sas.client.errors",
     "Unreachable": "sas.client.errors",
+    "ClauseResult": "sas.conformance",
+    "ExplicitCalls": "sas.conformance",
+    "ServiceCheckError": "sas.conformance",
+    "ServiceReport": "sas.conformance",
+    "SlowCall": "sas.conformance",
+    "Verdict": "sas.conformance",
+    "assert_conforms": "sas.conformance",
+    "builtin_services_slowdown": "sas.conformance",
+    "check_service": "sas.conformance",
 }
 
 

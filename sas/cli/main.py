@@ -98,6 +98,7 @@ def supervisor() -> None:
 # ------------------------------------------------------------ every command
 
 from sas.cli import alerts_cmd, operator_cmds, task_cmds  # noqa: E402  (each registers its commands)
+from sas.cli import check_service as _check_service  # noqa: E402  (registers `check-service`)
 from sas.cli import codec_server_cmd as _codec_server_cmd  # noqa: E402  (registers `codec-server`)
 from sas.cli import delayed_control as _delayed_control  # noqa: E402  (registers `cancel`, `reschedule`)
 from sas.cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
@@ -119,6 +120,7 @@ _health_cmd.register(app)
 _incidents_cmd.register(app)
 _reconcile_cmd.register(app)
 _types_cmd.register(app)
+_check_service.register(app)
 _delayed_control.register(app)
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(services_app, name="services")

@@ -1,0 +1,151 @@
+"""The kit's requests, and the service's answers as sas's Agents read them.
+
+Each answer is read by the same function that reads an Agent's (``activities/remote.py``), so
+the kit calls a success, a refusal, a transient fault or garbage exactly what a running task
+would; the raw status, content type and JSON are kept besides, for the clauses that look at the
+answer's shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from temporalio.exceptions import ApplicationError
+
+from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped
+
+# The reading an Agent applies, not a copy of it: the kit must judge an answer as a task would.
+from sas.activities.remote import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, _classify
+from sas.task_models.results import MAX_RESULT_BYTES, secret_fields
+from sas.task_models.text import bounded
+
+SUCCESS = "success"
+_SHOWN = 300  # characters of what a service said that a result's detail quotes
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer.
+
+    Attributes:
+        request: ``POST /flights/book`` (the method and path asked).
+        status: The HTTP status; None when no answer came.
+        content_type: The answer's Content-Type.
+        data: The answer's JSON; None when it was not JSON.
+        reading: sas's reading: ``success``, ``RemoteTransient``, ``RemoteGarbage``,
+            ``RemoteRejected``, ``StepVoided``, or ``in_flight`` (a 4xx ``{"error": "in_flight"}``).
+        said: sas's message for anything but a success.
+        hidden: The answer's fields its result model marks ``Secret``: never shown.
+    """
+
+    request: str
+    status: int | None
+    content_type: str
+    data: Any
+    reading: str
+    said: str = ""
+    hidden: frozenset[str] = frozenset()
+
+    @property
+    def ok(self) -> bool:
+        return self.reading == SUCCESS
+
+    @property
+    def error_code(self) -> str | None:
+        """The ``error`` of a JSON error answer."""
+        code = self.data.get("error") if isinstance(self.data, dict) else None
+        return code if isinstance(code, str) else None
+
+    def shown(self) -> str:
+        """What came back, short enough to quote in one line."""
+        if self.status is None:
+            return bounded(self.said, _SHOWN)
+        data = self.data
+        if isinstance(data, dict) and self.hidden:
+            data = {k: "***" if k in self.hidden else v for k, v in data.items()}
+        body = json.dumps(data, separators=(",", ":")) if data is not None else self.content_type
+        return bounded(f"{self.status} {body}", _SHOWN)
+
+
+class Exchange:
+    """Sends the kit's requests to one service.
+
+    Args:
+        client: The HTTP client (no redirects followed, as the Agents' own).
+        base_url: The service's base URL.
+        headers: Sent with every request (the service's auth header).
+    """
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str, headers: Mapping[str, str] | None = None) -> None:
+        self._client = client
+        self._base = base_url.rstrip("/")
+        self._headers = dict(headers or {})
+
+    async def send(
+        self, method: str, path: str, body: dict[str, Any], key: str, model: type[BaseModel] | None = None
+    ) -> Answer:
+        """A business call under ``key``; ``model``'s secret fields are never shown."""
+        headers = {**self._headers, "Idempotency-Key": key}
+        answer = await self._ask(f"{method} {path}", path, method=method, json=body, headers=headers)
+        return replace(answer, hidden=secret_fields(model)) if model is not None else answer
+
+    async def look_up(self, path: str, key: str) -> Answer:
+        """``GET <path>?idempotency_key=<key>``."""
+        return await self._ask(
+            f"GET {path}", path, method="GET", params={"idempotency_key": key}, headers=self._headers
+        )
+
+    async def _ask(self, request: str, path: str, **kwargs: Any) -> Answer:
+        try:
+            response = await post_capped(self._client, f"{self._base}{path}", SERVICE_RESPONSE_CAP, **kwargs)
+        except ResponseTooLarge as err:
+            return Answer(request, None, "", None, GARBAGE, f"{request} {err}")
+        except httpx.TransportError as err:
+            return Answer(request, None, "", None, TRANSIENT, f"{request}: no answer ({type(err).__name__}: {err})")
+        content_type = response.headers.get("content-type", "")
+        try:
+            data: Any = response.json()
+        except ValueError:
+            data = None
+        try:
+            _classify(path, response)
+        except ApplicationError as err:
+            reading = err.type or TRANSIENT
+            if isinstance(data, dict) and data.get("error") == IN_FLIGHT and response.status_code >= 400:
+                reading = IN_FLIGHT
+            return Answer(request, response.status_code, content_type, data, reading, err.message)
+        return Answer(request, response.status_code, content_type, data, SUCCESS)
+
+
+def model_problem(answer: Answer, model: type[BaseModel] | None) -> str | None:
+    """Why a success would be garbage to the step that declared ``model``: not a valid result, or
+    over the 64 KiB a step's result may be as JSON (as ``activities/agent.py`` judges it)."""
+    if not answer.ok:
+        return None
+    size = len(json.dumps(answer.data, ensure_ascii=True, separators=(",", ":")))
+    if size > MAX_RESULT_BYTES:
+        return f"{answer.request} answered a result of {size:,} bytes as JSON, over {MAX_RESULT_BYTES:,}"
+    if model is None:
+        return None
+    try:
+        model.model_validate(answer.data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "answer"
+        return bounded(f"{answer.request} answered no valid {model.__name__}: {where}: {first['msg']}", _SHOWN)
+    return None
+
+
+def is_refusal(answer: Answer) -> bool:
+    """A refusal for good, as sas reads one (a voided key's included)."""
+    return answer.reading in (REJECTED, VOIDED)
+
+
+def is_voided(answer: Answer) -> bool:
+    """``409 {"error": "voided"}``, as the contract has it."""
+    return answer.reading == VOIDED and answer.status == 409

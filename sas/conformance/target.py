@@ -1,0 +1,285 @@
+"""Which calls of a service the kit exercises, and the bodies it sends them.
+
+Derived from the task types sas knows: every step whose forward call is declared as data
+(``HttpCall``) on the service gives its method, path, body template and result model, its undo
+the same, and the service's declaration its lookup path. A hand-written Agent's paths are in
+its code, where sas cannot see them: for those, :class:`ExplicitCalls` says them, with a sample
+body whose strings ``{task_id}``, ``{forward_key}`` and ``{forward.FIELD}`` stand for what sas
+would send there.
+
+Every key the kit sends is made up for the check: ``sas-check-<hex>:<step>``, its undo's
+``sas-check-<hex>:<step>:undo``, the same shape as a task's (docs/http-contract.md).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from sas.task_types.discovery import Catalog
+from sas.task_types.services import DEFAULT_LOOKUP, HttpCall, Service
+from sas.task_types.sources import BodyValue, Const, Forward, ForwardKey, Input, Result, TaskId
+
+KEY_PREFIX = "sas-check-"
+_FORWARD_FIELD = re.compile(r"\{forward\.([A-Za-z_][A-Za-z0-9_]*)\}")
+_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
+
+
+class ServiceCheckError(Exception):
+    """The check cannot run as asked (an unknown service, a URL that is not one, a service that
+    does not answer, a body it cannot build). Its message is one line that says what to do;
+    ``bad_input`` is set when what was asked is wrong, rather than the service out of reach."""
+
+    def __init__(self, message: str, *, bad_input: bool = True) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One call the kit sends: method, path, body template and the model of a success."""
+
+    method: str
+    path: str
+    body: Mapping[str, BodyValue]
+    result: type[BaseModel] | None
+    name: str
+
+
+@dataclass(frozen=True)
+class CheckTarget:
+    """One step's calls on the service: its forward, its undo and the service's lookup.
+
+    Attributes:
+        step: The step's name, the last part of its keys.
+        forward: The forward call.
+        undo: Its undo; None for a step with nothing to undo.
+        lookup: The lookup's path; None when the service declares none.
+        payload: The task input the body's ``Input`` fields are taken from.
+        refused_body: The forward's body template changed so that the service refuses it for
+            good; None when no such change was given.
+        refused_payload: The task input that refused body is rendered from.
+        id_fields: The fields an undo names the effect by (its ``Forward`` fields): how a lookup's
+            answer is compared with the forward's.
+    """
+
+    step: str
+    forward: CallSpec
+    undo: CallSpec | None
+    lookup: str | None
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    refused_body: Mapping[str, BodyValue] | None = None
+    refused_payload: Mapping[str, Any] = field(default_factory=dict)
+    id_fields: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """``flights.book: POST /flights/book, undo /flights/cancel, lookup /flights/lookup``."""
+        undo = f"undo {self.undo.path}" if self.undo else "no undo"
+        lookup = f"lookup {self.lookup}" if self.lookup else "no lookup"
+        return f"{self.forward.name}: {self.forward.method} {self.forward.path}, {undo}, {lookup}"
+
+
+@dataclass(frozen=True)
+class ExplicitCalls:
+    """A service's calls said outright, for a service whose Agents are hand-written.
+
+    Attributes:
+        forward: The forward call's path (``/cards/charge``).
+        body: A body the service accepts for it. A string value ``"{task_id}"`` is replaced by
+            the check's made-up task id, as ``TaskId()`` would be.
+        undo: The undo's path; None: the step has no undo.
+        undo_body: The undo's body: ``"{forward_key}"`` is the forward call's key (as
+            ``ForwardKey()``), ``"{forward.FIELD}"`` that field of the forward's answer (as
+            ``Forward("FIELD")``: null when nothing was done), ``"{task_id}"`` as above.
+        lookup: The lookup's path; default: the service's declared one, else
+            ``/<service>/lookup``. None: the service has no lookup.
+        method: The forward's and the undo's HTTP method.
+    """
+
+    forward: str
+    body: Mapping[str, Any]
+    undo: str | None = None
+    undo_body: Mapping[str, Any] | None = None
+    lookup: str | None = DEFAULT_LOOKUP
+    method: str = "POST"
+
+
+def new_task_id() -> str:
+    """A task id no real task has: the kit's own keys start with it."""
+    return f"{KEY_PREFIX}{uuid.uuid4().hex[:16]}"
+
+
+def render(
+    template: Mapping[str, BodyValue],
+    *,
+    task_id: str,
+    payload: Mapping[str, Any],
+    forward_key: str | None = None,
+    forward: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON body for ``template``, each field taken from where it is declared to come, as
+    sas's HTTP Agent takes it: ``Forward`` fields are null when the forward's answer is not
+    known, and an earlier step's ``Result`` is a made-up value (the kit runs no earlier step)."""
+    body: dict[str, Any] = {}
+    for key, source in template.items():
+        if isinstance(source, Input):
+            value: Any = payload
+            for part in source.path.split("."):
+                value = value.get(part) if isinstance(value, Mapping) else None
+        elif isinstance(source, Result):
+            value = f"{KEY_PREFIX}{source.step}-{source.field}"
+        elif isinstance(source, Forward):
+            value = (forward or {}).get(source.field)
+        elif isinstance(source, Const):
+            value = source.value
+        elif isinstance(source, TaskId):
+            value = task_id
+        else:  # ForwardKey
+            value = forward_key
+        body[key] = value
+    return body
+
+
+def derived_targets(
+    name: str,
+    catalog: Catalog,
+    sample_input: Mapping[str, Any] | None,
+    refusing: Mapping[str, Any] | None,
+) -> list[CheckTarget]:
+    """The targets of service ``name`` from the registered task types: one per step whose
+    forward call is declared as data, each distinct forward call once."""
+    service = catalog.services.get(name)
+    if service is None:
+        known = ", ".join(sorted(catalog.services)) or "none"
+        raise ServiceCheckError(f"no registered task type calls a service named {name!r} (known: {known})")
+    targets: dict[str, CheckTarget] = {}
+    for found in catalog.types.values():
+        definition = found.definition
+        for step in definition.steps:
+            forward = getattr(step, "forward", None)
+            if not isinstance(forward, HttpCall) or forward.service.name != name or forward.name in targets:
+                continue
+            if not _plain(forward):
+                continue  # a REST-shaped call: the kit drives it only as explicit calls
+            undo = getattr(step, "undo", None)
+            undo = undo if isinstance(undo, HttpCall) and _plain(undo) else None
+            used = [v.path for v in forward.body.values() if isinstance(v, Input)]
+            payload = _sample(definition.input_model, sample_input, used, forward.name)
+            refused = _sample(definition.input_model, {**payload, **refusing}, used, forward.name) if refusing else None
+            targets[forward.name] = CheckTarget(
+                step=step.name,
+                forward=_spec(forward),
+                undo=_spec(undo) if isinstance(undo, HttpCall) else None,
+                lookup=service.lookup_path,
+                payload=payload,
+                refused_body=dict(forward.body) if refused is not None else None,
+                refused_payload=refused or {},
+                id_fields=tuple(
+                    v.field
+                    for v in (undo.body.values() if isinstance(undo, HttpCall) else ())
+                    if isinstance(v, Forward)
+                ),
+            )
+    if not targets:
+        written = ", ".join(catalog.hand_written(name)) or "REST-shaped calls"
+        raise ServiceCheckError(
+            f"service {name!r} is called by hand-written Agents or REST-shaped calls only ({written}), which the"
+            " kit does not derive: say them with --forward PATH --undo PATH --body-json JSON (ExplicitCalls)"
+        )
+    return list(targets.values())
+
+
+def explicit_target(
+    name: str, calls: ExplicitCalls, catalog: Catalog | None, refusing: Mapping[str, Any] | None
+) -> CheckTarget:
+    """The one target :class:`ExplicitCalls` says; its result models are those of the service's
+    hand-written Agents named like the paths' last parts (``/cards/charge``: ``cards.charge``)."""
+    for path in (calls.forward, calls.undo, calls.lookup and calls.lookup.replace("{service}", name)):
+        if path is not None and not _PATH.fullmatch(path):
+            raise ServiceCheckError(f"{path!r} is not a URL path: start it with / (letters, digits, . _ ~ - /)")
+    if calls.method not in ("POST", "PUT", "PATCH", "DELETE"):
+        raise ServiceCheckError(f"method {calls.method!r}: use POST, PUT, PATCH or DELETE")
+    service = catalog.services.get(name) if catalog is not None else None
+    lookup = calls.lookup
+    if lookup == DEFAULT_LOOKUP:
+        lookup = (service or Service(name)).lookup_path
+    elif lookup is not None:
+        lookup = lookup.replace("{service}", name)
+    undo_template = _template(calls.undo_body or {}) if calls.undo is not None else {}
+    forward = CallSpec(calls.method, calls.forward, _template(calls.body), None, _call_name(name, calls.forward))
+    return CheckTarget(
+        step=forward.name.rpartition(".")[2],
+        forward=replace(forward, result=_result_of(forward.name)),
+        undo=None
+        if calls.undo is None
+        else CallSpec(
+            calls.method,
+            calls.undo,
+            undo_template,
+            _result_of(_call_name(name, calls.undo)),
+            _call_name(name, calls.undo),
+        ),
+        lookup=lookup,
+        refused_body=_template({**calls.body, **refusing}) if refusing else None,
+        id_fields=tuple(v.field for v in undo_template.values() if isinstance(v, Forward)),
+    )
+
+
+def _plain(call: HttpCall) -> bool:
+    """A call the kit derives as declared: a JSON body to a fixed path (no path parameters,
+    declared query or headers, nor a result picked out of a nested answer)."""
+    return call.method != "GET" and not (call.params or call.query or call.headers or call.pick)
+
+
+def _spec(call: HttpCall) -> CallSpec:
+    return CallSpec(call.method, call.path, dict(call.body), call.result, call.name)
+
+
+def _template(body: Mapping[str, Any]) -> dict[str, BodyValue]:
+    """A sample body as a template: the placeholders become what they stand for."""
+    template: dict[str, BodyValue] = {}
+    for key, value in body.items():
+        forward = _FORWARD_FIELD.fullmatch(value) if isinstance(value, str) else None
+        if value == "{task_id}":
+            template[key] = TaskId()
+        elif value == "{forward_key}":
+            template[key] = ForwardKey()
+        elif forward is not None:
+            template[key] = Forward(forward.group(1))
+        else:
+            template[key] = Const(value)
+    return template
+
+
+def _call_name(service: str, path: str) -> str:
+    action = path.rstrip("/").rsplit("/", 1)[-1].replace("-", "_") or "call"
+    return f"{service}.{action}"
+
+
+def _result_of(name: str) -> type[BaseModel] | None:
+    from sas.task_models.activity_defs import agent_result
+
+    return agent_result(name)
+
+
+def _sample(model: type[BaseModel], given: Mapping[str, Any] | None, used: list[str], call: str) -> dict[str, Any]:
+    """A task input for the body's ``Input`` fields: the one given, checked against the task
+    type's input model as ``sas submit`` would, else the model's defaults."""
+    if not used:
+        return dict(given or {})
+    try:
+        return model.model_validate(dict(given or {})).model_dump(mode="json")
+    except ValidationError as err:
+        if given is None:
+            raise ServiceCheckError(
+                f"{call}'s body takes {', '.join(used)} from the task input ({model.__name__}): give a sample"
+                " input with --input-json (check_service(sample_input=...))"
+            ) from None
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "input"
+        raise ServiceCheckError(f"the sample input is not a valid {model.__name__}: {where}: {first['msg']}") from None
