@@ -15,6 +15,7 @@ from sas.api import _failure_matrix as matrix_module
 from sas_trip.workflows import TripWorkflow
 from tests.examples.broken_undo import ForgetsCutOffAttemptsTripWorkflow
 from tests.examples.test_failure_matrix import BOOKED, TRIP
+from tests.examples.three_way import OutingWorkflow
 
 SIBLING_CASES = [
     "flight refused before hotel's call",
@@ -98,3 +99,19 @@ async def test_a_service_that_forgets_a_cut_off_call_fails_the_during_cases(
         "flight refused during hotel's call": ["hotel undone 0 times"],
         "hotel refused during flight's call": ["flight undone 0 times"],
     }
+
+
+async def test_a_group_of_three_times_each_pair_while_the_third_completes_first(env: WorkflowEnvironment) -> None:
+    cases = by_name(await check_failure_matrix(env, OutingWorkflow, {"who": "Ada"}))
+    timed = [n for n in cases if " refused before " in n or " refused during " in n or " refused after " in n]
+    assert len(timed) == 3 * 2 * 3
+    assert [n for n in cases if n.endswith("at once")] == [
+        "ticket and table refused at once",
+        "ticket and taxi refused at once",
+        "table and taxi refused at once",
+    ]
+    during = cases["ticket refused during table's call"]
+    assert (during.cut_off, sorted(during.done)) == (["table.book"], ["table.book", "taxi.book"])
+    assert sorted(during.undone) == ["table.cancel", "taxi.cancel"]
+    at_once = cases["ticket and table refused at once"]
+    assert (at_once.done, at_once.undone) == (["taxi.book"], ["taxi.cancel"])
