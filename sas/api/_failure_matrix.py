@@ -272,11 +272,21 @@ class _Runner:
         for name, key in undos:
             if key not in {k for _, k in forward}:
                 problems.append(f"{self._owner[name].name} undone with no effect to undo")
-        # Latest first: by stage (a parallel group's members completed in an order only the
-        # workflow saw, so among them any order is latest first).
+        # Latest first: by stage. Among a parallel group's members that completed, any order is
+        # latest first (they completed in an order only the workflow saw); but a call cut off in
+        # flight landed after them, so it is the latest work of its stage, undone before them.
         stages = [self._stage(n) for n, _ in undos]
         if stages != sorted(stages, reverse=True):
             problems.append(f"undos not latest first: {[self._owner[n].name for n, _ in undos]}")
+        cut = {k for _, k in agents.cut_off}
+        for position, ((name, key), stage) in enumerate(zip(undos, stages, strict=True)):
+            ahead = [
+                self._owner[n].name
+                for (n, k), s in zip(undos[:position], stages[:position], strict=True)
+                if k not in cut and s == stage
+            ]
+            if key in cut and ahead:
+                problems.append(f"{self._owner[name].name} was cut off in flight, but undone after {ahead}")
         called = {n for n, _ in agents.calls}
         for step in self._owner.values():
             if step.agent not in called and step.compensation is not None and step.compensation in called:

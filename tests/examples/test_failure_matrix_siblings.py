@@ -15,7 +15,7 @@ from sas.api import _failure_matrix as matrix_module
 from sas_trip.workflows import TripWorkflow
 from tests.examples.broken_undo import ForgetsCutOffAttemptsTripWorkflow
 from tests.examples.test_failure_matrix import BOOKED, TRIP
-from tests.examples.three_way import OutingWorkflow
+from tests.examples.three_way import OutingWorkflow, UndoesCutOffLastOutingWorkflow
 
 SIBLING_CASES = [
     "flight refused before hotel's call",
@@ -115,3 +115,9 @@ async def test_a_group_of_three_times_each_pair_while_the_third_completes_first(
     assert sorted(during.undone) == ["table.cancel", "taxi.cancel"]
     at_once = cases["ticket and table refused at once"]
     assert (at_once.done, at_once.undone) == (["taxi.book"], ["taxi.cancel"])
+
+
+async def test_a_scheduler_that_undoes_a_cut_off_call_last_fails_naming_the_case(env: WorkflowEnvironment) -> None:
+    broken = problems(await failure_matrix(env, UndoesCutOffLastOutingWorkflow, {"who": "Ada"}))
+    assert broken["ticket refused during table's call"] == ["table was cut off in flight, but undone after ['taxi']"]
+    assert all("during" in name for name in broken)
