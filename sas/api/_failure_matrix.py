@@ -122,7 +122,8 @@ async def failure_matrix(
             case.problems.append(f"ended {case.outcome}, not Compensated")
         cases.append(case)
     for timing in sibling_cases(definition, reached):
-        case = await run.case(timing.name, {s.agent for s in timing.refused}, arrange=timing.arrange)
+        refused = {s.agent for s in timing.refused}
+        case = await run.case(timing.name, refused, arrange=timing.arrange, decide_when=timing.refusals_in)
         if case.outcome != TaskState.COMPENSATED:
             case.problems.append(f"ended {case.outcome}, not Compensated")
         cases.append(case)
@@ -164,6 +165,7 @@ class _Runner:
         refuse: set[str],
         fix_undo: StepDefinition | None = None,
         arrange: Callable[[FakeAgents, Callable[[], Awaitable[TaskStatus]]], None] | None = None,
+        decide_when: Callable[[TaskStatus], bool] | None = None,
     ) -> MatrixCase:
         agents = FakeAgents(answers=dict(self._answers), refuse=set(refuse))
         case = MatrixCase(name)
@@ -178,7 +180,7 @@ class _Runner:
             )
             try:
                 async with asyncio.timeout(self._timeout_s):
-                    case.outcome = await self._drive(handle)
+                    case.outcome = await self._drive(handle, decide_when)
                     if fix_undo is not None:
                         self._fixed(case, agents, fix_undo)
                         assert fix_undo.compensation is not None
@@ -187,7 +189,7 @@ class _Runner:
                         case.outcome = await self._drive(handle)
             except TimeoutError:
                 case.outcome = "still running"
-                case.problems.append(f"did not end within {self._timeout_s:.0f} s")
+                case.problems.append(f"did not end within {self._timeout_s:.0f} s ({await _where(handle)})")
         case.done = agents.done()
         case.undone = agents.undone()
         case.cut_off = [n for n, _ in agents.cut_off]
@@ -204,9 +206,12 @@ class _Runner:
         if early_undos:
             case.problems.append(f"undid {early_undos} before {step.name}'s undo succeeded (not latest first)")
 
-    async def _drive(self, handle: WorkflowHandle[Any, TaskResult]) -> str:
+    async def _drive(
+        self, handle: WorkflowHandle[Any, TaskResult], decide_when: Callable[[TaskStatus], bool] | None = None
+    ) -> str:
         """Decide as the Supervisor's default ladder would, approve every wait, skip time; the
-        task's end, or ``parked`` once it waits for an operator."""
+        task's end, or ``parked`` once it waits for an operator. No decision is sent until
+        ``decide_when`` holds of the task's status, if given."""
         decided: set[tuple[str, StepState, int]] = set()
         undo_tries: dict[str, int] = {}
         approved: set[str] = set()
@@ -216,6 +221,9 @@ class _Runner:
                 return str((await handle.result()).state)
             if status.needs_operator:
                 return "parked"
+            if decide_when is not None and not decide_when(status):
+                await asyncio.sleep(0.05)
+                continue
             acted = False
             for step in status.steps:
                 declared = self._definition.step(step.name)
@@ -292,3 +300,13 @@ class _Runner:
             if step.agent not in called and step.compensation is not None and step.compensation in called:
                 problems.append(f"{step.name} was never started but its undo was called")
         return problems
+
+
+async def _where(handle: WorkflowHandle[Any, TaskResult]) -> str:
+    """Where a task that did not end was: its steps' states and its last events."""
+    try:
+        status = await asyncio.wait_for(handle.query("status", result_type=TaskStatus), timeout=10)
+    except Exception as err:  # noqa: BLE001 - only a clue for the message
+        return f"its status not read: {err}"
+    steps = ", ".join(f"{s.name} {s.state} (runs {s.runs})" for s in status.steps)
+    return f"{status.state}: {steps}; last events: {status.events[-5:]}"

@@ -9,7 +9,9 @@ calls in - no clock is involved:
 - **during**: the other's call is at its service when the refusal comes; the service holds it
   until the Scheduler cancels the attempt, then it lands, and the attempt ends cancelled after
   the answer (as the real Agent does): the worst moment for it to land;
-- **after**: the other's call completed, and the Scheduler saw it, before the refusal.
+- **after**: the other's call completed, and the Scheduler saw it, before the refusal;
+- **at once**: two siblings are refused together, and both refusals are in before undoing
+  is decided.
 
 The group's remaining siblings (in groups of three or more) complete before the refusal.
 """
@@ -53,6 +55,13 @@ class SiblingCase:
         if self.other is None:
             return " and ".join(s.name for s in self.refused) + " refused at once"
         return f"{self.refused[0].name} refused {self.timing} {self.other.name}'s call"
+
+    def refusals_in(self, status: TaskStatus) -> bool:
+        """Whether the Scheduler has every refusal of the case, so undoing may be decided: siblings
+        refused at once are both Failed before either is decided on (one refusal still on its way
+        as undoing cancels its attempt would be another case: one sibling during the other's call)."""
+        failed = {s.name for s in status.steps if s.state == StepState.FAILED}
+        return all(s.name in failed for s in self.refused)
 
     def arrange(self, agents: FakeAgents, status: Callable[[], Awaitable[TaskStatus]]) -> None:
         """Set the gates on ``agents`` that make this case's order; ``status`` asks the task's."""
