@@ -7,22 +7,25 @@ contract as the real run does):
 
 - nothing failing: the task ends Processed and nothing is undone;
 - each step's forward call refused for good: the task ends Compensated;
+- each sibling of a parallel group refused for good while each other sibling is before,
+  during or after its call, and each two siblings refused at once (``_sibling_cases.py``): the
+  task ends Compensated;
 - each step's undo refused while a later step's refusal undoes the task: the undo is retried
   as the Supervisor's ladder does, then parked for an operator, whose `compensate` once the
   service is back ends the task Compensated.
 
 Each time it checks that every step that had an effect is undone exactly once, latest first;
-that no step is undone that had no effect (its undo is not even sent when its service's lookup
-says nothing was done); that a step never started is never called; and that the task ends as
-its declaration promises. Parallel siblings cancelled while their calls are in flight are the
-dev-server tests' (the fakes answer at once).
+that every other attempted step was proven to have done nothing (its service's lookup said so,
+which voids its key); that no step is undone that had no effect (its undo is not even sent when
+the lookup says nothing was done); that a step never started is never called; and that the task
+ends as its declaration promises.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -32,6 +35,7 @@ from temporalio import workflow as temporal_workflow
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from sas.api._sibling_cases import sibling_cases
 from sas.api._testing import Answer, FakeAgents, fake_worker, ladder_decision
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_types.definitions import StepDefinition, TaskDefinition, Wait
@@ -45,10 +49,13 @@ class MatrixCase:
     """One run of the task type with one failure, and what broke the promise (nothing, if passed).
 
     Attributes:
-        name: The failure point, e.g. ``charge refused`` or ``flight's undo refused``.
+        name: The failure point, e.g. ``charge refused``, ``hotel refused during flight's call``
+            or ``flight's undo refused``.
         outcome: How the task ended: ``Processed``, ``Compensated``, or ``parked`` (an operator's).
         done: The forward calls that had their effect, in order (activity names).
         undone: The undos that had their effect, in order.
+        cut_off: The forward calls whose attempt the Scheduler cancelled while they were at their
+            service (a sibling's refusal came during them), in order.
         problems: What broke the promise; empty when the case passed.
     """
 
@@ -56,6 +63,7 @@ class MatrixCase:
     outcome: str = ""
     done: list[str] = field(default_factory=list)
     undone: list[str] = field(default_factory=list)
+    cut_off: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -113,6 +121,12 @@ async def failure_matrix(
         if case.outcome != TaskState.COMPENSATED:
             case.problems.append(f"ended {case.outcome}, not Compensated")
         cases.append(case)
+    for timing in sibling_cases(definition, reached):
+        refused = {s.agent for s in timing.refused}
+        case = await run.case(timing.name, refused, arrange=timing.arrange, decide_when=timing.refusals_in)
+        if case.outcome != TaskState.COMPENSATED:
+            case.problems.append(f"ended {case.outcome}, not Compensated")
+        cases.append(case)
     for step in steps:
         later = [s for s in steps if definition.steps.index(s) > definition.steps.index(step) and s.agent in reached]
         if step.compensation is None or step.agent not in reached or not later:
@@ -145,17 +159,28 @@ class _Runner:
             {s.compensation: s for s in definition.steps if isinstance(s, StepDefinition) and s.compensation}
         )
 
-    async def case(self, name: str, refuse: set[str], fix_undo: StepDefinition | None = None) -> MatrixCase:
+    async def case(
+        self,
+        name: str,
+        refuse: set[str],
+        fix_undo: StepDefinition | None = None,
+        arrange: Callable[[FakeAgents, Callable[[], Awaitable[TaskStatus]]], None] | None = None,
+        decide_when: Callable[[TaskStatus], bool] | None = None,
+    ) -> MatrixCase:
         agents = FakeAgents(answers=dict(self._answers), refuse=set(refuse))
         case = MatrixCase(name)
         task_id = f"{self._definition.task_type}-matrix-{uuid.uuid4().hex[:10]}"
+        if arrange is not None:
+            arrange(
+                agents, lambda: self._env.client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
+            )
         async with fake_worker(self._env, agents, self._workflow) as queue:
             handle = await self._env.client.start_workflow(
                 self._name, self._payload, id=task_id, task_queue=queue, result_type=TaskResult
             )
             try:
                 async with asyncio.timeout(self._timeout_s):
-                    case.outcome = await self._drive(handle)
+                    case.outcome = await self._drive(handle, decide_when)
                     if fix_undo is not None:
                         self._fixed(case, agents, fix_undo)
                         assert fix_undo.compensation is not None
@@ -164,9 +189,10 @@ class _Runner:
                         case.outcome = await self._drive(handle)
             except TimeoutError:
                 case.outcome = "still running"
-                case.problems.append(f"did not end within {self._timeout_s:.0f} s")
+                case.problems.append(f"did not end within {self._timeout_s:.0f} s ({await _where(handle)})")
         case.done = agents.done()
         case.undone = agents.undone()
+        case.cut_off = [n for n, _ in agents.cut_off]
         case.problems += self._broken_promises(agents, case.outcome)
         return case
 
@@ -180,9 +206,12 @@ class _Runner:
         if early_undos:
             case.problems.append(f"undid {early_undos} before {step.name}'s undo succeeded (not latest first)")
 
-    async def _drive(self, handle: WorkflowHandle[Any, TaskResult]) -> str:
+    async def _drive(
+        self, handle: WorkflowHandle[Any, TaskResult], decide_when: Callable[[TaskStatus], bool] | None = None
+    ) -> str:
         """Decide as the Supervisor's default ladder would, approve every wait, skip time; the
-        task's end, or ``parked`` once it waits for an operator."""
+        task's end, or ``parked`` once it waits for an operator. No decision is sent until
+        ``decide_when`` holds of the task's status, if given."""
         decided: set[tuple[str, StepState, int]] = set()
         undo_tries: dict[str, int] = {}
         approved: set[str] = set()
@@ -192,6 +221,9 @@ class _Runner:
                 return str((await handle.result()).state)
             if status.needs_operator:
                 return "parked"
+            if decide_when is not None and not decide_when(status):
+                await asyncio.sleep(0.05)
+                continue
             acted = False
             for step in status.steps:
                 declared = self._definition.step(step.name)
@@ -222,8 +254,9 @@ class _Runner:
 
     def _broken_promises(self, agents: FakeAgents, outcome: str) -> list[str]:
         """What the run broke of the promise: when the task ends Compensated, every step that had
-        an effect is undone exactly once, latest first; no undo ever without an effect to undo;
-        a step never started never has its undo called."""
+        an effect is undone exactly once, latest first, and every other attempted step was proven
+        to have done nothing (its key voided by the lookup that said so); no undo ever without an
+        effect to undo; a step never started never has its undo called."""
         problems: list[str] = []
         forward = [(n, k) for n, k in agents.effects if not k.endswith(":undo")]
         undos = [(n, k.removesuffix(":undo")) for n, k in agents.effects if k.endswith(":undo")]
@@ -233,16 +266,47 @@ class _Runner:
             count = undone_keys.count(key)
             if (outcome == TaskState.COMPENSATED and count != 1) or count > 1:
                 problems.append(f"{self._owner[name].name} undone {count} times")
+        if outcome == TaskState.COMPENSATED:
+            attempted = {(n, c.idempotency_key) for n, c in agents.calls if not c.compensation}
+            for name, key in sorted(attempted):
+                if (
+                    self._owner[name].compensation is not None
+                    and (name, key) not in forward
+                    and key not in agents.voided
+                ):
+                    problems.append(
+                        f"{self._owner[name].name} attempted, but neither undone nor found to have done nothing"
+                    )
         for name, key in undos:
             if key not in {k for _, k in forward}:
                 problems.append(f"{self._owner[name].name} undone with no effect to undo")
-        # Latest first: by stage (a parallel group's members completed in an order only the
-        # workflow saw, so among them any order is latest first).
+        # Latest first: by stage. Among a parallel group's members that completed, any order is
+        # latest first (they completed in an order only the workflow saw); but a call cut off in
+        # flight landed after them, so it is the latest work of its stage, undone before them.
         stages = [self._stage(n) for n, _ in undos]
         if stages != sorted(stages, reverse=True):
             problems.append(f"undos not latest first: {[self._owner[n].name for n, _ in undos]}")
+        cut = {k for _, k in agents.cut_off}
+        for position, ((name, key), stage) in enumerate(zip(undos, stages, strict=True)):
+            ahead = [
+                self._owner[n].name
+                for (n, k), s in zip(undos[:position], stages[:position], strict=True)
+                if k not in cut and s == stage
+            ]
+            if key in cut and ahead:
+                problems.append(f"{self._owner[name].name} was cut off in flight, but undone after {ahead}")
         called = {n for n, _ in agents.calls}
         for step in self._owner.values():
             if step.agent not in called and step.compensation is not None and step.compensation in called:
                 problems.append(f"{step.name} was never started but its undo was called")
         return problems
+
+
+async def _where(handle: WorkflowHandle[Any, TaskResult]) -> str:
+    """Where a task that did not end was: its steps' states and its last events."""
+    try:
+        status = await asyncio.wait_for(handle.query("status", result_type=TaskStatus), timeout=10)
+    except Exception as err:  # noqa: BLE001 - only a clue for the message
+        return f"its status not read: {err}"
+    steps = ", ".join(f"{s.name} {s.state} (runs {s.runs})" for s in status.steps)
+    return f"{status.state}: {steps}; last events: {status.events[-5:]}"

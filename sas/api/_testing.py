@@ -9,10 +9,11 @@ on a real stack (``sas up``, docs/http-contract.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -55,6 +56,12 @@ FAST = StepPolicyValues(complete_by_s=10, max_attempts=2, initial_interval_s=0.1
 _WAITING_FOR_A_DECISION = (StepState.FAILED, StepState.COMPENSATION_FAILED)
 
 Answer = Mapping[str, Any] | Callable[[StepCall], Mapping[str, Any]]
+# Awaited by a fake at a point of its call (FakeAgents.before_call, .at_service).
+Gate = Callable[[StepCall], Awaitable[None]]
+
+# How often a held fake heartbeats: Temporal hands an activity its cancellation in the answer to
+# a heartbeat, so a held call learns of the Scheduler's cancel within this.
+_BEAT_S = 0.05
 
 
 @dataclass
@@ -78,6 +85,16 @@ class FakeAgents:
         bodies: For a step declared as ``HttpCall``: (activity name, the JSON body the call
             would have sent), in order.
         voided: The forward keys an undo reached before any effect under them.
+        before_call: Activity name -> a gate awaited as each attempt starts, before its call
+            leaves. An attempt cancelled there ends with nothing sent.
+        at_service: Activity name -> a gate awaited once a forward call is at its service,
+            before its effect. An attempt cancelled there does what the real Agent does: it
+            waits for the service's answer (the effect lands, unless an undo voided the key
+            first), then ends cancelled. Meanwhile an undo's lookup of that key answers
+            ``425 in_flight`` (transient), as the contract's rule says of a request being served.
+        serving: The forward keys whose call is at its service, held by ``at_service``.
+        cut_off: (activity name, key) of each forward call whose attempt was cancelled while
+            it was at its service, in order.
     """
 
     answers: dict[str, Answer] = field(default_factory=dict)
@@ -87,6 +104,10 @@ class FakeAgents:
     effects: list[tuple[str, str]] = field(default_factory=list)
     bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     voided: set[str] = field(default_factory=set)
+    before_call: dict[str, Gate] = field(default_factory=dict)
+    at_service: dict[str, Gate] = field(default_factory=dict)
+    serving: set[str] = field(default_factory=set)
+    cut_off: list[tuple[str, str]] = field(default_factory=list)
     _failed_once: set[str] = field(default_factory=set)
 
     def done(self) -> list[str]:
@@ -116,6 +137,15 @@ class FakeAgents:
         @activity.defn(name=name)
         async def fake(call: StepCall) -> StepResult:
             self.calls.append((name, call))
+            gate = self.before_call.get(name)
+            if gate is not None and await _held(gate(call)):
+                raise asyncio.CancelledError  # cancelled before its call left: nothing was sent
+            if call.compensation and call.target_key in self.serving:
+                raise ApplicationError(
+                    f"{name}: 425 in_flight (fake): the forward call is still being served",
+                    {"status": 425},
+                    type="RemoteTransient",
+                )
             # An undo of a forward call that did nothing under its key: the lookup says so, and
             # the key is voided, so a forward call still on its way under it does nothing.
             nothing_done = bool(call.compensation and call.target_key and not self.had_effect(call.target_key))
@@ -126,27 +156,45 @@ class FakeAgents:
                     return StepResult(data={})  # not sent
             if declared is not None:
                 self.bodies.append((name, declared.build_body(call)))
-            if not call.compensation and call.idempotency_key in self.voided:
-                raise ApplicationError(
-                    f"{name}: 409 voided (fake): an undo reached its key first",
-                    {"status": 409},
-                    type="StepVoided",
-                    non_retryable=True,
-                )
-            if name in self.refuse:
-                raise ApplicationError(
-                    f"{name} refused (fake)", {"status": 422}, type="RemoteRejected", non_retryable=True
-                )
-            if name in self.flaky and call.idempotency_key not in self._failed_once:
-                self._failed_once.add(call.idempotency_key)
-                raise ApplicationError(f"{name}: 503 (fake)", type="RemoteTransient")
-            if not nothing_done and (name, call.idempotency_key) not in self.effects:
-                self.effects.append((name, call.idempotency_key))
-            answer = self.answers.get(name, {})
-            data = answer(call) if callable(answer) else answer
-            return StepResult(data=dict(data))
+            held = None if call.compensation else self.at_service.get(name)
+            cut_off = False
+            if held is not None:
+                self.serving.add(call.idempotency_key)
+                try:
+                    cut_off = await _held(held(call))
+                finally:
+                    self.serving.discard(call.idempotency_key)
+            if not cut_off:
+                return self._served(name, call, nothing_done)
+            # Cut off: the service's answer was awaited, as the real Agent does; the attempt ends
+            # cancelled all the same, whatever the request met.
+            self.cut_off.append((name, call.idempotency_key))
+            with contextlib.suppress(ApplicationError):
+                self._served(name, call, nothing_done)
+            raise asyncio.CancelledError
 
         return fake
+
+    def _served(self, name: str, call: StepCall, nothing_done: bool) -> StepResult:
+        """What the service does with a call that reached it: refuses a voided key, refuses or
+        fails as told, else keeps its effect (once per key) and answers."""
+        if not call.compensation and call.idempotency_key in self.voided:
+            raise ApplicationError(
+                f"{name}: 409 voided (fake): an undo reached its key first",
+                {"status": 409},
+                type="StepVoided",
+                non_retryable=True,
+            )
+        if name in self.refuse:
+            raise ApplicationError(f"{name} refused (fake)", {"status": 422}, type="RemoteRejected", non_retryable=True)
+        if name in self.flaky and call.idempotency_key not in self._failed_once:
+            self._failed_once.add(call.idempotency_key)
+            raise ApplicationError(f"{name}: 503 (fake)", type="RemoteTransient")
+        if not nothing_done and (name, call.idempotency_key) not in self.effects:
+            self.effects.append((name, call.idempotency_key))
+        answer = self.answers.get(name, {})
+        data = answer(call) if callable(answer) else answer
+        return StepResult(data=dict(data))
 
     def _store(self) -> list[Callable[..., Any]]:
         @activity.defn(name="mirror.accept")
@@ -167,6 +215,21 @@ class FakeAgents:
             return None
 
         return [accept, record, audit, post]
+
+
+async def _held(gate: Awaitable[None]) -> bool:
+    """Await a gate, heartbeating so that the Scheduler's cancel reaches the attempt; True if
+    the attempt was cancelled meanwhile (the gate is then dropped)."""
+    waiting = asyncio.ensure_future(gate)
+    try:
+        while not waiting.done():
+            activity.heartbeat()
+            await asyncio.wait({waiting}, timeout=_BEAT_S)
+    except asyncio.CancelledError:
+        waiting.cancel()
+        return True
+    waiting.result()
+    return False
 
 
 def _test_server() -> str | None:
@@ -203,6 +266,10 @@ async def fake_worker(
         activities=agents.activities(*definitions),
         workflow_runner=workflow_runner(),
         interceptors=[OneArgument()],
+        # A held fake's heartbeats are sent as they come, so a cancel reaches it at once (the
+        # SDK's default throttle holds them back for most of the heartbeat timeout).
+        max_heartbeat_throttle_interval=timedelta(seconds=_BEAT_S),
+        default_heartbeat_throttle_interval=timedelta(seconds=_BEAT_S),
     ):
         yield queue
 
