@@ -13,7 +13,7 @@ raised here, as the worker would report it to Temporal.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +27,7 @@ from sas.activities.remote import RemoteCaller
 from sas.state_store.agent_writes import AcceptOutcome
 from sas.task_models import MirrorStamp, StepCall, StepResult, StepTransition, TaskAccepted
 from sas.task_models.activity_defs import AgentRef, activity_name
+from sas.task_models.queues import service_of
 from sas.task_types.services import HttpCall, agent_function
 
 
@@ -84,7 +85,7 @@ async def run_agent(
         What the Agent returns: the service's answer as the declared result model.
     """
     name = agent.name if isinstance(agent, HttpCall) else activity_name(agent)
-    service, _, action = name.partition(".")
+    _, _, action = name.partition(".")
     step_name = step or undo_of or action
     key = f"{task_id}:{step_name}"
     call = StepCall(
@@ -111,13 +112,30 @@ async def run_agent(
         heartbeat_timeout=None,
     )
     async with httpx.AsyncClient() as client:
-        remote = RemoteCaller(client, url, timeout_s=complete_by_s, headers=headers, service=service)
-        writer, refused = _NoMirror(), RefusedWrites(None)  # type: ignore[arg-type]
-        if isinstance(agent, HttpCall):
-            [run] = HttpAgent(remote, writer, "sas-test", refused).activities([agent])
-        elif agent_function(agent) is not None:
-            [run] = FunctionAgents(remote, writer, "sas-test", refused).activities([agent])
-        else:
-            raise TypeError(f"{name}: run_agent runs Agents declared with Service.action, or an HttpCall")
+        [run] = agents_against(client, url, [agent], timeout_s=complete_by_s, headers=headers)
         result: StepResult = await environment.run(run, call)
         return result
+
+
+def agents_against(
+    client: httpx.AsyncClient,
+    url: str,
+    agents: Iterable[AgentRef | HttpCall],
+    *,
+    timeout_s: float = 30.0,
+    headers: Mapping[str, str] | None = None,
+) -> list[Callable[..., Any]]:
+    """The real activities of ``agents`` (declared with ``Service.action``, or ``HttpCall``), each
+    calling its service at ``url`` through ``client``, with their mirror writes going nowhere."""
+    writer, refused = _NoMirror(), RefusedWrites(None)  # type: ignore[arg-type]
+    found: list[Callable[..., Any]] = []
+    for agent in agents:
+        name = agent.name if isinstance(agent, HttpCall) else activity_name(agent)
+        remote = RemoteCaller(client, url, timeout_s=timeout_s, headers=headers, service=service_of(name))
+        if isinstance(agent, HttpCall):
+            found += HttpAgent(remote, writer, "sas-test", refused).activities([agent])
+        elif agent_function(agent) is not None:
+            found += FunctionAgents(remote, writer, "sas-test", refused).activities([agent])
+        else:
+            raise TypeError(f"{name}: only Agents declared with Service.action, or an HttpCall, run against a URL")
+    return found

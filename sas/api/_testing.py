@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio import workflow as temporal_workflow
@@ -29,6 +30,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from sas.api._agent_testing import agents_against
 from sas.task_models import (
     AuditRecord,
     CallbackEvent,
@@ -44,7 +46,8 @@ from sas.task_models import (
     TaskStatus,
     TransitionBatch,
 )
-from sas.task_types.definitions import StepDefinition, TaskDefinition
+from sas.task_models.queues import service_of
+from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall
 from sas.workflows.runner import workflow_runner
 from sas.workflows.scheduler import TaskScheduler
@@ -95,6 +98,10 @@ class FakeAgents:
         serving: The forward keys whose call is at its service, held by ``at_service``.
         cut_off: (activity name, key) of each forward call whose attempt was cancelled while
             it was at its service, in order.
+        services: Service name -> the URL of a service of the test's own (a few lines on
+            loopback): that service's Agents, hand-written (``Service.action``) or declared as
+            data, are not faked but run as on a worker against it. Their effects are that
+            service's to show, not in ``effects``.
     """
 
     answers: dict[str, Answer] = field(default_factory=dict)
@@ -108,7 +115,9 @@ class FakeAgents:
     at_service: dict[str, Gate] = field(default_factory=dict)
     serving: set[str] = field(default_factory=set)
     cut_off: list[tuple[str, str]] = field(default_factory=list)
+    services: dict[str, str] = field(default_factory=dict)
     _failed_once: set[str] = field(default_factory=set)
+    _clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     def done(self) -> list[str]:
         """The activities whose effect was a forward action, in order."""
@@ -121,13 +130,29 @@ class FakeAgents:
     def activities(self, *definitions: TaskDefinition) -> list[Callable[..., Any]]:
         """A fake of every Agent of ``definitions`` and of the state store's activities."""
         agents: dict[str, HttpCall | None] = {}
+        real: dict[str, AgentCall] = {}
         for definition in definitions:
             for step in definition.steps:
                 if isinstance(step, StepDefinition):
-                    agents[step.agent] = step.forward if isinstance(step.forward, HttpCall) else None
-                    if step.compensation is not None:
-                        agents[step.compensation] = step.undo if isinstance(step.undo, HttpCall) else None
-        return [*(self._agent(name, call) for name, call in agents.items()), *self._store()]
+                    pairs = [(step.agent, step.forward), (step.compensation, step.undo)]
+                    for name, declared in pairs:
+                        if name is None or declared is None:
+                            continue
+                        if service_of(name) in self.services:
+                            real[name] = declared
+                        else:
+                            agents[name] = declared if isinstance(declared, HttpCall) else None
+        found = [*(self._agent(name, call) for name, call in agents.items()), *self._store()]
+        for service, url in self.services.items():
+            client = httpx.AsyncClient()
+            self._clients.append(client)
+            found += agents_against(client, url, [a for n, a in real.items() if service_of(n) == service])
+        return found
+
+    async def aclose(self) -> None:
+        """Close the connections of the Agents run against ``services``."""
+        while self._clients:
+            await self._clients.pop().aclose()
 
     def had_effect(self, key: str) -> bool:
         """Whether a forward call had its effect under ``key`` (what a service's lookup answers)."""
@@ -271,7 +296,10 @@ async def fake_worker(
         max_heartbeat_throttle_interval=timedelta(seconds=_BEAT_S),
         default_heartbeat_throttle_interval=timedelta(seconds=_BEAT_S),
     ):
-        yield queue
+        try:
+            yield queue
+        finally:
+            await agents.aclose()
 
 
 async def run_task(
