@@ -150,13 +150,22 @@ def compensate(
     yes: bool = bulk.YES,
     as_json: bool = bulk.JSON,
     incident: int | None = bulk_selection.INCIDENT,
+    force: bool = typer.Option(
+        False, "--force", help="Undo a task past its pivot (its point of no return): one task, with --reason; audited."
+    ),
 ) -> None:
     """Ask a task (or a selection) to undo its completed steps, in reverse order."""
     flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json, incident)
+    if force and task_id is None:
+        raise CliError("--force undoes one task past its point of no return: give its id", code=2)
+    if force and not reason.strip():
+        raise CliError("--force needs --reason: say why the task is undone past its point of no return", code=2)
     if task_id is None:
         raise typer.Exit(bulk.run("compensate", flags, by=by, reason=reason))
     bulk.refuse_selection_with_id(flags)
-    _operator_action(task_id, "request_compensate", "", by=by, reason=reason)
+    # The workflow decides whether the task is past its pivot and audits the forced undo
+    # (workflows/core/requests.py): the same rule for the UI's signal and any other client.
+    _operator_action(task_id, "request_compensate", "", by=by, reason=reason, force=force)
 
 
 def park(
