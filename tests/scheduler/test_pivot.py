@@ -98,9 +98,7 @@ async def test_a_workflow_cancelled_past_the_pivot_goes_on_and_undoes_nothing(
         handle: WorkflowHandle[Any, Any] = await start(skipping_env, PIVOT_TRIP, queue)
         await wait_until(lambda: status(handle), step_state("cover", StepState.PROCESSING), timeout=30)
         await handle.cancel()
-        await wait_until(
-            lambda: status(handle), lambda s: bool(events(s, "workflow cancellation refused")), timeout=30
-        )
+        await wait_until(lambda: status(handle), lambda s: bool(events(s, "workflow cancellation refused")), timeout=30)
         services.released.set()
         done = await asyncio.wait_for(result(handle), timeout=60)
     assert done.state == TaskState.PROCESSED
