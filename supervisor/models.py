@@ -64,6 +64,10 @@ class DueStep(BaseModel):
     updated_at: datetime | None = Field(default=None, description="When the Scheduler last wrote the row (Failed at)")
     undo_retries: int = Field(default=0, description="Supervisor retries of this step's undo so far")
     ladder: Ladder = Ladder()
+    pivot: Literal["pivot", "forward_only"] | None = Field(
+        default=None,
+        description="The step is its task type's point of no return, or after it: retried and parked, never undone",
+    )
 
 
 class AlertSpec(BaseModel):

@@ -16,6 +16,10 @@ A Processing step past CompleteBy counts too (the Agent hangs or died): Complete
 extended and the Scheduler nudged; when it repeats, an operator is told.
 A permanent fault (the service said no) skips straight to the outcome.
 An undo that keeps failing is retried R times, then parked for an operator.
+
+Past the task type's pivot (its point of no return) the outcome is always ``park``, never
+``compensate``: a step after the pivot, and the pivot itself unless the service refused it for
+good (proof it did nothing, so the steps before it may still be undone).
 """
 
 from __future__ import annotations
@@ -42,7 +46,15 @@ def retry_delay(n: int, ladder: Ladder) -> float:
     return min(ladder.retry_delay_s * ladder.retry_backoff ** max(n - 1, 0), ladder.retry_max_delay_s)
 
 
+def forward_only(step: DueStep) -> bool:
+    """Whether the step is past the point of no return: its task may only go forward."""
+    return step.pivot == "forward_only" or (step.pivot == "pivot" and not step.permanent)
+
+
 def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
+    if forward_only(step) and step.ladder.outcome == "compensate":
+        # The veto is part of the decision: the ladder ends in parking, and the alerts say so.
+        step = step.model_copy(update={"ladder": step.ladder.model_copy(update={"outcome": "park"})})
     count = step.failure_count + 1
     problem = _problem(step)
     look_again = now + timedelta(seconds=step.complete_by_s + policy.overdue_grace_s)
@@ -106,7 +118,8 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
         outcome = step.ladder.outcome
         return decision(
             outcome,
-            f"permanent failure: retrying cannot help, {'undoing the task' if outcome == 'compensate' else 'parked for an operator'}",
+            f"permanent failure: retrying cannot help, {'undoing the task' if outcome == 'compensate' else 'parked for an operator'}"
+            + ("; past the point of no return, never undone" if forward_only(step) else ""),
             AlertSpec(
                 severity="warning" if outcome == "compensate" else "critical",
                 kind="permanent_failure",
@@ -114,7 +127,7 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
                 suggested_action=(
                     "the task is being compensated; tell the customer or fix the data and resubmit"
                     if outcome == "compensate"
-                    else f"fix the cause, then `sas retry {step.task_id}` or `sas compensate {step.task_id}`"
+                    else _operator_hint(step)
                 ),
             ),
         )
@@ -122,7 +135,8 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
     if kind != "retry":
         return decision(
             kind,
-            f"{label}: {'undoing the task' if kind == 'compensate' else 'parked for an operator'}",
+            f"{label}: {'undoing the task' if kind == 'compensate' else 'parked for an operator'}"
+            + ("; past the point of no return, never undone" if forward_only(step) else ""),
             _spent(step, count, kind),
         )
 
@@ -155,9 +169,18 @@ def _spent(step: DueStep, count: int, kind: str) -> AlertSpec:
         suggested_action=(
             "look at the remote service's health; the task is being undone"
             if kind == "compensate"
-            else f"fix the cause, then `sas retry {step.task_id}` or `sas compensate {step.task_id}`"
+            else _operator_hint(step)
         ),
     )
+
+
+def _operator_hint(step: DueStep) -> str:
+    if forward_only(step):
+        return (
+            f"past the point of no return: fix the cause, then `sas retry {step.task_id}`; undoing it needs"
+            f" `sas compensate {step.task_id} --force --reason WHY`"
+        )
+    return f"fix the cause, then `sas retry {step.task_id}` or `sas compensate {step.task_id}`"
 
 
 def _undo_failed(step: DueStep, now: datetime, decision) -> Decision:  # type: ignore[no-untyped-def]

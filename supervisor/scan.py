@@ -109,4 +109,5 @@ class ScanActivities(ScanDefs):
             updated_at=step.updated_at,
             undo_retries=undo,
             ladder=Ladder(**ladder.model_dump()),
+            pivot="pivot" if step.pivot == "pivot" else "forward_only" if step.pivot == "forward_only" else None,
         )

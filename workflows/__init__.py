@@ -26,6 +26,15 @@ __all__ = ["ALL_WORKFLOWS", "CleanupWorkflow"]
 
 
 def __getattr__(name: str) -> Any:
+    if not name[:1].isupper():
+        # A submodule not yet imported (`from sas.workflows import registry`): never a task
+        # type's workflow, so loading it must not discover the task types (which may be broken).
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     from sas.workflows.registry import task_types
 
     if name == "ALL_WORKFLOWS":

@@ -19,13 +19,14 @@ TaskType = FoundType
 __all__ = ["TaskType", "TaskTypeError", "by_workflow_name", "catalog", "refresh", "task_types"]
 
 
-def catalog() -> Catalog:
+def catalog(*, lenient: bool = False) -> Catalog:
     """The task types of the installed packages' entry points and of ``SAS_TASK_TYPES__MODULES``,
-    with the services and Agents they use; TaskTypeError (one line) if a registration is wrong."""
+    with the services and Agents they use; TaskTypeError (one line) if a registration is wrong.
+    ``lenient`` (``sas types``): a broken module or type is left out, its line in ``broken``."""
     from sas.settings import get_settings
     from sas.workflows.scheduler import TaskScheduler
 
-    found = discover(tuple(get_settings().task_types.modules))
+    found = discover(tuple(get_settings().task_types.modules), lenient=lenient)
     for task_type in found.types.values():
         if not issubclass(task_type.workflow, TaskScheduler):
             raise TaskTypeError(

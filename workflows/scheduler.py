@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models import (
         RESUBMIT_MEMO,
         OperatorRequest,
+        PivotRole,
         Resubmission,
         StepPlan,
         StepResult,
@@ -43,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from sas.task_models.activity_defs import MirrorDefs, agent_result
     from sas.task_models.results import shown
-    from sas.workflows.core.machine import PlanStep, TaskCore
+    from sas.workflows.core.machine import DECISION_STATES, PlanStep, TaskCore
     from sas.workflows.definitions import StepContext, StepDefinition, TaskDefinition, Wait
     from sas.workflows.inputs import INVALID_INPUT, decode, short
     from sas.workflows.shell.agents import (
@@ -73,15 +74,17 @@ class TaskScheduler(UndoEngine, WaitSteps):
         info = workflow.info()
         # The task's status exists from the start (Pending, its declared steps), so no handler or
         # step has to ask whether it does; the core is accepted once the state store has the task.
-        self._core = self._new_core(info.workflow_id, [(s.name, None) for s in self.definition.steps])
+        self._core = self._new_core(info.workflow_id, [(s.name, None, None) for s in self.definition.steps])
         self._records = Records(task_id=info.workflow_id, chain_id=info.first_execution_run_id)
         self._listen_for_approvals([s for s in self.definition.steps if isinstance(s, Wait)])
         self._waits = False  # whether a cancelled forward attempt is waited for (set as the run starts)
 
-    def _new_core(self, task_id: str, steps: list[tuple[str, int | None]]) -> TaskCore:
+    def _new_core(self, task_id: str, steps: list[tuple[str, int | None, PivotRole | None]]) -> TaskCore:
+        """The core over ``steps``: (name, stage, pivot role), as the accepted plan recorded them
+        (a plan accepted before pivots existed records none, so it replays as it ran)."""
         definition = self.definition
         plan = []
-        for position, (name, _) in enumerate(steps):
+        for position, (name, _, pivot) in enumerate(steps):
             step = definition.step(name)
             stage = definition.stage_of(name)
             is_wait = isinstance(step, Wait)
@@ -93,6 +96,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
                     undo=isinstance(step, StepDefinition) and step.undo is not None,
                     wait=is_wait,
                     signal=step.signal if isinstance(step, Wait) else None,
+                    pivot=pivot,
                 )
             )
         status = TaskStatus(
@@ -100,7 +104,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
             task_type=definition.task_type,
             state=TaskState.PENDING,
             steps=[
-                StepStatus(name=p.name, position=p.position, stage=s) for p, (_, s) in zip(plan, steps, strict=True)
+                StepStatus(name=p.name, position=p.position, stage=s) for p, (_, s, _) in zip(plan, steps, strict=True)
             ],
         )
         return TaskCore(status, plan)
@@ -112,13 +116,23 @@ class TaskScheduler(UndoEngine, WaitSteps):
         plan = await self._accept(task_input)
         self._payload = task_input
         self._notify("received")
-        try:
-            await self._run_stages()
-        except asyncio.CancelledError:
-            # Cancelling the workflow (UI, CLI) means: undo what was done, then stop.
-            self._event("workflow cancellation requested: compensating")
-            if not self._core.compensating:
-                self._core.begin_compensation(OperatorRequest(by="temporal", reason="workflow cancelled"))
+        while True:
+            try:
+                await self._run_stages()
+                break
+            except asyncio.CancelledError:
+                past = None if self._core.compensating else self._core.past_pivot()
+                if past is not None:
+                    # Past the pivot a cancellation is a compensate like any other, and refused
+                    # the same way: the task goes on from where it was (a plan without a pivot
+                    # never gets here, so its histories replay as they ran).
+                    self._event(f"workflow cancellation refused: past the point of no return: {past}; going on")
+                    continue
+                # Cancelling the workflow (UI, CLI) means: undo what was done, then stop.
+                self._event("workflow cancellation requested: compensating")
+                if not self._core.compensating:
+                    self._core.begin_compensation(OperatorRequest(by="temporal", reason="workflow cancelled"))
+                break
         if not self._core.compensating:
             await self._finish(plan)
             self._notify("completed")
@@ -143,6 +157,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
                     idempotency_key=f"{info.workflow_id}:{step.name}",
                     policy=step.policy if isinstance(step, StepDefinition) else None,
                     stage=self.definition.stage_of(step.name),
+                    pivot=self.definition.pivot_role(step.name),
                 )
             )
         plan = await workflow.execute_local_activity_method(
@@ -167,7 +182,7 @@ class TaskScheduler(UndoEngine, WaitSteps):
             # The id belongs to another task: touch nothing of it (no rows, no keys, no callbacks).
             raise ApplicationError(plan.refused, type=TASK_ID_REUSED, non_retryable=True)
         before = self._core
-        self._core = self._new_core(info.workflow_id, [(p.name, p.stage) for p in plan.steps])
+        self._core = self._new_core(info.workflow_id, [(p.name, p.stage, p.pivot) for p in plan.steps])
         self._core.accepted = True
         self._core.compensation = before.compensation  # a compensate that came before the accept
         self._core.status.events = before.status.events
@@ -217,7 +232,9 @@ class TaskScheduler(UndoEngine, WaitSteps):
         for stage in core.stages():
             if core.compensating:
                 return
-            runnable = await self._skip_unless_wanted(stage)
+            # Run again after a refused cancellation (past the pivot), the stages done stay done.
+            left = [n for n in stage if core.step(n).state not in (StepState.PROCESSED, StepState.SKIPPED)]
+            runnable = await self._skip_unless_wanted(left) if left else []
             if len(runnable) == 1:
                 await self._run_step(runnable[0], earlier)
             elif runnable:
@@ -256,6 +273,10 @@ class TaskScheduler(UndoEngine, WaitSteps):
         plan = self._plans[name]
         # The Agent of the only step of the last stage records the task's completion with its own.
         completes = core.stages()[-1] == [name]
+        # Resumed after a refused cancellation while the step waited for a decision: it still does.
+        resumed = core.step(name).state in DECISION_STATES
+        if resumed and await self._await_decision(name, compensating=False) == "compensate":
+            return
         while not core.compensating:
             records.advance()
             step = core.start(name)

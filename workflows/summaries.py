@@ -53,26 +53,45 @@ def task_summary(definition: TaskDefinition, task_id: str, payload: Mapping[str,
 
 
 def _flow(definition: TaskDefinition) -> str:
-    """The stages in one line: ``reserve → (flight ‖ hotel) → charge``."""
+    """The stages in one line: ``reserve → (flight ‖ hotel) → charge``; the pivot (the point of no
+    return) marked ``charge (pivot)``."""
+
+    def named(step: StepDefinition | Wait) -> str:
+        return f"{step.name} (pivot)" if step.name == definition.pivot else step.name
+
     return " → ".join(
-        "(" + " ‖ ".join(s.name for s in stage.steps) + ")" if isinstance(stage, Parallel) else stage.name
+        "(" + " ‖ ".join(named(s) for s in stage.steps) + ")" if isinstance(stage, Parallel) else named(stage)
         for stage in definition.stages
     )
 
 
-def _kind(step: StepDefinition | Wait) -> str:
+def _kind(definition: TaskDefinition, step: StepDefinition | Wait) -> str:
     if isinstance(step, Wait):
         if step.signal is not None:
             return f"waits for `{step.signal}` (at most {step.deadline}; then {step.on_deadline})"
         return "waits until a time"
-    return f"`{step.agent}`" + (f", undone by `{step.compensation}`" if step.compensation else "")
+    role = definition.pivot_role(step.name)
+    undo = f", undone by `{step.compensation}`" if step.compensation else ""
+    if role == "pivot":
+        return f"`{step.agent}` · **the pivot**: once attempted, the task only goes forward" + (
+            f" (`{step.compensation}` only on a forced compensate)" if step.compensation else ""
+        )
+    if role == "forward_only":
+        return f"`{step.agent}` · forward only: retried and parked, never undone" + (
+            f" (`{step.compensation}` only on a forced compensate)" if step.compensation else ""
+        )
+    if step.read_only:
+        return f"`{step.agent}` · read only: nothing to undo"
+    if step.irreversible is not None:
+        return f"`{step.agent}` · irreversible: {markdown_text(step.irreversible, 200)}"
+    return f"`{step.agent}`{undo}"
 
 
 def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str, Any]) -> str:
     """Markdown for the workflow page: what the task is, its steps and undos, and the commands that act on it."""
     # Lists, not tables: the UI's markdown view draws tables without borders or spacing.
     steps = "\n".join(
-        f"{i + 1}. **{s.name}**: {_kind(s)}"
+        f"{i + 1}. **{s.name}**: {_kind(definition, s)}"
         + (f" · in parallel (stage {stage + 1})" if stage is not None else "")
         + (f" · only if not: {s.when.unless}" if s.when is not None else "")
         for i, s in enumerate(definition.steps)
@@ -84,7 +103,13 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
         f"**What:** {what}\n\n"
         f"{steps}\n\n"
         "If it cannot complete, the attempted steps are undone, latest first.\n\n"
-        f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
+        + (
+            f"Past the pivot **{definition.pivot}** it only goes forward: a failing step is retried, then parked"
+            f" for an operator; `sas compensate {task_id} --force --reason …` undoes it anyway.\n\n"
+            if definition.pivot
+            else ""
+        )
+        + f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
         f"act: `sas retry {task_id}` or `sas compensate {task_id}`"
     )
 

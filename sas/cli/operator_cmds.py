@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sas.cli import bulk, bulk_selection, context
-from sas.cli.output import command_line, console, shown
+from sas.cli.output import CliError, command_line, console, shown
 
 if TYPE_CHECKING:
     from sas.client.task_client import TaskClient
@@ -115,13 +115,22 @@ def compensate(
     yes: bool = bulk.YES,
     as_json: bool = bulk.JSON,
     incident: int | None = bulk_selection.INCIDENT,
+    force: bool = typer.Option(
+        False, "--force", help="Undo a task past its pivot (its point of no return): one task, with --reason; audited."
+    ),
 ) -> None:
     """Ask a task (or a selection) to undo its completed steps, in reverse order."""
     flags = bulk.Flags(state, step, since, task_type, query, limit, concurrency, dry_run, yes, as_json, incident)
+    if force and task_id is None:
+        raise CliError("--force undoes one task past its point of no return: give its id", code=2)
+    if force and not reason.strip():
+        raise CliError("--force needs --reason: say why the task is undone past its point of no return", code=2)
     if task_id is None:
         raise typer.Exit(bulk.run("compensate", flags, by=by, reason=reason))
     bulk.refuse_selection_with_id(flags)
-    done = _act(task_id, by, reason, lambda c, who: c.compensate(task_id, by=who, reason=reason))
+    # The workflow decides whether the task is past its pivot and audits the forced undo
+    # (workflows/core/requests.py): the same rule for the UI's signal and any other client.
+    done = _act(task_id, by, reason, lambda c, who: c.compensate(task_id, by=who, reason=reason, force=force))
     _follow_hint(task_id, done.message)
 
 

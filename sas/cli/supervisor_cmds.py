@@ -15,6 +15,10 @@ def register(app: typer.Typer) -> None:
     app.command("show")(show)
 
 
+# Where a step stands to its task type's point of no return (steps.pivot), beside its name.
+_PIVOT_MARKS = {"pivot": " (pivot)", "forward_only": " (forward only)"}
+
+
 def show(
     task_id: str = typer.Argument(..., help="Task id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
@@ -53,7 +57,7 @@ def show(
             ["step", "state", "FailureCount", "attempt", "LockedBy, CompleteBy", "last error or note"],
             [
                 [
-                    s["name"],
+                    s["name"] + _PIVOT_MARKS.get(s.get("pivot") or "", ""),
                     styled(s["state"]),
                     s["failure_count"],
                     s["attempt"],
@@ -264,6 +268,7 @@ async def _task_data(session: Any, task_id: str) -> dict[str, Any] | None:
                     "idempotency_key",
                     "result",
                     "note",
+                    "pivot",
                 )
             }
             for s in record.steps

@@ -18,25 +18,32 @@ def types(
     task_type: str | None = typer.Argument(None, help="Show only this task type."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (with each input's JSON Schema)."),
 ) -> None:
-    """List the registered task types: their steps, services and input fields."""
+    """List the registered task types: their steps, services and input fields; a broken one with
+    the line that says why (the worker refuses to start with it). Exits 2 if one shown is broken."""
     from sas.cli.output import CliError
     from sas.workflows import registry
 
-    found = registry.catalog()
-    if task_type is not None and task_type not in found.types:
+    found = registry.catalog(lenient=True)
+    if task_type is not None and task_type not in found.types and task_type not in found.broken:
         raise CliError(
             f"no task type {task_type!r}", f"registered: {', '.join(found.types) or 'none'}; see `sas types`"
         )
     described = [describe(t) for name, t in found.types.items() if task_type in (None, name)]
+    broken = [{"task_type": name, "broken": line} for name, line in found.broken.items() if task_type in (None, name)]
     if as_json:
-        print_json(described)
-        return
-    if not described:
+        print_json(described + broken)
+    elif not described and not broken:
         console.print("no task type is registered: install a package that names its module in the")
         console.print("sas.task_types entry point group, or set SAS_TASK_TYPES__MODULES (see the README)")
-        return
-    for entry in described:
-        _print(entry)
+    else:
+        for entry in described:
+            _print(entry)
+        for entry in broken:
+            console.print(
+                f"[bold]{shown(entry['task_type'])}[/bold] · broken: {shown(entry['broken'])}", highlight=False
+            )
+    if broken:
+        raise typer.Exit(2)
 
 
 def describe(task_type: Any) -> dict[str, Any]:
@@ -60,6 +67,7 @@ def describe(task_type: Any) -> dict[str, Any]:
                 entry["call"] = f"{step.forward.method} {step.forward.path}"
             if isinstance(step.undo, HttpCall):
                 entry["undo_call"] = f"{step.undo.method} {step.undo.path}"
+            entry["reversal"] = reversal(definition, step)
         else:
             entry |= {"kind": "wait", "signal": step.signal, "deadline_s": _seconds(step.deadline)}
             if step.signal is not None:
@@ -69,6 +77,7 @@ def describe(task_type: Any) -> dict[str, Any]:
         steps.append(entry)
     return {
         "task_type": definition.task_type,
+        "pivot": definition.pivot,
         "workflow_type": task_type.workflow_name,
         "module": task_type.module,
         "flow": task_summary(definition, "", {}).split(" · ")[-1],
@@ -76,6 +85,19 @@ def describe(task_type: Any) -> dict[str, Any]:
         "services": sorted({s["service"] for s in steps if "service" in s}),
         "input_schema": definition.input_model.model_json_schema(),
     }
+
+
+def reversal(definition: Any, step: Any) -> str:
+    """What undoing its task does to a step: its undo runs (``undone``); or it is the pivot, the
+    point of no return; forward only (after the pivot); read only; irreversible, and why."""
+    role = definition.pivot_role(step.name)
+    if role is not None:
+        return "pivot: the point of no return" if role == "pivot" else "forward only: never undone"
+    if step.read_only:
+        return "read only: nothing to undo"
+    if step.irreversible is not None:
+        return f"irreversible: {step.irreversible}"
+    return "undone"
 
 
 def _seconds(value: Any) -> float | None:
@@ -92,11 +114,11 @@ def _print(entry: dict[str, Any]) -> None:
     for step in entry["steps"]:
         if step["kind"] == "wait":
             calls = f"waits for {step['signal']}" if step.get("signal") else "waits until a time"
-            rows.append([step["name"], calls, "", ""])
+            rows.append([step["name"], calls, "", "", ""])
         else:
             calls = step["agent"] + (f" ({step['call']})" if "call" in step else "")
-            rows.append([step["name"], calls, step["undo"] or "", step["service"]])
-    console.print(table(None, ["step", "calls", "undo", "service"], rows))
+            rows.append([step["name"], calls, step["undo"] or "", step["reversal"], step["service"]])
+    console.print(table(None, ["step", "calls", "undo", "when undoing", "service"], rows))
     schema = entry["input_schema"]
     required = set(schema.get("required", []))
     fields = [

@@ -268,7 +268,7 @@ def new_step_params(
             "compensation": p.compensation, "state": str(StepState.PENDING), "locked_by": None, "complete_by": None,
             "failure_count": 0, "resets": resets, "attempt": 0, "last_error": None, "error_type": None,
             "permanent": False, "idempotency_key": (keys or {}).get(p.name, p.idempotency_key),
-            "complete_by_s": p.resolved_policy.complete_by_s, "result": None, "note": None, "version": 0,
+            "complete_by_s": p.resolved_policy.complete_by_s, "result": None, "note": None, "pivot": p.pivot, "version": 0,
             "chain_id": a.chain_id, "run_id": a.run_id, "updated_at": at, "shard": shard,
         }
         for p in a.steps

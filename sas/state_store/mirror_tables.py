@@ -76,6 +76,9 @@ class Step(Base):
     note: Mapped[str | None] = mapped_column(
         Text, doc="Why the step was Skipped, or what a Waiting step waits for and until when."
     )
+    pivot: Mapped[str | None] = mapped_column(
+        String(16), doc="pivot: the task type's point of no return; forward_only: a step after it; NULL: before it."
+    )
     version: Mapped[int] = mapped_column(BigInteger, default=0, doc="Orders writes: an older one never wins.")
     chain_id: Mapped[str | None] = mapped_column(String(64), doc="The owning chain of runs (as tasks.chain_id).")
     run_id: Mapped[str | None] = mapped_column(String(64), doc="The run that wrote the row last.")

@@ -91,6 +91,11 @@ class OperatorRequest(BaseModel):
         default=False,
         description="Start FailureCount again from 0 before retrying (sas resubmit: out of the dead letter).",
     )
+    force: bool = Field(
+        default=False,
+        description="compensate only: undo the task although it is past its pivot (its point of no return);"
+        " an operator's, with a reason (sas compensate --force --reason).",
+    )
     by: UserText = Field(default="operator", max_length=200)
     reason: UserText = Field(default="", max_length=2000)
 

@@ -10,6 +10,10 @@ from pydantic import BaseModel, Field
 from sas.task_models.states import StepState, TaskState
 from sas.task_models.text import CleanText, ErrorText, UserText
 
+# Where a step stands to its task type's pivot (its point of no return): the pivot itself, or a
+# step after it, which is never undone unless an operator forces it. None: before it, or no pivot.
+PivotRole = Literal["pivot", "forward_only"]
+
 
 class StepPolicyValues(BaseModel):
     """How one step runs: its complete-by and the Agent's quick retries (Temporal's retry policy)."""
@@ -61,6 +65,11 @@ class StepPlan(BaseModel):
     stage: int | None = Field(
         default=None,
         description="Steps of one stage start together (a parallel group); None: a stage of its own, at its position.",
+    )
+    pivot: PivotRole | None = Field(
+        default=None,
+        description="The step is its task type's pivot, or comes after it (forward only); None: it may be undone."
+        " Plans accepted before pivots existed have none, and replay as they ran.",
     )
 
     @property

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from sas.task_models import StepPolicyValues
+from sas.task_models import PivotRole, StepPolicyValues
 from sas.task_models.activity_defs import AgentRef, activity_name, agent_result
 from sas.task_models.ids import MAX_STEP_NAME
 from sas.task_types.services import HttpCall
@@ -76,10 +76,15 @@ class StepDefinition:
         name: 1-32 characters from a-z 0-9 _, starting with a letter; unique in the task type.
             Part of every idempotency key and of the ``SAS_STEPS__<TYPE>__<NAME>__*`` settings.
         forward: What the step does: an ``HttpCall``, or a hand-written Agent's declaration.
-        undo: What undoes it, declared the same way; None for a step with nothing to undo.
-            Every undo must be safe to run when the forward did nothing.
+        undo: What undoes it, declared the same way. Every undo must be safe to run when the
+            forward did nothing. A step without one says why (checked when the type is loaded,
+            ``sas/task_types/checks.py``): ``read_only=True``, it comes at or after the task
+            type's pivot, or ``irreversible="why"``.
         policy: Its complete-by and quick retries; None: the worker's ``SAS_DEFAULT_STEP__*``.
         when: Run only if this condition holds; otherwise the step is Skipped, with the reason.
+        read_only: The step changes nothing at its service (a check, a quote): nothing to undo.
+        irreversible: Why the step's effect cannot be undone and need not be (1-200 characters);
+            undoing the task leaves it as it is.
     """
 
     name: str
@@ -89,6 +94,8 @@ class StepDefinition:
     # type, SAS_STEPS__<NAME>__*) overrides either.
     policy: StepPolicyValues | None = None
     when: When | None = None
+    read_only: bool = False
+    irreversible: str | None = None
 
     # Cached: the Scheduler looks its Agents up by name at every step (TaskDefinition.agents), and
     # a name is found by reading the activity's definition off its declaration. The steps are
@@ -204,11 +211,18 @@ class TaskDefinition:
             misspelt field is refused rather than dropped; ``callback_url``, if it has one, is
             where the task's status events are posted.
         stages: Steps (``StepDefinition``, ``Wait``) and parallel groups (``Parallel``), in order.
+        pivot: The name of the task's point of no return: a step of its own stage (not a wait,
+            not in a parallel group). Once the pivot has been attempted and may have had its
+            effect, the task only goes forward: the steps after it are retried and parked for an
+            operator, never undone, and ``compensate`` is refused unless forced. The pivot
+            refused for good (proof it did nothing) still undoes the steps before it. None: no
+            pivot, every step may be undone.
     """
 
     task_type: str
     input_model: type[BaseModel]
     stages: tuple[Step | Parallel, ...]
+    pivot: str | None = None
     _flat: tuple[tuple[Step, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -244,6 +258,18 @@ class TaskDefinition:
 
     def step(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
+
+    def pivot_role(self, name: str) -> PivotRole | None:
+        """``pivot`` for the pivot, ``forward_only`` for a step of a later stage, None before it
+        (or in a task type without a pivot)."""
+        if self.pivot is None:
+            return None
+        stage = {step.name: stage for step, stage in self._flat}
+        if name == self.pivot:
+            return "pivot"
+        if self.pivot in stage and stage[name] > stage[self.pivot]:
+            return "forward_only"
+        return None
 
     def agents(self) -> dict[str, AgentCall]:
         """Every Agent of the task type by activity name: the Scheduler finds a step's typed

@@ -16,7 +16,8 @@ names the module and the problem (:class:`TaskTypeError`): a module that fails t
 declares no task type, two task types (or workflow types) of one name, a workflow or Agent named
 like one of sas's own (:data:`RESERVED_WORKFLOWS`, :data:`RESERVED_SERVICES`), a task type named like a
 service, one Agent name declared as two different calls, an undo on another service than its
-step, or a body field taken from where it cannot come.
+step, a body field taken from where it cannot come, or a definition that breaks one of its own
+rules (``sas/task_types/checks.py``: a step with an effect and no undo, a misplaced pivot, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
@@ -33,6 +34,7 @@ from temporalio import workflow
 
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
+from sas.task_types.checks import definition_problem
 from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition, Wait
 from sas.task_types.services import HttpCall, Service, service_of_ref
 from sas.task_types.sources import Forward, ForwardKey, Input, Result
@@ -96,12 +98,15 @@ class Catalog:
             through plain ``agent_defn`` declarations).
         agents: Activity name -> its declaration (an ``HttpCall`` or a hand-written Agent's).
         sources: The modules searched, and where each was named.
+        broken: Only when discovered ``lenient`` (``sas types``): each task type (or module) that
+            cannot work, by name, with the one line that says why; it is left out of ``types``.
     """
 
     types: dict[str, FoundType]
     services: dict[str, Service]
     agents: dict[str, AgentCall]
     sources: tuple[ModuleSource, ...]
+    broken: dict[str, str] = field(default_factory=dict)
 
     def by_workflow_name(self, name: str) -> FoundType | None:
         return next((t for t in self.types.values() if t.workflow_name == name), None)
@@ -129,11 +134,14 @@ def module_sources(modules: Sequence[str] = ()) -> list[ModuleSource]:
 
 
 @functools.cache
-def discover(modules: tuple[str, ...] = ()) -> Catalog:
+def discover(modules: tuple[str, ...] = (), *, lenient: bool = False) -> Catalog:
     """Import every task type module (``module_sources``) and check what they declare.
 
     Args:
         modules: Module names from ``SAS_TASK_TYPES__MODULES``, beside the entry points.
+        lenient: Leave out a module that cannot be imported and a type whose own definition is
+            wrong, each recorded in ``Catalog.broken`` with its line, instead of raising (for
+            ``sas types``, which shows them as broken; the worker never runs lenient).
 
     Raises:
         TaskTypeError: one line naming the module and what is wrong with it.
@@ -141,8 +149,16 @@ def discover(modules: tuple[str, ...] = ()) -> Catalog:
     sources = tuple(module_sources(modules))
     types: dict[str, FoundType] = {}
     workflow_names: dict[str, FoundType] = {}
+    broken: dict[str, str] = {}
     for source in sources:
-        for found in _types_in(source, _import(source)):
+        try:
+            module = _import(source)
+        except TaskTypeError as err:
+            if not lenient:
+                raise
+            broken[source.module] = str(err)
+            continue
+        for found in _types_in(source, module, broken if lenient else None):
             earlier = types.get(found.name)
             if earlier is not None and earlier.workflow is not found.workflow:
                 raise TaskTypeError(
@@ -168,7 +184,7 @@ def discover(modules: tuple[str, ...] = ()) -> Catalog:
             raise TaskTypeError(
                 f"{found.module}: workflow type {found.workflow_name!r} has the name of an Agent; rename the workflow"
             )
-    return Catalog(types, services, agents, sources)
+    return Catalog(types, services, agents, sources, broken)
 
 
 def _refuse_reserved(found: FoundType) -> None:
@@ -199,8 +215,10 @@ def _import(source: ModuleSource) -> ModuleType:
         ) from err
 
 
-def _types_in(source: ModuleSource, module: ModuleType) -> list[FoundType]:
+def _types_in(source: ModuleSource, module: ModuleType, broken: dict[str, str] | None = None) -> list[FoundType]:
+    """The module's task types; with ``broken``, one whose definition is wrong goes there instead."""
     found = []
+    refused = 0
     for value in list(vars(module).values()):
         if not isinstance(value, type) or value.__module__ != module.__name__:
             continue
@@ -215,9 +233,16 @@ def _types_in(source: ModuleSource, module: ModuleType) -> list[FoundType]:
                 f" {value.__name__!r} but not bound to that name in its module; the workflow sandbox"
                 f" imports it by that name (write `{value.__name__} = task_workflow(...)`)"
             )
-        _check_definition(module.__name__, definition)
+        try:
+            _check_definition(module.__name__, definition)
+        except TaskTypeError as err:
+            if broken is None:
+                raise
+            broken[definition.task_type] = str(err)
+            refused += 1
+            continue
         found.append(FoundType(definition, cls, module.__name__))
-    if not found:
+    if not found and not refused:
         raise TaskTypeError(
             f"task type module {source.module!r} ({source.origin}) declares no task type: no @workflow.defn"
             " class with a TaskDefinition as its `definition` (see sas.api.task_workflow)"
@@ -226,8 +251,12 @@ def _types_in(source: ModuleSource, module: ModuleType) -> list[FoundType]:
 
 
 def _check_definition(module: str, definition: TaskDefinition) -> None:
-    """Every call of a step on one service, and every body field from where it can come."""
+    """The definition's own rules (``sas/task_types/checks.py``), every call of a step on one
+    service, and every body field from where it can come."""
     where = f"{module}: task type {definition.task_type!r}"
+    problem = definition_problem(definition)
+    if problem:
+        raise TaskTypeError(f"{where}: {problem}")
     earlier: set[str] = set()
     stage_of = {s.name: definition.stage_of(s.name) for s in definition.steps}
     position = {s.name: i for i, s in enumerate(definition.steps)}

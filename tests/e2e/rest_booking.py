@@ -65,5 +65,6 @@ BOOK = StepDefinition(
 VIEW = StepDefinition(
     "view",
     forward=HttpCall(ROOMS, "GET", "/views/{hotel}", params={"hotel": Input("hotel")}, result=Deleted, action="view"),
+    read_only=True,
 )
 StayWorkflow = task_workflow(TaskDefinition("stay", StayInput, (BOOK, VIEW)), "StayWorkflow")

@@ -50,7 +50,8 @@ def signup_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
 
 def test_the_printed_module_is_about_forty_lines() -> None:
-    assert len(printed("# my_team/signup.py").splitlines()) <= 42
+    # 43: the grant says why it has no undo (irreversible=...), as every step must.
+    assert len(printed("# my_team/signup.py").splitlines()) <= 43
 
 
 async def test_the_printed_test_passes(signup_module: None) -> None:

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         task_workflow,
     )
     from sas.task_models import TaskResult
+    from sas.task_models.steps import PivotRole
     from sas.workflows.core.machine import TaskCore
     from sas.workflows.scheduler import TaskScheduler
 
@@ -63,6 +64,6 @@ class UndoesCutOffLastOutingWorkflow(TaskScheduler):
     async def run(self, raw: RawValue) -> TaskResult:
         return await self.execute(raw)
 
-    def _new_core(self, task_id: str, steps: list[tuple[str, int | None]]) -> TaskCore:
+    def _new_core(self, task_id: str, steps: list[tuple[str, int | None, PivotRole | None]]) -> TaskCore:
         core = super()._new_core(task_id, steps)
         return _CutOffLastCore(core.status, core.plan)

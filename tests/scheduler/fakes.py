@@ -33,7 +33,8 @@ FAST = StepPolicyValues(complete_by_s=5, max_attempts=2, initial_interval_s=0.1,
 @dataclass
 class Services:
     """What the fake Agents do: per activity name, ``ok`` (the default), ``refuse`` (a
-    permanent, non-retryable failure), ``verbose`` (refuses with a huge message), ``flaky``
+    permanent, non-retryable failure), ``down`` (fails retryably, every attempt), ``verbose``
+    (refuses with a huge message), ``flaky``
     (fails once per key, then succeeds), ``slow`` (succeeds after a short real pause, so another
     step completes first) or ``held`` (runs until ``released`` is set)."""
 
@@ -60,6 +61,8 @@ class Services:
                 raise ApplicationError(f"{name} refused", type="Refused", non_retryable=True)
             if how == "verbose":  # refuses with 900 KB of "é", as a misbehaving service may
                 raise ApplicationError(f"{name} refused: " + VERBOSE, type="Refused", non_retryable=True)
+            if how == "down":  # a service that stays away: each attempt fails, retryably
+                raise ApplicationError(f"{name}: 503 service unavailable", type="Unavailable")
             if how == "flaky" and call.idempotency_key not in self._failed_once:
                 self._failed_once.add(call.idempotency_key)
                 raise ApplicationError(f"{name}: 503 service unavailable", type="Unavailable")

@@ -1,5 +1,6 @@
 """Task types for the Scheduler's fast tests: a trip (a flight and a hotel booked side by side,
-then a charge), a trip that waits for an approval first, and one with a conditional step. Each
+then a charge), a trip that waits for an approval first, one with a conditional step, and one
+whose charge is its pivot (its point of no return). Each
 step calls a test Agent declared here; the tests register fake activities under these names.
 
 Kept apart from the test modules: the workflow sandbox imports this module for every run."""
@@ -73,6 +74,9 @@ TRIP = TaskDefinition("trip", TripInput, (Parallel(FLIGHT, HOTEL), CHARGE, INSUR
 APPROVED_TRIP = TaskDefinition("approved_trip", TripInput, (APPROVAL, Parallel(FLIGHT, HOTEL), CHARGE))
 RELAXED_TRIP = TaskDefinition("relaxed_trip", TripInput, (APPROVAL_OR_GO, CHARGE))
 LATER_TRIP = TaskDefinition("later_trip", TripInput, (Wait("cool_off", delay=timedelta(days=2)), CHARGE))
+# The charge is the point of no return; the cover after it is forward only (no undo).
+COVER = StepDefinition("cover", forward=TripAgents.cover)
+PIVOT_TRIP = TaskDefinition("pivot_trip", TripInput, (Parallel(FLIGHT, HOTEL), CHARGE, COVER), pivot="charge")
 
 
 @workflow.defn(name="TripTestWorkflow")
@@ -111,4 +115,13 @@ class LaterTripWorkflow(TaskScheduler):
         return await self.execute(trip)
 
 
-ALL = [TripWorkflow, ApprovedTripWorkflow, RelaxedTripWorkflow, LaterTripWorkflow]
+@workflow.defn(name="PivotTripTestWorkflow")
+class PivotTripWorkflow(TaskScheduler):
+    definition = PIVOT_TRIP
+
+    @workflow.run
+    async def run(self, trip: RawValue) -> TaskResult:
+        return await self.execute(trip)
+
+
+ALL = [TripWorkflow, ApprovedTripWorkflow, RelaxedTripWorkflow, LaterTripWorkflow, PivotTripWorkflow]

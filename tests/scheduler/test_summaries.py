@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
 from sas.workflows.summaries import current_details, task_details, task_summary
-from tests.scheduler.kinds import APPROVED_TRIP, TRIP
+from tests.scheduler.kinds import APPROVED_TRIP, PIVOT_TRIP, TRIP
 
 
 def test_the_summary_draws_parallel_groups() -> None:
@@ -20,6 +20,15 @@ def test_the_details_say_each_steps_kind() -> None:
     assert "**approval**: waits for `approve` (at most 3 days, 0:00:00; then compensate)" in details
     assert "**hotel**: `testinn.book`, undone by `testinn.cancel` · in parallel (stage 2)" in details
     assert "only if not: no insurance asked for" in task_details(TRIP, "t-1", {})
+
+
+def test_the_summary_and_details_show_the_pivot_and_what_comes_after_it() -> None:
+    assert task_summary(PIVOT_TRIP, "t-3", {}).endswith("(flight ‖ hotel) → charge (pivot) → cover")
+    details = task_details(PIVOT_TRIP, "t-3", {})
+    assert "**charge**: `testcard.charge` · **the pivot**: once attempted, the task only goes forward" in details
+    assert "**cover**: `testcover.cover` · forward only: retried and parked, never undone" in details
+    assert "Past the pivot **charge** it only goes forward" in details and "--force --reason" in details
+    assert "pivot" not in task_details(TRIP, "t-1", {})
 
 
 def test_current_details_say_what_a_step_waits_for_and_why_one_was_skipped() -> None:

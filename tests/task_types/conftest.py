@@ -45,6 +45,7 @@ HOTEL = StepDefinition(
 NOTE = StepDefinition(
     "note",
     forward=INN.post("/inn/note", body={{"flight": Result("flight", "booking_id")}}, result=Booked),
+    irreversible="a note stays on the booking, which its undo cancels",
 )
 {extra}
 TOUR = TaskDefinition("{task_type}", TourInput, (Parallel(FLIGHT, HOTEL), NOTE))

@@ -195,7 +195,7 @@ def test_a_service_with_a_missing_agent_class_is_refused(register: Register) -> 
             "class PayDefs:\n"
             '    @PAY.agent_defn("charge", Booked)\n'
             "    async def charge(self, call): raise NotImplementedError\n"
-            'NOTE = StepDefinition("note", forward=PayDefs.charge)\n'
+            'NOTE = StepDefinition("note", forward=PayDefs.charge, irreversible="a test charge")\n'
         )
     )
     register(hand_written)

@@ -47,8 +47,9 @@ def test_what_the_examples_import_from_sas_is_public() -> None:
     import sas_orders.agents
     import sas_orders.steps
     import sas_trip.agents
+    import sas_trip.ticketed
     import sas_trip.workflows
 
-    for module in (sas_orders.agents, sas_orders.steps, sas_trip.agents, sas_trip.workflows):
+    for module in (sas_orders.agents, sas_orders.steps, sas_trip.agents, sas_trip.ticketed, sas_trip.workflows):
         source = inspect.getsource(module)
         assert "from sas." not in source.replace("from sas.api import", ""), module.__name__

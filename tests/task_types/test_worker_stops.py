@@ -47,8 +47,12 @@ def start_worker(tmp_path: Path, *texts: str) -> tuple[list[str], subprocess.Com
             "Agent 'mirror.accept' of step 'flight' is on service 'mirror', whose activities are sas's own",
         ),
         ([trip_module(workflow="SupervisorWorkflow")], "workflow type 'SupervisorWorkflow' is the name of sas's own"),
+        (
+            [trip_module().replace('    irreversible="a note stays on the booking, which its undo cancels",\n', "")],
+            "task type 'tour': step 'note': has no undo",
+        ),
     ],
-    ids=["import fails", "two of one name", "named like a service", "sas's activity", "sas's workflow"],
+    ids=["import fails", "two of one name", "named like a service", "sas's activity", "sas's workflow", "no undo"],
 )
 def test_a_broken_registration_stops_the_worker_with_one_line(tmp_path: Path, texts: list[str], problem: str) -> None:
     names, done = start_worker(tmp_path, *texts)

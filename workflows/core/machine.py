@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState, TaskStatus
+from sas.task_models import OperatorRequest, PivotRole, StepState, StepStatus, TaskState, TaskStatus
 
 # A step in one of these states waits for a decision (the Supervisor's or an operator's).
 DECISION_STATES = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
@@ -37,6 +37,7 @@ class PlanStep:
     undo: bool = True  # has a compensation to call
     wait: bool = False  # a wait step: no Agent, no effect to undo
     signal: str | None = None  # what a wait step waits for: this signal (or its update); None: a time
+    pivot: PivotRole | None = None  # the task type's point of no return, or a step after it
 
 
 @dataclass
@@ -90,6 +91,24 @@ class TaskCore:
             if s.runs > 0 and s.name not in self.completed and s.state not in done
         ]
         return unfinished + [name for name in reversed(self.completed) if self.step(name).state not in done]
+
+    def past_pivot(self) -> str | None:
+        """Why the task is past its point of no return, or None while it may still be undone.
+
+        Past it once a step after the pivot has run, or the pivot has been attempted with an
+        outcome that may be its effect: done, running, or failed in a way that proves nothing
+        (a timeout, a 5xx). The pivot refused for good (the service said no) did nothing, so the
+        steps before it may still be undone."""
+        pivot = next((p.name for p in self.plan if p.pivot == "pivot"), None)
+        if pivot is None:
+            return None
+        after = [p.name for p in self.plan if p.pivot == "forward_only" and self.step(p.name).runs > 0]
+        if after:
+            return f"step {after[0]}, after the pivot {pivot}, has run"
+        step = self.step(pivot)
+        if step.runs == 0 or (step.permanent and step.state in DECISION_STATES):
+            return None
+        return f"the pivot {pivot} has been attempted ({step.state})"
 
     def never_started(self) -> list[StepStatus]:
         return [s for s in self.status.steps if s.runs == 0]

@@ -11,7 +11,9 @@ A request applies only to the exact state it names:
   applies only while the step's count is below it: a stale or duplicate decision, re-sent by
   an outbox or by hand, is refused (``the decision at FailureCount N was already applied``);
 - a decision to compensate made before compensation began never applies once it has begun:
-  it would otherwise retry an undo that was parked for an operator.
+  it would otherwise retry an undo that was parked for an operator;
+- a task past its pivot (its point of no return, ``TaskCore.past_pivot``) is not undone: only
+  an operator's compensate with ``force`` and a reason undoes it.
 """
 
 from __future__ import annotations
@@ -97,6 +99,22 @@ def compensate_problem(core: TaskCore, request: OperatorRequest) -> str | None:
         current = named.failure_count if named is not None else core.task_failure_count()
         if request.failure_count <= current:
             return f"the decision at FailureCount {request.failure_count} was already applied"
+    return _pivot_problem(core, request)
+
+
+def _pivot_problem(core: TaskCore, request: OperatorRequest) -> str | None:
+    past = core.past_pivot()
+    if past is None:
+        return None
+    if not request.force:
+        return (
+            f"past the point of no return: {past}; the task only goes forward (retry it, or leave it parked);"
+            " to undo it anyway: sas compensate --force --reason WHY"
+        )
+    if request.failure_count is not None:
+        return f"past the point of no return: {past}; a Supervisor decision never forces an undo"
+    if not request.reason.strip():
+        return f"past the point of no return: {past}; a forced compensate needs a reason"
     return None
 
 

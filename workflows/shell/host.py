@@ -193,7 +193,8 @@ class TaskHost:
         self._core.claim_count(request.step, request)
 
     def _start_compensation(self, request: OperatorRequest) -> None:
-        self._event(f"compensate requested by {request.by}" + (f": {request.reason}" if request.reason else ""))
+        forced = " (forced past the point of no return)" if request.force and self._core.past_pivot() else ""
+        self._event(f"compensate requested by {request.by}{forced}" + (f": {request.reason}" if request.reason else ""))
         if not self._core.compensating:
             self._core.begin_compensation(request)
             for handle in self._inflight.values():

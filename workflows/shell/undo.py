@@ -23,9 +23,13 @@ class UndoEngine(TaskHost):
         request = core.compensation
         if request is not None and audit:
             undoing = ", ".join(core.undo_order()) or "nothing"
-            await self._audit_request(
-                "compensate", None, request, f"task {core.status.state} -> Compensating; undoing {undoing}"
-            )
+            changed = f"task {core.status.state} -> Compensating; undoing {undoing}"
+            past = core.past_pivot() if request.force else None
+            if past is not None:
+                # Only an operator's forced request gets here past the pivot (core/requests.py).
+                await self._audit_request("compensate --force", None, request, f"{changed}; forced: {past}")
+            else:
+                await self._audit_request("compensate", None, request, changed)
         self._set_task(TaskState.COMPENSATING)
         records.advance()
         skipped: list[StepTransition] = []

@@ -50,3 +50,9 @@ class Refunded(StepResultModel):
     """``cards.refund``."""
 
     refunded: bool
+
+
+class TicketsIssued(StepResultModel):
+    """``tickets.issue``: the airline's tickets for the booked flight (the ticketed trip)."""
+
+    ticket_id: ProviderId

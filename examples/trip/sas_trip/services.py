@@ -1,4 +1,5 @@
-"""The trip's own services - an airline, a hotel and a card processor in one small process - as
+"""The trip's own services - an airline (which also issues tickets, for the ticketed trip), a hotel
+and a card processor in one small process - as
 a team's services would meet sas's HTTP contract (docs/http-contract.md):
 
 - every business call takes an ``Idempotency-Key`` and performs its effect at most once per
@@ -27,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 # What each forward action books, and the undo that cancels it.
-FORWARD = {"flights.book": "fl", "hotels.book": "ht", "cards.charge": "ch"}
+FORWARD = {"flights.book": "fl", "hotels.book": "ht", "cards.charge": "ch", "tickets.issue": "tk"}
 UNDO = {"flights.cancel": "flights.book", "hotels.cancel": "hotels.book", "cards.refund": "cards.charge"}
 FARE_CENTS = 12_000
 NIGHT_CENTS = 9_000
@@ -54,6 +55,8 @@ def _refused(action: str, body: dict[str, Any]) -> JSONResponse | None:
         return refusal(422, "no_hotel", "there is no hotel in Nowhere")
     if action == "cards.charge" and body.get("card") == "4000000000000002":
         return refusal(402, "card_declined", "the card was declined")
+    if action == "tickets.issue" and body.get("traveller") == "Mallory":
+        return refusal(403, "no_fly", "the traveller may not be ticketed")
     return None
 
 
@@ -64,6 +67,8 @@ def _answer(action: str, body: dict[str, Any], ledger: Ledger, key: str) -> dict
             answer["fare_cents"] = FARE_CENTS
         elif action == "hotels.book":
             answer["total_cents"] = NIGHT_CENTS * int(body.get("nights", 1))
+        elif action == "tickets.issue":
+            answer = {"ticket_id": answer["booking_id"]}
         else:
             answer = {"charge_id": answer["booking_id"], "amount_cents": body.get("amount_cents")}
         return answer
