@@ -8,6 +8,8 @@ id. Before it undoes anything it asks this activity, which refuses unless
   it found the task's workflow closed from outside), and
 - Temporal shows that workflow closed other than by completing (terminated, failed, timed
   out, cancelled): a task that completed, or still runs, is never undone by a clean-up;
+- the task is not past its point of no return (its type's pivot step attempted, or a step
+  after it run): such a task only ever goes forward, and a closed one is an operator's;
 
 and otherwise builds the plan from the task's rows: its steps, their undo Agents, keys and
 queues. A refusal fails the clean-up at once, non-retryably, with a critical alert that names
@@ -27,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from sas.settings import Settings
 from sas.state_store.alerts import raise_alert
+from sas.state_store.pivots import past_point_of_no_return
 from sas.state_store.queries import TaskRecord, decisions_for, get_task
 from sas.state_store.tables import Alert
 from sas.task_models.activity_defs import CleanupDefs, implements
@@ -91,6 +94,9 @@ class CleanupPlans(CleanupDefs):
             raise await self._refuse(
                 task_id, "no clean-up of it was decided (the Supervisor decides one when it finds its workflow closed)"
             )
+        past = past_point_of_no_return(record.steps)
+        if past is not None:
+            raise await self._refuse(task_id, f"it is past its point of no return ({past}): it is never undone")
         closed = await self._closed_how(record)
         if closed is not None:
             raise await self._refuse(task_id, closed)

@@ -24,6 +24,7 @@ from temporalio.client import Client
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_cleanup
+from sas.state_store.pivots import past_point_of_no_return
 from sas.state_store.queries import OPEN_TASK_STATES, get_task, stale_tasks
 from sas.state_store.rows import TaskRow
 from sas.supervisor.activity_defs import OrphanDefs
@@ -106,6 +107,8 @@ class OrphanActivities(OrphanDefs):
     async def _check(self, task: TaskRow, now: datetime, result: OrphanCheckResult) -> None:
         """One quiet task: closed from outside (a clean-up is claimed), or reconciled."""
         closed = await self._closed_how(task, now)
+        if closed is not None and await self._past_pivot(task, closed, now):
+            return  # never undone: an operator's (one alert)
         if closed is not None and await self._claim_cleanup(task, closed, now):
             result.orphans.append(task.task_id)
         elif closed is None:
@@ -122,6 +125,29 @@ class OrphanActivities(OrphanDefs):
         if view.status == "running" and view.description is not None:
             await self._check_stuck(task, view.description, now)
         return view.how if view.status == "closed" else None
+
+    async def _past_pivot(self, task: TaskRow, closed: str, now: datetime) -> bool:
+        """A task closed from outside past its point of no return is not cleaned up (that would
+        undo what must only go forward): one critical alert says so. Whether it was."""
+        async with self._sessions() as session:
+            record = await get_task(session, task.task_id)
+        past = past_point_of_no_return(record.steps) if record is not None else None
+        if past is None:
+            return False
+        spec = AlertSpec(
+            severity="critical",
+            kind="closed_past_pivot",
+            message=(
+                f"task {task.task_id}: its workflow was {closed} from outside past its point of no return ({past});"
+                " nothing was undone"
+            ),
+            suggested_action=(
+                f"finish it by hand (`sas show {task.task_id}`: what was done), or resubmit it "
+                f"(`sas resubmit {task.task_id} --reason ...`); then `sas alerts resolve`"
+            ),
+        )
+        await raise_once(self._sessions, spec, f"closed_past_pivot:{task.task_id}", now, task_id=task.task_id)
+        return True
 
     async def _history_gone(self, task: TaskRow, now: datetime) -> None:
         """Temporal no longer knows the workflow (retention, a namespace reset). Its history was

@@ -97,3 +97,26 @@ async def test_tickets_unavailable_after_the_pivot_are_retried_then_parked_nothi
     kinds = [d["kind"] for d in (await shown(trip, task_id))["decisions"] if d["kind"] != "wait"]
     assert kinds[-1] == "park" and "retry" in kinds and "compensate" not in kinds
     assert sorted(await trip.ledger(task_id)) == ["cards.charge", "flights.book", "hotels.book"]
+
+
+async def test_a_trip_terminated_past_its_pivot_is_not_cleaned_up_and_an_operator_is_told(
+    trip: TripStack,  # noqa: F811
+) -> None:
+    """Closed from outside (``temporal workflow terminate``) while its tickets are being issued:
+    a clean-up would refund the charge, so none is decided; one critical alert says why."""
+    task_id = fresh_id("tt-terminated")
+    await trip.fault(endpoint="tickets.issue", kind="latency", latency_ms=600_000, trip=task_id)
+    await submit(trip, task_id, TRIP)
+    await wait_until(lambda: trip.mirror(task_id), lambda m: m.get("tickets") == "Processing", what="tickets issued")
+    await trip.client.get_workflow_handle(task_id).terminate("an operator's mistake")
+
+    async def alerts() -> list[dict[str, Any]]:
+        listed = await trip.sas("alerts", "--json")
+        return [a for a in json.loads(listed.stdout) if a["task_id"] == task_id]
+
+    [alert] = await wait_until(alerts, lambda a: len(a) == 1, timeout=120, what="one alert for the trip")
+    assert alert["kind"] == "closed_past_pivot" and "after the pivot charge, has run" in alert["message"]
+    assert "nothing was undone" in alert["message"]
+    decisions = [d["kind"] for d in (await shown(trip, task_id))["decisions"]]
+    assert "cleanup" not in decisions
+    assert sorted(await trip.ledger(task_id)) == ["cards.charge", "flights.book", "hotels.book"]
