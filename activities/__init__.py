@@ -68,7 +68,7 @@ def check_service_names(services: ServicesSettings, queues: list[str] | None = N
 def check_step_settings(settings: Settings) -> None:
     """Refuse ``SAS_STEPS__<TYPE>__<STEP>__*`` for a step no registered task type has: a misspelt
     type or step would otherwise be ignored and the step run with another policy."""
-    types = discover(tuple(settings.task_types.modules)).types
+    types = discover(tuple(settings.task_types.modules), only=tuple(settings.task_types.run)).types
     for key in sorted(settings.steps):
         task_type, dot, step = key.partition(".")
         if not dot:

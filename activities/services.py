@@ -109,15 +109,16 @@ def _name(fn: Callable[..., Any]) -> str | None:
 
 
 @cache
-def _registered(modules: tuple[str, ...]) -> dict[str, ServiceAgents]:
-    return service_agents(discover(modules))
+def _registered(modules: tuple[str, ...], only: tuple[str, ...]) -> dict[str, ServiceAgents]:
+    return service_agents(discover(modules, only=only))
 
 
 def registered_agents() -> dict[str, ServiceAgents]:
     """The services of the registered task types (entry points and ``SAS_TASK_TYPES__MODULES``)."""
     from sas.settings import get_settings
 
-    return _registered(tuple(get_settings().task_types.modules))
+    settings = get_settings().task_types
+    return _registered(tuple(settings.modules), tuple(settings.run))
 
 
 def forget() -> None:

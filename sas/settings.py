@@ -639,7 +639,14 @@ class TaskTypeSettings(BaseModel):
         " Each must be importable (on PYTHONPATH) by every process: worker, Supervisor and sas.",
     )
 
-    @field_validator("modules", mode="before")
+    run: list[str] = Field(
+        default_factory=list,
+        description="The task types this process runs, comma-separated (SAS_TASK_TYPES__RUN=trip,ticketed_trip);"
+        " empty: every registered one. A worker that runs some registers only their workflows and Agents, and"
+        " another team's package that cannot be imported, or declares a broken type, does not stop it.",
+    )
+
+    @field_validator("modules", "run", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -652,6 +659,14 @@ class TaskTypeSettings(BaseModel):
         for name in value:
             if not _MODULE_NAME.match(name):
                 raise ValueError(f"{name!r} is not a module name (e.g. my_team.trip)")
+        return list(dict.fromkeys(value))
+
+    @field_validator("run")
+    @classmethod
+    def _type_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _TASK_TYPE_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a task type name (1-40 of a-z 0-9 _, starting with a letter)")
         return list(dict.fromkeys(value))
 
 
@@ -694,6 +709,7 @@ class _DotEnvSource(DotEnvSettingsSource):
 
 
 _POLICY_FIELDS = frozenset(StepPolicy.model_fields)
+_TASK_TYPE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 def steps_by_key(value: Any) -> Any:

@@ -26,7 +26,8 @@ def catalog(*, lenient: bool = False) -> Catalog:
     from sas.settings import get_settings
     from sas.workflows.scheduler import TaskScheduler
 
-    found = discover(tuple(get_settings().task_types.modules), lenient=lenient)
+    settings = get_settings().task_types
+    found = discover(tuple(settings.modules), lenient=lenient, only=tuple(settings.run))
     for task_type in found.types.values():
         if not issubclass(task_type.workflow, TaskScheduler):
             raise TaskTypeError(

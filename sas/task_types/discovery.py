@@ -134,7 +134,7 @@ def module_sources(modules: Sequence[str] = ()) -> list[ModuleSource]:
 
 
 @functools.cache
-def discover(modules: tuple[str, ...] = (), *, lenient: bool = False) -> Catalog:
+def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tuple[str, ...] = ()) -> Catalog:
     """Import every task type module (``module_sources``) and check what they declare.
 
     Args:
@@ -142,6 +142,9 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False) -> Catalog
         lenient: Leave out a module that cannot be imported and a type whose own definition is
             wrong, each recorded in ``Catalog.broken`` with its line, instead of raising (for
             ``sas types``, which shows them as broken; the worker never runs lenient).
+        only: The task types this process runs (``SAS_TASK_TYPES__RUN``); empty: every one.
+            Another package that is broken is then left out, as lenient does, and does not stop
+            the process; a type named here that is not found (its own module broken) does.
 
     Raises:
         TaskTypeError: one line naming the module and what is wrong with it.
@@ -150,15 +153,18 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False) -> Catalog
     types: dict[str, FoundType] = {}
     workflow_names: dict[str, FoundType] = {}
     broken: dict[str, str] = {}
+    tolerant = lenient or bool(only)
     for source in sources:
         try:
             module = _import(source)
         except TaskTypeError as err:
-            if not lenient:
+            if not tolerant:
                 raise
             broken[source.module] = str(err)
             continue
-        for found in _types_in(source, module, broken if lenient else None):
+        for found in _types_in(source, module, broken if tolerant else None):
+            if only and found.name not in only:
+                continue
             earlier = types.get(found.name)
             if earlier is not None and earlier.workflow is not found.workflow:
                 raise TaskTypeError(
@@ -172,6 +178,10 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False) -> Catalog
                     f" task type {other.name!r}'s ({other.module}); give it its own name"
                 )
             types[found.name] = workflow_names[found.workflow_name] = found
+    missing = [name for name in only if name not in types]
+    if missing and not lenient:
+        why = "; ".join(broken.get(name) or line for name, line in broken.items()) or "no package declares it"
+        raise TaskTypeError(f"SAS_TASK_TYPES__RUN names task type {missing[0]!r}, which is not found: {why}")
     agents, services = _agents(types.values())
     for found in types.values():
         _refuse_reserved(found)
@@ -337,6 +347,7 @@ def _agents(types: Iterable[FoundType]) -> tuple[dict[str, AgentCall], dict[str,
     agents: dict[str, AgentCall] = {}
     owners: dict[str, str] = {}
     services: dict[str, Service] = {}
+    declared_by: dict[str, tuple[Service, FoundType]] = {}
     for found in types:
         for step in found.definition.steps:
             if not isinstance(step, StepDefinition):
@@ -344,6 +355,9 @@ def _agents(types: Iterable[FoundType]) -> tuple[dict[str, AgentCall], dict[str,
             for call, name in ((step.forward, step.agent), (step.undo, step.compensation)):
                 if call is None or name is None:
                     continue
+                declared = call.service if isinstance(call, HttpCall) else service_of_ref(call)
+                if declared is not None:
+                    _one_package(declared_by, declared, found)
                 known = agents.get(name)
                 if known is not None and not _same(known, call):
                     raise TaskTypeError(
@@ -356,6 +370,25 @@ def _agents(types: Iterable[FoundType]) -> tuple[dict[str, AgentCall], dict[str,
                 service = service or Service(service_of(name))
                 _add_service(services, service, found)
     return agents, services
+
+
+def _one_package(declared_by: dict[str, tuple[Service, FoundType]], service: Service, found: FoundType) -> None:
+    """A service name is one service, with one URL and one breaker: two packages that each
+    declare a service of that name (two teams' ``flights``) are refused, naming both. A package
+    that uses another's service imports its ``Service``, and is then its user, not a second
+    declarer."""
+    first = declared_by.setdefault(service.name, (service, found))
+    if first[0] is service:
+        return
+    package, other = found.module.partition(".")[0], first[1].module.partition(".")[0]
+    if package == other:
+        return  # one team's package, declaring it twice (the same or not: _add_service says)
+    raise TaskTypeError(
+        f"{found.module}: service {service.name!r} is declared by two packages, {other} (task type"
+        f" {first[1].name!r}, {first[1].module}) and {package} (task type {found.name!r}); a service name is"
+        f" one service, with one SAS_SERVICES__{service.name.upper()}__URL: rename one of them, or declare it"
+        " once in one package and import it in the other"
+    )
 
 
 def _add_service(services: dict[str, Service], service: Service, found: FoundType) -> None:

@@ -180,8 +180,14 @@ def test_the_reserved_names_are_sas_s_own_registrations() -> None:
 
 
 def test_one_agent_name_declared_as_two_calls_is_refused(register: Register) -> None:
-    tour = trip_module(task_type="safari", workflow="SafariWorkflow").replace('"/air/book"', '"/air/v2/book"')
-    register(trip_module(), tour)
+    # One package, one service: two of its types name one Agent for two different calls.
+    safari = (
+        'FLIGHT2 = StepDefinition("flight", forward=AIR.post("/air/v2/book", body={}, result=Booked),'
+        " undo=FLIGHT.undo)\n"
+        'SAFARI = TaskDefinition("safari", TourInput, (FLIGHT2,))\n'
+        'SafariWorkflow = task_workflow(SAFARI, "SafariWorkflow")\n'
+    )
+    register(trip_module() + safari)
     with pytest.raises(
         TaskTypeError, match=re.escape("Agent 'air.book' of task type 'safari' is declared differently by task type")
     ):
