@@ -36,7 +36,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api._sibling_cases import sibling_cases
-from sas.api._testing import Answer, FakeAgents, fake_worker, ladder_decision
+from sas.api._testing import Answer, FakeAgents, fake_worker, ladder_decision, past_pivot
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_types.definitions import StepDefinition, TaskDefinition, Wait
 from sas.workflows.scheduler import TaskScheduler
@@ -118,17 +118,23 @@ async def failure_matrix(
         if step.agent not in reached:
             continue  # skipped by its condition for this input: nothing to refuse
         case = await run.case(f"{step.name} refused", {step.agent})
-        if case.outcome != TaskState.COMPENSATED:
-            case.problems.append(f"ended {case.outcome}, not Compensated")
+        _ended_as_promised(case, definition, [step])
         cases.append(case)
     for timing in sibling_cases(definition, reached):
         refused = {s.agent for s in timing.refused}
         case = await run.case(timing.name, refused, arrange=timing.arrange, decide_when=timing.refusals_in)
-        if case.outcome != TaskState.COMPENSATED:
-            case.problems.append(f"ended {case.outcome}, not Compensated")
+        _ended_as_promised(case, definition, list(timing.refused))
         cases.append(case)
     for step in steps:
-        later = [s for s in steps if definition.steps.index(s) > definition.steps.index(step) and s.agent in reached]
+        # A refusal that undoes the task: of a later step that may still be undone (past the
+        # pivot, a refusal parks the task instead).
+        later = [
+            s
+            for s in steps
+            if definition.steps.index(s) > definition.steps.index(step)
+            and s.agent in reached
+            and definition.pivot_role(s.name) != "forward_only"
+        ]
         if step.compensation is None or step.agent not in reached or not later:
             continue
         trigger = later[-1]
@@ -137,6 +143,20 @@ async def failure_matrix(
             case.problems.append(f"ended {case.outcome} after the operator's compensate, not Compensated")
         cases.append(case)
     return cases
+
+
+def _ended_as_promised(case: MatrixCase, definition: TaskDefinition, refused: list[StepDefinition]) -> None:
+    """A refusal before the pivot (or of the pivot itself) undoes the task: Compensated. One after
+    it parks the task for an operator, with nothing undone: the task only goes forward."""
+    forward_only = [s.name for s in refused if definition.pivot_role(s.name) == "forward_only"]
+    if not forward_only:
+        if case.outcome != TaskState.COMPENSATED:
+            case.problems.append(f"ended {case.outcome}, not Compensated")
+        return
+    if case.outcome != "parked":
+        case.problems.append(f"{forward_only[0]} is past the pivot, but the task ended {case.outcome}, not parked")
+    if case.undone:
+        case.problems.append(f"undid {case.undone} past the pivot")
 
 
 class _Runner:
@@ -239,7 +259,7 @@ class _Runner:
                     continue
                 decided.add(failure)
                 acted = True
-                await handle.signal(*ladder_decision(step, undo_tries))
+                await handle.signal(*ladder_decision(step, undo_tries, past_pivot=past_pivot(self._definition, status)))
             waits = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
             if waits and not acted:
                 await self._env.sleep(max(min(waits) - await self._env.get_current_time(), timedelta(seconds=1)))

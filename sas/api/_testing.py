@@ -335,7 +335,7 @@ async def run_task(
         )
         async with asyncio.timeout(timeout_s):
             if supervise:
-                return await _supervised(env, handle)
+                return await _supervised(env, handle, workflow.definition)
             return await handle.result()
 
 
@@ -345,16 +345,34 @@ _RETRIES = 3
 _UNDO_RETRIES = 2
 
 
-def ladder_decision(step: StepStatus, undo_tries: dict[str, int]) -> tuple[str, OperatorRequest]:
+def ladder_decision(
+    step: StepStatus, undo_tries: dict[str, int], *, past_pivot: bool = False
+) -> tuple[str, OperatorRequest]:
     """The signal the Supervisor's default ladder sends for a step waiting for a decision;
-    ``undo_tries`` counts the retries of each step's undo so far."""
+    ``undo_tries`` counts the retries of each step's undo so far. ``past_pivot``: the task is past
+    its point of no return, where the ladder's end is ``park``, never ``compensate``."""
     if step.state == StepState.COMPENSATION_FAILED:
         tries = undo_tries[step.name] = undo_tries.get(step.name, 0) + 1
         kind = "retry" if tries <= _UNDO_RETRIES else "park"
     else:
         kind = "retry" if not step.permanent and step.failure_count < _RETRIES else "compensate"
+        kind = "park" if kind == "compensate" and past_pivot else kind
     # As the Supervisor does: each decision counts one more failure (FailureCount).
     return kind, OperatorRequest(step=step.name, failure_count=step.failure_count + 1, by="supervisor")
+
+
+def past_pivot(definition: TaskDefinition, status: TaskStatus) -> bool:
+    """Whether the task is past its point of no return, as its Scheduler reads it: a step after
+    the pivot has run, or the pivot was attempted with an outcome other than a refusal for good."""
+    if definition.pivot is None:
+        return False
+    for step in status.steps:
+        role = definition.pivot_role(step.name)
+        if role == "forward_only" and step.runs > 0:
+            return True
+        if role == "pivot" and step.runs > 0 and not (step.permanent and step.state in _WAITING_FOR_A_DECISION):
+            return True
+    return False
 
 
 def _parked(status: TaskStatus) -> TaskResult:
@@ -362,7 +380,9 @@ def _parked(status: TaskStatus) -> TaskResult:
     return TaskResult(task_id=status.task_id, state=status.state, steps=status.steps)
 
 
-async def _supervised(env: WorkflowEnvironment, handle: WorkflowHandle[Any, TaskResult]) -> TaskResult:
+async def _supervised(
+    env: WorkflowEnvironment, handle: WorkflowHandle[Any, TaskResult], definition: TaskDefinition
+) -> TaskResult:
     """The task's result, deciding for each failed step as the Supervisor's default ladder would.
 
     The task is watched through its status query, not its result: a client waiting on a result
@@ -381,7 +401,7 @@ async def _supervised(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Task
                 continue
             undecided = True
             decided.add(failure)
-            await handle.signal(*ladder_decision(step, undo_tries))
+            await handle.signal(*ladder_decision(step, undo_tries, past_pivot=past_pivot(definition, status)))
         deadlines = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
         if deadlines and not undecided:
             await env.sleep(max(min(deadlines) - await env.get_current_time(), timedelta(seconds=1)))

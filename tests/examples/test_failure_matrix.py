@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
@@ -12,6 +13,7 @@ from sas.api import FakeAgents, MatrixCase, check_failure_matrix, time_skipping_
 from sas.api._failure_matrix import _Runner
 from sas_orders.workflows import OrderWorkflow, PreorderWorkflow
 from sas_trip.models import TripInput
+from sas_trip.ticketed import TicketedTripWorkflow
 from sas_trip.workflows import TripWorkflow
 
 ORDER = {"customer_id": "c-1", "sku": "BOOK-1", "quantity": 1, "amount_cents": 1299, "address": "1 Main St"}
@@ -97,3 +99,29 @@ def test_the_checks_catch_a_run_that_breaks_the_promise() -> None:
     missed = FakeAgents()
     missed.effects = [("inventory.reserve", "t:reserve")]
     assert "reserve undone 0 times" in runner._broken_promises(missed, "Compensated")
+
+
+async def test_a_type_with_a_pivot_is_undone_before_it_and_parked_after_it(env: WorkflowEnvironment) -> None:
+    """The ticketed trip, ``(flight ‖ hotel) → charge (pivot) → tickets``: a refusal up to the
+    pivot undoes the task; the tickets refused past it park the task for an operator, nothing
+    undone; the undo cases are driven by a refusal that may still undo (the charge's)."""
+    answers: dict[str, Any] = {**BOOKED, "tickets.issue": {"ticket_id": "tk_1"}}
+    cases = await check_failure_matrix(env, TicketedTripWorkflow, TRIP, answers=answers)
+    assert all(c.passed for c in cases)
+    by_name = {c.name: c for c in cases}
+    assert by_name["charge refused"].outcome == "Compensated"
+    tickets = by_name["tickets refused"]
+    assert tickets.outcome == "parked" and tickets.undone == []
+    assert "charge's undo refused" not in by_name  # the charge is the pivot: no later refusal undoes it
+    assert {"flight's undo refused", "hotel's undo refused"} <= set(by_name)
+
+
+def test_a_run_that_undoes_past_the_pivot_breaks_the_promise() -> None:
+    from sas.api._failure_matrix import _ended_as_promised
+
+    case = MatrixCase("tickets refused", outcome="Compensated", undone=["cards.refund"])
+    _ended_as_promised(case, TicketedTripWorkflow.definition, [TicketedTripWorkflow.definition.step("tickets")])  # type: ignore[list-item]
+    assert case.problems == [
+        "tickets is past the pivot, but the task ended Compensated, not parked",
+        "undid ['cards.refund'] past the pivot",
+    ]
