@@ -91,11 +91,14 @@ async def decisions_between(sessions: Any, start: datetime, end: datetime) -> in
 
 
 async def failed_at(client: Any, task_id: str) -> datetime:
-    """When the probe's reserve failed, by its workflow's history."""
+    """When the probe's reserve failed, by its workflow's history: refused, or (on a loaded
+    machine, before its call got an answer) timed out at its complete-by."""
     async for event in client.get_workflow_handle(task_id).fetch_history_events():
-        if event.HasField("activity_task_failed_event_attributes"):
+        if event.HasField("activity_task_failed_event_attributes") or event.HasField(
+            "activity_task_timed_out_event_attributes"
+        ):
             return event.event_time.ToDatetime().astimezone()  # type: ignore[no-any-return]
-    raise RuntimeError(f"{task_id}: no failed activity in its history")
+    raise RuntimeError(f"{task_id}: no failed or timed-out activity in its history")
 
 
 async def add_poison(sessions: Any, task_id: str) -> None:
