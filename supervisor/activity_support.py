@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from temporalio import activity
 
 from sas.settings import Settings
+from sas.supervisor.models import SupervisorPolicy
 from sas.task_models.cleanup import CLEANUP_SEQ
 from sas.task_models.versions import version_of
 
@@ -43,3 +44,21 @@ async def bounded(limit: int, jobs: list[Callable[[], Awaitable[None]]]) -> None
     for outcome in await asyncio.gather(*(run(job) for job in jobs), return_exceptions=True):
         if isinstance(outcome, BaseException):
             raise outcome
+
+
+def policy_from_settings(settings: Settings) -> SupervisorPolicy:
+    """The thresholds in force, from the Supervisor worker's settings (read at each sweep)."""
+    s = settings.supervisor
+    return SupervisorPolicy(
+        failure_threshold=s.failure_threshold,
+        overdue_grace_s=s.overdue_grace_s,
+        batch_size=s.batch_size,
+        interval_s=s.interval_s,
+        max_interval_s=max(s.max_interval_s, s.interval_s),
+        idle_backoff=s.idle_backoff,
+        sweeps_per_run=s.sweeps_per_run,
+        queue_check_s=s.queue_check_s,
+        orphan_check_s=s.orphan_check_s,
+        shards=s.shards,
+        webhook=bool(s.webhook.url),
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -27,14 +27,15 @@ from sas.state_store import tables
 from sas.state_store.decisions import claim_decision, defer_step
 from sas.state_store.queries import get_step, get_task_row
 from sas.supervisor.activity_defs import ApplyDefs
-from sas.supervisor.activity_support import CLEANUP_VERSION, bounded, shard_buckets
+from sas.supervisor.activity_support import CLEANUP_VERSION, bounded, policy_from_settings, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision
 from sas.supervisor.breakers import holding, service_of_step
 from sas.supervisor.metrics import record_decision, record_sweep
-from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision
+from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision, SupervisorPolicy
 from sas.supervisor.outbox import Outbox
 from sas.supervisor.outside_pauses import paused_outside_sas, record_outside_pause
 from sas.supervisor.per_task import isolated
+from sas.supervisor.policy import PutOff, breaker_holds, temporal_says_wait
 from sas.supervisor.reconcile import reconcile_task
 from sas.supervisor.task_faults import TaskFault
 from sas.supervisor.temporal_view import look, waiting_reason
@@ -91,81 +92,60 @@ class ApplyActivities(ApplyDefs):
         return result
 
     async def _held_by_breaker(self, d: Decision, held: dict[str, BreakerView]) -> bool:
-        """A step of a service whose breaker holds its work: not failing but waiting, so no
-        decision and nothing counted; it is looked at again when the breaker may probe."""
+        """Whether the step's service's breaker holds the decision back (``policy.breaker_holds``)."""
         if not held:
             return False
         async with self._sessions() as session:
             step = await get_step(session, d.task_id, d.step)
         service = service_of_step(step.agent) if step is not None else None
-        view = held.get(service) if service else None
-        if step is None or view is None:
-            return False
-        now = datetime.now(UTC)
-        s = self._settings.supervisor
-        until = max(view.retry_at or now, now + timedelta(seconds=max(s.interval_s, 1.0)))
-        async with self._sessions() as session:
-            await defer_step(session, d.task_id, d.step, d.seen_version, d.seen_failure_count, until)
-        since = (view.outage_since or view.since or now).isoformat(timespec="seconds")
-        log.info(
-            "decision put off: the %s breaker holds its steps (open since %s)",
-            service,
-            since,
-            extra={"fields": {"task_id": d.task_id, "step": d.step, "decision": d.kind, "service": service}},
-        )
-        return True
+        put_off = breaker_holds(held.get(service) if service else None, datetime.now(UTC), self._policy())
+        return await self._put_off(d, put_off)
 
     async def _temporal_says_wait(self, d: Decision) -> bool:
-        """Ask Temporal before escalating: True if this decision must not be taken now.
-
-        A finished workflow gets no decision (its rows are reconciled instead); a closed or
-        unknown one is the orphan check's; a step that waits for a worker, or a decision the
-        workflow has not yet taken in, is not counted again - its look is only put off."""
+        """Whether Temporal's view of the task holds the decision back (``policy.temporal_says_wait``):
+        the facts are fetched here, judged there, and what it says is done here."""
         async with self._sessions() as session:
             task = await get_task_row(session, d.task_id)
             step = await get_step(session, d.task_id, d.step)
         if task is None or step is None or task.version >= CLEANUP_VERSION:
             return False  # a clean-up workflow is undoing it: its own ladder applies
         view = await look(self._client, d.task_id, task.chain_id, task.run_id)
-        if view.status == "completed":
-            found = await reconcile_task(self._sessions, self._client, d.task_id)
-            log.info(
-                "decision dropped: the workflow has completed; mirror reconciled",
-                extra={
-                    "fields": {"task_id": d.task_id, "decision": d.kind, "repairs": len(found.repairs) if found else 0}
-                },
-            )
-            return True
-        if view.status != "running":
-            return True  # closed from outside or gone: check_orphans raises its alert
-        s = self._settings.supervisor
-        now = datetime.now(UTC)
-        why = waiting_reason(view, (step.agent, step.compensation), now, s.overdue_grace_s)
-        if why is None:
+        policy, now = self._policy(), datetime.now(UTC)
+        names = (step.agent, step.compensation)
+        waiting = waiting_reason(view, names, now, policy.overdue_grace_s) if view.status == "running" else None
+        if waiting is not None:
+            pending = view.activity_for(names)
+            if pending is not None and paused_outside_sas(step, pending):
+                await record_outside_pause(self._sessions, step, step.version, pending, now)
+        scheduled = view.workflow_task_scheduled
+        waited = (
+            (now - scheduled).total_seconds()
+            if view.workflow_task_pending and not view.workflow_task_started and scheduled
+            else None
+        )
+        put_off = temporal_says_wait(view.status, waiting, waited, step.complete_by_s, now, policy)
+        if put_off is not None and put_off.reconcile:
+            await reconcile_task(self._sessions, self._client, d.task_id)
+        return await self._put_off(d, put_off)
+
+    async def _put_off(self, d: Decision, put_off: PutOff | None) -> bool:
+        """Do what a veto says: move the step's next look, and say so. Whether there was one."""
+        if put_off is None:
             return False
-        pending = view.activity_for((step.agent, step.compensation))
-        if pending is not None and paused_outside_sas(step, pending):
-            await record_outside_pause(self._sessions, step, step.version, pending, now)
-        waited = (now - view.workflow_task_scheduled).total_seconds() if view.workflow_task_scheduled else None
-        if (
-            view.workflow_task_pending
-            and not view.workflow_task_started
-            and waited is not None
-            and waited < s.interval_s
-        ):
-            # Its workflow task was scheduled just now and waits for a busy worker: look again at the
-            # next sweep (a refused order must not wait a whole queue check for a worker that is only
-            # slow). One that has waited longer may have no worker at all: the queue check's case.
-            until = now + timedelta(seconds=s.interval_s)
-        else:
-            # Look again after the queue check has had its say (a no-worker incident is its alert, not this step's).
-            until = now + timedelta(seconds=max(s.queue_check_s, step.complete_by_s, s.interval_s))
-        async with self._sessions() as session:
-            await defer_step(session, d.task_id, d.step, d.seen_version, d.seen_failure_count, until)
+        if put_off.look_again_at is not None:
+            async with self._sessions() as session:
+                await defer_step(
+                    session, d.task_id, d.step, d.seen_version, d.seen_failure_count, put_off.look_again_at
+                )
         log.info(
-            "decision put off: %s", why, extra={"fields": {"task_id": d.task_id, "step": d.step, "decision": d.kind}}
+            "decision put off: %s",
+            put_off.why,
+            extra={"fields": {"task_id": d.task_id, "step": d.step, "decision": d.kind}},
         )
         return True
+
+    def _policy(self) -> SupervisorPolicy:
+        return policy_from_settings(self._settings)
 
     async def _claim(self, d: Decision) -> bool:
         now = datetime.now(UTC)

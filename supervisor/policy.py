@@ -24,9 +24,11 @@ good (proof it did nothing, so the steps before it may still be undone).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, Ladder, SupervisorPolicy
+from sas.task_models.breakers import BreakerView
 
 RUNNING = ("Processing", "Compensating")
 
@@ -224,3 +226,70 @@ def _problem(step: DueStep) -> str:
         when = step.complete_by.isoformat(timespec="seconds") if step.complete_by else "?"
         return f"{step.state} past CompleteBy {when} (LockedBy {step.locked_by or 'nobody'})"
     return f"{step.state}: {step.error_type or 'error'}: {step.last_error or 'no detail'}"
+
+
+# ---------------------------------------------------------------- vetoes: a decision not taken now
+#
+# A decision is made from the state store's rows; before it is carried out, what holds it back is
+# read from where it lives (the service's breaker row, Temporal's view of the workflow) and judged
+# here, as pure functions. ``supervisor/apply.py`` only fetches those facts and does what these say.
+
+
+@dataclass(frozen=True)
+class PutOff:
+    """A decision not taken now, and why.
+
+    Attributes:
+        why: What holds it back, in words (logged).
+        look_again_at: When the step is looked at again (its CompleteBy moves there); None: the
+            decision is dropped and nothing is put off (its task is another check's).
+        held: Held by its service's breaker (counted apart from the other put-offs).
+        reconcile: The workflow has completed: its rows are brought in line with Temporal.
+    """
+
+    why: str
+    look_again_at: datetime | None
+    held: bool = False
+    reconcile: bool = False
+
+
+def breaker_holds(view: BreakerView | None, now: datetime, policy: SupervisorPolicy) -> PutOff | None:
+    """A step of a service whose breaker holds its work is not failing but waiting: no decision
+    and nothing counted; it is looked at again when the breaker may probe (or after an interval)."""
+    if view is None:
+        return None
+    until = max(view.retry_at or now, now + timedelta(seconds=max(policy.interval_s, 1.0)))
+    since = (view.outage_since or view.since or now).isoformat(timespec="seconds")
+    return PutOff(f"the {view.service} breaker holds its steps (open since {since})", until, held=True)
+
+
+def temporal_says_wait(
+    status: str,
+    waiting: str | None,
+    workflow_task_waited_s: float | None,
+    step_complete_by_s: float,
+    now: datetime,
+    policy: SupervisorPolicy,
+) -> PutOff | None:
+    """Whether Temporal's view of the task holds a decision back (the mirror follows Temporal).
+
+    Args:
+        status: The workflow's, as ``temporal_view.look`` says it (running, completed, closed, gone).
+        waiting: Why the step's lateness is not its fault (``temporal_view.waiting_reason``), if so.
+        workflow_task_waited_s: How long its scheduled workflow task has waited for a worker to
+            start it; None if none waits.
+        step_complete_by_s: The step's complete-by.
+    """
+    if status == "completed":
+        return PutOff("the workflow has completed; mirror reconciled", None, reconcile=True)
+    if status != "running":
+        return PutOff(f"the workflow is {status}: the orphan check's", None)
+    if waiting is None:
+        return None
+    if workflow_task_waited_s is not None and workflow_task_waited_s < policy.interval_s:
+        # Its workflow task was scheduled just now and waits for a busy worker: look again at the
+        # next sweep (a refused order must not wait a whole queue check for a worker that is only
+        # slow). One that has waited longer may have no worker at all: the queue check's case.
+        return PutOff(waiting, now + timedelta(seconds=policy.interval_s))
+    # Look again after the queue check has had its say (a no-worker incident is its alert, not this step's).
+    return PutOff(waiting, now + timedelta(seconds=max(policy.queue_check_s, step_complete_by_s, policy.interval_s)))

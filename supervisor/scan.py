@@ -17,7 +17,7 @@ from sas.state_store.decisions import undo_retries
 from sas.state_store.queries import due_steps
 from sas.state_store.rows import StepRow, TaskRow
 from sas.supervisor.activity_defs import ScanDefs
-from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
+from sas.supervisor.activity_support import CLEANUP_VERSION, beat, policy_from_settings, shard_buckets
 from sas.supervisor.incidents import check_incidents
 from sas.supervisor.metrics import StoreGauges, record_sweep
 from sas.supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
@@ -32,20 +32,7 @@ class ScanActivities(ScanDefs):
 
     def policy(self) -> SupervisorPolicy:
         """The settings the workflow decides with, handed over with every scan (so recorded in history)."""
-        s = self._settings.supervisor
-        return SupervisorPolicy(
-            failure_threshold=s.failure_threshold,
-            overdue_grace_s=s.overdue_grace_s,
-            batch_size=s.batch_size,
-            interval_s=s.interval_s,
-            max_interval_s=max(s.max_interval_s, s.interval_s),
-            idle_backoff=s.idle_backoff,
-            sweeps_per_run=s.sweeps_per_run,
-            queue_check_s=s.queue_check_s,
-            orphan_check_s=s.orphan_check_s,
-            shards=s.shards,
-            webhook=bool(s.webhook.url),
-        )
+        return policy_from_settings(self._settings)
 
     @activity.defn(name="supervisor.scan")
     async def scan(self, request: ScanInput | None = None) -> ScanResult:
