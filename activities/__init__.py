@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 from pydantic_settings import SettingsError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from temporalio import activity
 
 from sas.activities.breaker import Breakers
 from sas.activities.callbacks import CallbackActivities
@@ -23,6 +22,7 @@ from sas.activities.services import AGENTS
 from sas.settings import ServicesSettings, Settings
 from sas.state_store.agent_writes import StepWriter, make_step_writer
 from sas.task_models.queues import service_of
+from sas.task_models.sdk_internals import activity_name_of
 from sas.task_types.discovery import discover
 
 if __name__ != "sas.activities":
@@ -172,10 +172,10 @@ def by_service(activities: list[Callable[..., Any]]) -> dict[str, list[Callable[
     own task queue runs (``task_models/queues.py``)."""
     grouped: dict[str, list[Callable[..., Any]]] = {name: [] for name in AGENTS}
     for fn in activities:
-        definition = activity._Definition.from_callable(fn)
-        if definition is None or definition.name is None or "." not in definition.name:
+        name = activity_name_of(fn)
+        if name is None or "." not in name:
             continue
-        service = service_of(definition.name)
+        service = service_of(name)
         if service in grouped:
             grouped[service].append(fn)
     return grouped

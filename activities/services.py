@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from temporalio import activity
-
 from sas.activities.agent import Agent
 from sas.activities.function_agents import FunctionAgents, function_agent_refs
 from sas.activities.http_agent import HttpAgent
@@ -30,6 +28,7 @@ from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
 from sas.state_store.agent_writes import StepWriter
 from sas.task_models.activity_defs import AgentRef
+from sas.task_models.sdk_internals import activity_name_of
 from sas.task_types.discovery import Catalog, TaskTypeError, discover
 from sas.task_types.services import HttpCall, Service
 
@@ -98,14 +97,13 @@ def activity_methods(agent: object) -> list[Callable[..., Any]]:
     cls = agent if isinstance(agent, type) else type(agent)
     found = []
     for name in sorted(dir(cls)):
-        if activity._Definition.from_callable(getattr(cls, name)) is not None:
+        if activity_name_of(getattr(cls, name)) is not None:
             found.append(getattr(agent, name))
     return found
 
 
 def _name(fn: Callable[..., Any]) -> str | None:
-    definition = activity._Definition.from_callable(fn)
-    return None if definition is None else definition.name
+    return activity_name_of(fn)
 
 
 @cache

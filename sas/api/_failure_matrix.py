@@ -31,13 +31,13 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio import workflow as temporal_workflow
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api._sibling_cases import sibling_cases
 from sas.api._testing import Answer, FakeAgents, fake_worker, ladder_decision, past_pivot
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
+from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.definitions import StepDefinition, TaskDefinition, Wait
 from sas.workflows.scheduler import TaskScheduler
 
@@ -171,7 +171,7 @@ class _Runner:
     ) -> None:
         self._env, self._workflow, self._definition = env, workflow, definition
         self._payload, self._answers, self._timeout_s = payload, answers, timeout_s
-        name = temporal_workflow._Definition.must_from_class(workflow).name
+        name = workflow_name_of(workflow)
         assert name is not None
         self._name = name
         self._owner = {s.agent: s for s in definition.steps if isinstance(s, StepDefinition)}

@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
@@ -47,6 +46,7 @@ from sas.task_models import (
     TransitionBatch,
 )
 from sas.task_models.queues import service_of
+from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall
 from sas.workflows.runner import workflow_runner
@@ -322,7 +322,7 @@ async def run_task(
     answer a wait or decide yourself, start the workflow on a ``fake_worker`` and send the
     signals (``approve``, ``retry``, ``compensate``) as a person or the Supervisor would."""
     definition = workflow.definition
-    name = temporal_workflow._Definition.must_from_class(workflow).name
+    name = workflow_name_of(workflow)
     assert name is not None
     payload = task_input.model_dump(mode="json") if isinstance(task_input, BaseModel) else dict(task_input)
     async with fake_worker(env, agents, workflow) as queue:

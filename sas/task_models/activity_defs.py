@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from sas.task_models.cleanup import CleanupInput, CleanupRequest
+from sas.task_models.sdk_internals import activity_name_of
 from sas.task_models.status import CallbackEvent
 from sas.task_models.steps import AuditRecord, StepResult, TaskAccepted, TaskPlan, TransitionBatch
 
@@ -39,10 +40,10 @@ _RESULTS: dict[str, type[BaseModel]] = {}
 
 def activity_name(ref: Callable[..., Any]) -> str:
     """The registered name of a declared activity (``PaymentDefs.charge`` -> ``payment.charge``)."""
-    definition = activity._Definition.must_from_callable(ref)
-    if definition.name is None:  # pragma: no cover - every declaration here is named
-        raise ValueError(f"{ref!r} is a dynamic activity")
-    return definition.name
+    name = activity_name_of(ref)
+    if name is None:  # pragma: no cover - every declaration here is named
+        raise ValueError(f"{ref!r} is not a named activity")
+    return name
 
 
 def implements(ref: Callable[..., Any]) -> Callable[[F], F]:

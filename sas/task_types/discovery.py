@@ -30,10 +30,9 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
-from temporalio import workflow
-
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
+from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.checks import definition_problem
 from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition, Wait
 from sas.task_types.services import HttpCall, Service, service_of_ref
@@ -83,9 +82,9 @@ class FoundType:
     @property
     def workflow_name(self) -> str:
         """The workflow type name Temporal knows it by."""
-        defn = workflow._Definition.must_from_class(self.workflow)
-        assert defn.name is not None  # a task type's workflow is never dynamic
-        return defn.name
+        name = workflow_name_of(self.workflow)
+        assert name is not None  # a task type's workflow is never dynamic
+        return name
 
 
 @dataclass(frozen=True)
@@ -234,7 +233,7 @@ def _types_in(source: ModuleSource, module: ModuleType, broken: dict[str, str] |
             continue
         cls: type = value
         definition = getattr(value, "definition", None)
-        if not isinstance(definition, TaskDefinition) or workflow._Definition.from_class(value) is None:
+        if not isinstance(definition, TaskDefinition) or workflow_name_of(value) is None:
             continue
         if getattr(module, value.__name__, None) is not value:
             # The sandbox imports a workflow class by its own name from its module.
