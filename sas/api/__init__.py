@@ -60,7 +60,9 @@ Groups (each name links to its entry in the docs site's API reference):
   [`StepStatus`][sas.api.StepStatus], [`TaskState`][sas.api.TaskState],
   [`StepState`][sas.api.StepState], [`Approval`][sas.api.Approval].
 - Registration: [`ENTRY_POINT_GROUP`][sas.api.ENTRY_POINT_GROUP],
-  [`TaskTypeError`][sas.api.TaskTypeError].
+  [`TaskTypeError`][sas.api.TaskTypeError]; a demo for ``sas demo``, named in the
+  [`DEMO_ENTRY_POINT_GROUP`][sas.api.DEMO_ENTRY_POINT_GROUP]: [`DemoPlan`][sas.api.DemoPlan]
+  of [`DemoCase`][sas.api.DemoCase]s.
 - Starting tasks and acting on them from a team's own code (what the ``sas`` command line
   does, typed): [`TaskClient`][sas.api.TaskClient], its results [`Submitted`][sas.api.Submitted],
   [`TaskView`][sas.api.TaskView], [`Outcome`][sas.api.Outcome],
@@ -125,8 +127,10 @@ if TYPE_CHECKING:
     from sas.client.status import TaskView
     from sas.client.task_client import ActionResult, BulkResult, Submitted, TaskClient
     from sas.client.waiting import Outcome
+    from sas.task_types.demos import DEMO_ENTRY_POINT_GROUP, DemoCase, DemoPlan
 
 __all__ = [
+    "DEMO_ENTRY_POINT_GROUP",
     "ENTRY_POINT_GROUP",
     "ActionResult",
     "Agent",
@@ -135,6 +139,8 @@ __all__ = [
     "BulkResult",
     "ClientError",
     "Const",
+    "DemoCase",
+    "DemoPlan",
     "FakeAgents",
     "Forward",
     "ForwardKey",
@@ -222,6 +228,10 @@ _LAZY = {
     "TaskIdTaken": "sas.client.errors",
     "TaskNotFound": "sas.client.errors",
     "Unreachable": "sas.client.errors",
+    # A demo's plan: read by `sas demo`, never by a workflow.
+    "DEMO_ENTRY_POINT_GROUP": "sas.task_types.demos",
+    "DemoCase": "sas.task_types.demos",
+    "DemoPlan": "sas.task_types.demos",
 }
 
 
