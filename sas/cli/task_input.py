@@ -41,10 +41,19 @@ class InputCommand(TyperCommand):
         except NoSuchOption as err:
             field = err.option_name.lstrip("-").replace("-", "_") or "FIELD"
             raise CliError(
-                f"{err.option_name}: no such flag of `{ctx.command_path}`",
+                f"{err.option_name}: no such flag of `{_command_name(ctx)}`",
                 f"give a field of the task input with --set {field}=VALUE, or in the --input file",
                 code=2,
             ) from None
+
+
+def _command_name(ctx: Any) -> str:
+    """``sas submit``, ``sas schedule create``: as the user typed it, however sas was started."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["sas", *reversed(names)])
 
 
 def require_type(task_type: str | None) -> str:
