@@ -7,6 +7,7 @@ Temporal is asked (it is not up); one submission end to end on the test stack.""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,18 @@ async def test_submit_with_set_starts_the_task_with_those_values(stack: Stack, t
     assert record is not None and record.task.task_type == "order"
     assert record.task.payload["card"] == "4000000000000002" and record.task.payload["quantity"] == 3
     assert record.task.payload["address"] == ORDER["address"]  # the file's, where no --set changed it
+
+
+def readme_submit() -> list[str]:
+    """The Quick start's ``sas submit`` command, as printed (continued lines joined)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0].replace("\\\n", " ")
+    [line] = [line for line in text.splitlines() if line.startswith("sas submit ")]
+    return shlex.split(line.split("#", 1)[0])[1:]
+
+
+async def test_the_readme_quick_start_submit_runs_as_printed(stack: Stack) -> None:
+    task_id = fresh_id("readme")
+    done = await sas(stack, *readme_submit(), "--id", task_id, "--wait", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["state"] == "Processed"
