@@ -13,7 +13,7 @@ import typer
 from sas.cli import context
 from sas.cli.output import CliError, ago, console, print_json, shown, table
 from sas.cli.schedule_spec import check_cron, parse_every
-from sas.cli.task_input import InputCommand
+from sas.cli.task_input import SET_OPTION, InputCommand
 
 if TYPE_CHECKING:
     from temporalio.client import Client, Schedule
@@ -88,12 +88,7 @@ def create(
     task_type: str | None = typer.Option(
         None, "--type", help="The task type, required: any registered one (`sas types` lists them)."
     ),
-    sets: list[str] = typer.Option(
-        [],
-        "--set",
-        metavar="FIELD=VALUE",
-        help="A field of the task input (JSON if it parses, else text; a.b=1 sets a nested field), over the file's.",
-    ),
+    sets: list[str] = SET_OPTION,
 ) -> None:
     """Create a schedule: each run is a task of --type with the input of --input and --set.
     Example: sas schedule create nightly --every 1d --type TYPE --input task.json"""

@@ -20,21 +20,14 @@ from sas.cli.output import (
     styled,
     table,
 )
+from sas.cli.task_input import SET_OPTION, InputCommand
 
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
-SET = typer.Option(
-    [],
-    "--set",
-    metavar="FIELD=VALUE",
-    help="A field of the task input (JSON if it parses, else text; a.b=1 sets a nested field), over the file's.",
-)
 # `sas list`'s name for a workflow stuck in workflow task failures before the mirror saw it.
 STUCK = "Stuck"
 
 
 def register(app: typer.Typer) -> None:
-    from sas.cli.task_input import InputCommand
-
     app.command(cls=InputCommand)(submit)
     app.command()(status)
     app.command("list")(list_tasks)
@@ -49,7 +42,7 @@ def submit(
     task_type: str | None = typer.Option(
         None, "--type", help="The task type, required: any registered one (`sas types` lists them)."
     ),
-    sets: list[str] = SET,
+    sets: list[str] = SET_OPTION,
     at: str | None = typer.Option(None, "--at", help="Start at this time (ISO 8601), not now."),
     after: str | None = typer.Option(None, "--in", help="Start after this long: 90s, 15m, 2h, 1d."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the task to finish and print its result."),

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
 from typer.core import TyperCommand
 
 from sas.cli.output import CliError
@@ -27,6 +28,14 @@ if TYPE_CHECKING:
 _SET = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)", re.S)
 # pydantic's words when a text field is given a number or a boolean.
 _NOT_TEXT = "Input should be a valid string"
+
+SET_OPTION = typer.Option(
+    [],
+    "--set",
+    metavar="FIELD=VALUE",
+    help="A field of the task input, once per field, over the file's: JSON if it parses, else text; "
+    "a.b=1 sets a nested field.",
+)
 
 
 class InputCommand(TyperCommand):
