@@ -79,12 +79,13 @@ import httpx  # noqa: E402
 from bench import _chaos_check as check  # noqa: E402
 from bench._chaos_db import ChaosStore, PostgresStore, SqliteStore  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
-from sas.cli.demo_plan import DEMO_ENV, base_order  # noqa: E402
+from sas.cli.demo_plan import DEMO_ENV  # noqa: E402
 from sas.remote_services.launcher import free_port  # noqa: E402
 from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
 from sas.runtime.processes import Child, ProcessGroup, wait_for_async  # noqa: E402
 from sas.runtime.readiness import http_healthy, temporal_healthy  # noqa: E402
 from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
+from sas_orders.demo import order_input  # noqa: E402
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 FORWARD = ("inventory.reserve", "payment.charge", "shipping.ship")
@@ -314,12 +315,13 @@ class Run:
 
     async def submit_all(self, client: Any) -> None:
         from sas.cli import tasks
+        from sas.client.inputs import validate_input
         from sas.settings import Settings, TemporalSettings
 
         settings = Settings(temporal=TemporalSettings(address=self.stack.temporal_address))
         gap = self.args.submit_s / max(len(self.orders), 1)
         for index, order in enumerate(self.orders):
-            payload = tasks.build_input("order", None, base_order(index))
+            payload = validate_input("order", order_input(index), settings.outbound)
             while True:
                 try:
                     await tasks.submit(client, settings, "order", order, payload)  # False: it was already started

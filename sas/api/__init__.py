@@ -60,7 +60,9 @@ Groups (each name links to its entry in the docs site's API reference):
   [`StepStatus`][sas.api.StepStatus], [`TaskState`][sas.api.TaskState],
   [`StepState`][sas.api.StepState], [`Approval`][sas.api.Approval].
 - Registration: [`ENTRY_POINT_GROUP`][sas.api.ENTRY_POINT_GROUP],
-  [`TaskTypeError`][sas.api.TaskTypeError].
+  [`TaskTypeError`][sas.api.TaskTypeError]; a demo for ``sas demo``, named in the
+  [`DEMO_ENTRY_POINT_GROUP`][sas.api.DEMO_ENTRY_POINT_GROUP]: [`DemoPlan`][sas.api.DemoPlan]
+  of [`DemoCase`][sas.api.DemoCase]s.
 - Starting tasks and acting on them from a team's own code (what the ``sas`` command line
   does, typed): [`TaskClient`][sas.api.TaskClient], its results [`Submitted`][sas.api.Submitted],
   [`TaskView`][sas.api.TaskView], [`Outcome`][sas.api.Outcome],
@@ -143,8 +145,10 @@ if TYPE_CHECKING:
         builtin_services_slowdown,
         check_service,
     )
+    from sas.task_types.demos import DEMO_ENTRY_POINT_GROUP, DemoCase, DemoPlan
 
 __all__ = [
+    "DEMO_ENTRY_POINT_GROUP",
     "ENTRY_POINT_GROUP",
     "ActionResult",
     "Agent",
@@ -154,6 +158,8 @@ __all__ = [
     "ClauseResult",
     "ClientError",
     "Const",
+    "DemoCase",
+    "DemoPlan",
     "ExplicitCalls",
     "FakeAgents",
     "Forward",
@@ -258,6 +264,10 @@ _LAZY = {
     "assert_conforms": "sas.conformance",
     "builtin_services_slowdown": "sas.conformance",
     "check_service": "sas.conformance",
+    # A demo's plan: read by `sas demo`, never by a workflow.
+    "DEMO_ENTRY_POINT_GROUP": "sas.task_types.demos",
+    "DemoCase": "sas.task_types.demos",
+    "DemoPlan": "sas.task_types.demos",
 }
 
 

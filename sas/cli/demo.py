@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sas.cli.demo_plan import DEMO_ENV, base_order, check_ledger, demo_cases
+from sas.cli.demo_plan import DEMO_ENV, check_ledger, demo_plan
 from sas.cli.output import CliError, command_line, console, shown, styled, table
 
 if TYPE_CHECKING:
     from sas.runtime.local_stack import LocalStack, LocalStackConfig
+    from sas.task_types.demos import DemoPlan
 
 SETTLED = ("Processed", "Compensated", "Error")
 
@@ -49,7 +50,7 @@ def up(
         help="A process that exits this many times in a row within a minute of its start stops the stack.",
     ),
 ) -> None:
-    """Start the stack on this machine (no demo orders) until Ctrl-C or SIGTERM; a process that
+    """Start the stack on this machine (no demo tasks) until Ctrl-C or SIGTERM; a process that
     exits is started again, with back-off."""
     _stop_on_sigterm()
     cfg = _stack_options(
@@ -74,21 +75,22 @@ def up(
 
 
 def demo(
-    orders: int = typer.Option(20, min=1, max=1000, help="How many demo orders."),
+    count: int = typer.Option(20, "--tasks", min=1, max=1000, help="How many demo tasks."),
+    name: str | None = typer.Option(
+        None, "--demo", help="Which installed demo (sas.demos entry points); needed only when several are."
+    ),
     exit_after: bool = typer.Option(False, "--exit", help="Stop after the summary instead of waiting for Ctrl-C."),
-    timeout: float = typer.Option(300, help="Give up waiting for the orders after this many seconds."),
+    timeout: float = typer.Option(300, help="Give up waiting for the tasks after this many seconds."),
     state_dir: Path = typer.Option(Path(".sas"), help="Where the Temporal file, state store, ledger and logs go."),
     temporal_port: int = typer.Option(7233),
     ui_port: int = typer.Option(8233),
     services_port: int = typer.Option(8081),
 ) -> int:
-    """Start everything, run demo orders with injected faults, and show where each ended."""
+    """Start everything, run an installed demo's tasks with injected faults (the order example's
+    orders), and show where each ended."""
     _stop_on_sigterm()
-    from sas.cli.tasks import TASK_TYPES
-
-    if "order" not in TASK_TYPES:
-        # The demo's orders are the order example's: a package of its own, like a team's.
-        raise CliError("sas demo runs the order example, which is not installed", "pip install -e examples/orders")
+    # The demo is an example's, found as a team's package is: nothing of sas names it.
+    _, plan = demo_plan(name, count)
     cfg = _stack_options(state_dir, temporal_port, ui_port, services_port, enable_faults=True, extra_env=dict(DEMO_ENV))
     stack = _start(cfg)
     try:
@@ -98,8 +100,8 @@ def demo(
         get_settings.cache_clear()
         import asyncio
 
-        results = asyncio.run(_run_orders(cfg, orders, timeout))
-        ok = _summary(results)
+        results = asyncio.run(_run_tasks(cfg, plan, timeout))
+        ok = _summary(results, plan.noun)
         console.print(f"\nTemporal UI: [link]http://localhost:{cfg.ui_port}[/link]")
         console.print(f"logs: {shown(cfg.state_dir / 'logs')}")
         if not exit_after:
@@ -210,13 +212,14 @@ def _hold(stack: LocalStack, max_restarts: int = 5) -> None:
         console.print("stopping")
 
 
-async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list[dict[str, Any]]:
+async def _run_tasks(cfg: LocalStackConfig, demo: DemoPlan, timeout: float) -> list[dict[str, Any]]:
     import asyncio
 
     import httpx
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from sas.cli import tasks
+    from sas.client.inputs import validate_input
     from sas.runtime.connect import connect
     from sas.settings import get_settings
     from sas.state_store import create_engine, session_factory
@@ -225,17 +228,17 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
     settings = get_settings()
     client = await connect(settings.temporal, encryption=settings.encryption)
     run = time.strftime("%H%M%S")
-    plan = [(f"demo-{run}-{i:03d}-{case.name}", case) for i, case in enumerate(demo_cases(count))]
+    plan = [(f"demo-{run}-{i:03d}-{case.name}", case) for i, case in enumerate(demo.cases)]
     async with httpx.AsyncClient(base_url=cfg.services_url, headers=cfg.admin_headers, timeout=10) as http:
-        for index, (task_id, case) in enumerate(plan):
+        for task_id, case in plan:
             for fault in case.faults:
                 (await http.post("/admin/faults", json={**fault, "match_order_id": task_id})).raise_for_status()
-            payload = tasks.build_input("order", None, {**base_order(index), **case.changes})
-            await tasks.submit(client, settings, "order", task_id, payload)
+            payload = validate_input(demo.task_type, case.input, settings.outbound)
+            await tasks.submit(client, settings, demo.task_type, task_id, payload)
         terminators = [
-            asyncio.create_task(_terminate_mid_saga(client, settings, task_id))
+            asyncio.create_task(_terminate_during(client, settings, task_id, case.terminate_during))
             for task_id, case in plan
-            if case.terminate
+            if case.terminate_during
         ]
 
         engine = create_engine(settings.database)
@@ -243,14 +246,14 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
         states: dict[str, str] = {}
         deadline = time.monotonic() + timeout
         columns = (
-            TextColumn("orders"),
+            TextColumn(demo.noun),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[detail]}"),
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=console) as progress:
-            bar = progress.add_task("orders", total=len(plan), detail="")
+            bar = progress.add_task(demo.noun, total=len(plan), detail="")
             while time.monotonic() < deadline:
                 async with sessions() as session:
                     for task_id, _ in plan:
@@ -268,7 +271,7 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
         for task_id, case in plan:
             entries = (await http.get("/ledger", params={"order_id": task_id})).json()["entries"]
             state = states.get(task_id, "Pending")
-            problems = check_ledger(state, entries)
+            problems = check_ledger(state, entries, demo.undo_actions)
             if state != case.expected:
                 problems.insert(0, f"expected {case.expected}")
             async with sessions() as session:
@@ -288,8 +291,8 @@ async def _run_orders(cfg: LocalStackConfig, count: int, timeout: float) -> list
     return results
 
 
-async def _terminate_mid_saga(client: Any, settings: Any, task_id: str) -> None:
-    """Terminate the workflow while its ship step runs, as someone might from the UI."""
+async def _terminate_during(client: Any, settings: Any, task_id: str, step: str) -> None:
+    """Terminate the workflow while ``step`` runs, as someone might from the UI."""
     import asyncio
 
     from sas.state_store import create_engine, session_factory
@@ -300,7 +303,7 @@ async def _terminate_mid_saga(client: Any, settings: Any, task_id: str) -> None:
         while True:
             async with session_factory(engine)() as session:
                 record = await get_task(session, task_id)
-            if record and any(s.name == "ship" and s.state == "Processing" for s in record.steps):
+            if record and any(s.name == step and s.state == "Processing" for s in record.steps):
                 await client.get_workflow_handle(task_id).terminate("sas demo: terminated mid-saga")
                 return
             await asyncio.sleep(0.3)
@@ -309,7 +312,7 @@ async def _terminate_mid_saga(client: Any, settings: Any, task_id: str) -> None:
 
 
 def _notes(decisions: list[Any], alerts: list[Any]) -> str:
-    """What the Supervisor did for an order, in a few words, for the summary."""
+    """What the Supervisor did for a task, in a few words, for the summary."""
     notes = []
     if any(a.kind == "cooldown" for a in alerts) or any(d.kind == "wait" for d in decisions):
         notes.append("cool-down")
@@ -323,7 +326,7 @@ def _notes(decisions: list[Any], alerts: list[Any]) -> str:
     return ", ".join(notes)
 
 
-def _summary(results: list[dict[str, Any]]) -> bool:
+def _summary(results: list[dict[str, Any]], noun: str) -> bool:
     groups = {"Processed": "completed", "Compensated": "compensated", "Error": "waiting for an operator"}
     rows = []
     for state, label in groups.items():
@@ -332,13 +335,13 @@ def _summary(results: list[dict[str, Any]]) -> bool:
     other = [r for r in results if r["state"] not in groups]
     if other:
         rows.append(["other", "not settled", len(other), "\n".join(f"{r['task_id']} ({r['state']})" for r in other)])
-    console.print(table("demo summary", ["state", "meaning", "orders", "order ids"], rows, ids=(3,)))
+    console.print(table("demo summary", ["state", "meaning", noun, "task ids"], rows, ids=(3,)))
     noted = [r for r in results if r["notes"]]
     if noted:
         console.print(
             table(
                 "what the Supervisor did",
-                ["order", "state", "path"],
+                ["task", "state", "path"],
                 [[r["task_id"], styled(r["state"]), r["notes"]] for r in noted],
             )
         )
@@ -346,13 +349,13 @@ def _summary(results: list[dict[str, Any]]) -> bool:
     if wrong:
         console.print(
             table(
-                "orders that did not end where their faults put them",
-                ["order", "state", "problem"],
+                f"{noun} that did not end where their faults put them",
+                ["task", "state", "problem"],
                 [[r["task_id"], r["state"], "; ".join(r["problems"])] for r in wrong],
             )
         )
         return False
     console.print(
-        f"[green]all {len(results)} orders ended where their faults put them; ledger and state store agree[/green]"
+        f"[green]all {len(results)} {noun} ended where their faults put them; ledger and state store agree[/green]"
     )
     return True

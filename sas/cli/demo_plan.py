@@ -1,101 +1,36 @@
-"""The demo's orders: each carries a fault, and the fault decides where the order must end."""
+"""What ``sas demo`` needs besides the stack: the installed demo's plan (``sas.demos`` entry
+points, ``sas.task_types.demos``), the quick timings it runs with, and the check that the
+services' ledger agrees with where each task ended."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sas.cli.output import CliError
+
+if TYPE_CHECKING:
+    from sas.task_types.demos import DemoPlan
 
 
-@dataclass(frozen=True)
-class DemoCase:
-    name: str
-    expected: str  # task state the order must reach
-    faults: tuple[dict[str, Any], ...] = ()
-    changes: dict[str, Any] = field(default_factory=dict)
-    what: str = ""
-    terminate: bool = False  # the demo terminates the workflow mid-saga, as an operator might from the UI
+def demo_plan(name: str | None, count: int) -> tuple[str, DemoPlan]:
+    """The demo to run and its plan for ``count`` tasks; CliError when there is none to run, or
+    its task type is not registered."""
+    from sas.client.inputs import TASK_TYPES
+    from sas.task_types.demos import DemoNotFound, DemoPlanError, load_demo
 
-
-CASES: tuple[DemoCase, ...] = (
-    DemoCase("clean", "Processed", what="no fault"),
-    DemoCase(
-        "flaky-payment",
-        "Processed",
-        ({"endpoint": "payment.charge", "kind": "transient", "times": 2},),
-        what="payment answers 503 twice; the Agent's quick retries absorb it",
-    ),
-    DemoCase(
-        "card-declined",
-        "Compensated",
-        changes={"card": "4000000000000002"},
-        what="card declined (permanent): reservation released",
-    ),
-    DemoCase(
-        "shipping-hangs",
-        "Compensated",
-        ({"endpoint": "shipping.ship", "kind": "hang", "hang_s": 600},),
-        what="shipping hangs past complete-by: Supervisor retry, cool-down, then undo",
-    ),
-    DemoCase(
-        "terminated",
-        "Compensated",
-        ({"endpoint": "shipping.ship", "kind": "latency", "latency_ms": 5000},),
-        terminate=True,
-        what="workflow terminated mid-saga; the Supervisor undoes it from the state store",
-    ),
-    DemoCase(
-        "long-outage",
-        "Processed",
-        ({"endpoint": "shipping.ship", "kind": "transient", "times": 6},),
-        what="shipping down for a while: a Supervisor retry, then a cool-down, then it works",
-    ),
-    DemoCase(
-        "out-of-stock", "Compensated", changes={"sku": "OUT-OF-STOCK"}, what="no stock (permanent): nothing to undo"
-    ),
-    DemoCase(
-        "lost-response",
-        "Processed",
-        ({"endpoint": "inventory.reserve", "kind": "lost_response", "times": 1},),
-        what="reservation made but its answer lost; the retry replays it under the same key",
-    ),
-    DemoCase(
-        "refund-down",
-        "Error",
-        (
-            {
-                "endpoint": "shipping.ship",
-                "kind": "permanent",
-                "status": 422,
-                "error": "address_rejected",
-                "message": "address rejected",
-            },
-            {"endpoint": "payment.refund", "kind": "transient", "status": 503},
-        ),
-        what="shipping rejects and the refund keeps failing: parked for an operator",
-    ),
-    DemoCase(
-        "slow-shipping",
-        "Processed",
-        ({"endpoint": "shipping.ship", "kind": "latency", "latency_ms": 1500},),
-        what="shipping is slow but within complete-by",
-    ),
-    DemoCase("clean-2", "Processed", what="no fault"),
-    DemoCase("clean-3", "Processed", what="no fault"),
-)
-
-
-def demo_cases(count: int) -> list[DemoCase]:
-    return [CASES[i % len(CASES)] for i in range(count)]
-
-
-def base_order(index: int) -> dict[str, Any]:
-    return {
-        "customer_id": f"demo-customer-{index % 7}",
-        "sku": f"BOOK-{index % 5}",
-        "quantity": 1 + index % 3,
-        "amount_cents": 999 + 100 * index,
-        "address": f"{index} Demo Street",
-    }
+    try:
+        name, plan = load_demo(name, count)
+    except DemoNotFound as err:
+        raise CliError(f"sas demo: {err.message}", err.hint) from None
+    except DemoPlanError as err:
+        raise CliError(str(err)) from None
+    if plan.task_type not in TASK_TYPES:
+        raise CliError(
+            f"demo {name!r} runs task type {plan.task_type!r}, which is not registered",
+            f"registered: {', '.join(TASK_TYPES) or 'none'} (`sas types` lists them)",
+        )
+    return name, plan
 
 
 # Quick enough to watch: seconds where production would use minutes or hours.
@@ -124,22 +59,22 @@ DEMO_ENV = {
 }
 
 
-def check_ledger(expected: str, entries: list[dict[str, Any]]) -> list[str]:
-    """What is wrong with one order's ledger given where it ended; empty if consistent."""
+def check_ledger(expected: str, entries: list[dict[str, Any]], undo_actions: Mapping[str, str]) -> list[str]:
+    """What is wrong with one task's ledger given where it ended; empty if consistent.
+    ``undo_actions`` maps each forward action to the one that undoes it (the plan's)."""
     problems = []
     keys = [e["idempotency_key"] for e in entries]
     if len(keys) != len(set(keys)):
         problems.append("duplicate effect for one idempotency key")
-    done = {e["action"]: e for e in entries}
-    undo_of = {"reserve": "release", "charge": "refund", "ship": "cancel"}
-    if expected == "Processed":
-        missing = [a for a in undo_of if a not in done]
+    done = {e["action"] for e in entries}
+    if expected == "Processed" and undo_actions:
+        missing = [a for a in undo_actions if a not in done]
         if missing:
             problems.append(f"completed but no {', '.join(missing)} in the ledger")
-        if any(u in done for u in undo_of.values()):
+        if any(u in done for u in undo_actions.values()):
             problems.append("completed yet something was undone")
     elif expected == "Compensated":
-        for forward, undo in undo_of.items():
+        for forward, undo in undo_actions.items():
             if forward in done and undo not in done:
-                problems.append(f"compensated but {forward} was never {undo}d")
+                problems.append(f"compensated but {forward} was never undone (no {undo} in the ledger)")
     return problems

@@ -13,6 +13,7 @@ import typer
 from sas.cli import context
 from sas.cli.output import CliError, ago, console, print_json, shown, table
 from sas.cli.schedule_spec import check_cron, parse_every
+from sas.cli.task_input import SET_OPTION, InputCommand
 
 if TYPE_CHECKING:
     from temporalio.client import Client, Schedule
@@ -72,7 +73,7 @@ def build_schedule(
     )
 
 
-@schedule_app.command("create")
+@schedule_app.command("create", cls=InputCommand)
 def create(
     schedule_id: str = typer.Argument(
         ..., help=f"Schedule id (at most {MAX_SCHEDULE_ID} characters); each run's task id is <id>-<time>."
@@ -83,25 +84,20 @@ def create(
     every: str | None = typer.Option(
         None, help="Interval: 15m, 1h, 1d; from 1m (SAS_SCHEDULES__MIN_INTERVAL_S) to 366d."
     ),
-    file: Path | None = typer.Option(None, "--input", help="JSON file with the task input."),
-    task_type: str = typer.Option(
-        "order", "--type", help="The task type: any registered one (`sas types` lists them)."
+    file: Path | None = typer.Option(None, "--input", help="JSON file with the task input ('-' for stdin)."),
+    task_type: str | None = typer.Option(
+        None, "--type", help="The task type, required: any registered one (`sas types` lists them)."
     ),
-    customer_id: str | None = typer.Option(None, "--customer"),
-    sku: str | None = typer.Option(None),
-    quantity: int | None = typer.Option(None),
-    amount_cents: int | None = typer.Option(None, "--amount-cents"),
-    address: str | None = typer.Option(None),
-    card: str | None = typer.Option(None),
+    sets: list[str] = SET_OPTION,
 ) -> None:
-    """Create a schedule. Example: sas schedule create nightly-restock --every 1d --sku BOOK-1 --quantity 10 ..."""
+    """Create a schedule: each run is a task of --type with the input of --input and --set.
+    Example: sas schedule create nightly --every 1d --type TYPE --input task.json"""
     from sas.cli import tasks
+    from sas.cli.task_input import build_input, require_type
 
     tasks.check_schedule_id(schedule_id)
-    flags = {"customer_id": customer_id, "sku": sku, "quantity": quantity, "amount_cents": amount_cents, "card": card}
-    if task_type == "order":
-        flags["address"] = address
-    payload = tasks.build_input(task_type, file, flags)
+    task_type = require_type(task_type)
+    payload = build_input(task_type, file, sets or ())
     settings = context.settings()
     schedule = build_schedule(
         task_type, payload, schedule_id, settings.temporal.task_queue, cron, every, settings.schedules.min_interval_s

@@ -20,6 +20,7 @@ from sas.cli.output import (
     styled,
     table,
 )
+from sas.cli.task_input import SET_OPTION, InputCommand
 
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 # `sas list`'s name for a workflow stuck in workflow task failures before the mirror saw it.
@@ -27,7 +28,7 @@ STUCK = "Stuck"
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(submit)
+    app.command(cls=InputCommand)(submit)
     app.command()(status)
     app.command("list")(list_tasks)
 
@@ -38,16 +39,10 @@ def submit(
         None, "--input", "-i", help="JSON file with the task input ('-' for stdin); the same as FILE."
     ),
     task_id: str | None = typer.Option(None, "--id", help="Task id (= workflow id). Default: <type>-<random>."),
-    task_type: str = typer.Option(
-        "order", "--type", help="The task type: any registered one (`sas types` lists them)."
+    task_type: str | None = typer.Option(
+        None, "--type", help="The task type, required: any registered one (`sas types` lists them)."
     ),
-    customer_id: str | None = typer.Option(None, "--customer"),
-    sku: str | None = typer.Option(None),
-    quantity: int | None = typer.Option(None),
-    amount_cents: int | None = typer.Option(None, "--amount-cents"),
-    currency: str | None = typer.Option(None),
-    card: str | None = typer.Option(None),
-    address: str | None = typer.Option(None),
+    sets: list[str] = SET_OPTION,
     at: str | None = typer.Option(None, "--at", help="Start at this time (ISO 8601), not now."),
     after: str | None = typer.Option(None, "--in", help="Start after this long: 90s, 15m, 2h, 1d."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the task to finish and print its result."),
@@ -56,27 +51,18 @@ def submit(
     ),
     as_json: bool = JSON,
 ) -> None:
-    """Submit a task: sas submit --type TYPE --input FILE, validated against the type's input model
-    (`sas types` shows it). The order flags: sas submit --sku BOOK-1 --quantity 1 --amount-cents 1299
-    --customer c1 --address '1 Main St'"""
+    """Submit a task: sas submit --type TYPE --input FILE and/or --set FIELD=VALUE ..., validated
+    against the type's input model (`sas types` shows its fields)."""
     from sas.cli import tasks
+    from sas.cli.task_input import build_input, require_type
 
     if file is not None and input_file is not None:
         raise CliError("give the input as FILE or --input FILE, not both")
     file = file if file is not None else input_file
+    task_type = require_type(task_type)
     if task_id:
         tasks.check_task_id(task_id, "--id")
-    flags = {
-        "customer_id": customer_id,
-        "sku": sku,
-        "quantity": quantity,
-        "amount_cents": amount_cents,
-        "currency": currency,
-        "card": card,
-    }
-    if task_type == "order":
-        flags["address"] = address
-    payload = tasks.build_input(task_type, file, flags)
+    payload = build_input(task_type, file, sets or ())
     task_id = tasks.check_task_id(task_id, "--id") if task_id else tasks.new_task_id(task_type)
     delay = tasks.parse_when(at, after)
     urgency = tasks.check_priority(priority)

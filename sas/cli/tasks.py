@@ -1,20 +1,17 @@
 """What ``sas submit`` and the operator commands take from the command line, checked and named
-as the user typed it (a flag, a field of the JSON file); the work is the task client's
+as the user typed it (the task's input: ``sas.cli.task_input``); the work is the task client's
 (``sas.client``), whose typed errors read as these commands' own."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sas.cli.output import CliError
 from sas.client.inputs import MAX_START_DELAY, PATTERN_WORDS, TASK_TYPES, in_words, new_task_id
 from sas.client.inputs import check_task_id as _check_task_id
 from sas.task_models.ids import validate_schedule_id
-from sas.task_models.outbound import OutboundPolicy
-from sas.task_models.strict_json import StrictJsonError, loads_strict
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -24,12 +21,10 @@ if TYPE_CHECKING:
     from sas.task_models import OperatorRequest
 
 __all__ = [
-    "FIELD_FLAGS",
     "MAX_START_DELAY",
     "PATTERN_WORDS",
     "PRIORITY_RANGE",
     "TASK_TYPES",
-    "build_input",
     "check_priority",
     "check_schedule_id",
     "check_task_id",
@@ -39,80 +34,6 @@ __all__ = [
     "parse_when",
     "submit",
 ]
-
-
-def build_input(
-    task_type: str,
-    file: Path | None,
-    flags: dict[str, Any],
-    outbound: OutboundPolicy | None = None,
-    flag_names: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """The task input from a JSON file (or '-' for stdin) overlaid with flags, validated; its
-    callback URL against ``outbound`` (default: SAS_OUTBOUND__* from the settings). A bad value
-    is named as it was given: its flag (``flag_names``, default ``FIELD_FLAGS``) or its field in the file."""
-    from sas.client.errors import InvalidInput
-    from sas.client.inputs import unknown_task_type, validate_input
-
-    flag_names = FIELD_FLAGS if flag_names is None else flag_names
-    if task_type not in TASK_TYPES:
-        unknown = unknown_task_type(task_type)
-        raise CliError(f"--type {task_type!r}: unknown task type", unknown.hint)
-    data: dict[str, Any] = {}
-    if file is not None:
-        import sys
-
-        text = sys.stdin.read() if str(file) == "-" else _read(file)
-        try:
-            data = loads_strict(text)
-        except StrictJsonError as err:
-            raise CliError(f"{file}: not valid JSON: {err}") from None
-        if not isinstance(data, dict):
-            raise CliError(f"{file}: expected a JSON object, got {type(data).__name__}")
-    data.update({k: v for k, v in flags.items() if v is not None})
-    if outbound is None:
-        from sas.settings import get_settings
-
-        outbound = get_settings().outbound
-    try:
-        return validate_input(task_type, data, outbound)
-    except InvalidInput as err:
-        given = {k for k, v in flags.items() if v is not None}
-        problems = "\n".join(f"  {_where(loc, given, file, flag_names)}: {why}" for loc, why in err.problems)
-        raise CliError(
-            f"invalid {task_type}:\n{problems}", "fix the values above; `sas submit --help` lists the flags"
-        ) from None
-
-
-# The submit and schedule commands' flag for each input field (the others come from the JSON file).
-FIELD_FLAGS = {
-    "customer_id": "--customer",
-    "sku": "--sku",
-    "quantity": "--quantity",
-    "amount_cents": "--amount-cents",
-    "currency": "--currency",
-    "card": "--card",
-    "address": "--address",
-}
-
-
-def _where(loc: tuple[Any, ...], given: set[str], file: Path | None, flag_names: dict[str, str]) -> str:
-    """Name a bad value as the user gave it: the flag, or the field of the JSON input."""
-    field = ".".join(map(str, loc)) or "input"
-    flag = flag_names.get(str(loc[0])) if loc else None
-    source = "the JSON input" if file is not None and str(file) == "-" else str(file) if file is not None else None
-    if loc and str(loc[0]) in given and flag:
-        return flag
-    if source is not None:
-        return f"{field!r} in {source}" + (f" (or {flag})" if flag else "")
-    return flag or f"{field!r}"
-
-
-def _read(file: Path) -> str:
-    try:
-        return file.read_text()
-    except OSError as err:
-        raise CliError(f"cannot read {file}: {err.strerror}") from None
 
 
 def check_task_id(task_id: str, flag: str | None = None) -> str:

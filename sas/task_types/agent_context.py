@@ -4,7 +4,7 @@ A hand-written Agent is one function, declared on its service with ``Service.act
 
     @CARDS.action("charge", Charged)
     async def charge(call: StepCall, agent: AgentContext) -> StepResult:
-        return await agent.perform("/cards/charge", {"trip": call.task_id, "amount_cents": 100})
+        return await agent.perform("/cards/charge", {"trip": call.task_id, "card": call.payload["card"]})
 
 This module only describes the context (a Protocol), so that a task type's module, which the
 workflow sandbox imports for each run, stays light; the worker gives each attempt its own

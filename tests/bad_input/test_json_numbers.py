@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from sas.cli.output import CliError
-from sas.cli.tasks import build_input
+from sas.cli.task_input import build_input
 from sas.task_models.outbound import OutboundPolicy
 from sas.task_models.strict_json import MAX_JSON_DEPTH, StrictJsonError, loads_strict
 
@@ -53,7 +53,7 @@ def test_sas_submit_refuses_nan_in_the_input_file(tmp_path: Path) -> None:
     file = tmp_path / "order.json"
     file.write_text(ORDER + ', "parcels": NaN}')
     with pytest.raises(CliError) as refused:
-        build_input("order", file, {}, OutboundPolicy())
+        build_input("order", file, (), OutboundPolicy())
     assert refused.value.message == f"{file}: not valid JSON: NaN is not a JSON number; give a finite number"
     file.write_text(ORDER + ', "parcels": 1}')
-    assert build_input("order", file, {}, OutboundPolicy())["parcels"] == 1
+    assert build_input("order", file, (), OutboundPolicy())["parcels"] == 1

@@ -21,16 +21,18 @@ from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order, start_stack
 
 ORDER_FLAGS = [
-    "--customer",
-    "c-cli",
-    "--sku",
-    "BOOK-7",
-    "--quantity",
-    "2",
-    "--amount-cents",
-    "2500",
-    "--address",
-    "7 CLI Way",
+    "--type",
+    "order",
+    "--set",
+    "customer_id=c-cli",
+    "--set",
+    "sku=BOOK-7",
+    "--set",
+    "amount_cents=2500",
+    "--set",
+    "address=7 CLI Way",
+    "--set",
+    "quantity=2",
 ]
 
 
@@ -70,13 +72,13 @@ async def test_submit_status_list(stack: Stack) -> None:
 
 async def test_bad_input_is_refused_with_the_field_named_and_nothing_started(stack: Stack, tmp_path) -> None:
     task_id = fresh_id("cli-bad")
-    done = await sas(stack, "submit", *ORDER_FLAGS[:-2], "--quantity", "0", "--id", task_id)
+    done = await sas(stack, "submit", *ORDER_FLAGS[:-4], "--set", "quantity=0", "--id", task_id)
     assert done.returncode == 1
     assert "quantity" in done.stderr and "greater than 0" in done.stderr and "address" in done.stderr
     assert "Traceback" not in done.stderr
     bad_file = tmp_path / "order.json"
     bad_file.write_text('{"sku": ')
-    done = await sas(stack, "submit", str(bad_file), "--id", task_id)
+    done = await sas(stack, "submit", "--type", "order", str(bad_file), "--id", task_id)
     assert done.returncode == 1 and "not valid JSON" in done.stderr
     done = await sas(stack, "submit", *ORDER_FLAGS, "--id", "bad id with spaces")
     assert done.returncode == 1 and "invalid task id" in done.stderr

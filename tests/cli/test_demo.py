@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sas.cli.demo_plan import check_ledger, demo_cases
+from sas.cli.demo_plan import check_ledger
 from sas.remote_services.launcher import free_port
 from sas.remote_services.ledger import read_ledger
 from sas.runtime.processes import port_in_use
+from sas_orders.demo import UNDO_ACTIONS, plan
 
 pytestmark = pytest.mark.slow  # `sas demo`: a whole stack in subprocesses
 
@@ -33,7 +34,7 @@ async def test_demo_runs_every_order_to_its_expected_end_and_leaves_nothing_behi
         "-m",
         "sas.cli.main",
         "demo",
-        "--orders",
+        "--tasks",
         "10",
         "--exit",
         "--timeout",
@@ -60,12 +61,12 @@ async def test_demo_runs_every_order_to_its_expected_end_and_leaves_nothing_behi
     # services' ledger it left behind (check_ledger has tests of its own in test_demo_check.py).
     with sqlite3.connect(f"{(state_dir / 'state.db').as_uri()}?mode=ro", uri=True) as db:
         ended = dict(db.execute("SELECT task_id, state FROM tasks WHERE task_id LIKE 'demo-%'").fetchall())
-    cases = {case.name: case for case in demo_cases(10)}
+    cases = {case.name: case for case in plan(10).cases}
     by_case = {task_id.split("-", 3)[3]: (task_id, state) for task_id, state in ended.items()}
     assert sorted(by_case) == sorted(cases) and len(ended) == 10, ended
     for name, (task_id, state) in by_case.items():
         assert state == cases[name].expected, (task_id, state)
         entries = [entry.model_dump() for entry in read_ledger(str(state_dir / "ledger.db"), order_id=task_id)]
-        assert check_ledger(state, entries) == [], (task_id, entries)
+        assert check_ledger(state, entries, UNDO_ACTIONS) == [], (task_id, entries)
     assert not survivors(str(state_dir)), survivors(str(state_dir))
     assert not any(port_in_use("127.0.0.1", p) for p in ports)

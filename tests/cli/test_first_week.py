@@ -107,24 +107,24 @@ def test_version_and_flags_in_help(tmp_path: Path) -> None:
         assert "<bool>" not in shown and "--help " in shown, command
 
 
-def test_validation_errors_name_the_flag_and_say_what_is_allowed(tmp_path: Path) -> None:
-    done = run_sas(
-        tmp_path, "submit", "--customer", "c1", "--sku", "BAD SKU!", "--quantity", "0", "--amount-cents", "100"
-    )
+def test_validation_errors_name_the_field_and_say_what_is_allowed(tmp_path: Path) -> None:
+    order = ["--type", "order", "--set", "customer_id=c1", "--set", "sku=BAD SKU!", "--set", "quantity=0"]
+    done = run_sas(tmp_path, "submit", *order, "--set", "amount_cents=100")
     assert done.returncode == 1
     errors = done.stderr
-    assert "--sku: must be letters, digits, '.', '_' and '-' only" in errors
-    assert "--quantity: Input should be greater than 0" in errors
-    assert "--address: required" in errors
+    assert "--set sku: must be letters, digits, '.', '_' and '-' only" in errors
+    assert "--set quantity: Input should be greater than 0" in errors
+    assert "'address': required" in errors
     assert "customer_id" not in errors and "amount_cents" not in errors
     assert not re.search(r"\^\[|\\x[0-9a-f]{2}|\]\+\$", errors), errors  # no raw regex
 
     order_file = tmp_path / "order.json"
     order_file.write_text(json.dumps({"sku": "B-1", "quantity": 1, "amount_cents": 5, "currency": "euro"}))
-    done = run_sas(tmp_path, "submit", str(order_file), "--customer", "c1\x7f", "--address", "1 Main St")
+    given = ["--set", "customer_id=c1\x7f", "--set", "address=1 Main St"]
+    done = run_sas(tmp_path, "submit", "--type", "order", str(order_file), *given)
     assert done.returncode == 1
-    assert f"'currency' in {order_file} (or --currency): must be a three-letter currency code" in done.stderr
-    assert "--customer: must be printable ASCII only" in done.stderr
+    assert f"'currency' in {order_file}: must be a three-letter currency code" in done.stderr
+    assert "--set customer_id: must be printable ASCII only" in done.stderr
 
     done = run_sas(tmp_path, "submit", "--id", "bad id", "--type", "order")
     assert "--id: invalid task id 'bad id'" in done.stderr

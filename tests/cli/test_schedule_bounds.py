@@ -77,8 +77,8 @@ def test_a_cron_that_fires_is_taken(cron: str) -> None:
     ],
 )
 def test_sas_schedule_create_refuses_in_one_line_before_reaching_temporal(flags: list[str], refused: str) -> None:
-    order = ["--customer", "c", "--sku", "BOOK-7", "--quantity", "1", "--amount-cents", "1"]
-    order += ["--card", "4242424242424242", "--address", "a"]
+    order = ["--type", "order", "--set", "customer_id=c", "--set", "sku=BOOK-7", "--set", "quantity=1"]
+    order += ["--set", "amount_cents=1", "--set", "card=4242424242424242", "--set", "address=a"]
     done = cli_process.run(
         [sys.executable, "-m", "sas.cli.main", "schedule", "create", "every-second", *flags, *order],
         capture_output=True,

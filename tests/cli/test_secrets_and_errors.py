@@ -31,7 +31,8 @@ API_KEY = f"key-{fresh_id('api')}"
 ENCRYPTION_KEY = base64.b64encode(os.urandom(32)).decode()
 SECRETS = [PASSWORD, CALLBACK_SECRET, WEBHOOK_SECRET, API_KEY, ENCRYPTION_KEY]
 
-ORDER = ["--customer", "c-1", "--sku", "S-1", "--quantity", "1", "--amount-cents", "100", "--address", "1 Main St"]
+ORDER = ["--type", "order", *("--set", "customer_id=c-1", "--set", "sku=S-1", "--set", "quantity=1")]
+ORDER += ["--set", "amount_cents=100", "--set", "address=1 Main St"]
 
 
 def with_password(url: str) -> str:

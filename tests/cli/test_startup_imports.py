@@ -58,7 +58,7 @@ def heavy(modules: set[str]) -> list[str]:
 
 def test_the_check_sees_what_a_command_imports() -> None:
     # The control: a command that runs (not --help) loads what it needs, and the check sees it.
-    modules = imported_by("schedule", "create", "x", "--every", "1d", succeeds=False)  # no input given
+    modules = imported_by("schedule", "create", "x", "--every", "1d", succeeds=False)  # no --type given
     assert "typer" in modules and "sas.cli.main" in modules
     assert "sas.task_models" in modules
 

@@ -6,7 +6,7 @@ so no test claims it."""
 from __future__ import annotations
 
 from sas.task_models import TaskResult, TaskState
-from tests.cli.test_cli import as_json, sas
+from tests.cli.test_cli import ORDER_FLAGS, as_json, sas
 from tests.helpers import fresh_id
 from tests.stack import Stack
 
@@ -15,10 +15,7 @@ BACKLOG = 20
 
 async def test_sas_submit_priority_reaches_temporal(stack: Stack) -> None:
     task_id = fresh_id("prio-cli")
-    done = await sas(
-        stack, "submit", "--id", task_id, "--priority", "1", "--sku", "S-1", "--quantity", "1",
-        "--amount-cents", "100", "--customer", "c1", "--address", "1 Main St", "--json",
-    )  # fmt: skip
+    done = await sas(stack, "submit", "--id", task_id, "--priority", "1", *ORDER_FLAGS, "--json")
     assert done.returncode == 0, done.stderr
     assert as_json(done)["task_id"] == task_id
 
@@ -29,8 +26,7 @@ async def test_sas_submit_priority_reaches_temporal(stack: Stack) -> None:
 
 
 async def test_sas_submit_refuses_a_priority_out_of_range(stack: Stack) -> None:
-    done = await sas(stack, "submit", "--priority", "9", "--sku", "S-1", "--quantity", "1",
-                     "--amount-cents", "100", "--customer", "c1", "--address", "1 Main St")  # fmt: skip
+    done = await sas(stack, "submit", "--priority", "9", *ORDER_FLAGS)
     assert done.returncode != 0
     assert "--priority must be 1 (most urgent) to 5 (least), got 9" in done.stderr + done.stdout
     assert "Traceback" not in done.stderr

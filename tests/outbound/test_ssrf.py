@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from sas.activities.outbound import WebhookSender, pinned_client
 from sas.cli.output import CliError
-from sas.cli.tasks import build_input
+from sas.cli.task_input import build_input
 from sas.settings import SupervisorSettings
 from sas.state_store.alerts import list_alerts
 from sas.task_models import TaskState
@@ -89,7 +89,7 @@ def submit_input(url: str, tmp_path: Path, policy: OutboundPolicy = STRICT) -> d
     """What ``sas submit order.json`` does with the file, up to starting the workflow."""
     file = tmp_path / "order.json"
     file.write_text(json.dumps({**order().model_dump(exclude_none=True), "callback_url": url}))
-    return build_input("order", file, {}, outbound=policy)
+    return build_input("order", file, outbound=policy)
 
 
 @pytest.mark.parametrize("form", LOOPBACK_FORMS)

@@ -64,9 +64,9 @@ def test_submit_validates_a_team_input_naming_the_json_fields(tmp_path: Path) ->
     assert "'traveller' in tour.json: required" in done.stderr
     assert "'nights' in tour.json: Input should be a valid integer" in done.stderr
     assert "'travler' in tour.json: not a field of this task type" in done.stderr
-    # From stdin, and a flag where one exists for the field.
-    piped = sas(tmp_path, "submit", "--type", "tour", "--input", "-", "--sku", "X", module=module, stdin="{}")
-    assert "'traveller' in the JSON input: required" in piped.stderr and "--sku: not a field" in piped.stderr
+    # From stdin, and a --set that names no field of the type.
+    piped = sas(tmp_path, "submit", "--type", "tour", "--input", "-", "--set", "sku=X", module=module, stdin="{}")
+    assert "'traveller' in the JSON input: required" in piped.stderr and "--set sku: not a field" in piped.stderr
 
 
 def test_an_unknown_type_says_which_are_registered(tmp_path: Path) -> None:

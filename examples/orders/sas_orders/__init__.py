@@ -3,7 +3,8 @@
 - ``models``: the inputs and the services' answers;
 - ``steps``: the services, the Agents' declarations and the steps;
 - ``workflows``: the task types, named in the ``sas.task_types`` entry point group;
-- ``agents``: the hand-written Agents, named by the services and loaded by the worker only.
+- ``agents``: the hand-written Agents, named by the services and loaded by the worker only;
+- ``demo``: the orders ``sas demo`` runs, named in the ``sas.demos`` entry point group.
 
 Nothing is imported here: the workflow sandbox imports this package for every run.
 """
