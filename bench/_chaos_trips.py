@@ -1,0 +1,113 @@
+"""The chaos run's trips (bench/_chaos_trip.py): what each one asks for, and the approver that
+answers their approval steps the public way while the stack fails around it.
+
+Each trip's part is fixed by its index, so that a short run already has every case:
+
+- every 10th from the 4th goes to ``Atlantis``: both siblings of the parallel group are refused
+  at once; every 10th from the 8th to ``Nowhere``: the hotel alone is refused, and the flight,
+  booked or still being served, is undone;
+- by ``index % 7``: 2 is rejected, 4 is never answered (the deadline undoes it), the rest are
+  approved;
+- two in three ask for insurance (the ``When`` of the insure step).
+
+The approver answers a trip once its approval step is Waiting in the mirror: the even ones with
+the update ``request_approve`` (what ``sas approve``/``sas reject`` send), the odd ones with the
+signal ``approve``, each carrying an ``Approval``. A send that fails or does not come back in
+time (a worker killed, Temporal restarting) is tried again at the next look; an update the
+workflow refuses (it no longer waits: the deadline passed meanwhile) ends the matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from bench import _chaos_check as check
+
+SEND_TIMEOUT_S = 10.0
+
+
+def trip_input(index: int) -> dict[str, Any]:
+    destination = "Atlantis" if index % 10 == 3 else "Nowhere" if index % 10 == 7 else f"City-{index % 5}"
+    return {
+        "traveller": f"chaos-traveller-{index % 11}",
+        "destination": destination,
+        "nights": 1 + index % 4,
+        "insure": index % 3 != 0,
+    }
+
+
+def approval_plan(index: int) -> str:
+    """``approve``, ``reject`` or ``silent``."""
+    return {2: "reject", 4: "silent"}.get(index % 7, "approve")
+
+
+class Approver:
+    """Answers the trips' approval steps; ``verdicts`` says what each trip was told."""
+
+    def __init__(self, trips: list[str], say: Any) -> None:
+        self.plan = {trip: approval_plan(i) for i, trip in enumerate(trips)}
+        self.index = {trip: i for i, trip in enumerate(trips)}
+        self.say = say
+        self.verdicts: dict[str, str] = {}  # trip -> approved / rejected / silent (once seen waiting)
+        self.refused: dict[str, str] = {}  # trip -> why the workflow refused the answer
+        self.retries: Counter[str] = Counter()
+        self.ways: Counter[str] = Counter()
+
+    def pending(self, states: dict[str, check.MirrorTask]) -> list[str]:
+        waiting = [t for t in self.plan if (s := states.get(t)) is not None and s.steps.get("approval") == "Waiting"]
+        for trip in waiting:
+            if self.plan[trip] == "silent":
+                self.verdicts.setdefault(trip, "silent")
+        return [t for t in waiting if self.plan[t] != "silent" and t not in self.verdicts and t not in self.refused]
+
+    async def answer(self, client: Any, states: dict[str, check.MirrorTask]) -> None:
+        await asyncio.gather(*(self._one(client, trip) for trip in self.pending(states)))
+
+    async def _one(self, client: Any, trip: str) -> None:
+        from sas.cli import tasks
+        from sas.cli.output import CliError
+        from sas.task_models import Approval
+
+        approved = self.plan[trip] == "approve"
+        approval = Approval(step="approval", approved=approved, by="chaos-driver", reason="chaos run")
+        by_update = self.index[trip] % 2 == 0
+        try:
+            if by_update:
+                await asyncio.wait_for(tasks.update(client, trip, "request_approve", approval), SEND_TIMEOUT_S)
+            else:
+                await asyncio.wait_for(client.get_workflow_handle(trip).signal("approve", approval), SEND_TIMEOUT_S)
+        except CliError as err:  # the workflow's validator said no: it does not wait any more
+            self.refused[trip] = str(err)[:120]
+            self.say(f"approval of {trip} refused: {self.refused[trip]}")
+            return
+        except Exception as err:  # noqa: BLE001 - a stack part is down: ask again at the next look
+            self.retries[type(err).__name__] += 1
+            return
+        self.verdicts[trip] = "approved" if approved else "rejected"
+        self.ways["update" if by_update else "signal"] += 1
+
+
+def trip_figures(trips: list[str], states: dict[str, check.MirrorTask], approver: Approver) -> dict[str, int]:
+    """How the trips ended, and how often each kind of stage was met: what shows a run size
+    exercises every one."""
+    ended = [states[t] for t in trips if t in states]
+    index = {t: i for i, t in enumerate(trips)}
+    verdicts = Counter(approver.verdicts.values())
+    processed = [s for s in ended if s.state == "Processed"]
+    return {
+        "processed": sum(s.state == "Processed" for s in ended),
+        "compensated": sum(s.state == "Compensated" for s in ended),
+        "parked": sum(s.state == "Error" for s in ended),
+        "both_siblings_refused": sum(trip_input(index[t])["destination"] == "Atlantis" for t in trips),
+        "hotel_refused": sum(trip_input(index[t])["destination"] == "Nowhere" for t in trips),
+        "approved": verdicts["approved"],
+        "rejected": verdicts["rejected"],
+        "silent": verdicts["silent"],
+        "approvals_by_update": approver.ways["update"],
+        "approvals_by_signal": approver.ways["signal"],
+        "approval_resends": sum(approver.retries.values()),
+        "insured": sum(s.steps.get("insure") == "Processed" for s in processed),
+        "insure_skipped": sum(s.steps.get("insure") == "Skipped" for s in processed),
+    }
