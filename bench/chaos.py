@@ -1,12 +1,18 @@
-"""The chaos run: orders through the real stack while its parts fail, then the invariants.
+"""The chaos run: orders and trips through the real stack while its parts fail, then the invariants.
 
-    python bench/chaos.py                          # the full run: 200 orders, 6 worker kills
+    python bench/chaos.py                          # the full run: 200 orders, 100 trips, 6 worker kills
     python bench/chaos.py --database sqlite        # the same on a SQLite state store
-    python bench/chaos.py --orders 40 --kills 2    # the short run (CI: tests/chaos/)
+    python bench/chaos.py --orders 40 --trips 20 --kills 2    # the short run (CI: tests/chaos/)
+
+Two task types run side by side: the orders (a straight line, reserve → charge → ship), and the
+chaos trips (bench/_chaos_trip.py: a parallel group, a wait for an approval, a timer and a step
+under a ``When``) over services of their own (bench/_chaos_trip_services.py), whose approvals
+the run answers the public way as they come to wait (bench/_chaos_trips.py).
 
 It starts, as processes on free ports in a temporary directory:
 - ``temporal server start-dev --db-filename <file>`` (persistent, so it can be restarted);
-- the remote services with ``--enable-faults`` (``python -m sas.remote_services``, ledger file);
+- the remote services with ``--enable-faults`` (``python -m sas.remote_services``, ledger file),
+  and the trips' services (``python -m bench._chaos_trip_services``, their own ledger file);
 - one worker (``python worker.py``) and one Supervisor (``python -m sas.supervisor``),
   with the demo's quick timings (``sas.cli.demo_plan.DEMO_ENV``) and a state store that
   ``--database`` chooses: ``postgres`` (default), a fresh database on the server of ``--pg-url``
@@ -22,11 +28,14 @@ seen (bench/_chaos_env.py).
 Remote faults (``POST /admin/faults``; exact per-call rates, see docs/reliability.md):
 transient 5xx on 20 % of calls, hangs past complete-by on 5 %, ``card_declined`` on 3 %
 of charges. ``--fault-scope all`` (default) puts the transient faults and hangs on every
-endpoint, compensations included; ``forward`` only on reserve/charge/ship.
+endpoint, compensations included; ``forward`` only on reserve/charge/ship. The trips' services
+draw the same rates on their own endpoints (given on their command line, so a restart keeps
+them), declines on their charges; and a trip to Atlantis is refused by both siblings of its
+parallel group at once.
 
 Process faults at random moments (seeded; the seed is printed): ``kill -9`` of the worker
-``--kills`` times (restarted each time), a ``kill -9`` and restart of the remote services
-(same ledger, same port; the fault rules are posted again), a restart of the Temporal dev
+``--kills`` times (restarted each time), a ``kill -9`` and restart of both services processes
+(same ledgers, same ports; the fault rules are posted again), a restart of the Temporal dev
 server (same file, same port), a ``kill -9`` and restart of the Supervisor, and a state-store
 outage of 4-8 s. On PostgreSQL the database refuses connections (``ALLOW_CONNECTIONS false``
 and its sessions terminated): every read and write fails at once. On SQLite another process
@@ -34,9 +43,9 @@ holds ``BEGIN EXCLUSIVE`` on the file: no write gets through, writers wait on th
 timeout 30 s) and an Agent whose attempt cannot wait goes on without its row; reads go on
 (WAL). The seed draws the same plan on both backends.
 
-Then it waits (bounded by ``--timeout``) until every order is settled and prints the
-invariants; the last line is ``orders=… lost=… duplicates=… inconsistent=… mismatched=…``
-followed by more figures. Exit code 0 only if the four are 0. Every process it started is
+Then it waits (bounded by ``--timeout``) until every task is settled and prints the
+invariants; the last line is ``orders=… lost=… duplicates=… inconsistent=… mismatched=…
+left_behind=… trips=…`` followed by more figures. Exit code 0 only if the five are 0. Every process it started is
 stopped on the way out (Ctrl-C too; they also die with it), and a PostgreSQL database is
 dropped (a SQLite file goes with the state dir).
 Logs: ``<state dir>/logs/*.log`` (kept when the run fails, or with ``--keep``).
@@ -78,6 +87,7 @@ import httpx  # noqa: E402
 
 from bench import _chaos_check as check  # noqa: E402
 from bench._chaos_db import ChaosStore, PostgresStore, SqliteStore  # noqa: E402
+from bench._chaos_final import demo_voids, temporal_view  # noqa: E402
 from bench._chaos_stack import DECLINE, HANG, TRANSIENT, TRIP_TYPE_MODULE, Stack, fault_rules  # noqa: E402
 from bench._chaos_trip import TASK_TYPE as TRIP_TYPE  # noqa: E402
 from bench._chaos_trips import Approver, trip_figures, trip_input  # noqa: E402
@@ -264,46 +274,15 @@ class Run:
 
     # -- the end
 
-    async def temporal_view(self, client: Any) -> dict[str, check.TemporalView]:
-        from temporalio.client import WorkflowExecutionStatus
-        from temporalio.service import RPCError, RPCStatusCode
-
-        from sas.task_models import TaskResult, TaskStatus
-
-        gate = asyncio.Semaphore(16)
-
-        async def one(order: str) -> tuple[str, check.TemporalView]:
-            async with gate:
-                handle = client.get_workflow_handle(order)
-                described = await handle.describe()
-                status = WorkflowExecutionStatus(described.status).name if described.status else "UNKNOWN"
-                view = check.TemporalView(status=status)
-                if status == "COMPLETED":
-                    result = await client.get_workflow_handle(order, result_type=TaskResult).result()
-                    view.state, view.steps = str(result.state), {s.name: str(s.state) for s in result.steps}
-                elif status == "RUNNING":
-                    q = await handle.query("status", result_type=TaskStatus)
-                    view.state, view.steps = str(q.state), {s.name: str(s.state) for s in q.steps}
-                else:
-                    try:
-                        c = await client.get_workflow_handle(f"cleanup-{order}").describe()
-                        view.cleanup = WorkflowExecutionStatus(c.status).name if c.status else "UNKNOWN"
-                    except RPCError as err:
-                        if err.status != RPCStatusCode.NOT_FOUND:
-                            raise
-                return order, view
-
-        return dict(await asyncio.gather(*(one(o) for o in self.tasks)))
-
     async def verdict(self, client: Any, http: httpx.AsyncClient) -> dict[str, list[str]]:
         mirror, alerts = await self.read_mirror()
         trip_books = (await http.get(f"{self.stack.trip_services_url}/ledger", timeout=30)).json()
         ours = set(self.tasks)
         entries = (await http.get("/ledger", timeout=30)).json()["entries"] + trip_books["entries"]
         ledger = [e for e in entries if e["order_id"] in ours]
-        voided = await asyncio.to_thread(_demo_voids, self.args.state_dir / "ledger.db")
+        voided = await asyncio.to_thread(demo_voids, self.args.state_dir / "ledger.db")
         voided |= {v["key"] for v in trip_books["voids"]}
-        temporal = await self.temporal_view(client)
+        temporal = await temporal_view(client, self.tasks)
         self.states, self.ledger = mirror, ledger
         return {
             "lost": check.lost(self.tasks, mirror, alerts),
@@ -393,17 +372,6 @@ class Run:
             flush=True,
         )
         return 0 if done and not any(counts.values()) else 1
-
-
-def _demo_voids(path: Path) -> set[str]:
-    """The forward keys the demo services have voided (their ledger file, read-only)."""
-    import sqlite3
-
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
-    try:
-        return {key for (key,) in db.execute("SELECT key FROM voids")}
-    finally:
-        db.close()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
