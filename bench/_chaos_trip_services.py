@@ -17,7 +17,9 @@ one transaction), so the chaos run can count every effect at the end.
 
 Refusals for good, from the data: a flight to ``Atlantis`` (``no_route``), a hotel in
 ``Atlantis`` or ``Nowhere`` (``no_hotel``): a trip to Atlantis is refused by both siblings of
-its parallel group at once. Faults (``--transient``, ``--hang``, ``--decline``) are exact per-call
+its parallel group at once. A flight to ``Nowhere`` is served slowly (``SLOW_S``, holding its
+key's lock), so the hotel's refusal comes while the booking is still being served: its undo
+is decided on a call in flight, and a lookup of its key waits for it. Faults (``--transient``, ``--hang``, ``--decline``) are exact per-call
 rates drawn from ``--fault-seed``, on the forward endpoints, and on the undos too with
 ``--fault-scope all``; given on the command line, so a restart applies them again.
 """
@@ -61,6 +63,7 @@ SERVICES = {
     "chaos_insurer": Spec("cover", "uncover", "cover", "uncover", "policy_id", "pol"),
 }
 FARE_CENTS, NIGHT_CENTS = 12_000, 9_000
+SLOW_S = 2.0  # under the demo's complete-by (3 s): the slow booking succeeds, late
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -231,6 +234,8 @@ def create_app(ledger: Ledger, faults: Faults) -> Starlette:
             if fault is not None:
                 return fault
             async with locks.hold(key):
+                if service == "chaos_air" and body.get("destination") == "Nowhere":
+                    await asyncio.sleep(SLOW_S)  # being served: a lookup of the key waits
                 stored = ledger.answer(key)
                 if stored is not None:
                     return JSONResponse(stored)  # a repeat: no second effect

@@ -5,6 +5,7 @@ of a trip to Atlantis refuse it, and the ledger survives ``kill -9``."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -128,3 +129,24 @@ async def test_faults_come_from_the_command_line_and_are_counted(tmp_path: Path)
         assert await _get(declining.url, "/faults") == {"hits": {"decline": 1}}
     finally:
         declining.kill()
+
+
+@pytest.mark.timeout(120)
+async def test_a_lookup_during_a_slow_booking_never_says_nothing_of_an_effect_that_then_happens(
+    services: Services,
+) -> None:
+    """A flight to Nowhere is served slowly (2 s). A lookup sent meanwhile either waits for it
+    and finds the booking, or, had it come first, voids the key and the booking is refused:
+    never "nothing" with a booking after it."""
+    await services.ready()
+    trip = fresh_id("trip")
+    body = {"trip": trip, "traveller": "Ada", "destination": "Nowhere"}
+    booking = asyncio.create_task(_post(services.url, "/chaos_air/book", f"{trip}:flight", body))
+    found = await _get(services.url, "/chaos_air/lookup", idempotency_key=f"{trip}:flight")
+    booked = await booking
+    if found["booking_id"] is None:
+        assert booked.status_code == 409 and booked.json()["error"] == "voided"
+    else:
+        assert booked.status_code == 200 and found == booked.json()
+    entries = [e for e in (await _get(services.url, "/ledger"))["entries"] if e["order_id"] == trip]
+    assert len(entries) == (found["booking_id"] is not None)
