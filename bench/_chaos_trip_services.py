@@ -17,7 +17,9 @@ one transaction), so the chaos run can count every effect at the end.
 
 Refusals for good, from the data: a flight to ``Atlantis`` (``no_route``), a hotel in
 ``Atlantis`` or ``Nowhere`` (``no_hotel``): a trip to Atlantis is refused by both siblings of
-its parallel group at once. A flight to ``Nowhere`` is served slowly (``SLOW_S``, holding its
+its parallel group at once. A trip to ``Limbo`` fails both siblings at once for a while: the
+airline and the hotel each answer its first ``LIMBO_FAILS`` calls 503, more than a step's quick
+retries, so both steps are Failed together and wait for the Supervisor. A flight to ``Nowhere`` is served slowly (``SLOW_S``, holding its
 key's lock), so the hotel's refusal comes while the booking is still being served: its undo
 is decided on a call in flight, and a lookup of its key waits for it. Faults (``--transient``, ``--hang``, ``--decline``) are exact per-call
 rates drawn from ``--fault-seed``, on the forward endpoints, and on the undos too with
@@ -64,6 +66,7 @@ SERVICES = {
 }
 FARE_CENTS, NIGHT_CENTS = 12_000, 9_000
 SLOW_S = 2.0  # under the demo's complete-by (3 s): the slow booking succeeds, late
+LIMBO_FAILS = 3  # the demo's quick retries (SAS_DEFAULT_STEP__MAX_ATTEMPTS) are 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -223,6 +226,7 @@ async def _fault(faults: Faults, service: str, undo: bool, request: Request) -> 
 
 def create_app(ledger: Ledger, faults: Faults) -> Starlette:
     locks = KeyLocks()
+    limbo_calls: Counter[str] = Counter()  # in memory: a restart fails a Limbo key's calls again
 
     def forward(service: str, spec: Spec) -> Any:
         async def handle(request: Request) -> Response:
@@ -230,6 +234,10 @@ def create_app(ledger: Ledger, faults: Faults) -> Starlette:
             if isinstance(parsed, JSONResponse):
                 return parsed
             key, body = parsed
+            if service in ("chaos_air", "chaos_hotel") and body.get("destination") == "Limbo":
+                limbo_calls[key] += 1
+                if limbo_calls[key] <= LIMBO_FAILS:
+                    return refusal(503, "unavailable", "both siblings fail for now (Limbo)")
             fault = await _fault(faults, service, False, request)
             if fault is not None:
                 return fault

@@ -4,8 +4,10 @@ answers their approval steps the public way while the stack fails around it.
 Each trip's part is fixed by its index, so that a short run already has every case:
 
 - every 10th from the 4th goes to ``Atlantis``: both siblings of the parallel group are refused
-  at once; every 10th from the 8th to ``Nowhere``: the hotel alone is refused, and the flight,
-  booked or still being served, is undone;
+  at once; every 10th from the 6th to ``Limbo``: both siblings fail at once, more times than
+  their quick retries, and the Supervisor's retries see them through; every 10th from the 8th
+  to ``Nowhere``: the hotel alone is refused while the flight is still being served (slowly),
+  and the flight is undone;
 - by ``index % 7``: 2 is rejected, 4 is never answered (the deadline undoes it), the rest are
   approved;
 - two in three ask for insurance (the ``When`` of the insure step).
@@ -29,7 +31,7 @@ SEND_TIMEOUT_S = 10.0
 
 
 def trip_input(index: int) -> dict[str, Any]:
-    destination = "Atlantis" if index % 10 == 3 else "Nowhere" if index % 10 == 7 else f"City-{index % 5}"
+    destination = {3: "Atlantis", 5: "Limbo", 7: "Nowhere"}.get(index % 10, f"City-{index % 5}")
     return {
         "traveller": f"chaos-traveller-{index % 11}",
         "destination": destination,
@@ -89,11 +91,15 @@ class Approver:
         self.ways["update" if by_update else "signal"] += 1
 
 
-def trip_figures(trips: list[str], states: dict[str, check.MirrorTask], approver: Approver) -> dict[str, int]:
+def trip_figures(
+    trips: list[str], states: dict[str, check.MirrorTask], approver: Approver, ledger: list[dict[str, Any]]
+) -> dict[str, int]:
     """How the trips ended, and how often each kind of stage was met: what shows a run size
     exercises every one."""
     ended = [states[t] for t in trips if t in states]
     index = {t: i for i, t in enumerate(trips)}
+    booked = Counter(e["order_id"] for e in ledger if e["action"] in ("book_flight", "book_hotel"))
+    limbo = [t for t in trips if trip_input(index[t])["destination"] == "Limbo"]
     verdicts = Counter(approver.verdicts.values())
     processed = [s for s in ended if s.state == "Processed"]
     return {
@@ -101,6 +107,8 @@ def trip_figures(trips: list[str], states: dict[str, check.MirrorTask], approver
         "compensated": sum(s.state == "Compensated" for s in ended),
         "parked": sum(s.state == "Error" for s in ended),
         "both_siblings_refused": sum(trip_input(index[t])["destination"] == "Atlantis" for t in trips),
+        "both_siblings_failed": len(limbo),
+        "both_siblings_failed_then_booked": sum(booked[t] == 2 for t in limbo),
         "hotel_refused": sum(trip_input(index[t])["destination"] == "Nowhere" for t in trips),
         "approved": verdicts["approved"],
         "rejected": verdicts["rejected"],

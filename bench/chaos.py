@@ -358,7 +358,10 @@ class Run:
             flush=True,
         )
         print(
-            "trips: " + " ".join(f"{k}={v}" for k, v in trip_figures(self.trips, self.states, self.approver).items()),
+            "trips: "
+            + " ".join(
+                f"{k}={v}" for k, v in trip_figures(self.trips, self.states, self.approver, self.ledger).items()
+            ),
             flush=True,
         )
         counts = {k: len(v) for k, v in found.items()}

@@ -56,10 +56,12 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
     orders, lost, duplicates, inconsistent, mismatched, left_behind, trips = map(int, match.groups())
     assert (orders, trips) == (40, 20)
     assert (lost, duplicates, inconsistent, mismatched, left_behind) == (0, 0, 0, 0, 0), output[-6000:]
-    # Every kind of trip stage was met: both siblings refused at once, the hotel alone refused,
-    # approvals given (by update and by signal), refused and left unanswered, the When both ways.
+    # Every kind of trip stage was met: both siblings refused at once, both failing at once and
+    # retried by the Supervisor, the hotel alone refused, approvals given (by update and by
+    # signal), refused and left unanswered, the When both ways.
     figures = dict(f.split("=") for f in next(x for x in lines if x.startswith("trips: ")).split()[1:])
-    for kind in ("both_siblings_refused", "hotel_refused", "approved", "rejected", "silent", "insured"):
+    kinds = ("both_siblings_refused", "both_siblings_failed_then_booked", "hotel_refused", "approved", "rejected")
+    for kind in (*kinds, "silent", "insured"):
         assert int(figures[kind]) >= 1, (kind, figures)
     assert int(figures["approvals_by_update"]) >= 1 and int(figures["approvals_by_signal"]) >= 1, figures
     assert int(figures["insure_skipped"]) >= 1, figures
