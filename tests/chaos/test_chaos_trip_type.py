@@ -4,11 +4,13 @@ what the chaos run finds under faults is the stack's doing, not a flaw of the ty
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench._chaos_trip import ChaosTripWorkflow
 from sas.api import check_failure_matrix, time_skipping_environment
 
 TRIP = {"traveller": "Ada", "destination": "Lisbon", "nights": 2, "insure": True}
-ANSWERS = {
+ANSWERS: dict[str, dict[str, Any]] = {
     "chaos_air.book": {"booking_id": "fl_1", "cost_cents": 12_000},
     "chaos_hotel.book": {"booking_id": "ht_1", "cost_cents": 18_000},
     "chaos_bank.charge": {"charge_id": "ch_1", "amount_cents": 30_000},
