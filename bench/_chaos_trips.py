@@ -15,8 +15,12 @@ Each trip's part is fixed by its index, so that a short run already has every ca
 The approver answers a trip once its approval step is Waiting in the mirror: the even ones with
 the update ``request_approve`` (what ``sas approve``/``sas reject`` send), the odd ones with the
 signal ``approve``, each carrying an ``Approval``. A send that fails or does not come back in
-time (a worker killed, Temporal restarting) is tried again at the next look; an update the
-workflow refuses (it no longer waits: the deadline passed meanwhile) ends the matter.
+time (a worker killed, Temporal restarting) is tried again at the next look. So is an update
+the workflow refuses because its approval step is still Pending: the mirror can be ahead of
+Temporal (its Waiting row is written by a local activity of a workflow task that a killed worker
+never completed), and an update that comes with the event that starts the wait is validated
+before the workflow has taken that event (Temporal hands a workflow its updates first). Any
+other refusal (it no longer waits: the deadline passed meanwhile) ends the matter.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class Approver:
         self.verdicts: dict[str, str] = {}  # trip -> approved / rejected / silent (once seen waiting)
         self.refused: dict[str, str] = {}  # trip -> why the workflow refused the answer
         self.retries: Counter[str] = Counter()
+        self.early = 0  # updates refused because the wait had not begun in Temporal yet
         self.ways: Counter[str] = Counter()
 
     def pending(self, states: dict[str, check.MirrorTask]) -> list[str]:
@@ -80,7 +85,10 @@ class Approver:
                 await asyncio.wait_for(tasks.update(client, trip, "request_approve", approval), SEND_TIMEOUT_S)
             else:
                 await asyncio.wait_for(client.get_workflow_handle(trip).signal("approve", approval), SEND_TIMEOUT_S)
-        except CliError as err:  # the workflow's validator said no: it does not wait any more
+        except CliError as err:  # the workflow's validator said no
+            if "approval is Pending" in str(err):
+                self.early += 1  # the wait has not begun in Temporal yet: ask again
+                return
             self.refused[trip] = str(err)[:120]
             self.say(f"approval of {trip} refused: {self.refused[trip]}")
             return
@@ -116,6 +124,8 @@ def trip_figures(
         "approvals_by_update": approver.ways["update"],
         "approvals_by_signal": approver.ways["signal"],
         "approval_resends": sum(approver.retries.values()),
+        "approvals_before_the_wait": approver.early,
+        "approvals_refused": len(approver.refused),
         "insured": sum(s.steps.get("insure") == "Processed" for s in processed),
         "insure_skipped": sum(s.steps.get("insure") == "Skipped" for s in processed),
     }
