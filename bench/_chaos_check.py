@@ -5,9 +5,17 @@ and Temporal say at the end. Pure functions over plain data, so each rule is eas
 - lost:         an order that is neither terminal (Processed / Compensated) nor parked as
                 Error with an open alert for it.
 - duplicates:   an idempotency key with more than one effect in the ledger.
-- inconsistent: a Compensated order with a forward effect that has no undo pointing at it
-                (target_key), or a Processed order without all three effects or with an undo.
+- inconsistent: a Processed task without the effect of each of its Processed steps, with an
+                effect of a step it did not run (a Skipped one), or with an undo; a task
+                Processed though its approval was rejected or never given.
+- left_behind:  under a Compensated task, a forward effect with no undo pointing at it
+                (target_key), or a step undone whose forward key its service has not voided
+                (a forward call still on its way could then still take effect).
 - mismatched:   an order whose mirror (tasks/steps rows) disagrees with Temporal's final word.
+
+The ledgers of both kinds of service (the demo services of the orders, the chaos trip's own)
+have one shape: ``service``, ``action``, ``order_id`` (the task id), ``idempotency_key`` and,
+for an undo, ``target_key``.
 """
 
 from __future__ import annotations
@@ -17,7 +25,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TERMINAL = ("Processed", "Compensated")
-UNDO_OF = {"reserve": "release", "charge": "refund", "ship": "cancel"}
+# Each forward action of the ledgers, the undo that undoes it, and the step that performs it.
+UNDO_OF = {
+    "reserve": "release",
+    "charge": "refund",
+    "ship": "cancel",
+    "book_flight": "cancel_flight",
+    "book_hotel": "cancel_hotel",
+    "cover": "uncover",
+}
+STEP_OF = {
+    "reserve": "reserve",
+    "charge": "charge",
+    "ship": "ship",
+    "book_flight": "flight",
+    "book_hotel": "hotel",
+    "cover": "insure",
+}
 ACTIVE_ALERT = ("open", "acked")
 
 
@@ -75,28 +99,65 @@ def duplicates(ledger: list[dict[str, Any]]) -> list[str]:
     return [f"{key} has {n} effects" for (_service, key), n in sorted(counts.items()) if n > 1]
 
 
-def inconsistent(orders: list[str], mirror: dict[str, MirrorTask], ledger: list[dict[str, Any]]) -> list[str]:
+def _by_order(ledger: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     by_order: dict[str, list[dict[str, Any]]] = {}
     for entry in ledger:
         by_order.setdefault(entry["order_id"], []).append(entry)
+    return by_order
+
+
+def inconsistent(
+    orders: list[str],
+    mirror: dict[str, MirrorTask],
+    ledger: list[dict[str, Any]],
+    approvals: dict[str, str] | None = None,
+) -> list[str]:
+    """``approvals``: task id -> ``approved``, ``rejected`` or ``silent``, as the driver answered."""
+    by_order = _by_order(ledger)
     problems = []
     for order in orders:
         task = mirror.get(order)
-        entries = by_order.get(order, [])
-        forward = [e for e in entries if e["action"] in UNDO_OF]
-        undone = {(e["action"], e["target_key"]) for e in entries if e["action"] not in UNDO_OF}
-        if task is None:
+        if task is None or task.state != "Processed":
             continue
-        if task.state == "Compensated":
-            for e in forward:
-                if (UNDO_OF[e["action"]], e["idempotency_key"]) not in undone:
-                    problems.append(f"{order}: compensated but {e['action']} {e['idempotency_key']} was never undone")
-        elif task.state == "Processed":
-            missing = set(UNDO_OF) - {e["action"] for e in forward}
-            if missing:
-                problems.append(f"{order}: processed but no {', '.join(sorted(missing))} in the ledger")
-            if undone:
-                problems.append(f"{order}: processed yet {', '.join(sorted(a for a, _ in undone))} in the ledger")
+        entries = by_order.get(order, [])
+        done = {e["action"] for e in entries if e["action"] in UNDO_OF}
+        ran = {action for action, step in STEP_OF.items() if task.steps.get(step) == "Processed"}
+        missing = ran - done
+        if missing:
+            problems.append(f"{order}: processed but no {', '.join(sorted(missing))} in the ledger")
+        for action in sorted(done - ran):
+            problems.append(
+                f"{order}: processed yet {action} in the ledger for step {STEP_OF[action]} ({task.steps.get(STEP_OF[action])})"
+            )
+        undone = sorted(e["action"] for e in entries if e["action"] not in UNDO_OF)
+        if undone:
+            problems.append(f"{order}: processed yet {', '.join(undone)} in the ledger")
+        verdict = (approvals or {}).get(order)
+        if verdict in ("rejected", "silent"):
+            problems.append(f"{order}: processed though its approval was {verdict}")
+    return problems
+
+
+def left_behind(
+    orders: list[str], mirror: dict[str, MirrorTask], ledger: list[dict[str, Any]], voided: set[str] | None = None
+) -> list[str]:
+    """Effects a Compensated task leaves behind. ``voided``: the forward keys the services have
+    voided; when given, every step undone (Compensated) must have its forward key among them."""
+    by_order = _by_order(ledger)
+    problems = []
+    for order in orders:
+        task = mirror.get(order)
+        if task is None or task.state != "Compensated":
+            continue
+        entries = by_order.get(order, [])
+        undone = {(e["action"], e["target_key"]) for e in entries if e["action"] not in UNDO_OF}
+        for e in entries:
+            if e["action"] in UNDO_OF and (UNDO_OF[e["action"]], e["idempotency_key"]) not in undone:
+                problems.append(f"{order}: compensated but {e['action']} {e['idempotency_key']} was never undone")
+        if voided is not None:
+            for step, state in sorted(task.steps.items()):
+                if state == "Compensated" and step in STEP_OF.values() and f"{order}:{step}" not in voided:
+                    problems.append(f"{order}: step {step} undone but its key {order}:{step} is not voided")
     return problems
 
 

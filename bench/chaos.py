@@ -1,12 +1,18 @@
-"""The chaos run: orders through the real stack while its parts fail, then the invariants.
+"""The chaos run: orders and trips through the real stack while its parts fail, then the invariants.
 
-    python bench/chaos.py                          # the full run: 200 orders, 6 worker kills
+    python bench/chaos.py                          # the full run: 200 orders, 100 trips, 6 worker kills
     python bench/chaos.py --database sqlite        # the same on a SQLite state store
-    python bench/chaos.py --orders 40 --kills 2    # the short run (CI: tests/chaos/)
+    python bench/chaos.py --orders 40 --trips 20 --kills 2    # the short run (CI: tests/chaos/)
+
+Two task types run side by side: the orders (a straight line, reserve → charge → ship), and the
+chaos trips (bench/_chaos_trip.py: a parallel group, a wait for an approval, a timer and a step
+under a ``When``) over services of their own (bench/_chaos_trip_services.py), whose approvals
+the run answers the public way as they come to wait (bench/_chaos_trips.py).
 
 It starts, as processes on free ports in a temporary directory:
 - ``temporal server start-dev --db-filename <file>`` (persistent, so it can be restarted);
-- the remote services with ``--enable-faults`` (``python -m sas.remote_services``, ledger file);
+- the remote services with ``--enable-faults`` (``python -m sas.remote_services``, ledger file),
+  and the trips' services (``python -m bench._chaos_trip_services``, their own ledger file);
 - one worker (``python worker.py``) and one Supervisor (``python -m sas.supervisor``),
   with the demo's quick timings (``sas.cli.demo_plan.DEMO_ENV``) and a state store that
   ``--database`` chooses: ``postgres`` (default), a fresh database on the server of ``--pg-url``
@@ -22,11 +28,14 @@ seen (bench/_chaos_env.py).
 Remote faults (``POST /admin/faults``; exact per-call rates, see docs/reliability.md):
 transient 5xx on 20 % of calls, hangs past complete-by on 5 %, ``card_declined`` on 3 %
 of charges. ``--fault-scope all`` (default) puts the transient faults and hangs on every
-endpoint, compensations included; ``forward`` only on reserve/charge/ship.
+endpoint, compensations included; ``forward`` only on reserve/charge/ship. The trips' services
+draw the same rates on their own endpoints (given on their command line, so a restart keeps
+them), declines on their charges; and a trip to Atlantis is refused by both siblings of its
+parallel group at once.
 
 Process faults at random moments (seeded; the seed is printed): ``kill -9`` of the worker
-``--kills`` times (restarted each time), a ``kill -9`` and restart of the remote services
-(same ledger, same port; the fault rules are posted again), a restart of the Temporal dev
+``--kills`` times (restarted each time), a ``kill -9`` and restart of both services processes
+(same ledgers, same ports; the fault rules are posted again), a restart of the Temporal dev
 server (same file, same port), a ``kill -9`` and restart of the Supervisor, and a state-store
 outage of 4-8 s. On PostgreSQL the database refuses connections (``ALLOW_CONNECTIONS false``
 and its sessions terminated): every read and write fails at once. On SQLite another process
@@ -34,9 +43,9 @@ holds ``BEGIN EXCLUSIVE`` on the file: no write gets through, writers wait on th
 timeout 30 s) and an Agent whose attempt cannot wait goes on without its row; reads go on
 (WAL). The seed draws the same plan on both backends.
 
-Then it waits (bounded by ``--timeout``) until every order is settled and prints the
-invariants; the last line is ``orders=… lost=… duplicates=… inconsistent=… mismatched=…``
-followed by more figures. Exit code 0 only if the four are 0. Every process it started is
+Then it waits (bounded by ``--timeout``) until every task is settled and prints the
+invariants; the last line is ``orders=… lost=… duplicates=… inconsistent=… mismatched=…
+left_behind=… trips=…`` followed by more figures. Exit code 0 only if the five are 0. Every process it started is
 stopped on the way out (Ctrl-C too; they also die with it), and a PostgreSQL database is
 dropped (a SQLite file goes with the state dir).
 Logs: ``<state dir>/logs/*.log`` (kept when the run fails, or with ``--keep``).
@@ -78,197 +87,18 @@ import httpx  # noqa: E402
 
 from bench import _chaos_check as check  # noqa: E402
 from bench._chaos_db import ChaosStore, PostgresStore, SqliteStore  # noqa: E402
+from bench._chaos_final import demo_voids, temporal_view  # noqa: E402
+from bench._chaos_stack import DECLINE, HANG, TRANSIENT, TRIP_TYPE_MODULE, Stack, fault_rules  # noqa: E402
+from bench._chaos_trip import TASK_TYPE as TRIP_TYPE  # noqa: E402
+from bench._chaos_trips import Approver, trip_figures, trip_input  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
-from sas.cli.demo_plan import DEMO_ENV  # noqa: E402
-from sas.remote_services.launcher import free_port  # noqa: E402
-from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
-from sas.runtime.processes import Child, ProcessGroup, wait_for_async  # noqa: E402
-from sas.runtime.readiness import http_healthy, temporal_healthy  # noqa: E402
-from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
 from sas_orders.demo import order_input  # noqa: E402
 
+# The run submits trips too: its own settings must know their type (read once, at first use).
+os.environ["SAS_TASK_TYPES__MODULES"] = TRIP_TYPE_MODULE
+
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-FORWARD = ("inventory.reserve", "payment.charge", "shipping.ship")
-UNDO = ("inventory.release", "payment.refund", "shipping.cancel")
-TRANSIENT, HANG, DECLINE = 0.20, 0.05, 0.03
 OUTAGE = {"postgres": "refuses connections", "sqlite": "write-locked by another process"}
-
-
-def fault_rules(scope: str, hang_s: float) -> list[dict[str, Any]]:
-    """Rules with exact per-call rates. A call takes the first rule whose dice fire, so a
-    later rule's probability is conditioned on the earlier ones not firing."""
-    rules: list[dict[str, Any]] = []
-    for endpoint in FORWARD + (UNDO if scope == "all" else ()):
-        taken = 0.0
-        if endpoint == "payment.charge":
-            rules.append(
-                {
-                    "endpoint": endpoint,
-                    "kind": "permanent",
-                    "probability": DECLINE,
-                    "status": 402,
-                    "error": "card_declined",
-                    "message": "the card was declined (injected fault)",
-                }
-            )
-            taken += DECLINE
-        rules.append(
-            {"endpoint": endpoint, "kind": "hang", "probability": round(HANG / (1 - taken), 6), "hang_s": hang_s}
-        )
-        taken += HANG
-        rules.append(
-            {"endpoint": endpoint, "kind": "transient", "probability": round(TRANSIENT / (1 - taken), 6), "status": 503}
-        )
-    return rules
-
-
-class Stack(LoopbackStack):
-    """The processes of one chaos run, each restartable on its own port and files."""
-
-    def __init__(self, state_dir: Path, db_url: str, seed: int, log: Any) -> None:
-        self.dir = state_dir
-        self.group = ProcessGroup(state_dir / "logs")
-        self.log = log
-        self.seed = seed
-        self.temporal_port, self.http_port, self.services_port = free_port(), free_port(), free_port()
-        self.db_url = db_url
-        self.children: dict[str, Child] = {}
-        # The code under test, frozen at the start: every restarted process runs the same
-        # version even if the working tree changes meanwhile (a changed workflow would
-        # otherwise fail to replay the histories its predecessor wrote).
-        self.src = state_dir / "src"
-        shutil.copytree(
-            ROOT,
-            self.src,
-            ignore=shutil.ignore_patterns(
-                ".git", ".venv", ".sas", "__pycache__", "*.egg-info", "tests", "docs", ".pytest_cache"
-            ),
-            dirs_exist_ok=True,
-        )
-        # The snapshot and its examples, the run's site view; `python -S` (bench/_chaos_env.py).
-        self.pythonpath = _chaos_env.pythonpath(self.src, Path(os.environ[_chaos_env.SITE_ENV]))
-        self.restarts: Counter[str] = Counter()
-        self.down: set[str] = set()  # stopped on purpose, being restarted
-
-    def env(self) -> dict[str, str]:
-        return {
-            **DEMO_ENV,
-            **self.stack_env(self.db_url),
-            "SAS_LOG_LEVEL": "INFO",
-            "PYTHONPATH": self.pythonpath,
-            "PYTHONUNBUFFERED": "1",
-        }
-
-    # The waiting is async so orders keep flowing meanwhile.
-    def spawn(self, name: str) -> tuple[Child, int]:
-        log_path = self.group.log_dir / f"{name}.log"
-        offset = log_path.stat().st_size if log_path.exists() else 0
-        if name == "temporal":
-            child = self.group.spawn(
-                name,
-                [
-                    temporal_binary(),
-                    "server",
-                    "start-dev",
-                    "--db-filename",
-                    str(self.dir / "temporal.db"),
-                    "--ip",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.temporal_port),
-                    "--http-port",
-                    str(self.http_port),
-                    "--headless",
-                    "--log-level",
-                    "warn",
-                    *dev_server_flags(),
-                ],
-            )
-        elif name == "services":
-            child = self.group.python(
-                name,
-                [
-                    "-S",
-                    "-P",
-                    "-m",
-                    "sas.remote_services",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.services_port),
-                    "--ledger",
-                    str(self.dir / "ledger.db"),
-                    "--enable-faults",
-                    "--fault-seed",
-                    str(self.seed + self.restarts[name]),
-                ],
-                {"PYTHONPATH": self.pythonpath, "SAS_SERVICES__ADMIN_TOKEN": self.admin_token},
-            )
-        elif name == "worker":
-            child = self.group.python(name, ["-S", "-P", str(self.src / "worker.py")], self.env())
-        elif name == "supervisor":
-            child = self.group.python(name, ["-S", "-P", "-m", "sas.supervisor"], self.env())
-        elif name == "migrate":
-            child = self.group.python(name, ["-S", "-P", "-m", "sas.cli.main", "migrate"], self.env())
-        else:
-            raise ValueError(name)
-        self.children[name] = child
-        self.down.discard(name)
-        return child, offset
-
-    async def start(self, name: str, timeout: float = 90.0) -> float:
-        started = time.monotonic()
-        child, offset = self.spawn(name)
-        if name == "temporal":
-            await self._until(
-                lambda: temporal_healthy(self.temporal_address), child, timeout, "Temporal's health check"
-            )
-        elif name == "services":
-            await self._until(lambda: http_healthy(self.services_url), child, timeout, "services /healthz")
-        elif name in ("worker", "supervisor"):
-            await self._until(
-                lambda: "polling" in _read_from(child.log_path, offset), child, timeout, "'polling' in its log"
-            )
-        return time.monotonic() - started
-
-    async def migrate(self) -> None:
-        child, _ = self.spawn("migrate")
-        while child.process.poll() is None:
-            await asyncio.sleep(0.2)
-        if child.process.returncode != 0:
-            raise RuntimeError(f"migrate failed:\n{child.log_tail()}")
-
-    async def _until(self, ok: Any, child: Child, timeout: float, what: str) -> None:
-        await wait_for_async(ok, child, timeout, what)
-
-    async def kill(self, name: str) -> None:
-        self.down.add(name)
-        self.children[name].kill()  # SIGKILL to its process group
-
-    async def terminate(self, name: str, grace: float = 20.0) -> None:
-        child = self.children[name]
-        self.down.add(name)
-        child.send(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while child.alive() and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        if child.alive():
-            child.kill()
-
-    def dead(self) -> list[str]:
-        return [n for n, c in self.children.items() if n != "migrate" and n not in self.down and not c.alive()]
-
-    def stop(self) -> None:
-        self.group.stop_all()
-
-
-def _read_from(path: Path, offset: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 # ------------------------------------------------------------------ the run
@@ -286,6 +116,10 @@ class Run:
         self.rng = random.Random(args.seed)
         self.t0 = time.monotonic()
         self.orders = [f"chaos-{args.run_id}-{i:04d}" for i in range(args.orders)]
+        self.trips = [f"chaos-{args.run_id}-trip-{i:04d}" for i in range(args.trips)]
+        self.tasks = self.orders + self.trips
+        self.approver = Approver(self.trips, self.say)
+        self.ledger: list[dict[str, Any]] = []
         self.submitted: set[str] = set()
         self.injected: list[str] = []
         self.fault_hits: Counter[str] = Counter()
@@ -303,13 +137,15 @@ class Run:
             (await http.post("/admin/faults", json=rule)).raise_for_status()
 
     async def count_hits(self, http: httpx.AsyncClient) -> None:
-        """Add the services' rule hits to the totals (before a restart loses them, and at the end)."""
+        """Add both services' fault hits to the totals (before a restart loses them, and at the end)."""
         try:
             rules = (await http.get("/admin/faults", timeout=5)).json()["faults"]
+            trip_hits = (await http.get(f"{self.stack.trip_services_url}/faults", timeout=5)).json()["hits"]
         except (httpx.HTTPError, ValueError, KeyError):
             return
         for r in rules:
             self.fault_hits[r["kind"] if r["kind"] != "permanent" else "decline"] += r["hits"]
+        self.fault_hits.update(trip_hits)
 
     # -- submitting
 
@@ -319,20 +155,29 @@ class Run:
         from sas.settings import Settings, TemporalSettings
 
         settings = Settings(temporal=TemporalSettings(address=self.stack.temporal_address))
-        gap = self.args.submit_s / max(len(self.orders), 1)
-        for index, order in enumerate(self.orders):
-            payload = validate_input("order", order_input(index), settings.outbound)
+        # Orders and trips interleaved, each kind spread evenly over the submit window.
+        work = [(i / len(self.orders), o, "order", order_input(i)) for i, o in enumerate(self.orders)]
+        work += [((i + 0.5) / len(self.trips), t, TRIP_TYPE, trip_input(i)) for i, t in enumerate(self.trips)]
+        gap = self.args.submit_s / max(len(work), 1)
+        for _, task_id, task_type, data in sorted(work):
+            payload = validate_input(task_type, data, settings.outbound)
             while True:
                 try:
-                    await tasks.submit(client, settings, "order", order, payload)  # False: it was already started
-                    self.submitted.add(order)
+                    await tasks.submit(client, settings, task_type, task_id, payload)  # False: already started
+                    self.submitted.add(task_id)
                     break
                 except Exception as err:
                     if time.monotonic() - self.t0 > self.args.timeout:
                         raise
-                    self.say(f"submit {order}: {type(err).__name__}: {str(err)[:80]}; retrying")
+                    self.say(f"submit {task_id}: {type(err).__name__}: {str(err)[:80]}; retrying")
                     await asyncio.sleep(1.0)
             await asyncio.sleep(gap)
+
+    async def approve(self, client: Any) -> None:
+        """Answer the trips' approvals as they come to wait (bench/_chaos_trips.py)."""
+        while True:
+            await self.approver.answer(client, self.states)
+            await asyncio.sleep(1.0)
 
     # -- process faults
 
@@ -367,13 +212,15 @@ class Run:
             elif kind == "services":
                 await self.count_hits(http)
                 await self.stack.kill("services")
-                self.say(f"kill -9 remote services (down {down:.1f}s)")
+                await self.stack.kill("trip_services")
+                self.say(f"kill -9 remote services and trip services (down {down:.1f}s)")
                 await asyncio.sleep(down)
                 self.stack.restarts["services"] += 1
                 ready = await self.stack.start("services")
+                ready += await self.stack.start("trip_services")
                 await self.post_faults(http)
                 self.injected.append("services-restart")
-                self.say(f"remote services restarted after {ready:.1f}s, fault rules posted again")
+                self.say(f"remote services and trip services restarted after {ready:.1f}s, fault rules posted again")
             elif kind == "temporal":
                 await self.stack.terminate("temporal")
                 self.say(f"Temporal dev server stopped (down {down:.1f}s)")
@@ -394,11 +241,13 @@ class Run:
     async def read_mirror(self) -> tuple[dict[str, check.MirrorTask], dict[str, list[tuple[str, str]]]]:
         return await self.store.read_mirror(f"chaos-{self.args.run_id}-")
 
-    async def watch(self, chaos: asyncio.Task[None], submitting: asyncio.Task[None]) -> bool:
-        """Progress every few seconds until every order is settled (and the chaos is over)."""
+    async def watch(
+        self, chaos: asyncio.Task[None], submitting: asyncio.Task[None], *others: asyncio.Task[None]
+    ) -> bool:
+        """Progress every few seconds until every task is settled (and the chaos is over)."""
         last_print = 0.0
         while time.monotonic() - self.t0 < self.args.timeout:
-            for t in (chaos, submitting):
+            for t in (chaos, submitting, *others):
                 if t.done() and t.exception() is not None:
                     raise t.exception()  # type: ignore[misc]
             dead = self.stack.dead()
@@ -410,65 +259,38 @@ class Run:
                 self.say(f"(state store unreadable: {type(err).__name__})")
                 await asyncio.sleep(1)
                 continue
-            settled = sum(check.settled(self.states.get(o)) for o in self.orders)
+            settled = sum(check.settled(self.states.get(o)) for o in self.tasks)
             if time.monotonic() - last_print >= self.args.progress_s:
                 last_print = time.monotonic()
                 counts = Counter(t.state for t in self.states.values())
                 detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
                 self.say(
-                    f"submitted={len(self.submitted)}/{len(self.orders)} settled={settled} {detail} "
-                    f"faults={len(self.injected)}"
+                    f"submitted={len(self.submitted)}/{len(self.tasks)} settled={settled} {detail} "
+                    f"approvals={len(self.approver.verdicts)} faults={len(self.injected)}"
                 )
-            if self.chaos_done and submitting.done() and settled == len(self.orders):
+            if self.chaos_done and submitting.done() and settled == len(self.tasks):
                 return True
             await asyncio.sleep(1)
         return False
 
     # -- the end
 
-    async def temporal_view(self, client: Any) -> dict[str, check.TemporalView]:
-        from temporalio.client import WorkflowExecutionStatus
-        from temporalio.service import RPCError, RPCStatusCode
-
-        from sas.task_models import TaskResult, TaskStatus
-
-        gate = asyncio.Semaphore(16)
-
-        async def one(order: str) -> tuple[str, check.TemporalView]:
-            async with gate:
-                handle = client.get_workflow_handle(order)
-                described = await handle.describe()
-                status = WorkflowExecutionStatus(described.status).name if described.status else "UNKNOWN"
-                view = check.TemporalView(status=status)
-                if status == "COMPLETED":
-                    result = await client.get_workflow_handle(order, result_type=TaskResult).result()
-                    view.state, view.steps = str(result.state), {s.name: str(s.state) for s in result.steps}
-                elif status == "RUNNING":
-                    q = await handle.query("status", result_type=TaskStatus)
-                    view.state, view.steps = str(q.state), {s.name: str(s.state) for s in q.steps}
-                else:
-                    try:
-                        c = await client.get_workflow_handle(f"cleanup-{order}").describe()
-                        view.cleanup = WorkflowExecutionStatus(c.status).name if c.status else "UNKNOWN"
-                    except RPCError as err:
-                        if err.status != RPCStatusCode.NOT_FOUND:
-                            raise
-                return order, view
-
-        return dict(await asyncio.gather(*(one(o) for o in self.orders)))
-
     async def verdict(self, client: Any, http: httpx.AsyncClient) -> dict[str, list[str]]:
         mirror, alerts = await self.read_mirror()
-        ledger = (await http.get("/ledger", timeout=30)).json()["entries"]
-        ours = set(self.orders)
-        ledger = [e for e in ledger if e["order_id"] in ours]
-        temporal = await self.temporal_view(client)
+        trip_books = (await http.get(f"{self.stack.trip_services_url}/ledger", timeout=30)).json()
+        ours = set(self.tasks)
+        entries = (await http.get("/ledger", timeout=30)).json()["entries"] + trip_books["entries"]
+        ledger = [e for e in entries if e["order_id"] in ours]
+        voided = await asyncio.to_thread(demo_voids, self.args.state_dir / "ledger.db")
+        voided |= {v["key"] for v in trip_books["voids"]}
+        temporal = await temporal_view(client, self.tasks)
         self.states, self.ledger = mirror, ledger
         return {
-            "lost": check.lost(self.orders, mirror, alerts),
+            "lost": check.lost(self.tasks, mirror, alerts),
             "duplicates": check.duplicates(ledger),
-            "inconsistent": check.inconsistent(self.orders, mirror, ledger),
-            "mismatched": check.mismatched(self.orders, mirror, temporal),
+            "inconsistent": check.inconsistent(self.tasks, mirror, ledger, self.approver.verdicts),
+            "mismatched": check.mismatched(self.tasks, mirror, temporal),
+            "left_behind": check.left_behind(self.tasks, mirror, ledger, voided),
         }
 
     async def main(self) -> int:
@@ -481,8 +303,8 @@ class Run:
             f"state_dir={args.state_dir} database={self.store.describe()}"
         )
         await self.store.create()
-        self.stack = stack = Stack(args.state_dir, self.store.url, args.seed, self.say)
-        for name in ("temporal", "services"):
+        self.stack = stack = Stack(args.state_dir, self.store.url, args.seed, self.say, args.fault_scope, args.hang_s)
+        for name in ("temporal", "services", "trip_services"):
             self.say(f"{name} ready after {await stack.start(name):.1f}s")
         await stack.migrate()
         for name in ("worker", "supervisor"):
@@ -497,13 +319,14 @@ class Run:
             self.t0 = time.monotonic()
             submitting = asyncio.create_task(self.submit_all(client))
             chaos = asyncio.create_task(self.chaos(http))
+            approving = asyncio.create_task(self.approve(client))
             try:
-                done = await self.watch(chaos, submitting)
+                done = await self.watch(chaos, submitting, approving)
             finally:
-                for t in (submitting, chaos):
+                for t in (submitting, chaos, approving):
                     t.cancel()
             self.say(
-                "every order settled; checking" if done else f"timeout ({args.timeout:.0f}s): checking what there is"
+                "every task settled; checking" if done else f"timeout ({args.timeout:.0f}s): checking what there is"
             )
             # The mirror can be a moment ahead of Temporal (an Agent records Processed before its
             # workflow completes): give the last workflows a short grace to close.
@@ -535,10 +358,18 @@ class Run:
             + " ".join(f"{k}={v}" for k, v in sorted(injected.items())),
             flush=True,
         )
+        print(
+            "trips: "
+            + " ".join(
+                f"{k}={v}" for k, v in trip_figures(self.trips, self.states, self.approver, self.ledger).items()
+            ),
+            flush=True,
+        )
         counts = {k: len(v) for k, v in found.items()}
         print(
             f"orders={len(self.orders)} lost={counts['lost']} duplicates={counts['duplicates']} "
             f"inconsistent={counts['inconsistent']} mismatched={counts['mismatched']} "
+            f"left_behind={counts['left_behind']} trips={len(self.trips)} "
             f"processed={states.get('Processed', 0)} compensated={states.get('Compensated', 0)} "
             f"parked={states.get('Error', 0)} worker_kills={injected['worker-kill']} "
             f"process_faults={len(self.injected)} seed={self.args.seed} elapsed_s={elapsed:.0f}",
@@ -550,6 +381,12 @@ class Run:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--orders", type=int, default=200, help="orders to submit (default %(default)s)")
+    p.add_argument(
+        "--trips",
+        type=int,
+        default=None,
+        help="chaos trips to submit beside the orders (bench/_chaos_trip.py; default: half the orders)",
+    )
     p.add_argument("--kills", type=int, default=6, help="kill -9 of the worker, each restarted (default %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="seed of every random choice (default: random, printed)")
     p.add_argument(
@@ -589,6 +426,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1_000_000)
+    if args.trips is None:
+        args.trips = args.orders // 2
+    if args.orders < 0 or args.trips < 0 or args.orders + args.trips == 0:
+        p.error("--orders and --trips: zero or more each, one task at least")
     if args.submit_s is None:
         args.submit_s = min(max(0.4 * args.orders, 20.0), 120.0)
     if args.chaos_s is None:

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench._chaos_check import MirrorTask, TemporalView, duplicates, inconsistent, lost, mismatched, settled
+from bench._chaos_check import (
+    MirrorTask,
+    TemporalView,
+    duplicates,
+    inconsistent,
+    left_behind,
+    lost,
+    mismatched,
+    settled,
+)
 
 PROCESSED_STEPS = {"reserve": "Processed", "charge": "Processed", "ship": "Processed"}
 COMPENSATED_STEPS = {"reserve": "Compensated", "charge": "Compensated", "ship": "Skipped"}
@@ -14,9 +23,18 @@ PARKED_STEPS = {"reserve": "Processed", "charge": "Error", "ship": "Pending"}
 
 
 def effect(order: str, action: str, target: str | None = None, key: str | None = None) -> dict[str, Any]:
-    service = {"reserve": "inventory", "release": "inventory", "charge": "payment", "refund": "payment"}.get(
-        action, "shipping"
-    )
+    service = {
+        "reserve": "inventory",
+        "release": "inventory",
+        "charge": "payment",
+        "refund": "payment",
+        "book_flight": "chaos_air",
+        "cancel_flight": "chaos_air",
+        "book_hotel": "chaos_hotel",
+        "cancel_hotel": "chaos_hotel",
+        "cover": "chaos_insurer",
+        "uncover": "chaos_insurer",
+    }.get(action, "shipping")
     return {
         "service": service,
         "action": action,
@@ -59,6 +77,7 @@ def all_rules(orders, mirror, ledger, temporal, alerts) -> dict[str, list[str]]:
         "duplicates": duplicates(ledger),
         "inconsistent": inconsistent(orders, mirror, ledger),
         "mismatched": mismatched(orders, mirror, temporal),
+        "left_behind": left_behind(orders, mirror, ledger),
     }
 
 
@@ -98,15 +117,71 @@ def test_two_effects_under_one_key_are_duplicates_and_only_they() -> None:
     assert duplicates([effect("o", "charge", key="k"), effect("o", "ship", key="k")]) == []
 
 
-def test_a_compensated_order_with_an_effect_not_undone_is_inconsistent() -> None:
+def test_a_compensated_order_with_an_effect_not_undone_leaves_it_behind() -> None:
     orders, mirror, ledger, temporal, alerts = good_end()
     ledger.remove(effect("o-undone", "refund", target="o-undone:charge"))
     assert broken(all_rules(orders, mirror, ledger, temporal, alerts)) == {
-        "inconsistent": ["o-undone: compensated but charge o-undone:charge was never undone"]
+        "left_behind": ["o-undone: compensated but charge o-undone:charge was never undone"]
     }
     # An undo that points at another key does not count as undoing this one.
     ledger.append(effect("o-undone", "refund", target="o-undone:something-else"))
-    assert inconsistent(orders, mirror, ledger) == ["o-undone: compensated but charge o-undone:charge was never undone"]
+    assert left_behind(orders, mirror, ledger) == ["o-undone: compensated but charge o-undone:charge was never undone"]
+
+
+def test_a_step_undone_whose_key_its_service_did_not_void_is_left_behind() -> None:
+    """A forward call still on its way could land after the task was Compensated."""
+    orders, mirror, ledger, _temporal, _alerts = good_end()
+    assert left_behind(orders, mirror, ledger, voided={"o-undone:reserve", "o-undone:charge"}) == []
+    assert left_behind(orders, mirror, ledger, voided={"o-undone:reserve"}) == [
+        "o-undone: step charge undone but its key o-undone:charge is not voided"
+    ]
+
+
+TRIP_DONE = {
+    "flight": "Processed",
+    "hotel": "Processed",
+    "approval": "Processed",
+    "settle": "Processed",
+    "charge": "Processed",
+    "insure": "Skipped",
+}
+
+
+def trip_ledger(trip: str) -> list[dict[str, Any]]:
+    return [
+        effect(trip, "book_flight", key=f"{trip}:flight"),
+        effect(trip, "book_hotel", key=f"{trip}:hotel"),
+        effect(trip, "charge"),
+    ]
+
+
+def test_a_processed_trip_with_an_effect_of_its_skipped_step_or_a_refused_approval_is_inconsistent() -> None:
+    mirror = {"t": MirrorTask("Processed", dict(TRIP_DONE))}
+    ledger = trip_ledger("t")
+    assert inconsistent(["t"], mirror, ledger, {"t": "approved"}) == []
+    # The insure step was Skipped (its When was false), yet the insurer covered the trip.
+    assert inconsistent(["t"], mirror, [*ledger, effect("t", "cover", key="t:insure")]) == [
+        "t: processed yet cover in the ledger for step insure (Skipped)"
+    ]
+    # Insured, but no cover in the insurer's ledger.
+    insured = {"t": MirrorTask("Processed", {**TRIP_DONE, "insure": "Processed"})}
+    assert inconsistent(["t"], insured, ledger) == ["t: processed but no cover in the ledger"]
+    assert inconsistent(["t"], mirror, ledger, {"t": "rejected"}) == ["t: processed though its approval was rejected"]
+    assert inconsistent(["t"], mirror, ledger, {"t": "silent"}) == ["t: processed though its approval was silent"]
+
+
+def test_a_trip_undone_with_both_siblings_cancelled_leaves_nothing_behind() -> None:
+    steps = dict.fromkeys(("flight", "hotel"), "Compensated") | {"approval": "Skipped", "charge": "Skipped"}
+    mirror = {"t": MirrorTask("Compensated", steps)}
+    ledger = [
+        effect("t", "book_flight", key="t:flight"),
+        effect("t", "book_hotel", key="t:hotel"),
+        effect("t", "cancel_flight", target="t:flight", key="t:flight:undo"),
+    ]
+    voided = {"t:flight", "t:hotel"}
+    assert left_behind(["t"], mirror, ledger, voided) == ["t: compensated but book_hotel t:hotel was never undone"]
+    ledger.append(effect("t", "cancel_hotel", target="t:hotel", key="t:hotel:undo"))
+    assert left_behind(["t"], mirror, ledger, voided) == []
 
 
 def test_a_processed_order_missing_an_effect_or_with_an_undo_is_inconsistent() -> None:

@@ -1,6 +1,8 @@
-"""The short chaos run (bench/chaos.py): 40 orders through the real stack while the worker
-is killed twice and the services, Temporal, the Supervisor and the database each fail once;
-every invariant must hold. Needs PostgreSQL (127.0.0.1:5432 or SAS_TEST_PG_URL)."""
+"""The short chaos run (bench/chaos.py): 40 orders and 20 chaos trips (a parallel group, an
+approval, a timer and a condition: bench/_chaos_trip.py) through the real stack while the
+worker is killed twice and the services, Temporal, the Supervisor and the database each fail
+once; every invariant must hold, and every kind of trip stage must have been met. Needs
+PostgreSQL (127.0.0.1:5432 or SAS_TEST_PG_URL)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,10 @@ from tests.postgres import PG_ADMIN_URL, require_postgres
 pytestmark = pytest.mark.slow  # a whole stack in subprocesses, with faults, for a minute or two
 
 ROOT = Path(__file__).resolve().parents[2]
-LAST_LINE = re.compile(r"^orders=(\d+) lost=(\d+) duplicates=(\d+) inconsistent=(\d+) mismatched=(\d+)(?: \S+=\S+)*$")
+LAST_LINE = re.compile(
+    r"^orders=(\d+) lost=(\d+) duplicates=(\d+) inconsistent=(\d+) mismatched=(\d+) left_behind=(\d+) trips=(\d+)"
+    r"(?: \S+=\S+)*$"
+)
 
 
 @pytest.mark.timeout(330)
@@ -27,6 +32,8 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
         str(ROOT / "bench" / "chaos.py"),
         "--orders",
         "40",
+        "--trips",
+        "20",
         "--kills",
         "2",
         "--seed",
@@ -46,9 +53,18 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
     assert lines, f"no output; stderr:\n{done.stderr[-3000:]}"
     match = LAST_LINE.match(lines[-1])
     assert match, f"unexpected last line {lines[-1]!r}; output:\n{output[-6000:]}"
-    orders, lost, duplicates, inconsistent, mismatched = map(int, match.groups())
-    assert orders == 40
-    assert (lost, duplicates, inconsistent, mismatched) == (0, 0, 0, 0), output[-6000:]
+    orders, lost, duplicates, inconsistent, mismatched, left_behind, trips = map(int, match.groups())
+    assert (orders, trips) == (40, 20)
+    assert (lost, duplicates, inconsistent, mismatched, left_behind) == (0, 0, 0, 0, 0), output[-6000:]
+    # Every kind of trip stage was met: both siblings refused at once, both failing at once and
+    # retried by the Supervisor, the hotel alone refused, approvals given (by update and by
+    # signal), refused and left unanswered, the When both ways.
+    figures = dict(f.split("=") for f in next(x for x in lines if x.startswith("trips: ")).split()[1:])
+    kinds = ("both_siblings_refused", "both_siblings_failed_then_booked", "hotel_refused", "approved", "rejected")
+    for kind in (*kinds, "silent", "insured"):
+        assert int(figures[kind]) >= 1, (kind, figures)
+    assert int(figures["approvals_by_update"]) >= 1 and int(figures["approvals_by_signal"]) >= 1, figures
+    assert int(figures["insure_skipped"]) >= 1, figures
     # Every process fault happened: two kills, and one each of the others.
     assert "worker_kills=2" in lines[-1] and "process_faults=6" in lines[-1], lines[-1]
     assert done.returncode == 0, output[-6000:]
