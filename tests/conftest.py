@@ -3,14 +3,17 @@ remote services in their own process, and SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
@@ -19,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
 from sas.task_models.search_attributes import dev_server_flags
+from tests.helpers import wait_until
 from tests.postgres import require_postgres
 from tests.stack import ADMIN_TOKEN, Stack, discard_migrated_template, start_stack
 
@@ -197,3 +201,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
+
+
+# The trip example's services, run as their team runs them: a process of their own on loopback
+# (the example tests and the conformance kit's both use them).
+@pytest.fixture(scope="module")
+def trip_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("trip-services") / "services.log"
+    with open(log, "wb") as out:
+        argv = [sys.executable, "-m", "sas_trip.services", "--port", str(port)]
+        process = subprocess.Popen(argv, stdout=out, stderr=out)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        asyncio.run(wait_until(lambda: _answers(url), timeout=30, what="the trip services"))
+        yield url
+    finally:
+        process.kill()
+        process.wait(30)
+
+
+async def _answers(url: str) -> bool:
+    try:
+        async with httpx.AsyncClient() as http:
+            return (await http.get(f"{url}/healthz")).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -5,17 +5,10 @@ for the in-flight race; their lookup waits for it."""
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
 from sas.api import ExplicitCalls, ServiceCheckError, SlowCall, Verdict, assert_conforms, check_service
-from sas.remote_services import free_port
-from tests.helpers import wait_until
 
 TRIP = {"traveller": "Ada", "origin": "LHR", "destination": "Lisbon", "date": "2027-05-01", "nights": 3}
 CARDS = ExplicitCalls(
@@ -24,31 +17,6 @@ CARDS = ExplicitCalls(
     undo="/cards/refund",
     undo_body={"charge_id": "{forward.charge_id}"},
 )
-
-
-@pytest.fixture(scope="module")
-def trip_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("trip-services") / "services.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "sas_trip.services", "--port", str(port)], stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        asyncio.run(wait_until(lambda: _answers(url), timeout=30, what="the trip services"))
-        yield url
-    finally:
-        process.kill()
-        process.wait(30)
-
-
-async def _answers(url: str) -> bool:
-    try:
-        async with httpx.AsyncClient() as http:
-            return (await http.get(f"{url}/healthz")).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 async def slow_trip_call(call: SlowCall) -> None:
