@@ -51,6 +51,10 @@ DEV_OUTBOUND = OutboundPolicy(allow_http=True, allow_private=True)
 FAST_STEP = StepPolicyValues(
     complete_by_s=2.0, heartbeat_s=1.5, max_attempts=2, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
 )
+# For tests that count decisions exactly: a complete-by (and heartbeat) that no loaded machine
+# reaches. With FAST_STEP an attempt that two test suites on two cores slow past 2 s times out,
+# and the Supervisor rightly retries it: a correct decision the count did not expect.
+STEADY_STEP = FAST_STEP.model_copy(update={"complete_by_s": 20.0, "heartbeat_s": 5.0})
 FAST_UNDO = StepPolicyValues(complete_by_s=2.0, max_attempts=3, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5)
 
 

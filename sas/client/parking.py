@@ -67,16 +67,26 @@ class Target:
         return self.activity is not None and self.activity.activity_type.name == self.compensation
 
 
-async def park_step(client: Client, store: StateStore, task_id: str, step: str | None, by: str, reason: str) -> str:
-    """Park the task's running or waiting step, in the workflow that answers for it; what was done."""
+async def park_step(
+    client: Client,
+    store: StateStore,
+    task_id: str,
+    step: str | None,
+    by: str,
+    reason: str,
+    confirm_within_s: float = _SIGNAL_WAIT_S,
+) -> str:
+    """Park the task's running or waiting step, in the workflow that answers for it; what was done.
+    ``NotConfirmed`` if Temporal (or the Scheduler's mirror write) does not show it within
+    ``confirm_within_s``."""
     target = await _find(client, store, task_id, step)
     if target.activity is None:
         if target.state == "Error":
             return f"step {target.step} is already parked (Error); nothing changed"
-        return await _park_waiting(client, store, target, by, reason)
+        return await _park_waiting(client, store, target, by, reason, confirm_within_s)
     if target.activity.state in _PAUSED:
         return f"step {target.step} is already parked (its activity is paused); nothing changed"
-    return await _park_running(client, store, target, by, reason)
+    return await _park_running(client, store, target, by, reason, confirm_within_s)
 
 
 async def _find(client: Client, store: StateStore, task_id: str, step: str | None) -> Target:
@@ -127,7 +137,9 @@ async def _find(client: Client, store: StateStore, task_id: str, step: str | Non
     )
 
 
-async def _park_waiting(client: Client, store: StateStore, target: Target, by: str, reason: str) -> str:
+async def _park_waiting(
+    client: Client, store: StateStore, target: Target, by: str, reason: str, confirm_within_s: float
+) -> str:
     """The Supervisor's own path: the park signal, then wait until the Scheduler has mirrored it."""
     from sas.state_store.queries import get_task
     from sas.task_models import OperatorRequest
@@ -135,7 +147,7 @@ async def _park_waiting(client: Client, store: StateStore, target: Target, by: s
     request = OperatorRequest(by=by, reason=reason or "parked by an operator", step=target.step)
     await client.get_workflow_handle(target.workflow_id).signal("park", request)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + _SIGNAL_WAIT_S
+    deadline = loop.time() + confirm_within_s
     while True:
         record = await store.read(lambda s: get_task(s, target.task_id))
         state = next((s.state for s in record.steps if s.name == target.step), None) if record else None
@@ -143,7 +155,7 @@ async def _park_waiting(client: Client, store: StateStore, target: Target, by: s
             break
         if loop.time() > deadline:
             raise NotConfirmed(
-                f"{target.task_id}: park sent, but step {target.step} is still {state} after {_SIGNAL_WAIT_S:.0f}s",
+                f"{target.task_id}: park sent, but step {target.step} is still {state} after {confirm_within_s:.0f}s",
                 f"the Scheduler applies it when a worker runs it; see `sas status {target.task_id}`",
             )
         await asyncio.sleep(0.3)
@@ -151,7 +163,9 @@ async def _park_waiting(client: Client, store: StateStore, target: Target, by: s
     return f"step {target.step} parked as Error"
 
 
-async def _park_running(client: Client, store: StateStore, target: Target, by: str, reason: str) -> str:
+async def _park_running(
+    client: Client, store: StateStore, target: Target, by: str, reason: str, confirm_within_s: float
+) -> str:
     assert target.activity is not None  # _park routes only a target with an activity here
     activity = target.activity
     async with audit.audited(store, target.task_id, "park", by, reason, step=target.step) as entry:
@@ -165,7 +179,7 @@ async def _park_running(client: Client, store: StateStore, target: Target, by: s
             )
         )
         # The mirror follows Temporal: write it only once Temporal shows the pause.
-        if not await _paused_now(client, target, activity.activity_id, want=True):
+        if not await _paused_now(client, target, activity.activity_id, want=True, within_s=confirm_within_s):
             raise NotConfirmed(
                 f"{target.task_id}: Temporal did not confirm the pause", f"see `sas status {target.task_id}`"
             )
@@ -221,10 +235,10 @@ async def unpark(client: Client, store: StateStore, task_id: str, step: str | No
     return f"retrying {target.step}: its activity is unpaused in Temporal"
 
 
-async def _paused_now(client: Client, target: Target, activity_id: str, want: bool) -> bool:
-    """Whether Temporal shows the activity paused (``want`` True) or not, within a few seconds."""
+async def _paused_now(client: Client, target: Target, activity_id: str, want: bool, within_s: float = 10.0) -> bool:
+    """Whether Temporal shows the activity paused (``want`` True) or not, within ``within_s``."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
+    deadline = loop.time() + within_s
     while True:
         described = await client.get_workflow_handle(target.workflow_id, run_id=target.run_id).describe()
         found = next((a for a in described.raw_description.pending_activities if a.activity_id == activity_id), None)

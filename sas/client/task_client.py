@@ -207,12 +207,27 @@ class TaskClient:
 
     @_typed
     async def park(
-        self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
+        self,
+        task_id: str,
+        *,
+        step: str | None = None,
+        by: str | None = None,
+        reason: str = "",
+        confirm_within_s: float = 30.0,
     ) -> ActionResult:
-        """Park the task's running or waiting step as Error until ``retry`` (a hung call too)."""
+        """Park the task's running or waiting step as Error until ``retry`` (a hung call too).
+
+        Returns once Temporal shows the pause, or the Scheduler has mirrored the step as Error;
+        ``NotConfirmed`` after ``confirm_within_s`` (0 < s <= 600) if neither does by then (the
+        park may still land: the Scheduler applies it when a worker runs it)."""
         inputs.check_task_id(task_id)
+        if not 0 < confirm_within_s <= 600:
+            raise InvalidInput(f"confirm_within_s must be in (0, 600], got {confirm_within_s}")
         who = self._who(by, reason)
-        return ActionResult(task_id, await parking.park_step(self.temporal, self.store, task_id, step, who, reason))
+        return ActionResult(
+            task_id,
+            await parking.park_step(self.temporal, self.store, task_id, step, who, reason, confirm_within_s),
+        )
 
     @_typed
     async def resubmit(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:

@@ -56,7 +56,8 @@ async def test_the_printed_service_undoes_an_order_an_operator_parked(
     placing = asyncio.create_task(place_order(order().model_dump(mode="json"), order_id))
     await wait_until(lambda: stack.step_states(order_id), lambda s: s.get("charge") == "Failed")
     operator = TaskClient(stack.client, stack.settings)
-    await operator.park(order_id, by="bob@ops", reason="card blocked")
+    # A loaded machine (two suites on two cores) can take longer than the default 30 s to mirror it.
+    await operator.park(order_id, by="bob@ops", reason="card blocked", confirm_within_s=120)
 
     assert await asyncio.wait_for(placing, timeout=120) == "Compensated"
     async with stack.sessions() as session:

@@ -126,6 +126,19 @@ async def charge_held(stack: Stack, task_id: str) -> bool:
     )
 
 
+async def no_charge_running(stack: Stack, task_ids: list[str]) -> bool:
+    """None of these orders has a charge attempt under way: every one ended, or waits in the queue."""
+    for task_id in task_ids:
+        described = await stack.client.get_workflow_handle(task_id).describe()
+        for a in described.raw_description.pending_activities:
+            if (
+                a.activity_type.name == "payment.charge"
+                and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            ):
+                return False
+    return True
+
+
 async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_when_it_recovers(
     breaker_stack: Stack,
 ) -> None:
@@ -140,6 +153,10 @@ async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_wh
     assert (alert.incident_key, alert.status) == (alert_key("payment"), "open")
 
     # Orders submitted while it is open: their charges wait in payment's queue, unstarted.
+    # Counted from the moment no failing order's charge is under way: an attempt that passed the
+    # gate before a worker read the open row (every sync_s; later on a loaded machine) still
+    # reaches payment, and is not a call the open breaker let through.
+    await wait_until(lambda: no_charge_running(stack, failing), what="the failing orders' charges at rest")
     hits_at_open = await fault_hits(stack, fault)
     version_at_open = (await payment(stack)).version
     held = [fresh_id("brk-b") for _ in range(HELD_ORDERS)]

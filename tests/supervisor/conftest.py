@@ -20,9 +20,10 @@ from sas.runtime.task_workers import TaskWorkers, build_task_workers
 from sas.settings import Settings, SupervisorSettings
 from sas.state_store.agent_writes import make_step_writer
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.task_models import StepPolicyValues
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
-from tests.stack import Stack, migrated, test_settings
+from tests.stack import STEADY_STEP, Stack, migrated, test_settings
 
 
 @dataclass
@@ -104,12 +105,18 @@ def rig_settings(base: Settings, **supervisor: Any) -> Settings:
 
 @pytest_asyncio.fixture
 async def make_rig(client: Client, temporal_address: str, services, db_url: str) -> AsyncIterator[Any]:  # type: ignore[no-untyped-def]
-    """``await make_rig(**supervisor_settings)``: a Rig on both databases, task worker running, no Supervisor yet."""
+    """``await make_rig(**supervisor_settings)``: a Rig on both databases, task worker running, no Supervisor yet.
+
+    Its steps' complete-by is STEADY_STEP's, so a loaded machine never times an attempt out and
+    every decision a test counts comes from the faults it set; a test of hung calls passes
+    ``step=FAST_STEP``, whose complete-by it waits out."""
     rigs: list[Rig] = []
     engines = []
 
-    async def make(extra_workflows: list[type] | None = None, **supervisor: Any) -> Rig:
-        settings = rig_settings(test_settings(temporal_address, services.url, db_url), **supervisor)
+    async def make(
+        extra_workflows: list[type] | None = None, step: StepPolicyValues = STEADY_STEP, **supervisor: Any
+    ) -> Rig:
+        settings = rig_settings(test_settings(temporal_address, services.url, db_url, default_step=step), **supervisor)
         await migrated(db_url)
         engine = state_store.create_engine(settings.database)
         engines.append(engine)

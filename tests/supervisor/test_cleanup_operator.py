@@ -14,11 +14,12 @@ from temporalio.api.enums.v1 import EventType
 from tests.cli.test_cli import sas
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until
+from tests.stack import FAST_STEP
 from tests.supervisor.conftest import Rig
 
 
 async def test_a_cleanup_undo_on_its_service_queue_is_parked_then_retried_with_sas_retry(make_rig) -> None:  # type: ignore[no-untyped-def]
-    rig: Rig = await make_rig(retries=1)
+    rig: Rig = await make_rig(retries=1, step=FAST_STEP)
     await rig.start_supervisor("sup-cleanup-op", rig.settings.supervisor.workflow_id)
     task_id = fresh_id("cl-op")
     await rig.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, match_order_id=task_id)

@@ -14,6 +14,7 @@ from sas.cli.supervisor_cmds import task_history
 from sas.task_models import TaskState
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until
+from tests.stack import FAST_STEP
 from tests.supervisor.conftest import Rig
 
 
@@ -42,7 +43,7 @@ async def test_a_failed_step_climbs_the_ladder_and_shows_in_history(make_rig) ->
 async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make_rig) -> None:  # type: ignore[no-untyped-def]
     """Workers down mid-step (a deploy gap): the step waits for a worker - complete-by counts only
     time an attempt runs - so nothing is counted or undone; the no-worker queue is one alert."""
-    rig: Rig = await make_rig(retries=1, poller_stale_s=2.0)
+    rig: Rig = await make_rig(retries=1, poller_stale_s=2.0, step=FAST_STEP)
     await rig.start_supervisor("sup-bc", rig.settings.supervisor.workflow_id)
     task_id = fresh_id("bc-dead")
     await rig.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, times=1, match_order_id=task_id)
@@ -97,7 +98,7 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
 
 
 async def test_d_workflow_terminated_mid_saga_is_cleaned_up_from_the_mirror(make_rig) -> None:  # type: ignore[no-untyped-def]
-    rig: Rig = await make_rig()
+    rig: Rig = await make_rig(step=FAST_STEP)
     await rig.start_supervisor("sup-d", rig.settings.supervisor.workflow_id)
     task_id = fresh_id("d-term")
     await rig.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, match_order_id=task_id)
