@@ -9,12 +9,14 @@ from sas.task_types.definitions import (
     AgentCall,
     DeadlineOutcome,
     Parallel,
+    Sequence,
     Step,
     StepContext,
     StepDefinition,
     TaskDefinition,
     Wait,
     When,
+    leaves,
 )
 
 __all__ = [
@@ -22,10 +24,12 @@ __all__ = [
     "AgentCall",
     "DeadlineOutcome",
     "Parallel",
+    "Sequence",
     "Step",
     "StepContext",
     "StepDefinition",
     "TaskDefinition",
     "Wait",
     "When",
+    "leaves",
 ]

@@ -8,7 +8,9 @@ says is refused before any task of it starts:
 - the pivot names a step of its own stage (not a wait, not in a parallel group), and no wait
   for a signal follows it (its rejection would undo the task past the point of no return);
 - every complete-by is within its bounds (``StepPolicyValues``: over 0, at most a day);
-- a parallel group holds two or more steps, none of them a group;
+- a parallel group holds two or more members: steps, waits, branches (``Sequence``, one or
+  more members, none of them a ``Sequence``) and groups; a ``Sequence`` is never a stage of
+  its own;
 - a wait's signal is not one of the task workflow's own signals, updates or queries.
 
 :func:`definition_problem` answers the first rule broken, as ``step 'x': what is wrong``; the
@@ -20,7 +22,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
-from sas.task_types.definitions import Parallel, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import Parallel, Sequence, StepDefinition, TaskDefinition, Wait
 
 # The task workflow's own handlers (workflows/shell/host.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
@@ -46,13 +48,31 @@ def definition_problem(definition: TaskDefinition) -> str | None:
 def _stages_problem(definition: TaskDefinition) -> str | None:
     for stage in definition.stages:
         if isinstance(stage, Parallel):
-            if len(stage.steps) < 2:
-                return f"a parallel group of {len(stage.steps)} step(s): give it two or more"
-            nested = next((s for s in stage.steps if not isinstance(s, StepDefinition | Wait)), None)
-            if nested is not None:
-                return f"a parallel group holds {type(nested).__name__}: only steps and waits"
+            problem = _group_problem(stage)
+            if problem:
+                return problem
+        elif isinstance(stage, Sequence):
+            return "a Sequence is a stage: a branch belongs in a parallel group (the stages already run in order)"
         elif not isinstance(stage, StepDefinition | Wait):
             return f"stage {stage!r} is not a step, a wait or a parallel group"
+    return None
+
+
+def _group_problem(member: Parallel | Sequence) -> str | None:
+    """A group's and a branch's members, all the way down."""
+    if isinstance(member, Parallel) and len(member.steps) < 2:
+        return f"a parallel group of {len(member.steps)} step(s): give it two or more"
+    if isinstance(member, Sequence) and not member.steps:
+        return "an empty Sequence: give a branch one or more steps"
+    for inner in member.steps:
+        if isinstance(member, Sequence) and isinstance(inner, Sequence):
+            return "a Sequence inside a Sequence: list its steps in the outer one"
+        if isinstance(inner, Parallel | Sequence):
+            problem = _group_problem(inner)
+            if problem:
+                return problem
+        elif not isinstance(inner, StepDefinition | Wait):
+            return f"a parallel group holds {type(inner).__name__}: only steps, waits, branches and groups"
     return None
 
 

@@ -267,8 +267,6 @@ def _check_definition(module: str, definition: TaskDefinition) -> None:
     if problem:
         raise TaskTypeError(f"{where}: {problem}")
     earlier: set[str] = set()
-    stage_of = {s.name: definition.stage_of(s.name) for s in definition.steps}
-    position = {s.name: i for i, s in enumerate(definition.steps)}
     for step in definition.steps:
         if isinstance(step, Wait):
             continue
@@ -284,7 +282,7 @@ def _check_definition(module: str, definition: TaskDefinition) -> None:
                     raise TaskTypeError(
                         f"{where}: step {step.name!r}, {part}[{key!r}]: {type(value).__name__} is for an undo only"
                     )
-                if isinstance(value, Result) and value.step not in _before(step, definition, stage_of, position):
+                if isinstance(value, Result) and value.step not in definition.finished_before(step.name):
                     raise TaskTypeError(
                         f"{where}: step {step.name!r}, {part}[{key!r}]: Result({value.step!r}, ...) must name a step"
                         " that finishes before this one starts"
@@ -309,19 +307,6 @@ def _check_definition(module: str, definition: TaskDefinition) -> None:
                     )
                 _check_input(where, step.name, f"{part}[{key!r}]", value, definition)
         earlier.add(step.name)
-
-
-def _before(
-    step: StepDefinition, definition: TaskDefinition, stage_of: dict[str, int | None], position: dict[str, int]
-) -> set[str]:
-    """The steps finished before ``step`` starts: those of the stages before its own."""
-
-    def stage(name: str) -> int:
-        own = stage_of[name]
-        return position[name] if own is None else own
-
-    mine = stage(step.name)
-    return {s.name for s in definition.steps if stage(s.name) < mine and s.name != step.name}
 
 
 def _sources(call: HttpCall) -> list[tuple[str, str, object]]:
