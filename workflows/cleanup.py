@@ -1,6 +1,7 @@
 """CleanupWorkflow: undo a task whose Scheduler workflow was closed from outside (terminated,
-failed, timed out, cancelled), from what the mirror recorded - with the Scheduler's own undo
-engine (``workflows/shell/undo.py``).
+failed, timed out, cancelled), from what the mirror recorded - with the Scheduler's own
+collaborators: its run (``TaskRun``), its ``Decisions`` and its undo engine (``Undo``,
+``workflows/shell/undo.py``), and the same operator handlers (``shell/operator.py``).
 
 The Supervisor starts it (id ``cleanup-<task id>``) when it finds a task the mirror says is
 open but whose workflow is dead (detection d). Each undo runs on its step's service queue,

@@ -30,7 +30,7 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import TaskResult
     from sas.workflows.definitions import TaskDefinition, Wait
-    from sas.workflows.shell.acceptance import TASK_ID_REUSED, accept, core_for, validated_input
+    from sas.workflows.shell.acceptance import accept, core_for, validated_input
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.forward import StepRunner
     from sas.workflows.shell.operator import OperatorHandlers
@@ -38,8 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.shell.undo import Undo
     from sas.workflows.shell.waits import Waits
-
-__all__ = ["TASK_ID_REUSED", "TaskScheduler"]
 
 
 class TaskScheduler(OperatorHandlers):
@@ -57,19 +55,21 @@ class TaskScheduler(OperatorHandlers):
         self.task = TaskRun(core, Records(task_id=info.workflow_id, chain_id=info.first_execution_run_id))
         self.decisions = Decisions(self.task)
         self.waits = Waits(self.task, self.decisions, [s for s in steps if isinstance(s, Wait)])
-        self.steps = StepRunner(self.definition, self.task, self.decisions, self.waits)
+        self.forward = StepRunner(self.definition, self.task, self.decisions, self.waits)
         self.undo = Undo(self.task, self.decisions)
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
+        """The task: its input validated and accepted, its stages run forward, then completed or
+        undone, and the submitter told each time."""
         task = self.task
         task_input = validated_input(self.definition, raw_input)
         plan = await accept(self.definition, task, task_input)
-        self.steps.waits_for_cancelled = plan.waits_for_cancelled_attempts
+        self.forward.waits_for_cancelled = plan.waits_for_cancelled_attempts
         task.payload = task_input
         task.notify("received")
-        await self.steps.all_stages()
+        await self.forward.all_stages()
         if not task.core.compensating:
-            await self.steps.finish()
+            await self.forward.finish()
             task.notify("completed")
         else:
             await self.undo.all_attempted()

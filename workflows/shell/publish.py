@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from sas.task_models import TaskStatus
+    from sas.task_models import TaskState, TaskStatus
     from sas.task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
     from sas.workflows.summaries import current_details
 
@@ -19,7 +19,7 @@ _TRIGGERS = (TASK_STATE, FAILURE_COUNT, NEEDS_OPERATOR)
 # A task in one of these states, with no failure counted and no operator needed, has nothing to
 # look at: with ``progress`` off it is not published until that changes or it ends (after which
 # every change is published, as before).
-_UNDER_WAY = ("Pending", "Processing")
+_UNDER_WAY = (TaskState.PENDING, TaskState.PROCESSING)
 
 
 class Publisher:
