@@ -63,9 +63,9 @@ class TaskScheduler(OperatorHandlers):
         undone, and the submitter told each time."""
         task = self.task
         task_input = validated_input(self.definition, raw_input)
+        task.payload = task_input  # before the accept: the first status published tells its story
         plan = await accept(self.definition, task, task_input)
         self.forward.waits_for_cancelled = plan.waits_for_cancelled_attempts
-        task.payload = task_input
         task.notify("received")
         await self.forward.all_stages()
         if not task.core.compensating:

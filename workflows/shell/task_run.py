@@ -62,7 +62,7 @@ class TaskRun:
         self.supervisor_id: str | None = None
 
     def publish(self) -> None:
-        self.publisher.publish(self.core.status)
+        self.publisher.publish(self.core.status, self.payload)
 
     def set(self, name: str, state: StepState, task_state: TaskState | None = None) -> StepStatus:
         step = self.core.set(name, state, task_state)
