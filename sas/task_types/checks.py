@@ -11,7 +11,9 @@ says is refused before any task of it starts:
 - a parallel group holds two or more members: steps, waits, branches (``Sequence``, one or
   more members, none of them a ``Sequence``) and groups; a ``Sequence`` is never a stage of
   its own;
-- a wait's signal is not one of the task workflow's own signals, updates or queries.
+- a wait's signal is not one of the task workflow's own signals, updates or queries;
+- a declared summary is a template of the input's own fields or a function of one argument, and
+  declared details a function of one argument (neither a coroutine: they run in the workflow).
 
 :func:`definition_problem` answers the first rule broken, as ``step 'x': what is wrong``; the
 caller prefixes the module and the task type.
@@ -19,10 +21,15 @@ caller prefixes the module and the task type.
 
 from __future__ import annotations
 
+import inspect
+import string
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
-from sas.task_types.definitions import Parallel, Sequence, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import MAX_SUMMARY, Parallel, Sequence, StepDefinition, TaskDefinition, Wait
 
 # The task workflow's own handlers (workflows/shell/host.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
@@ -34,7 +41,7 @@ MAX_IRREVERSIBLE = 200
 
 def definition_problem(definition: TaskDefinition) -> str | None:
     """The first rule ``definition`` breaks, in one line naming the step; None if it keeps them all."""
-    for check in (_stages_problem, _pivot_problem):
+    for check in (_stages_problem, _pivot_problem, _story_problem):
         problem = check(definition)
         if problem:
             return problem
@@ -137,4 +144,56 @@ def _wait_problem(step: Wait) -> str | None:
             f"step {step.name!r}: the wait's signal {step.signal!r} is one of the task workflow's own"
             f" ({', '.join(RESERVED_HANDLERS)}, and request_<name>); give it another name"
         )
+    return None
+
+
+def _story_problem(definition: TaskDefinition) -> str | None:
+    summary, details = definition.summary, definition.details
+    if isinstance(summary, str):
+        problem = _template_problem(definition, summary)
+        if problem:
+            return f"summary={summary!r}: {problem}"
+    elif summary is not None:
+        problem = _function_problem(summary, "the input (a dict of JSON values)")
+        if problem:
+            return f"summary=...: {problem}"
+    if details is not None:
+        problem = _function_problem(details, "a StepContext (the input and the results so far)")
+        if problem:
+            return f"details=...: {problem}"
+    return None
+
+
+def _template_problem(definition: TaskDefinition, template: str) -> str | None:
+    if not template.strip() or len(template) > MAX_SUMMARY:
+        return f"give a template of 1-{MAX_SUMMARY} characters"
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as err:
+        return f"not a template ({err}); write a literal brace as {{{{ or }}}}"
+    fields = definition.input_model.model_fields
+    for _, name, spec, _ in parts:
+        if name is None:
+            continue
+        # Only a field by its name: an attribute or an index ({name.__class__}, {rooms[0]}) would
+        # reach into the value instead of showing it.
+        if not name.isidentifier() or name not in fields:
+            known = ", ".join(fields) or "none"
+            return f"{{{name}}} is not a field of {definition.input_model.__name__} (its fields: {known})"
+        if spec and "{" in spec:
+            return f"{{{name}:{spec}}}: a format inside a format is not allowed"
+    return None
+
+
+def _function_problem(function: Callable[..., Any] | object, argument: str) -> str | None:
+    if not callable(function):
+        return f"give a template or a function, not {type(function).__name__}"
+    if inspect.iscoroutinefunction(function):
+        return "an async function: it runs in the workflow on every change of the task; make it a plain function"
+    try:
+        inspect.signature(function).bind(None)
+    except TypeError:
+        return f"the function must take one argument, {argument}"
+    except ValueError:
+        return None  # a builtin without a signature: called with one argument as well
     return None
