@@ -31,6 +31,7 @@ from sas.workflows.definitions import (
     MAX_DETAILS,
     MAX_SUMMARY,
     Parallel,
+    Sequence,
     StepContext,
     StepDefinition,
     TaskDefinition,
@@ -104,16 +105,19 @@ def task_story(
 
 
 def _flow(definition: TaskDefinition) -> str:
-    """The stages in one line: ``reserve → (flight ‖ hotel) → charge``; the pivot (the point of no
-    return) marked ``charge (pivot)``."""
+    """The stages in one line: ``reserve → (flight ‖ hotel) → charge``; a branch of a group in
+    brackets, ``([flight → seat] ‖ hotel) → charge``; the pivot (the point of no return) marked
+    ``charge (pivot)``."""
 
-    def named(step: StepDefinition | Wait) -> str:
-        return f"{step.name} (pivot)" if step.name == definition.pivot else step.name
+    def drawn(member: StepDefinition | Wait | Sequence | Parallel) -> str:
+        if isinstance(member, Parallel):
+            return "(" + " ‖ ".join(drawn(m) for m in member.steps) + ")"
+        if isinstance(member, Sequence):
+            inner = " → ".join(drawn(m) for m in member.steps)
+            return f"[{inner}]" if len(member.steps) > 1 else inner
+        return f"{member.name} (pivot)" if member.name == definition.pivot else member.name
 
-    return " → ".join(
-        "(" + " ‖ ".join(named(s) for s in stage.steps) + ")" if isinstance(stage, Parallel) else named(stage)
-        for stage in definition.stages
-    )
+    return " → ".join(drawn(stage) for stage in definition.stages)
 
 
 def _kind(definition: TaskDefinition, step: StepDefinition | Wait) -> str:

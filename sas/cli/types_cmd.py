@@ -81,10 +81,23 @@ def describe(task_type: Any) -> dict[str, Any]:
         "workflow_type": task_type.workflow_name,
         "module": task_type.module,
         "flow": task_summary(definition, "", {}).split(" · ")[-1],
+        "shape": [shape(stage) for stage in definition.stages],
         "steps": steps,
         "services": sorted({s["service"] for s in steps if "service" in s}),
         "input_schema": definition.input_model.model_json_schema(),
     }
+
+
+def shape(member: Any) -> Any:
+    """A stage as JSON: a step's name, ``{"parallel": [...]}`` for a group (its members, started
+    together), ``{"sequence": [...]}`` for a branch of one (its members, in order)."""
+    from sas.task_types.definitions import Parallel, Sequence
+
+    if isinstance(member, Parallel):
+        return {"parallel": [shape(m) for m in member.steps]}
+    if isinstance(member, Sequence):
+        return {"sequence": [shape(m) for m in member.steps]}
+    return member.name
 
 
 def reversal(definition: Any, step: Any) -> str:
