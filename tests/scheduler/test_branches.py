@@ -97,8 +97,7 @@ BRANCHED = TaskDefinition(
 
 def _runner(calls: list[tuple[str, list[str]]], fail: str | None = None) -> tuple[TaskCore, BranchRunner]:
     names = [s.name for s in BRANCHED.steps]
-    stage = {n: BRANCHED.stage_of(n) for n in names}
-    plan = [PlanStep(n, i, stage[n] if stage[n] is not None else i) for i, n in enumerate(names)]
+    plan = [PlanStep(n, i, BRANCHED.stage_of(n) or i) for i, n in enumerate(names)]
     steps = [StepStatus(name=n, position=i) for i, n in enumerate(names)]
     core = TaskCore(TaskStatus(task_id="t", task_type="x", state=TaskState.PROCESSING, steps=steps), plan)
 
