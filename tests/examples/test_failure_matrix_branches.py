@@ -6,6 +6,7 @@ shown to catch a run that undoes a branch out of order."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
@@ -16,7 +17,7 @@ from sas_trip.models import SeatedTripInput
 from sas_trip.seated import SEATED_TRIP, SeatedTripWorkflow
 
 TRIP = SeatedTripInput(traveller="Ada", origin="LHR", destination="Lisbon", date="2027-05-01", nights=3)
-BOOKED = {
+BOOKED: dict[str, Any] = {
     "flights.book": {"booking_id": "fl_1", "fare_cents": 12_000},
     "seats.reserve": {"booking_id": "st_1", "seat": "aisle"},
     "hotels.book": {"booking_id": "ht_1", "total_cents": 27_000},
