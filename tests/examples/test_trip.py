@@ -110,6 +110,7 @@ async def trip(
         "SAS_SERVICES__HOTELS__URL": trip_services,
         "SAS_SERVICES__CARDS__URL": trip_services,
         "SAS_SERVICES__TICKETS__URL": trip_services,  # the ticketed trip's (test_ticketed_trip.py)
+        "SAS_SERVICES__SEATS__URL": trip_services,  # the seated trip's (test_seated_trip.py)
         # Quick steps and a quick Supervisor: the test waits seconds, not minutes.
         "SAS_DEFAULT_STEP__COMPLETE_BY_S": "4",
         "SAS_DEFAULT_STEP__MAX_ATTEMPTS": "3",
