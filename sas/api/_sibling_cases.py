@@ -13,7 +13,10 @@ calls in - no clock is involved:
 - **at once**: two siblings are refused together, and both refusals are in before undoing
   is decided.
 
-The group's remaining siblings (in groups of three or more) complete before the refusal.
+The group's remaining siblings (in groups of three or more) complete before the refusal. In a
+group with branches (``Sequence``), the cases are those of every two steps that run side by
+side - never two of one branch, which run in turn - and what comes before each of them in its
+branch completes before the refusal.
 """
 
 from __future__ import annotations
