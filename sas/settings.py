@@ -28,6 +28,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from sas.task_models.ladder import Ladder
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from sas.task_models.steps import StepPolicyValues as StepPolicy
 
@@ -294,29 +295,13 @@ class ResolvedService(BaseModel):
     breaker: BreakerSettings = BreakerSettings()
 
 
-class LadderRungs(BaseModel):
-    """Part of an escalation ladder; unset fields are inherited (step -> task type -> default)."""
+class TaskLadder(Ladder):
+    """A task type's ladder, with optional per-step overrides: SAS_SUPERVISOR__LADDERS__ORDER__STEPS__SHIP__RETRIES=5.
+    A field left unset is the task type's, else the default ladder's."""
 
-    retries: int | None = Field(default=None, ge=0, description="R: Supervisor-driven retries after the step Failed.")
-    retry_delay_s: float | None = Field(default=None, ge=0, description="Wait before the first of those retries.")
-    retry_backoff: float | None = Field(default=None, ge=1.0, description="Each further retry waits this much longer.")
-    retry_max_delay_s: float | None = Field(default=None, ge=0, description="Longest wait between retries.")
-    cooldown_s: float | None = Field(
-        default=None, ge=0, description="C: wait before each cool-down try (hours in production)."
-    )
-    cooldown_tries: int | None = Field(
-        default=None, ge=0, description="K: tries after a cool-down, once the retries are spent."
-    )
-    outcome: Literal["compensate", "park"] | None = Field(
-        default=None, description="When every rung is spent: undo the task, or park it as Error for an operator."
-    )
-
-
-class TaskLadder(LadderRungs):
-    """A task type's ladder, with optional per-step overrides: SAS_SUPERVISOR__LADDERS__ORDER__STEPS__SHIP__RETRIES=5."""
-
-    steps: dict[str, LadderRungs] = Field(
-        default_factory=dict, description="Per-step overrides within the task type, keyed by step name."
+    steps: dict[str, Ladder] = Field(
+        default_factory=dict,
+        description="Per-step overrides within the task type, keyed by step name; a field left unset is the task type's.",
     )
 
 
@@ -361,8 +346,8 @@ class WebhookSettings(BaseModel):
     _secret_form = field_validator("secret")(_standard_webhooks_secret)
 
 
-class SupervisorSettings(BaseModel):
-    """The Supervisor: its sweeps, the default escalation ladder and what it watches.
+class SupervisorSettings(Ladder):
+    """The Supervisor: its sweeps, the default escalation ladder (the ``Ladder`` fields) and what it watches.
 
     The default ladder retries after 1 s and 2 s (FailureCount 1 and 2), makes three cool-down
     tries 5 minutes apart (3 to 5), which waits out a 10-minute outage of a remote service, then
@@ -376,21 +361,6 @@ class SupervisorSettings(BaseModel):
     failure_threshold: int = Field(
         default=3, ge=1, description="FailureCount at which the default ladder acts (retries = threshold - 1)."
     )
-    retries: int | None = Field(default=None, ge=0, description="Default ladder R; failure_threshold - 1 if unset.")
-    retry_delay_s: float = Field(
-        default=1.0, ge=0, description="Default ladder: wait before the first Supervisor retry."
-    )
-    retry_backoff: float = Field(
-        default=2.0, ge=1.0, description="Default ladder: each further retry waits this much longer."
-    )
-    retry_max_delay_s: float = Field(default=300.0, ge=0, description="Longest wait between Supervisor retries.")
-    # Seed 002: a long outage of a remote service is waited out, not turned into refunds. After the
-    # quick retries, three tries five minutes apart carry a task through a 10-minute outage.
-    cooldown_s: float = Field(
-        default=300.0, ge=0, le=7 * 86400, description="Default ladder C: cool-down before each further try."
-    )
-    cooldown_tries: int = Field(default=3, ge=0, le=1000, description="Default ladder K: tries after a cool-down.")
-    outcome: Literal["compensate", "park"] = Field(default="compensate", description="Default ladder's last rung.")
     ladders: dict[str, TaskLadder] = Field(
         default_factory=dict,
         description="Per task type (and step) ladders: SAS_SUPERVISOR__LADDERS__ORDER__COOLDOWN_S=30.",
@@ -472,22 +442,13 @@ class SupervisorSettings(BaseModel):
         hi = -(-(shard + 1) * buckets // self.shards)
         return lo, hi
 
-    def ladder_for(self, task_type: str, step: str) -> LadderRungs:
+    def ladder_for(self, task_type: str, step: str) -> Ladder:
         """The resolved ladder of one step: per-step override, else task type, else the defaults above."""
-        resolved = LadderRungs(
-            retries=self.failure_threshold - 1 if self.retries is None else self.retries,
-            retry_delay_s=self.retry_delay_s,
-            retry_backoff=self.retry_backoff,
-            retry_max_delay_s=self.retry_max_delay_s,
-            cooldown_s=self.cooldown_s,
-            cooldown_tries=self.cooldown_tries,
-            outcome=self.outcome,
-        )
+        defaults = self.resolved()
+        if "retries" not in self.model_fields_set:
+            defaults = defaults.model_copy(update={"retries": self.failure_threshold - 1})
         task = self.ladders.get(task_type)
-        for layer in (task, task.steps.get(step) if task else None):
-            if layer is not None:
-                resolved = resolved.model_copy(update=layer.model_dump(exclude_none=True, exclude={"steps"}))
-        return resolved
+        return defaults.overlaid(task, task.steps.get(step) if task else None)
 
 
 class EncryptionSettings(BaseModel):

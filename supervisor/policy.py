@@ -27,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, Ladder, SupervisorPolicy
+from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, SupervisorPolicy
 from sas.task_models.breakers import BreakerView
+from sas.task_models.ladder import Ladder
 
 RUNNING = ("Processing", "Compensating")
 

@@ -20,7 +20,7 @@ from sas.supervisor.activity_defs import ScanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, policy_from_settings, shard_buckets
 from sas.supervisor.incidents import check_incidents
 from sas.supervisor.metrics import StoreGauges, record_sweep
-from sas.supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
+from sas.supervisor.models import DueStep, ScanInput, ScanResult, SupervisorPolicy
 from sas.supervisor.outbox import unsent
 
 
@@ -95,6 +95,6 @@ class ScanActivities(ScanDefs):
             permanent=step.permanent,
             updated_at=step.updated_at,
             undo_retries=undo,
-            ladder=Ladder(**ladder.model_dump()),
+            ladder=ladder,
             pivot="pivot" if step.pivot == "pivot" else "forward_only" if step.pivot == "forward_only" else None,
         )
