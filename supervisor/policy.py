@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sas.breaker.model import BreakerView
 from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, SupervisorPolicy
-from sas.task_models.breakers import BreakerView
 from sas.task_models.ladder import Ladder
 
 RUNNING = ("Processing", "Compensating")
