@@ -1,4 +1,4 @@
-"""The settings reference, generated from ``sas/settings.py``: every environment variable, its
+"""The settings reference, generated from ``sas/settings/``: every environment variable, its
 type, default, bounds and description, so the docs cannot drift from the code.
 
 mkdocs runs this module as a hook (``mkdocs.yml``): in ``docs/configuration.md`` the line
