@@ -22,6 +22,7 @@ from sas.supervisor.incidents import check_incidents
 from sas.supervisor.metrics import StoreGauges, record_sweep
 from sas.supervisor.models import DueStep, ScanInput, ScanResult, SupervisorPolicy
 from sas.supervisor.outbox import unsent
+from sas.task_models import StepState
 
 
 class ScanActivities(ScanDefs):
@@ -52,7 +53,11 @@ class ScanActivities(ScanDefs):
                 beat()
                 if task.version >= CLEANUP_VERSION > step.version:
                     continue  # a dead workflow's row: its clean-up workflow rewrites it
-                undo = await undo_retries(session, step.task_id, step.name) if step.state == "CompensationFailed" else 0
+                undo = (
+                    await undo_retries(session, step.task_id, step.name)
+                    if step.state == StepState.COMPENSATION_FAILED
+                    else 0
+                )
                 due.append(self._due(step, task, undo))
             pending = len(await unsent(session, 1, buckets))
         async with self._sessions() as session:
