@@ -607,7 +607,7 @@ def test_dockerignore_keeps_tests_and_local_state_out() -> None:
     for path in (
         "pyproject.toml",
         "worker.py",
-        "sas/settings.py",
+        "sas/settings/root.py",
         "supervisor/__main__.py",
         "sas/state_store/alembic.ini",
         "deploy/env-from-secrets.sh",

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from sas.runtime.local_stack import LocalStack, LocalStackConfig
     from sas.task_types.demos import DemoPlan
 
-SETTLED = ("Processed", "Compensated", "Error")
-
 
 def register(app: typer.Typer) -> None:
     app.command()(up)
@@ -224,7 +222,9 @@ async def _run_tasks(cfg: LocalStackConfig, demo: DemoPlan, timeout: float) -> l
     from sas.settings import get_settings
     from sas.state_store import create_engine, session_factory
     from sas.state_store.queries import alerts_for, decisions_for, get_task
+    from sas.task_models import TaskState
 
+    settled_states = (TaskState.PROCESSED, TaskState.COMPENSATED, TaskState.ERROR)
     settings = get_settings()
     client = await connect(settings.temporal, encryption=settings.encryption)
     run = time.strftime("%H%M%S")
@@ -258,8 +258,8 @@ async def _run_tasks(cfg: LocalStackConfig, demo: DemoPlan, timeout: float) -> l
                 async with sessions() as session:
                     for task_id, _ in plan:
                         record = await get_task(session, task_id)
-                        states[task_id] = record.task.state if record else "Pending"
-                settled = sum(s in SETTLED for s in states.values())
+                        states[task_id] = record.task.state if record else TaskState.PENDING
+                settled = sum(s in settled_states for s in states.values())
                 counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
                 progress.update(bar, completed=settled, detail="  ".join(f"{k}:{v}" for k, v in counts.items()))
                 if settled == len(plan):
@@ -270,7 +270,7 @@ async def _run_tasks(cfg: LocalStackConfig, demo: DemoPlan, timeout: float) -> l
         results = []
         for task_id, case in plan:
             entries = (await http.get("/ledger", params={"order_id": task_id})).json()["entries"]
-            state = states.get(task_id, "Pending")
+            state = states.get(task_id, TaskState.PENDING)
             problems = check_ledger(state, entries, demo.undo_actions)
             if state != case.expected:
                 problems.insert(0, f"expected {case.expected}")
@@ -297,13 +297,14 @@ async def _terminate_during(client: Any, settings: Any, task_id: str, step: str)
 
     from sas.state_store import create_engine, session_factory
     from sas.state_store.queries import get_task
+    from sas.task_models import StepState
 
     engine = create_engine(settings.database)
     try:
         while True:
             async with session_factory(engine)() as session:
                 record = await get_task(session, task_id)
-            if record and any(s.name == step and s.state == "Processing" for s in record.steps):
+            if record and any(s.name == step and s.state == StepState.PROCESSING for s in record.steps):
                 await client.get_workflow_handle(task_id).terminate("sas demo: terminated mid-saga")
                 return
             await asyncio.sleep(0.3)
@@ -327,7 +328,13 @@ def _notes(decisions: list[Any], alerts: list[Any]) -> str:
 
 
 def _summary(results: list[dict[str, Any]], noun: str) -> bool:
-    groups = {"Processed": "completed", "Compensated": "compensated", "Error": "waiting for an operator"}
+    from sas.task_models import TaskState
+
+    groups = {
+        TaskState.PROCESSED: "completed",
+        TaskState.COMPENSATED: "compensated",
+        TaskState.ERROR: "waiting for an operator",
+    }
     rows = []
     for state, label in groups.items():
         ids = [r["task_id"] for r in results if r["state"] == state]

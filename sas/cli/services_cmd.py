@@ -53,8 +53,8 @@ def services(ctx: typer.Context, as_json: bool = JSON) -> None:
 
 async def _rows(session: Any) -> list[dict[str, Any]]:
     from sas.activities.services import AGENTS
-    from sas.state_store.breakers import read_breakers, recent_windows
-    from sas.task_models.breakers import BreakerView
+    from sas.breaker.model import BreakerView
+    from sas.breaker.rows import read_breakers, recent_windows
     from sas.task_models.queues import service_queue
 
     settings = context.settings()
@@ -102,7 +102,7 @@ def _force(service: str, state: str, by: str | None, reason: str, as_json: bool)
     who = audit.actor(by)
 
     async def act(session: Any) -> tuple[str, str]:
-        from sas.state_store.breakers import force
+        from sas.breaker.rows import force
 
         return await force(session, service, state, who, reason, datetime.now(UTC))  # type: ignore[arg-type]
 

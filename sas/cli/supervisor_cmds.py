@@ -192,9 +192,11 @@ async def _attempts_for(session: Any, task_id: str) -> list[Any]:
 
 def _history(data: dict[str, Any]) -> list[dict[str, Any]]:
     """One time line: each attempt (who held it, until when), decision and operator action."""
+    from sas.task_models import StepState
+
     events: list[dict[str, Any]] = []
     for a in data["attempts"]:
-        undo = a["state"] == "Compensating"
+        undo = a["state"] == StepState.COMPENSATING
         until = a["complete_by"].strftime("%H:%M:%S") if a["complete_by"] else "?"
         events.append(
             {

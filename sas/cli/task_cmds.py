@@ -181,6 +181,8 @@ async def _follow(task_id: str, as_json: bool) -> None:
     import asyncio
     import json as _json
 
+    from sas.task_models import TaskState
+
     client = await context.client()
     seen_events = 0
     last: tuple[Any, ...] | None = None
@@ -207,7 +209,7 @@ async def _follow(task_id: str, as_json: bool) -> None:
                 if not as_json:
                     console.print(f"  {shown(event)}")
             seen_events = len(events)
-            if data["state"] in ("Processed", "Compensated"):
+            if data["state"] in (TaskState.PROCESSED, TaskState.COMPENSATED):
                 return
         await asyncio.sleep(1)
 

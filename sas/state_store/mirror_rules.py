@@ -76,7 +76,7 @@ _s, _t = _steps.c, _tasks.c
 # States in which a task can no longer be adopted by a run that cannot prove it is of the same chain.
 FINISHED = (str(TaskState.PROCESSED), str(TaskState.COMPENSATED), str(TaskState.ERROR))
 # A task an operator's mark may still change: not finished by its workflow.
-_UNFINISHED = ("Pending", "Processing", "Failed", "Compensating", "Error")
+_UNFINISHED = (TaskState.PENDING, TaskState.PROCESSING, TaskState.FAILED, TaskState.COMPENSATING, TaskState.ERROR)
 _CLEARS_ERROR = (StepState.PROCESSED,)
 
 

@@ -1,4 +1,4 @@
-"""A circuit breaker per remote service (activities/breaker.py), on real parts: the Temporal dev
+"""A circuit breaker per remote service (sas/breaker/service.py), on real parts: the Temporal dev
 server, the remote services in their own process (this module's own, so its fault rules and
 counts are not shared), SQLite and PostgreSQL.
 
@@ -26,14 +26,14 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
+from sas.breaker.model import BreakerView
+from sas.breaker.rows import alert_key, read_breakers
 from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
 from sas.settings import BreakerSettings, ServicesSettings, SupervisorSettings
-from sas.state_store.breakers import alert_key, read_breakers
 from sas.state_store.queries import audit_for
 from sas.state_store.tables import Alert
 from sas.supervisor.models import SweepStats
 from sas.task_models import TaskState
-from sas.task_models.breakers import BreakerView
 from tests import cli_process
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, ADMIN_TOKEN, Stack, start_stack

@@ -90,8 +90,8 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
 async def test_the_worker_exports_each_services_breaker(sqlite_url: str) -> None:
     from datetime import UTC, datetime
 
+    from sas.breaker.rows import force
     from sas.settings import BreakerSettings, DatabaseSettings, ServicesSettings
-    from sas.state_store.breakers import force
 
     port = free_port()
     runtime = metrics_runtime(f"127.0.0.1:{port}")

@@ -18,10 +18,10 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from sas.breaker.rows import force
 from sas.remote_services.launcher import ServiceProcess
 from sas.settings import SupervisorSettings, WorkerSettings
 from sas.state_store.alerts import list_alerts
-from sas.state_store.breakers import force
 from sas.supervisor.models import SweepStats
 from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState
 from sas.workflows import ALL_WORKFLOWS

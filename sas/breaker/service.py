@@ -5,7 +5,7 @@ Redis, and their shared backends read (and, for failures, write) that state on e
 the hot path must cost nothing extra: a worker counts its own calls in memory, reads the shared
 row every ``sync_s`` (one small query for all services), and writes only on a transition. None of
 them either knows of the two things sas needs besides: holding the service's Temporal task queue
-while open (``activities/breaker_gate.py``), and letting work through again after the outage has
+while open (``sas/breaker/gate.py``), and letting work through again after the outage has
 lasted ``max_hold_s``.
 
 The states (``state_store.tables.Breaker``):
@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from sas.state_store import breakers as store
-from sas.task_models.breakers import BreakerView
+from sas.breaker import rows as store
+from sas.breaker.model import BreakerView
 
 if TYPE_CHECKING:
     from temporalio.common import MetricMeter
 
-    from sas.settings import BreakerSettings
+    from sas.breaker.settings import BreakerSettings
 
 log = logging.getLogger("sas.breaker")
 

@@ -1,4 +1,4 @@
-"""What the Supervisor knows of the remote services' circuit breakers (``activities/breaker.py``):
+"""What the Supervisor knows of the remote services' circuit breakers (``sas/breaker/service.py``):
 which services' work is being held right now. A step of such a service gets no decision (it is
 not failing, it is waiting, and its time is not counted), and an empty poller list on its task
 queue is the breaker's doing, not a missing worker."""
@@ -9,8 +9,8 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from sas.state_store.breakers import read_breakers
-from sas.task_models.breakers import BreakerView
+from sas.breaker.model import BreakerView
+from sas.breaker.rows import read_breakers
 from sas.task_models.queues import service_of
 
 

@@ -26,7 +26,7 @@ from temporalio.worker import (
     SlotReserveContext,
 )
 
-from sas.activities.breaker import ServiceBreaker
+from sas.breaker.service import ServiceBreaker
 
 
 class BreakerGate(CustomSlotSupplier):

@@ -12,9 +12,9 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from sas.breaker.model import BreakerStateName, BreakerView
 from sas.state_store.alerts import active_alert, raise_alert, resolve_alert
 from sas.state_store.tables import Alert, AuditEntry, Breaker, BreakerWindow
-from sas.task_models.breakers import BreakerStateName, BreakerView
 
 ALERT_KIND = "breaker_open"
 # Audit entries of forced transitions are filed under this pseudo task id, one per service.
