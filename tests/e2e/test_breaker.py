@@ -26,7 +26,6 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
 from sas.settings import BreakerSettings, ServicesSettings, SupervisorSettings
 from sas.state_store.breakers import alert_key, read_breakers
 from sas.state_store.queries import audit_for
@@ -34,6 +33,7 @@ from sas.state_store.tables import Alert
 from sas.supervisor.models import SweepStats
 from sas.task_models import TaskState
 from sas.task_models.breakers import BreakerView
+from sas_demo_services.launcher import ServiceProcess, free_port, start_service_process
 from tests import cli_process
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, ADMIN_TOKEN, Stack, start_stack
