@@ -145,7 +145,7 @@ def build_activities(
 
     ``remotes``: the callers from ``service_callers`` (one pool per service), or one client that
     all services then share (each still with its own concurrency limit). Give ``step_writer``
-    (``state_store.agent_writes.make_step_writer``) and ``callback_sender`` to close their
+    (``sas.state_store.agent_writes.make_step_writer``) and ``callback_sender`` to close their
     connections at shutdown; by default they are made from the settings."""
     if isinstance(remotes, httpx.AsyncClient):
         check_service_names(settings.services)

@@ -4,7 +4,7 @@ a sample of task ids and the command that acts on exactly its tasks.
 
 Run at the start of a sweep (shard 0's scan: causes do not follow shards), so the decisions
 that follow find their task already in the incident and its own alert folded into it
-(``state_store.alerts.folded``). A task stays in the incident while its step fails for that
+(``sas.state_store.alerts.folded``). A task stays in the incident while its step fails for that
 cause or is being retried; it leaves when it moves on (its step done or undone, the task at
 another step or finished, or failing for another cause). The incident resolves itself when
 its last task has left. The webhook hears of an incident when it opens, escalates (a task

@@ -2,7 +2,7 @@
 operator or by themselves when the task recovers - and delivered to a webhook.
 
 A task's own alert is *folded* while the task is a member of an open incident (one alert for
-every task failing for one cause, ``state_store.incidents``): it is kept, and ``sas show``
+every task failing for one cause, ``sas.state_store.incidents``): it is kept, and ``sas show``
 lists it, but it is not listed by default nor sent to the webhook; the incident is."""
 
 from __future__ import annotations

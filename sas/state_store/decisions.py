@@ -3,7 +3,7 @@
 Each decision is keyed (task, step, FailureCount, kind) and claimed with a
 compare-and-set on the step row, so a restarted sweep or a second Supervisor
 never acts twice. The step and task rows are written by the one writer
-(``state_store.mirror``); this module writes the decisions and their alerts.
+(``sas.state_store.mirror``); this module writes the decisions and their alerts.
 """
 
 from __future__ import annotations

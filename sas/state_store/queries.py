@@ -2,7 +2,7 @@
 
 Rows of ``tasks`` and ``steps`` come back typed as ``TaskRow`` and ``StepRow``: read-only to
 the type checker, so nothing outside the state store writes them by changing a loaded row
-(their one writer is ``state_store.mirror_rules``).
+(their one writer is ``sas.state_store.mirror_rules``).
 """
 
 from __future__ import annotations

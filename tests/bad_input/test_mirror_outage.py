@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from sas.remote_services import ServiceProcess
 from sas.task_models import StepPolicyValues, TaskStatus
+from sas_demo_services import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.postgres import _run, fresh_database
 from tests.stack import Stack, start_stack

@@ -28,12 +28,12 @@ from temporalio.client import Client
 
 from sas.breaker.model import BreakerView
 from sas.breaker.rows import alert_key, read_breakers
-from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
 from sas.settings import BreakerSettings, ServicesSettings, SupervisorSettings
 from sas.state_store.queries import audit_for
 from sas.state_store.tables import Alert
 from sas.supervisor.models import SweepStats
 from sas.task_models import TaskState
+from sas_demo_services.launcher import ServiceProcess, free_port, start_service_process
 from tests import cli_process
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, ADMIN_TOKEN, Stack, start_stack

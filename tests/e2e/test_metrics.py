@@ -10,11 +10,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from sas import state_store
 from sas.activities import build_activities, service_breakers
-from sas.remote_services.launcher import free_port
 from sas.runtime.connect import metrics_runtime
 from sas.runtime.task_workers import build_task_workers
 from sas.state_store.agent_writes import make_step_writer
 from sas.workflows import ALL_WORKFLOWS
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 

@@ -19,12 +19,12 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from sas.breaker.rows import force
-from sas.remote_services.launcher import ServiceProcess
 from sas.settings import SupervisorSettings, WorkerSettings
 from sas.state_store.alerts import list_alerts
 from sas.supervisor.models import SweepStats
 from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState
 from sas.workflows import ALL_WORKFLOWS
+from sas_demo_services.launcher import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, more_workers, order, start_stack
 

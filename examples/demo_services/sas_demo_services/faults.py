@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sas.remote_services.schemas import ENDPOINT_NAMES, SERVICES
+from sas_demo_services.schemas import ENDPOINT_NAMES, SERVICES
 
 FaultKind = Literal["latency", "transient", "hang", "permanent", "down", "lost_response", "garbage"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sas.remote_services.ledger import Ledger
+from sas_demo_services.ledger import Ledger
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import socket
 
-from sas.remote_services import launcher
-from sas.remote_services.launcher import free_port
+from sas_demo_services import launcher
+from sas_demo_services.launcher import free_port
 
 
 def test_the_port_is_below_the_ephemeral_range_and_free() -> None:

@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from sas.remote_services.client import probe_health
+from sas_demo_services.client import probe_health
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-# What the child runs: ``python -m sas.remote_services`` with the lifeline watched (see run_child).
-_CHILD_PROGRAM = "from sas.remote_services.launcher import run_child; run_child()"
+# What the child runs: ``python -m sas_demo_services`` with the lifeline watched (see run_child).
+_CHILD_PROGRAM = "from sas_demo_services.launcher import run_child; run_child()"
 # How long an orphaned service gets to stop on SIGTERM before it exits at once.
 _ORPHAN_GRACE_S = 5.0
 
@@ -211,9 +211,9 @@ class ServiceProcess:
 
 
 def run_child() -> None:
-    """The child's program: ``python -m sas.remote_services`` with ``sys.argv``'s arguments, stopped
+    """The child's program: ``python -m sas_demo_services`` with ``sys.argv``'s arguments, stopped
     when its lifeline (stdin) reaches end-of-file."""
-    from sas.remote_services.__main__ import main
+    from sas_demo_services.__main__ import main
 
     threading.Thread(target=_stop_when_orphaned, name="lifeline", daemon=True).start()
     sys.exit(main(sys.argv[1:]))
@@ -240,7 +240,7 @@ def start_service_process(
     fault_seed: int | None = None,
     admin_token: str | None = None,
 ) -> ServiceProcess:
-    """Spawn ``python -m sas.remote_services`` and wait until it is healthy.
+    """Spawn ``python -m sas_demo_services`` and wait until it is healthy.
 
     Args:
         port: TCP port (see :func:`free_port`).

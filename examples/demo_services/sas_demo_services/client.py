@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from sas.remote_services.faults import FaultKind
-from sas.remote_services.ledger import LedgerEntry
+from sas_demo_services.faults import FaultKind
+from sas_demo_services.ledger import LedgerEntry
 
 
 class RemoteServicesError(Exception):
@@ -110,7 +110,7 @@ class RemoteServicesAdmin:
         message: str | None = None,
         match_order_id: str | None = None,
     ) -> str:
-        """Add a fault rule (see :class:`remote_services.faults.FaultSpec` for the fields).
+        """Add a fault rule (see :class:`sas_demo_services.faults.FaultSpec` for the fields).
 
         Returns:
             The rule's id.

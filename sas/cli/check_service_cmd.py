@@ -52,7 +52,7 @@ def check_service(
     fault_token_file: Path | None = typer.Option(
         None,
         "--fault-token-file",
-        help="A file holding the /admin token of sas's built-in services (.sas/admin-token): the forward is"
+        help="A file holding the /admin token of the demo services (.sas/admin-token): the forward is"
         " slowed through their fault API to exercise the in-flight race.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from sas.remote_services.schemas import Action, Service
+from sas_demo_services.schemas import Action, Service
 
 T = TypeVar("T")
 

@@ -25,14 +25,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sas.remote_services.errors import ServiceError, error_response
-from sas.remote_services.faults import FaultBook, FaultRule, FaultSpec
-from sas.remote_services.ledger import Ledger
-from sas.remote_services.locks import KeyLocks
-from sas.remote_services.operations import Outcome, look_up, perform
-from sas.remote_services.schemas import ENDPOINTS, Endpoint
+from sas_demo_services.errors import ServiceError, error_response
+from sas_demo_services.faults import FaultBook, FaultRule, FaultSpec
+from sas_demo_services.ledger import Ledger
+from sas_demo_services.locks import KeyLocks
+from sas_demo_services.operations import Outcome, look_up, perform
+from sas_demo_services.schemas import ENDPOINTS, Endpoint
 
-logger = logging.getLogger("remote_services")
+logger = logging.getLogger("sas_demo_services")
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,4 +1,4 @@
-"""Run the remote services: ``python -m sas.remote_services --port 8081 --ledger PATH [--enable-faults]``.
+"""Run the remote services: ``python -m sas_demo_services --port 8081 --ledger PATH [--enable-faults]``.
 
 Environment fallbacks: ``SAS_SERVICES_LEDGER`` for ``--ledger`` and
 ``SAS_SERVICES_ENABLE_FAULTS=1`` for ``--enable-faults``. The ``/admin`` API also needs
@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from sas.remote_services.app import DEFAULT_MAX_BODY_BYTES, create_app
+from sas_demo_services.app import DEFAULT_MAX_BODY_BYTES, create_app
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -41,7 +41,7 @@ def _port(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser."""
     parser = argparse.ArgumentParser(
-        prog="python -m sas.remote_services",
+        prog="python -m sas_demo_services",
         description="Inventory, payment and shipping services with a ledger and optional fault injection.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"cannot open ledger {ledger!r}: {err}")
 
     _json_logs(args.log_level.upper())
-    logging.getLogger("remote_services").info(
+    logging.getLogger("sas_demo_services").info(
         "starting on http://%s:%d ledger=%s faults=%s", args.host, args.port, ledger, "on" if enable_faults else "off"
     )
     server = uvicorn.Server(

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sas.remote_services.errors import ServiceError
-from sas.remote_services.ledger import Effect, LedgerEntry, LedgerTx, StoredResponse
-from sas.remote_services.schemas import ChargeBody, Endpoint, RequestBody, ReserveBody, ShipBody
+from sas_demo_services.errors import ServiceError
+from sas_demo_services.ledger import Effect, LedgerEntry, LedgerTx, StoredResponse
+from sas_demo_services.schemas import ChargeBody, Endpoint, RequestBody, ReserveBody, ShipBody
 
 OUT_OF_STOCK_SKU = "OUT-OF-STOCK"
 DECLINED_CARD = "4000000000000002"
@@ -58,7 +58,7 @@ def perform(endpoint: Endpoint, key: str, body: RequestBody) -> Callable[[Ledger
         body: The validated request body.
 
     Returns:
-        A function for :meth:`remote_services.ledger.Ledger.run`; it raises
+        A function for :meth:`sas_demo_services.ledger.Ledger.run`; it raises
         :class:`ServiceError` for a refusal, which rolls the transaction back.
     """
     digest = fingerprint(endpoint, body)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sas.remote_services import (
+from sas_demo_services import (
     DECLINED_CARD,
     OUT_OF_STOCK_SKU,
     LedgerEntry,
@@ -646,7 +646,7 @@ def test_faults_cannot_be_enabled_without_a_token(tmp_path: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "sas.remote_services",
+        "sas_demo_services",
         "--port",
         str(free_port()),
         "--ledger",
@@ -736,7 +736,7 @@ def test_kill(tmp_path: Path) -> None:
 def test_child_dies_with_its_parent(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
-        "from sas.remote_services.launcher import free_port, start_service_process\n"
+        "from sas_demo_services.launcher import free_port, start_service_process\n"
         f"service = start_service_process(free_port(), {str(tmp_path / 'ledger.db')!r})\n"
         "print(service.pid, flush=True)\n"
         "time.sleep(600)\n"
@@ -766,7 +766,7 @@ def _run_main(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SAS_SERVICES_")}
     environment.update(env, PYTHONPATH=str(ROOT))
     return subprocess.run(
-        [sys.executable, "-m", "sas.remote_services", *args],
+        [sys.executable, "-m", "sas_demo_services", *args],
         capture_output=True,
         text=True,
         env=environment,
