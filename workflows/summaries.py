@@ -36,6 +36,7 @@ from sas.workflows.definitions import (
     StepDefinition,
     TaskDefinition,
     Wait,
+    leaves,
 )
 
 # The UI truncates long summaries; keep them to one short line.
@@ -148,9 +149,11 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
     steps = "\n".join(
         f"{i + 1}. **{s.name}**: {_kind(definition, s)}"
         + (f" · in parallel (stage {stage + 1})" if stage is not None else "")
+        + (f" · in its branch after {', '.join(after)}" if after else "")
         + (f" · only if not: {s.when.unless}" if s.when is not None else "")
         for i, s in enumerate(definition.steps)
         for stage in [definition.stage_of(s.name)]
+        for after in [_in_branch_after(definition, s.name)]
     )
     return (
         f"{task_story(definition, task_id, payload)}\n\n"
@@ -165,6 +168,14 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
         + f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
         f"act: `sas retry {task_id}` or `sas compensate {task_id}`"
     )
+
+
+def _in_branch_after(definition: TaskDefinition, name: str) -> list[str]:
+    """The steps of its own group that a step in a branch waits for (none outside branches)."""
+    if definition.stage_of(name) is None:
+        return []
+    group = {s.name for s in leaves(definition.stage_item(name))}
+    return [s.name for s in definition.steps if s.name in group and s.name in definition.finished_before(name)]
 
 
 def step_summary(

@@ -158,11 +158,14 @@ def test_a_settled_step_is_not_run_again_when_the_group_is_walked_anew() -> None
 
 
 def test_the_plan_keeps_the_group_as_one_stage_and_the_flow_shows_its_branches() -> None:
-    from sas.workflows.summaries import task_summary
+    from sas.workflows.summaries import task_details, task_summary
 
     assert {BRANCHED.stage_of(s.name) for s in BRANCHED.steps if s.name != "charge"} == {0}
     assert BRANCHED.stage_of("charge") is None
     assert task_summary(BRANCHED, "t", {}).endswith("([flight → (seat ‖ meal) → lounge] ‖ hotel) → charge")
+    details = task_details(BRANCHED, "t", {})
+    assert "**lounge**: waits until a time · in parallel (stage 1) · in its branch after flight, seat, meal" in details
+    assert "**hotel**: `testinn.book`, undone by `testinn.cancel` · in parallel (stage 1)\n" in details
     assert BRANCHED.finished_before("lounge") == {"flight", "seat", "meal"}
     assert BRANCHED.finished_before("hotel") == set()
     assert BRANCHED.finished_before("charge") == {"flight", "seat", "meal", "lounge", "hotel"}
