@@ -63,8 +63,9 @@ async def test_a_seat_refused_for_good_undoes_the_hotel_still_being_booked_and_t
     trip: TripStack,  # noqa: F811
 ) -> None:
     task_id = fresh_id("seated-cockpit")
-    # The hotel takes 3 s: it is still at the hotel when the airline refuses the seat.
-    await trip.fault(endpoint="hotels.book", kind="latency", latency_ms=3_000, trip=task_id)
+    # The hotel takes 8 s (its complete-by is 20 s for this type, test_trip.py's stack): it is still
+    # at the hotel when the airline refuses the seat.
+    await trip.fault(endpoint="hotels.book", kind="latency", latency_ms=8_000, trip=task_id)
     said = await submit(trip, task_id, {**TRIP, "seat": "cockpit"})
     assert said["state"] == "Compensated"
     ledger = await trip.ledger(task_id)
@@ -84,6 +85,19 @@ async def test_a_seat_refused_for_good_undoes_the_hotel_still_being_booked_and_t
     started = await scheduled(trip, task_id)
     assert started.index("seats.release") < started.index("flights.cancel")
     assert "cards.charge" not in started
+    assert await cancel_requested(trip, task_id) == ["hotels.book"]  # cut off in flight, then undone
+
+
+async def cancel_requested(stack: TripStack, task_id: str) -> list[str]:
+    """The Agents whose attempt the workflow cancelled, by the history."""
+    names: dict[int, str] = {}
+    cancelled: list[str] = []
+    async for e in stack.client.get_workflow_handle(task_id).fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        if e.HasField("activity_task_cancel_requested_event_attributes"):
+            cancelled.append(names[e.activity_task_cancel_requested_event_attributes.scheduled_event_id])
+    return cancelled
 
 
 async def test_a_worker_killed_mid_branch_leaves_one_effect_per_booking(trip: TripStack) -> None:  # noqa: F811
