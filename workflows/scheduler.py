@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.activity_defs import MirrorDefs, agent_result
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES, PlanStep, TaskCore
-    from sas.workflows.definitions import StepContext, StepDefinition, TaskDefinition, Wait
+    from sas.workflows.definitions import ForEach, StepContext, StepDefinition, TaskDefinition, Wait
     from sas.workflows.inputs import INVALID_INPUT, decode, short
     from sas.workflows.shell.agents import (
         cancelled,
@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         step_call,
         until_ended,
     )
+    from sas.workflows.shell.fanout import FanOutSteps
     from sas.workflows.shell.records import _MIRROR_RETRY, _MIRROR_TIMEOUT, Records
     from sas.workflows.shell.undo import UndoEngine
     from sas.workflows.shell.waits import WaitSteps
@@ -63,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
 TASK_ID_REUSED = "TaskIdReused"
 
 
-class TaskScheduler(UndoEngine, WaitSteps):
+class TaskScheduler(UndoEngine, WaitSteps, FanOutSteps):
     """Base of every task workflow. Subclasses set ``definition`` and a ``@workflow.run``
     that calls :meth:`execute`."""
 
@@ -265,8 +266,16 @@ class TaskScheduler(UndoEngine, WaitSteps):
         step = self.definition.step(name)
         if isinstance(step, Wait):
             await self._run_wait(name, step)
+        elif isinstance(step, ForEach):
+            await self._run_fan_out(name, step)
         else:
             await self._run_forward(name, earlier)
+
+    async def _undo(self, name: str) -> bool:
+        if isinstance(self.definition.step(name), ForEach):
+            await self._undo_fan_out(name)  # its items, in batches (workflows/shell/fanout.py)
+            return True
+        return await super()._undo(name)
 
     async def _run_forward(self, name: str, earlier: list[str]) -> None:
         core, records = self._core, self._records

@@ -9,7 +9,8 @@ says is refused before any task of it starts:
   for a signal follows it (its rejection would undo the task past the point of no return);
 - every complete-by is within its bounds (``StepPolicyValues``: over 0, at most a day);
 - a parallel group holds two or more steps, none of them a group;
-- a wait's signal is not one of the task workflow's own signals, updates or queries.
+- a wait's signal is not one of the task workflow's own signals, updates or queries;
+- a fan-out (``ForEach``) is a stage of its own, not the pivot, and its bounds are within theirs.
 
 :func:`definition_problem` answers the first rule broken, as ``step 'x': what is wrong``; the
 caller prefixes the module and the task type.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
-from sas.task_types.definitions import Parallel, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import ForEach, Parallel, StepDefinition, TaskDefinition, Wait
 
 # The task workflow's own handlers (workflows/shell/host.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
@@ -32,7 +33,7 @@ MAX_IRREVERSIBLE = 200
 
 def definition_problem(definition: TaskDefinition) -> str | None:
     """The first rule ``definition`` breaks, in one line naming the step; None if it keeps them all."""
-    for check in (_stages_problem, _pivot_problem):
+    for check in (_stages_problem, _pivot_problem, _fan_out_problem):
         problem = check(definition)
         if problem:
             return problem
@@ -117,4 +118,29 @@ def _wait_problem(step: Wait) -> str | None:
             f"step {step.name!r}: the wait's signal {step.signal!r} is one of the task workflow's own"
             f" ({', '.join(RESERVED_HANDLERS)}, and request_<name>); give it another name"
         )
+    return None
+
+
+MAX_FAN_OUT_CONCURRENCY = 1000
+MAX_FAN_OUT_BATCH = 500
+
+
+def _fan_out_problem(definition: TaskDefinition) -> str | None:
+    for stage in definition.stages:
+        inner = stage.steps if isinstance(stage, Parallel) else ()
+        nested = next((s for s in inner if isinstance(s, ForEach)), None)
+        if nested is not None:
+            return f"step {nested.name!r}: a fan-out cannot be in a parallel group; give it a stage of its own"
+    for step in definition.steps:
+        if not isinstance(step, ForEach):
+            continue
+        where = f"step {step.name!r}"
+        if step.name == definition.pivot:
+            return f"{where}: a fan-out cannot be the pivot (some of its items may fail and be undone)"
+        if not 1 <= step.max_concurrency <= MAX_FAN_OUT_CONCURRENCY:
+            return f"{where}: max_concurrency {step.max_concurrency}: 1 to {MAX_FAN_OUT_CONCURRENCY}"
+        if not 1 <= step.batch_size <= MAX_FAN_OUT_BATCH:
+            return (
+                f"{where}: batch_size {step.batch_size}: 1 to {MAX_FAN_OUT_BATCH} (each batch is one child's history)"
+            )
     return None

@@ -34,7 +34,7 @@ from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.checks import definition_problem
-from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import AgentCall, ForEach, StepDefinition, TaskDefinition, Wait
 from sas.task_types.services import HttpCall, Service, service_of_ref
 from sas.task_types.sources import Forward, ForwardKey, Input, Result
 
@@ -50,7 +50,7 @@ ENTRY_POINT_GROUP = "sas.task_types"
 RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor")
 """Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``,
 ``cleanup.*`` and ``supervisor.*``."""
-RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow")
+RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow", "FanOutBatch")
 """Workflow type names a task type may not use: sas's own workflows."""
 
 
@@ -289,7 +289,10 @@ def _check_definition(module: str, definition: TaskDefinition) -> None:
                         f"{where}: step {step.name!r}, {part}[{key!r}]: Result({value.step!r}, ...) must name a step"
                         " that finishes before this one starts"
                     )
-                _check_input(where, step.name, f"{part}[{key!r}]", value, definition)
+                if isinstance(step, ForEach):
+                    _check_item_source(where, step.name, f"{part}[{key!r}]", value)
+                else:
+                    _check_input(where, step.name, f"{part}[{key!r}]", value, definition)
         if isinstance(step.undo, HttpCall):
             forward_result = agent_result(step.agent)
             for part, key, value in _sources(step.undo):
@@ -327,6 +330,15 @@ def _before(
 def _sources(call: HttpCall) -> list[tuple[str, str, object]]:
     """Every value a declared call sends, with where it goes (body, params, query, headers)."""
     return [(part, key, value) for part, values in call.sources().items() for key, value in values.items()]
+
+
+def _check_item_source(where: str, step: str, place: str, value: object) -> None:
+    """A fan-out's item call is given its item as its input, and no earlier step's result."""
+    if isinstance(value, Result):
+        raise TaskTypeError(
+            f"{where}: fan-out step {step!r}, {place}: Result({value.step!r}, ...) is not given to an item's call;"
+            " put what an item needs in the item (ForEach's items=...)"
+        )
 
 
 def _check_input(where: str, step: str, place: str, value: object, definition: TaskDefinition) -> None:
