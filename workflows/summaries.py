@@ -23,7 +23,7 @@ from typing import Any
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
 from sas.task_models.markdown import markdown_text
-from sas.workflows.definitions import Parallel, StepDefinition, TaskDefinition, Wait
+from sas.workflows.definitions import ForEach, Parallel, StepDefinition, TaskDefinition, Wait
 
 # The UI truncates long summaries; keep them to one short line.
 _MAX_SUMMARY = 200
@@ -57,6 +57,8 @@ def _flow(definition: TaskDefinition) -> str:
     return) marked ``charge (pivot)``."""
 
     def named(step: StepDefinition | Wait) -> str:
+        if isinstance(step, ForEach):
+            return f"{step.name} (for each)"
         return f"{step.name} (pivot)" if step.name == definition.pivot else step.name
 
     return " → ".join(
@@ -79,6 +81,11 @@ def _kind(definition: TaskDefinition, step: StepDefinition | Wait) -> str:
     if role == "forward_only":
         return f"`{step.agent}` · forward only: retried and parked, never undone" + (
             f" (`{step.compensation}` only on a forced compensate)" if step.compensation else ""
+        )
+    if isinstance(step, ForEach):
+        return (
+            f"for each item: `{step.agent}`{undo} · {step.max_concurrency} at once, batches of {step.batch_size},"
+            f" {step.tolerate.describe()} may fail (then undone; past it, the task is undone)"
         )
     if step.read_only:
         return f"`{step.agent}` · read only: nothing to undo"

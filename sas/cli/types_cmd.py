@@ -48,7 +48,7 @@ def types(
 
 def describe(task_type: Any) -> dict[str, Any]:
     """One registered task type as JSON: what ``sas types --json`` prints."""
-    from sas.task_types.definitions import StepDefinition
+    from sas.task_types.definitions import ForEach, StepDefinition
     from sas.task_types.services import HttpCall
     from sas.workflows.summaries import task_summary
 
@@ -68,6 +68,8 @@ def describe(task_type: Any) -> dict[str, Any]:
             if isinstance(step.undo, HttpCall):
                 entry["undo_call"] = f"{step.undo.method} {step.undo.path}"
             entry["reversal"] = reversal(definition, step)
+            if isinstance(step, ForEach):
+                entry["fan_out"] = fan_out(step)
         else:
             entry |= {"kind": "wait", "signal": step.signal, "deadline_s": _seconds(step.deadline)}
             if step.signal is not None:
@@ -84,6 +86,15 @@ def describe(task_type: Any) -> dict[str, Any]:
         "steps": steps,
         "services": sorted({s["service"] for s in steps if "service" in s}),
         "input_schema": definition.input_model.model_json_schema(),
+    }
+
+
+def fan_out(step: Any) -> dict[str, Any]:
+    """A fan-out's bounds, as ``sas types --json`` gives them."""
+    return {
+        "max_concurrency": step.max_concurrency,
+        "batch_size": step.batch_size,
+        "tolerate": {"count": step.tolerate.count, "percent": step.tolerate.percent},
     }
 
 
@@ -117,6 +128,9 @@ def _print(entry: dict[str, Any]) -> None:
             rows.append([step["name"], calls, "", "", ""])
         else:
             calls = step["agent"] + (f" ({step['call']})" if "call" in step else "")
+            if "fan_out" in step:
+                bounds = step["fan_out"]
+                calls = f"for each item: {calls}, {bounds['max_concurrency']} at once"
             rows.append([step["name"], calls, step["undo"] or "", step["reversal"], step["service"]])
     console.print(table(None, ["step", "calls", "undo", "when undoing", "service"], rows))
     schema = entry["input_schema"]

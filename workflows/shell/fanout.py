@@ -63,9 +63,8 @@ class FanOutSteps(TaskHost):
         self._tallies[name], self._items[name] = tally, {i.key: i for i in keyed}
         per_batch, at_once = concurrency(step.max_concurrency, step.batch_size)
         cut = batches(keyed, step.batch_size)
-        status.note = f"{len(keyed)} items in {len(cut)} batches, {step.max_concurrency} at once at most"
         self._show(status, tally)
-        self._event(f"{name}: {status.note}")
+        self._event(f"{name}: {len(keyed)} items in {len(cut)} batches, {step.max_concurrency} at once at most")
         # No complete-by: the step runs as long as its batches; each item's call has its own.
         await records.mirror([records.transition(status, task_state=core.status.state, note=status.note)])
         for start in range(0, len(cut), at_once):
@@ -83,6 +82,9 @@ class FanOutSteps(TaskHost):
             for outcomes in answers:
                 tally.take(outcomes)
             self._show(status, tally)
+            # The counts in the mirror too, once a wave: `sas show` reads them there.
+            records.advance()
+            await records.mirror([records.transition(status, note=status.note, result=status.result)])
         if core.compensating:
             return  # undone with the other steps
         if not tally.past_tolerance() and tally.failed():
@@ -224,6 +226,7 @@ class FanOutSteps(TaskHost):
     def _show(self, status: StepStatus, tally: FanOutTally) -> None:
         """The counts in the task's status (``sas status``, the query, the UI), as they change."""
         status.result = dict(tally.counts())
+        status.note = tally.describe()
         self._publish()
 
     async def _fail_for_good(self, status: StepStatus, why: str, error_type: str) -> None:
