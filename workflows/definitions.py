@@ -5,29 +5,37 @@ task types too. Teams import them from ``sas.api``."""
 from __future__ import annotations
 
 from sas.task_types.definitions import (
+    MAX_DETAILS,
+    MAX_SUMMARY,
     MAX_WAIT,
     AgentCall,
     DeadlineOutcome,
     ForEach,
     Parallel,
+    Sequence,
     Step,
     StepContext,
     StepDefinition,
     TaskDefinition,
     Wait,
     When,
+    leaves,
 )
 
 __all__ = [
+    "MAX_DETAILS",
+    "MAX_SUMMARY",
     "MAX_WAIT",
     "AgentCall",
     "DeadlineOutcome",
     "ForEach",
     "Parallel",
+    "Sequence",
     "Step",
     "StepContext",
     "StepDefinition",
     "TaskDefinition",
     "Wait",
     "When",
+    "leaves",
 ]

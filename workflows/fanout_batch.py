@@ -17,8 +17,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from sas.breaker.model import BREAKER_OPEN
     from sas.task_models import MirrorStamp, StepCall
-    from sas.task_models.breakers import BREAKER_OPEN
     from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW, FanOutBatch, FanOutBatchResult, FanOutItem, ItemOutcome
     from sas.workflows.shell.agents import describe, start_agent
 

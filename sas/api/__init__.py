@@ -42,9 +42,9 @@ Groups (each name links to its entry in the docs site's API reference):
 
 - Declaring a task type: [`TaskDefinition`][sas.api.TaskDefinition],
   [`StepDefinition`][sas.api.StepDefinition], [`Wait`][sas.api.Wait],
-  [`Parallel`][sas.api.Parallel], [`ForEach`][sas.api.ForEach] (a fan-out over a list, with its
-  [`Tolerance`][sas.api.Tolerance]), [`When`][sas.api.When], [`StepContext`][sas.api.StepContext],
-  [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
+  [`Parallel`][sas.api.Parallel], [`Sequence`][sas.api.Sequence], [`ForEach`][sas.api.ForEach] (a
+  fan-out over a list, with its [`Tolerance`][sas.api.Tolerance]), [`When`][sas.api.When],
+  [`StepContext`][sas.api.StepContext], [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
 - Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
   in a body ([`Input`][sas.api.Input], [`Result`][sas.api.Result], [`Forward`][sas.api.Forward],
   [`Const`][sas.api.Const], [`TaskId`][sas.api.TaskId], [`ForwardKey`][sas.api.ForwardKey]);
@@ -112,6 +112,7 @@ from sas.task_types.agent_context import AgentContext
 from sas.task_types.definitions import (
     ForEach,
     Parallel,
+    Sequence,
     StepContext,
     StepDefinition,
     TaskDefinition,
@@ -188,6 +189,7 @@ __all__ = [
     "Result",
     "Secret",
     "Selection",
+    "Sequence",
     "Service",
     "ServiceCheckError",
     "ServiceReport",

@@ -14,7 +14,8 @@ contract as the real run does):
   as the Supervisor's ladder does, then parked for an operator, whose `compensate` once the
   service is back ends the task Compensated.
 
-Each time it checks that every step that had an effect is undone exactly once, latest first;
+Each time it checks that every step that had an effect is undone exactly once, latest first
+(by stage, and within each branch of a group by its order);
 that every other attempted step was proven to have done nothing (its service's lookup said so,
 which voids its key); that no step is undone that had no effect (its undo is not even sent when
 the lookup says nothing was done); that a step never started is never called; and that the task
@@ -35,10 +36,11 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api._sibling_cases import sibling_cases
-from sas.api._testing import Answer, FakeAgents, fake_worker, ladder_decision, past_pivot
+from sas.api._supervising import ladder_decision, past_pivot
+from sas.api._testing import Answer, FakeAgents, fake_worker
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
-from sas.task_types.definitions import StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import Parallel, Sequence, StepDefinition, TaskDefinition, Wait, leaves
 from sas.workflows.scheduler import TaskScheduler
 
 _WHO = "failure-matrix"
@@ -306,6 +308,7 @@ class _Runner:
         stages = [self._stage(n) for n, _ in undos]
         if stages != sorted(stages, reverse=True):
             problems.append(f"undos not latest first: {[self._owner[n].name for n, _ in undos]}")
+        problems += _branch_order(self._definition, [self._owner[n].name for n, _ in undos])
         cut = {k for _, k in agents.cut_off}
         for position, ((name, key), stage) in enumerate(zip(undos, stages, strict=True)):
             ahead = [
@@ -320,6 +323,30 @@ class _Runner:
             if step.agent not in called and step.compensation is not None and step.compensation in called:
                 problems.append(f"{step.name} was never started but its undo was called")
         return problems
+
+
+def _branch_order(definition: TaskDefinition, undone: list[str]) -> list[str]:
+    """Latest first within each branch of a group (``Sequence``): a member's steps are undone
+    before those of the members before it, whatever the other branches did meanwhile."""
+    problems = []
+    for branch in _branches(definition.stages):
+        member_of = {leaf.name: i for i, member in enumerate(branch.steps) for leaf in leaves(member)}
+        order = [member_of[name] for name in undone if name in member_of]
+        if order != sorted(order, reverse=True):
+            mine = [name for name in undone if name in member_of]
+            problems.append(f"undos not latest first within the branch {' → '.join(member_of)}: {mine}")
+    return problems
+
+
+def _branches(members: tuple[Any, ...]) -> list[Sequence]:
+    """Every branch of the task type's groups, nested ones too."""
+    found: list[Sequence] = []
+    for member in members:
+        if isinstance(member, Sequence):
+            found.append(member)
+        if isinstance(member, Parallel | Sequence):
+            found += _branches(member.steps)
+    return found
 
 
 async def _where(handle: WorkflowHandle[Any, TaskResult]) -> str:

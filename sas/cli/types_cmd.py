@@ -83,10 +83,23 @@ def describe(task_type: Any) -> dict[str, Any]:
         "workflow_type": task_type.workflow_name,
         "module": task_type.module,
         "flow": task_summary(definition, "", {}).split(" · ")[-1],
+        "shape": [shape(stage) for stage in definition.stages],
         "steps": steps,
         "services": sorted({s["service"] for s in steps if "service" in s}),
         "input_schema": definition.input_model.model_json_schema(),
     }
+
+
+def shape(member: Any) -> Any:
+    """A stage as JSON: a step's name, ``{"parallel": [...]}`` for a group (its members, started
+    together), ``{"sequence": [...]}`` for a branch of one (its members, in order)."""
+    from sas.task_types.definitions import Parallel, Sequence
+
+    if isinstance(member, Parallel):
+        return {"parallel": [shape(m) for m in member.steps]}
+    if isinstance(member, Sequence):
+        return {"sequence": [shape(m) for m in member.steps]}
+    return member.name
 
 
 def fan_out(step: Any) -> dict[str, Any]:
@@ -129,8 +142,7 @@ def _print(entry: dict[str, Any]) -> None:
         else:
             calls = step["agent"] + (f" ({step['call']})" if "call" in step else "")
             if "fan_out" in step:
-                bounds = step["fan_out"]
-                calls = f"for each item: {calls}, {bounds['max_concurrency']} at once"
+                calls = f"for each item: {calls}, {step['fan_out']['max_concurrency']} at once"
             rows.append([step["name"], calls, step["undo"] or "", step["reversal"], step["service"]])
     console.print(table(None, ["step", "calls", "undo", "when undoing", "service"], rows))
     schema = entry["input_schema"]

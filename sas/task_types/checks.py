@@ -8,9 +8,13 @@ says is refused before any task of it starts:
 - the pivot names a step of its own stage (not a wait, not in a parallel group), and no wait
   for a signal follows it (its rejection would undo the task past the point of no return);
 - every complete-by is within its bounds (``StepPolicyValues``: over 0, at most a day);
-- a parallel group holds two or more steps, none of them a group;
+- a parallel group holds two or more members: steps, waits, branches (``Sequence``, one or
+  more members, none of them a ``Sequence``) and groups; a ``Sequence`` is never a stage of
+  its own;
 - a wait's signal is not one of the task workflow's own signals, updates or queries;
-- a fan-out (``ForEach``) is a stage of its own, not the pivot, and its bounds are within theirs.
+- a fan-out (``ForEach``) is a stage of its own, not the pivot, and its bounds are within theirs;
+- a declared summary is a template of the input's own fields or a function of one argument, and
+  declared details a function of one argument (neither a coroutine: they run in the workflow).
 
 :func:`definition_problem` answers the first rule broken, as ``step 'x': what is wrong``; the
 caller prefixes the module and the task type.
@@ -18,10 +22,24 @@ caller prefixes the module and the task type.
 
 from __future__ import annotations
 
+import inspect
+import string
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
-from sas.task_types.definitions import ForEach, Parallel, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import (
+    MAX_SUMMARY,
+    ForEach,
+    Parallel,
+    Sequence,
+    StepDefinition,
+    TaskDefinition,
+    Wait,
+    leaves,
+)
 
 # The task workflow's own handlers (workflows/shell/host.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
@@ -33,7 +51,7 @@ MAX_IRREVERSIBLE = 200
 
 def definition_problem(definition: TaskDefinition) -> str | None:
     """The first rule ``definition`` breaks, in one line naming the step; None if it keeps them all."""
-    for check in (_stages_problem, _pivot_problem, _fan_out_problem):
+    for check in (_stages_problem, _pivot_problem, _story_problem, _fan_out_problem):
         problem = check(definition)
         if problem:
             return problem
@@ -47,13 +65,31 @@ def definition_problem(definition: TaskDefinition) -> str | None:
 def _stages_problem(definition: TaskDefinition) -> str | None:
     for stage in definition.stages:
         if isinstance(stage, Parallel):
-            if len(stage.steps) < 2:
-                return f"a parallel group of {len(stage.steps)} step(s): give it two or more"
-            nested = next((s for s in stage.steps if not isinstance(s, StepDefinition | Wait)), None)
-            if nested is not None:
-                return f"a parallel group holds {type(nested).__name__}: only steps and waits"
+            problem = _group_problem(stage)
+            if problem:
+                return problem
+        elif isinstance(stage, Sequence):
+            return "a Sequence is a stage: a branch belongs in a parallel group (the stages already run in order)"
         elif not isinstance(stage, StepDefinition | Wait):
             return f"stage {stage!r} is not a step, a wait or a parallel group"
+    return None
+
+
+def _group_problem(member: Parallel | Sequence) -> str | None:
+    """A group's and a branch's members, all the way down."""
+    if isinstance(member, Parallel) and len(member.steps) < 2:
+        return f"a parallel group of {len(member.steps)} step(s): give it two or more"
+    if isinstance(member, Sequence) and not member.steps:
+        return "an empty Sequence: give a branch one or more steps"
+    for inner in member.steps:
+        if isinstance(member, Sequence) and isinstance(inner, Sequence):
+            return "a Sequence inside a Sequence: list its steps in the outer one"
+        if isinstance(inner, Parallel | Sequence):
+            problem = _group_problem(inner)
+            if problem:
+                return problem
+        elif not isinstance(inner, StepDefinition | Wait):
+            return f"a parallel group holds {type(inner).__name__}: only steps, waits, branches and groups"
     return None
 
 
@@ -121,14 +157,67 @@ def _wait_problem(step: Wait) -> str | None:
     return None
 
 
+def _story_problem(definition: TaskDefinition) -> str | None:
+    summary, details = definition.summary, definition.details
+    if isinstance(summary, str):
+        problem = _template_problem(definition, summary)
+        if problem:
+            return f"summary={summary!r}: {problem}"
+    elif summary is not None:
+        problem = _function_problem(summary, "the input (a dict of JSON values)")
+        if problem:
+            return f"summary=...: {problem}"
+    if details is not None:
+        problem = _function_problem(details, "a StepContext (the input and the results so far)")
+        if problem:
+            return f"details=...: {problem}"
+    return None
+
+
+def _template_problem(definition: TaskDefinition, template: str) -> str | None:
+    if not template.strip() or len(template) > MAX_SUMMARY:
+        return f"give a template of 1-{MAX_SUMMARY} characters"
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as err:
+        return f"not a template ({err}); write a literal brace as {{{{ or }}}}"
+    fields = definition.input_model.model_fields
+    for _, name, spec, _ in parts:
+        if name is None:
+            continue
+        # Only a field by its name: an attribute or an index ({name.__class__}, {rooms[0]}) would
+        # reach into the value instead of showing it.
+        if not name.isidentifier() or name not in fields:
+            known = ", ".join(fields) or "none"
+            return f"{{{name}}} is not a field of {definition.input_model.__name__} (its fields: {known})"
+        if spec and "{" in spec:
+            return f"{{{name}:{spec}}}: a format inside a format is not allowed"
+    return None
+
+
+def _function_problem(function: Callable[..., Any] | object, argument: str) -> str | None:
+    if not callable(function):
+        return f"give a template or a function, not {type(function).__name__}"
+    if inspect.iscoroutinefunction(function):
+        return "an async function: it runs in the workflow on every change of the task; make it a plain function"
+    try:
+        inspect.signature(function).bind(None)
+    except TypeError:
+        return f"the function must take one argument, {argument}"
+    except ValueError:
+        return None  # a builtin without a signature: called with one argument as well
+    return None
+
+
 MAX_FAN_OUT_CONCURRENCY = 1000
 MAX_FAN_OUT_BATCH = 500
 
 
 def _fan_out_problem(definition: TaskDefinition) -> str | None:
     for stage in definition.stages:
-        inner = stage.steps if isinstance(stage, Parallel) else ()
-        nested = next((s for s in inner if isinstance(s, ForEach)), None)
+        nested = (
+            next((s for s in leaves(stage) if isinstance(s, ForEach)), None) if isinstance(stage, Parallel) else None
+        )
         if nested is not None:
             return f"step {nested.name!r}: a fan-out cannot be in a parallel group; give it a stage of its own"
     for step in definition.steps:

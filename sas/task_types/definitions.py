@@ -3,6 +3,9 @@
 Beyond a straight line of steps, a definition may hold:
 
 - ``Parallel(a, b)``: a group of steps that start together; the task goes on when all are done;
+- ``Parallel(Sequence(flight, seat), hotel)``: a group whose members are *branches*: a
+  ``Sequence`` runs its members one after the other (steps, waits, conditional steps and nested
+  groups), beside the group's other members;
 - ``Wait(...)``: a step that waits for a time, or for a named signal (an approval) until a
   deadline, with a declared outcome when the deadline passes;
 - ``ForEach("pay", items=..., key=..., forward=..., undo=...)``: a step run once for each item of
@@ -28,7 +31,8 @@ module that sas finds through the ``sas.task_types`` entry point group or the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections import abc
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -211,7 +215,7 @@ class ForEach(StepDefinition):
     counts, not a row per item.
     """
 
-    items: Callable[[StepContext], Sequence[Mapping[str, Any]]]
+    items: Callable[[StepContext], abc.Sequence[Mapping[str, Any]]]
     key: Callable[[Mapping[str, Any]], str]
     max_concurrency: int = 20
     tolerate: Tolerance = field(default_factory=Tolerance)
@@ -270,21 +274,61 @@ class Wait:
 
 @dataclass(frozen=True, init=False)
 class Parallel:
-    """Steps that start together. The task goes on when all are done. When one of them fails
-    for good (the task is to be undone), those still running are cancelled: their calls may
-    have had an effect, so they are undone with the others (every undo is safe to run when
-    nothing was done). The Supervisor's ladder and an operator's retry apply to each on its own."""
+    """Members that start together: steps, waits, branches (``Sequence``) and nested groups.
+    The task goes on when all are done. When one of them fails for good (the task is to be
+    undone), those still running are cancelled and nothing new starts in any branch: the
+    cancelled calls may have had an effect, so they are undone with the others (every undo is
+    safe to run when nothing was done), each branch's steps latest first. The Supervisor's
+    ladder and an operator's retry apply to each step on its own."""
 
-    steps: tuple[StepDefinition | Wait, ...]
+    steps: tuple[StepDefinition | Wait | Sequence | Parallel, ...]
 
-    def __init__(self, *steps: StepDefinition | Wait) -> None:
+    def __init__(self, *steps: StepDefinition | Wait | Sequence | Parallel) -> None:
         if len(steps) < 2:
             raise ValueError("Parallel(...) needs at least two steps")
         object.__setattr__(self, "steps", steps)
 
+    @property
+    def branched(self) -> bool:
+        """Whether any member is a branch or a group of its own (not a step or a wait)."""
+        return any(isinstance(m, Sequence | Parallel) for m in self.steps)
+
+
+@dataclass(frozen=True, init=False)
+class Sequence:
+    """A branch of a parallel group: its members - steps, waits, conditional steps, nested
+    groups - run one after the other, each once the one before is done, while the group's other
+    members run beside it. A step in a branch may use the results of the steps before it in its
+    branch and of the stages before the group (``Result``, ``StepContext.results``).
+
+    ``Parallel(Sequence(FLIGHT, SEAT), HOTEL)``: the seat is chosen once the flight is booked,
+    while the hotel is booked beside them."""
+
+    steps: tuple[StepDefinition | Wait | Parallel, ...]
+
+    def __init__(self, *steps: StepDefinition | Wait | Parallel) -> None:
+        if not steps:
+            raise ValueError("Sequence(...) needs at least one step")
+        object.__setattr__(self, "steps", steps)
+
+
+Member = StepDefinition | Wait | Sequence | Parallel
+
+
+def leaves(member: Member) -> tuple[StepDefinition | Wait, ...]:
+    """The steps and waits of a stage, a group or a branch, in declaration order."""
+    if isinstance(member, Parallel | Sequence):
+        return tuple(step for inner in member.steps for step in leaves(inner))
+    return (member,)
+
 
 Step = StepDefinition | Wait
 
+
+MAX_SUMMARY = 160
+"""The most characters of a task type's declared summary shown (the UI cuts long lines)."""
+MAX_DETAILS = 2000
+"""The most characters of a task type's declared details shown on the workflow page."""
 
 _TASK_TYPE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
@@ -299,19 +343,35 @@ class TaskDefinition:
         input_model: The pydantic model of the task's input. Use ``extra="forbid"`` so that a
             misspelt field is refused rather than dropped; ``callback_url``, if it has one, is
             where the task's status events are posted.
-        stages: Steps (``StepDefinition``, ``Wait``) and parallel groups (``Parallel``), in order.
+        stages: Steps (``StepDefinition``, ``Wait``) and parallel groups (``Parallel``), in order;
+            a group's members may be branches (``Sequence``) and groups of their own.
         pivot: The name of the task's point of no return: a step of its own stage (not a wait,
             not in a parallel group). Once the pivot has been attempted and may have had its
             effect, the task only goes forward: the steps after it are retried and parked for an
             operator, never undone, and ``compensate`` is refused unless forced. The pivot
             refused for good (proof it did nothing) still undoes the steps before it. None: no
             pivot, every step may be undone.
+        summary: The task's one line in the UI (its workflow list, ``sas`` and the workflow's
+            current details): a template of input fields (``"{nights} nights in {city}"``) or a pure
+            function of the input (``lambda order: ...``), which gets the input as JSON values,
+            its ``Secret`` fields left out. None: sas says only the type, the id and the steps.
+        details: The task's story on its workflow page: a pure function of a ``StepContext``
+            (the input and the results of the steps done so far, their ``Secret`` fields left
+            out), answering plain text, a paragraph a line. None: nothing beyond sas's own.
+
+    Both run in the workflow too, on every change of the task and again on replay: no clock,
+    no I/O, no random. What they answer is shown as text (never as Markdown) and cut to
+    ``MAX_SUMMARY`` and ``MAX_DETAILS`` characters; one that raises is left out (sas's neutral
+    text stands). Define a function in a module the workflow passes through (as ``When``
+    predicates), not in the module that calls ``task_workflow``.
     """
 
     task_type: str
     input_model: type[BaseModel]
     stages: tuple[Step | Parallel, ...]
     pivot: str | None = None
+    summary: str | Callable[[Mapping[str, Any]], str] | None = None
+    details: Callable[[StepContext], str] | None = None
     _flat: tuple[tuple[Step, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -319,11 +379,7 @@ class TaskDefinition:
             raise ValueError(
                 f"task type {self.task_type!r}: use 1-40 characters from a-z 0-9 _, starting with a letter"
             )
-        flat = tuple(
-            (step, stage)
-            for stage, item in enumerate(self.stages)
-            for step in (item.steps if isinstance(item, Parallel) else (item,))
-        )
+        flat = tuple((step, stage) for stage, item in enumerate(self.stages) for step in leaves(item))
         names = [s.name for s, _ in flat]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"task type {self.task_type}: give one or more steps, each with its own name")
@@ -335,7 +391,8 @@ class TaskDefinition:
         return tuple(s for s, _ in self._flat)
 
     def stage_of(self, name: str) -> int | None:
-        """The stage of a step in a parallel group: the position of the group's first step.
+        """The stage of a step in a parallel group (in any of its branches): the position of the
+        group's first step; the plan records only this, the branches come from the definition.
         None for a step that is a stage of its own (so the plans of straight-line tasks are
         what they always were)."""
         for step, stage in self._flat:
@@ -347,6 +404,17 @@ class TaskDefinition:
 
     def step(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
+
+    def stage_item(self, name: str) -> Step | Parallel:
+        """The stage a step belongs to, as declared: the step itself, or its parallel group."""
+        return self.stages[next(stage for step, stage in self._flat if step.name == name)]
+
+    def finished_before(self, name: str) -> set[str]:
+        """The steps that have finished whenever ``name`` starts: those of the stages before its
+        own and, in a branch, the steps before it in its ``Sequence`` (and in the ones around it)."""
+        own = next(stage for step, stage in self._flat if step.name == name)
+        before = {step.name for step, stage in self._flat if stage < own}
+        return before | _before_in(self.stages[own], name)
 
     def pivot_role(self, name: str) -> PivotRole | None:
         """``pivot`` for the pivot, ``forward_only`` for a step of a later stage, None before it
@@ -367,3 +435,18 @@ class TaskDefinition:
         refs = [(s.agent, s.forward) for s in agents]
         refs += [(s.compensation, s.undo) for s in agents if s.compensation is not None and s.undo is not None]
         return dict(refs)
+
+
+def _before_in(member: Member, name: str) -> set[str]:
+    """The steps of ``member`` that finish before ``name`` (one of its steps) starts."""
+    if isinstance(member, Parallel):
+        inner = next((m for m in member.steps if name in {s.name for s in leaves(m)}), None)
+        return set() if inner is None else _before_in(inner, name)
+    if isinstance(member, Sequence):
+        done: set[str] = set()
+        for inner in member.steps:
+            names = {s.name for s in leaves(inner)}
+            if name in names:
+                return done | _before_in(inner, name)
+            done |= names
+    return set()

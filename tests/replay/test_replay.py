@@ -41,6 +41,8 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert {"OrderWorkflow", "PreorderWorkflow", "SupervisorWorkflow", "CleanupWorkflow"} <= types
     # A team's type from its own package (tests/examples/test_trip.py records them).
     assert "TripWorkflow" in types
+    # A parallel group with branches (tests/examples/test_seated_trip.py records them).
+    assert "SeatedTripWorkflow" in types
     # A parallel group, an approval and a skipped step (tests/supervisor/test_step_kinds.py records them).
     assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import ClassVar
 
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
@@ -26,7 +25,8 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.core.fanout import FanOutTally, batches, concurrency, keyed_items
     from sas.workflows.definitions import ForEach, StepContext, TaskDefinition
-    from sas.workflows.shell.host import TaskHost
+    from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.task_run import TaskRun
 
 # The failed items' undo, while the task goes on, is tried this many times before the step is
 # taken as failed past its tolerance (the task is then undone, and a failing undo waits for a
@@ -39,19 +39,23 @@ ITEM_UNDO_FAILED = "FanOutUndoFailed"
 FAN_OUT_ACTOR = "sas"
 
 
-class FanOutSteps(TaskHost):
-    """The Scheduler's fan-out steps; the state of each is its items' tally."""
+class FanOut:
+    """Runs and undoes a task's fan-out steps; the state of each is its items' tally."""
 
-    definition: ClassVar[TaskDefinition]
-
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, definition: TaskDefinition, run: TaskRun, decisions: Decisions) -> None:
+        self.definition = definition
+        self.run = run
+        self.decisions = decisions
         self._tallies: dict[str, FanOutTally] = {}
         self._items: dict[str, dict[str, FanOutItem]] = {}
         self._batch_rounds = 0
 
-    async def _run_fan_out(self, name: str, step: ForEach) -> None:
-        core, records = self._core, self._records
+    def owns(self, name: str) -> bool:
+        """Whether ``name`` is a fan-out step."""
+        return isinstance(self.definition.step(name), ForEach)
+
+    async def step(self, name: str, step: ForEach) -> None:
+        core, records = self.run.core, self.run.records
         keyed = self._keyed(step)
         records.advance()
         status = core.start(name)
@@ -64,7 +68,7 @@ class FanOutSteps(TaskHost):
         per_batch, at_once = concurrency(step.max_concurrency, step.batch_size)
         cut = batches(keyed, step.batch_size)
         self._show(status, tally)
-        self._event(f"{name}: {len(keyed)} items in {len(cut)} batches, {step.max_concurrency} at once at most")
+        self.run.event(f"{name}: {len(keyed)} items in {len(cut)} batches, {step.max_concurrency} at once at most")
         # No complete-by: the step runs as long as its batches; each item's call has its own.
         await records.mirror([records.transition(status, task_state=core.status.state, note=status.note)])
         for start in range(0, len(cut), at_once):
@@ -101,24 +105,24 @@ class FanOutSteps(TaskHost):
         status.note = tally.describe()
         result: dict[str, object] = dict(tally.counts())
         status.result = result
-        self._results[name] = dict(result)
+        self.run.results[name] = dict(result)
         task_state = core.done(name)
-        self._publish()
-        self._event(f"{name}: {status.note}")
+        self.run.publish()
+        self.run.event(f"{name}: {status.note}")
         await records.mirror([records.transition(status, task_state=task_state, note=status.note, result=result)])
-        self._notify("step_completed", name)
+        self.run.notify("step_completed", name)
 
-    async def _undo_fan_out(self, name: str) -> None:
+    async def undo(self, name: str) -> None:
         """Undo every attempted item not undone yet, latest first, in batches; an item whose undo
         fails leaves the step CompensationFailed until a decision."""
-        core, records, plan = self._core, self._records, self._plans[name]
+        core, records, plan = self.run.core, self.run.records, self.run.plans[name]
         step = self.definition.step(name)
         assert isinstance(step, ForEach)
         tally = self._tallies.get(name) or FanOutTally(total=0, tolerance=step.tolerate)
         status = core.step(name)
         while True:
             records.advance()
-            self._set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
+            self.run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
             status.note = f"undoing {len(tally.to_undo())} items: " + tally.describe()
             await records.mirror([records.transition(status, task_state=TaskState.COMPENSATING, note=status.note)])
             per_batch, _ = concurrency(step.max_concurrency, step.batch_size)
@@ -126,7 +130,7 @@ class FanOutSteps(TaskHost):
             self._show(status, tally)
             if not tally.count("compensation_failed"):
                 records.advance()
-                self._set(name, StepState.COMPENSATED)
+                self.run.set(name, StepState.COMPENSATED)
                 status.note = tally.describe()
                 await records.mirror([records.transition(status, note=status.note, result=status.result)])
                 return
@@ -136,31 +140,30 @@ class FanOutSteps(TaskHost):
             step_now, task_state = core.record_failure(
                 name, StepState.COMPENSATION_FAILED, message, ITEM_UNDO_FAILED, False
             )
-            self._publish()
-            self._event(f"{name}: CompensationFailed: {message}")
-            self._notify("failed", name, message)
+            self.run.publish()
+            self.run.event(f"{name}: CompensationFailed: {message}")
+            self.run.notify("failed", name, message)
             await records.mirror([records.transition(step_now, task_state=task_state, complete_by=workflow.now())])
-            await self._wake_supervisor()
-            await self._await_decision(name, compensating=True)
+            await self.decisions.wait_for(name, compensating=True)
 
     # ------------------------------------------------------------ the parts
 
     def _keyed(self, step: ForEach) -> list[FanOutItem] | str:
         try:
-            listed = step.items(StepContext(input=self._payload, results=self._results))
+            listed = step.items(StepContext(input=self.run.payload, results=self.run.results))
         except Exception as err:  # noqa: BLE001 - a team's function over its own data: said, not raised
             return f"its items could not be read: {type(err).__name__}: {err}"
         return keyed_items(listed, step.key)
 
     async def _undo_tolerated(self, name: str, tally: FanOutTally, per_batch: int) -> None:
-        plan = self._plans[name]
+        plan = self.run.plans[name]
         for round_ in range(_TOLERATED_UNDO_ROUNDS):
             keys = tally.to_undo([k for k, s in tally.states.items() if s in ("failed", "compensation_failed")])
             if not keys:
                 return
             if round_:
                 await workflow.sleep(timedelta(seconds=2**round_))
-            self._event(f"{name}: undoing the {len(keys)} failed items, within the {tally.allowed} it may fail")
+            self.run.event(f"{name}: undoing the {len(keys)} failed items, within the {tally.allowed} it may fail")
             await self._undo_items(name, tally, keys, per_batch, plan)
 
     async def _undo_items(self, name: str, tally: FanOutTally, keys: list[str], per_batch: int, plan: StepPlan) -> None:
@@ -190,23 +193,23 @@ class FanOutSteps(TaskHost):
         """One batch as a child workflow; its items' outcomes. A batch that ended otherwise than
         by answering (terminated from outside) counts each of its items as failed: each may have
         had its effect, so each is undone."""
-        plan = self._plans[name]
+        plan = self.run.plans[name]
         agent = plan.compensation if undo else plan.agent
         assert agent is not None
         self._batch_rounds += 1
         kind = "undo" if undo else "batch"
         batch = FanOutBatch(
-            task_id=self._core.status.task_id,
-            task_type=self._core.status.task_type,
+            task_id=self.run.core.status.task_id,
+            task_type=self.run.core.status.task_type,
             step=name,
             position=plan.position,
             step_key=plan.idempotency_key,
             agent=agent,
             undo=undo,
             task_queue=plan.task_queue,
-            policy=self._compensation_policy if undo else plan.resolved_policy,
+            policy=self.run.compensation_policy if undo else plan.resolved_policy,
             max_concurrency=per_batch,
-            chain_id=self._records.chain_id,
+            chain_id=self.run.records.chain_id,
             items=items,
         )
         try:
@@ -227,17 +230,19 @@ class FanOutSteps(TaskHost):
         """The counts in the task's status (``sas status``, the query, the UI), as they change."""
         status.result = dict(tally.counts())
         status.note = tally.describe()
-        self._publish()
+        self.run.publish()
 
     async def _fail_for_good(self, status: StepStatus, why: str, error_type: str) -> None:
         """The fan-out cannot go on: the step is Failed for good and the task is undone at once
         (no decision would change the items' answers)."""
-        records = self._records
+        records = self.run.records
         records.advance()
         message = bounded(why, MAX_ERROR_TEXT)
-        step, task_state = self._core.record_failure(status.name, StepState.FAILED, message, error_type, True)
-        self._publish()
-        self._event(f"{status.name}: Failed ({error_type}): {message}")
-        self._notify("failed", status.name, f"{error_type}: {message}")
+        step, task_state = self.run.core.record_failure(status.name, StepState.FAILED, message, error_type, True)
+        self.run.publish()
+        self.run.event(f"{status.name}: Failed ({error_type}): {message}")
+        self.run.notify("failed", status.name, f"{error_type}: {message}")
         await records.mirror([records.transition(step, task_state=task_state, note=status.note, result=status.result)])
-        self._start_compensation(OperatorRequest(by=FAN_OUT_ACTOR, reason=bounded(f"{status.name}: {why}", 2000)))
+        self.decisions.start_compensation(
+            OperatorRequest(by=FAN_OUT_ACTOR, reason=bounded(f"{status.name}: {why}", 2000))
+        )
