@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from bench._payroll import PAY, REPORT, PayrollInput
 from sas.api import ForEach, TaskDefinition, Tolerance
 from sas.task_models.fanout import FanOutItem, ItemOutcome
 from sas.task_types.checks import definition_problem
 from sas.task_types.definitions import Parallel
 from sas.workflows.core.fanout import FanOutTally, batches, concurrency, keyed_items
-from tests.fanout.payroll import PAY, REPORT, PayrollInput
 
 
 def test_items_are_keyed_by_their_own_key_whatever_their_order() -> None:

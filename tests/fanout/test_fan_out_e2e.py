@@ -15,10 +15,10 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from bench._payroll_service import Ledger, payroll_service
 from sas.settings import ServiceSettings, ServicesSettings, get_settings
 from sas.task_models import StepState, TaskResult, TaskState, TaskStatus
 from sas.workflows import registry
-from tests.fanout.payroll_service import Ledger, payroll_service
 from tests.helpers import fresh_id, serving, wait_until
 from tests.stack import ADMIN_TOKEN, Stack, start_stack
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def payroll_type(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("SAS_TASK_TYPES__MODULES", "tests.fanout.payroll")
+    monkeypatch.setenv("SAS_TASK_TYPES__MODULES", "bench._payroll")
     get_settings.cache_clear()
     registry.refresh()
     yield

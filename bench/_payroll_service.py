@@ -1,4 +1,5 @@
-"""The payroll service of the fan-out tests, by the HTTP contract (docs/http-contract.md): a
+"""The payroll service of the fan-out's tests and bench (``python -m bench._payroll_service
+--port P`` serves it alone), by the HTTP contract (docs/http-contract.md): a
 payment under each idempotency key at most once, a refund of each payment at most once, a lookup
 by the forward key, and a ledger of every effect. A recipient whose id starts with ``refuse``
 is refused for good (422); ``slow`` ones are answered after a pause (a worker can die meanwhile)."""
@@ -67,3 +68,14 @@ def payroll_service(ledger: Ledger) -> Starlette:
             Route("/payroll/report", report, methods=["POST"]),
         ]
     )
+
+
+if __name__ == "__main__":
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    uvicorn.run(payroll_service(Ledger()), host="127.0.0.1", port=args.port, log_level="warning")

@@ -1,6 +1,8 @@
-"""A team's task type with a fan-out: a payroll run pays each recipient of its input (one call
-per item, under the item's own key), tolerates up to three refused payments, then reports. Its
-service is the test's own (tests/fanout/payroll_service.py)."""
+"""Task types with a fan-out, for the fan-out's tests (tests/fanout/) and its bench
+(bench/fan_out.py): a payroll run pays each recipient of its input (one call per item, under the
+item's own key), tolerates up to three refused payments, then reports; a payroll batch pays them
+all, many at once; a payment is the one-step task the batch is measured against. Their service is
+bench/_payroll_service.py."""
 
 from __future__ import annotations
 
@@ -67,3 +69,24 @@ REPORT = StepDefinition(
 )
 PAYROLL_RUN = TaskDefinition("payroll_run", PayrollInput, (PAY, REPORT))
 PayrollRunWorkflow = task_workflow(PAYROLL_RUN)
+
+# The bench's pair: one task of many items, against as many tasks of one step each.
+PAY_ALL = ForEach(
+    "pay",
+    PAY.forward,
+    PAY.undo,
+    items=lambda ctx: ctx.input["recipients"],
+    key=lambda item: item["id"],
+    max_concurrency=50,
+    batch_size=200,
+)
+PayrollBatchWorkflow = task_workflow(TaskDefinition("payroll_batch", PayrollInput, (PAY_ALL,)))
+
+
+class PaymentInput(TaskInput):
+    id: str
+    cents: int
+
+
+PAY_ONE = StepDefinition("pay", PAY.forward, PAY.undo)
+PaymentWorkflow = task_workflow(TaskDefinition("payment", PaymentInput, (PAY_ONE,)))
