@@ -89,4 +89,4 @@ class PaymentInput(TaskInput):
 
 
 PAY_ONE = StepDefinition("pay", PAY.forward, PAY.undo)
-PaymentWorkflow = task_workflow(TaskDefinition("payment", PaymentInput, (PAY_ONE,)))
+PaymentWorkflow = task_workflow(TaskDefinition("one_payment", PaymentInput, (PAY_ONE,)), "PaymentWorkflow")

@@ -5,11 +5,12 @@ history sizes.
 
 A dev server, the payroll service (bench/_payroll_service.py) and one sas worker run as
 processes; the worker runs the ``payroll_batch`` type (a ``ForEach`` over the recipients, 50 at
-once, batches of 200) and the ``payment`` type (one step, the same call). First one task of N
-items; then N payment tasks, started 50 at a time (so both have 50 calls in flight). CPU is
+once, batches of 200) and the ``one_payment`` type (one step, the same call). First one task of N
+items; then N one-payment tasks, started 50 at a time (so both have 50 calls in flight). CPU is
 user + system seconds of the worker, the server and the service together, from ``/proc``, over
 each run. The histories: the batch task's own events and bytes, and its largest batch child's.
-Then ``sas show`` of the batch task is timed, as an operator would run it.
+Then ``sas show`` of the batch task is timed, as an operator would run it (``sas_show_s``, a
+Python process started and all), and its read of the state store alone (``sas_show_read_s``).
 """
 
 from __future__ import annotations
@@ -116,7 +117,30 @@ async def measure(stack: BenchStack, pids: list[int], items: int) -> dict[str, A
     )
     figures["sas_show_s"] = round(time.monotonic() - started, 2)
     assert shown.returncode == 0 and f"{items} items" in shown.stdout, shown.stdout + shown.stderr
+    figures["sas_show_read_s"] = round(await show_read_s(stack, task_id), 3)
     return figures
+
+
+async def show_read_s(stack: BenchStack, task_id: str) -> float:
+    """What ``sas show`` does apart from starting Python: its read of the task from the state
+    store, timed in this process (the best of three)."""
+    from sas.cli.show_cmd import task_history
+    from sas.settings import DatabaseSettings
+    from sas.state_store.engine import create_engine, session_factory
+
+    engine = create_engine(DatabaseSettings(url=stack.db_url))
+    sessions = session_factory(engine, read_only=True)
+    took = []
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            async with sessions() as session:
+                data = await task_history(session, task_id)
+            took.append(time.monotonic() - started)
+            assert data is not None
+    finally:
+        await engine.dispose()
+    return min(took)
 
 
 def main() -> None:
@@ -132,7 +156,7 @@ def main() -> None:
         worker = stack.sas_worker(
             "worker",
             SAS_TASK_TYPES__MODULES="bench._payroll",
-            SAS_TASK_TYPES__RUN="payroll_batch,payment",
+            SAS_TASK_TYPES__RUN="payroll_batch,one_payment",
             SAS_SERVICES__PAYROLL__URL=f"http://127.0.0.1:{port}",
         )
         wait_log(worker, r"polling", 90)

@@ -85,3 +85,13 @@ def test_a_fan_out_is_checked_when_its_type_loads() -> None:
     assert "max_concurrency 5000" in (definition_problem(TaskDefinition("pay_wide", PayrollInput, (wide,))) or "")
     bare = ForEach("pay", PAY.forward, items=PAY.items, key=PAY.key)
     assert "has no undo" in (definition_problem(TaskDefinition("pay_bare", PayrollInput, (bare,))) or "")
+
+
+def test_a_batch_workflow_runs_the_agents_of_fan_out_steps_only() -> None:
+    from bench._payroll import PayrollRunWorkflow
+    from sas.runtime.activity_owners import owners_of
+
+    owners = owners_of([PayrollRunWorkflow])
+    assert owners.refusal("payroll.pay", "FanOutBatch") is None
+    assert owners.refusal("payroll.refund", "FanOutBatch") is None
+    assert owners.refusal("payroll.report", "FanOutBatch") == "task type FanOutBatch declares no such step"

@@ -6,9 +6,12 @@ ledger exact); and the worker stopped mid-fan-out, a new one finishing with one 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from tests.helpers import fresh_id, serving, wait_until
 from tests.stack import ADMIN_TOKEN, Stack, start_stack
 
 pytestmark = pytest.mark.slow
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 @pytest.fixture
@@ -147,3 +151,37 @@ async def test_a_worker_stopped_mid_fan_out_leaves_one_payment_per_recipient(
             raise
     assert result.state == TaskState.PROCESSED
     assert Counter(who for _, who in ledger.entries) == Counter(r["id"] for r in payload["recipients"])
+
+
+# The fan-out's paths whose histories are kept in tests/histories/ (tests/replay replays them with
+# the current code): the task's own history and its first batch's.
+FAN_OUT_HISTORIES = {"fan_out_within_tolerance": (12, 1), "fan_out_past_tolerance": (12, 5)}
+
+
+@pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
+@pytest.mark.parametrize("name", sorted(FAN_OUT_HISTORIES))
+async def test_record(
+    name: str,
+    payroll_type: None,
+    payroll: tuple[str, Ledger],
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    url, _ = payroll
+    count, refused = FAN_OUT_HISTORIES[name]
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url) as stack:
+        task_id = fresh_id(name.replace("_", "-"))
+        handle = await stack.submit(task_id, recipients(count, refused=refused), "PayrollRunWorkflow")
+        await handle.result()
+        batches = [
+            e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
+            async for e in handle.fetch_history_events()
+            if e.HasField("child_workflow_execution_started_event_attributes")
+        ]
+        first_batch = batches[0]
+        for suffix, workflow_id in (("", task_id), ("_batch", first_batch)):
+            history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
+            text = json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+            (HISTORIES / f"{name}{suffix}.json").write_text(text)
