@@ -12,7 +12,7 @@ says is refused before any task of it starts:
   more members, none of them a ``Sequence``) and groups; a ``Sequence`` is never a stage of
   its own;
 - a wait's signal is not one of the task workflow's own signals, updates or queries;
-- a fan-out (``ForEach``) is a stage of its own, not the pivot, and its bounds are within theirs;
+- a fan-out (``ForEach``) is a stage of its own, before any pivot, and its bounds are within theirs;
 - a declared summary is a template of the input's own fields or a function of one argument, and
   declared details a function of one argument (neither a coroutine: they run in the workflow).
 
@@ -224,8 +224,11 @@ def _fan_out_problem(definition: TaskDefinition) -> str | None:
         if not isinstance(step, ForEach):
             continue
         where = f"step {step.name!r}"
-        if step.name == definition.pivot:
-            return f"{where}: a fan-out cannot be the pivot (some of its items may fail and be undone)"
+        if definition.pivot_role(step.name) is not None:
+            return (
+                f"{where}: a fan-out cannot be the pivot or come after it (its failed items are undone,"
+                " and past its tolerance the task is)"
+            )
         if not 1 <= step.max_concurrency <= MAX_FAN_OUT_CONCURRENCY:
             return f"{where}: max_concurrency {step.max_concurrency}: 1 to {MAX_FAN_OUT_CONCURRENCY}"
         if not 1 <= step.batch_size <= MAX_FAN_OUT_BATCH:

@@ -81,6 +81,8 @@ def test_a_fan_out_is_checked_when_its_type_loads() -> None:
     assert "cannot be in a parallel group" in (definition_problem(grouped) or "")
     pivot = TaskDefinition("pay_pivot", PayrollInput, (PAY, REPORT), pivot="pay")
     assert "cannot be the pivot" in (definition_problem(pivot) or "")
+    after = TaskDefinition("pay_after", PayrollInput, (REPORT, PAY), pivot="report")
+    assert "or come after it" in (definition_problem(after) or "")
     wide = ForEach("pay", PAY.forward, PAY.undo, items=PAY.items, key=PAY.key, max_concurrency=5000)
     assert "max_concurrency 5000" in (definition_problem(TaskDefinition("pay_wide", PayrollInput, (wide,))) or "")
     bare = ForEach("pay", PAY.forward, items=PAY.items, key=PAY.key)
