@@ -11,7 +11,8 @@ their completion when the task cannot complete.
 - ``Waits`` (``waits.py``): the wait steps and their approvals;
 - ``Decisions`` (``decisions.py``): the Supervisor's and operators' decisions about a step that
   waits, and where undoing begins;
-- ``Undo`` (``undo.py``): the one undo engine, shared with the clean-up.
+- ``Undo`` (``undo.py``): the one undo engine, shared with the clean-up;
+- ``FanOut`` (``fanout.py``): a fan-out step's items, run and undone in batch child workflows.
 
 The rules live in the pure core (``workflows/core/``): every change of a step's state is made
 in ``TaskCore.set``, and whether an operator's request applies is decided in
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.definitions import TaskDefinition, Wait
     from sas.workflows.shell.acceptance import accept, core_for, validated_input
     from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.forward import StepRunner
     from sas.workflows.shell.operator import OperatorHandlers
     from sas.workflows.shell.records import Records
@@ -55,8 +57,9 @@ class TaskScheduler(OperatorHandlers):
         self.task = TaskRun(core, Records(task_id=info.workflow_id, chain_id=info.first_execution_run_id))
         self.decisions = Decisions(self.task)
         self.waits = Waits(self.task, self.decisions, [s for s in steps if isinstance(s, Wait)])
-        self.forward = StepRunner(self.definition, self.task, self.decisions, self.waits)
-        self.undo = Undo(self.task, self.decisions)
+        self.fan_out = FanOut(self.definition, self.task, self.decisions)
+        self.forward = StepRunner(self.definition, self.task, self.decisions, self.waits, self.fan_out)
+        self.undo = Undo(self.task, self.decisions, self.fan_out)
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         """The task: its input validated and accepted, its stages run forward, then completed or

@@ -30,6 +30,7 @@ from sas.task_models.results import shown
 from sas.workflows.definitions import (
     MAX_DETAILS,
     MAX_SUMMARY,
+    ForEach,
     Parallel,
     Sequence,
     StepContext,
@@ -116,6 +117,8 @@ def _flow(definition: TaskDefinition) -> str:
         if isinstance(member, Sequence):
             inner = " → ".join(drawn(m) for m in member.steps)
             return f"[{inner}]" if len(member.steps) > 1 else inner
+        if isinstance(member, ForEach):
+            return f"{member.name} (for each)"
         return f"{member.name} (pivot)" if member.name == definition.pivot else member.name
 
     return " → ".join(drawn(stage) for stage in definition.stages)
@@ -135,6 +138,11 @@ def _kind(definition: TaskDefinition, step: StepDefinition | Wait) -> str:
     if role == "forward_only":
         return f"`{step.agent}` · forward only: retried and parked, never undone" + (
             f" (`{step.compensation}` only on a forced compensate)" if step.compensation else ""
+        )
+    if isinstance(step, ForEach):
+        return (
+            f"for each item: `{step.agent}`{undo} · {step.max_concurrency} at once, batches of {step.batch_size},"
+            f" {step.tolerate.describe()} may fail (then undone; past it, the task is undone)"
         )
     if step.read_only:
         return f"`{step.agent}` · read only: nothing to undo"

@@ -42,7 +42,8 @@ Groups (each name links to its entry in the docs site's API reference):
 
 - Declaring a task type: [`TaskDefinition`][sas.api.TaskDefinition],
   [`StepDefinition`][sas.api.StepDefinition], [`Wait`][sas.api.Wait],
-  [`Parallel`][sas.api.Parallel], [`Sequence`][sas.api.Sequence], [`When`][sas.api.When],
+  [`Parallel`][sas.api.Parallel], [`Sequence`][sas.api.Sequence], [`ForEach`][sas.api.ForEach] (a
+  fan-out over a list, with its [`Tolerance`][sas.api.Tolerance]), [`When`][sas.api.When],
   [`StepContext`][sas.api.StepContext], [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
 - Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
   in a body ([`Input`][sas.api.Input], [`Result`][sas.api.Result], [`Forward`][sas.api.Forward],
@@ -109,11 +110,13 @@ from sas.task_models.task_input import TaskInput
 from sas.task_models.text import UserText
 from sas.task_types.agent_context import AgentContext
 from sas.task_types.definitions import (
+    ForEach,
     Parallel,
     Sequence,
     StepContext,
     StepDefinition,
     TaskDefinition,
+    Tolerance,
     Wait,
     When,
 )
@@ -170,6 +173,7 @@ __all__ = [
     "DemoPlan",
     "ExplicitCalls",
     "FakeAgents",
+    "ForEach",
     "Forward",
     "ForwardKey",
     "HttpCall",
@@ -210,6 +214,7 @@ __all__ = [
     "TaskStatus",
     "TaskTypeError",
     "TaskView",
+    "Tolerance",
     "Unreachable",
     "UserText",
     "Verdict",

@@ -6,7 +6,8 @@ Temporal's time-skipping environment with fake Agents (``FakeAgents``, which fol
 contract as the real run does):
 
 - nothing failing: the task ends Processed and nothing is undone;
-- each step's forward call refused for good: the task ends Compensated;
+- each step's forward call refused for good: the task ends Compensated (a fan-out's every item
+  refused: Compensated past its tolerance, Processed within it);
 - each sibling of a parallel group refused for good while each other sibling is before,
   during or after its call, and each two siblings refused at once (``_sibling_cases.py``): the
   task ends Compensated;
@@ -40,7 +41,16 @@ from sas.api._supervising import ladder_decision, past_pivot
 from sas.api._testing import Answer, FakeAgents, fake_worker
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
-from sas.task_types.definitions import Parallel, Sequence, StepDefinition, TaskDefinition, Wait, leaves
+from sas.task_types.definitions import (
+    ForEach,
+    Parallel,
+    Sequence,
+    StepContext,
+    StepDefinition,
+    TaskDefinition,
+    Wait,
+    leaves,
+)
 from sas.workflows.scheduler import TaskScheduler
 
 _WHO = "failure-matrix"
@@ -120,7 +130,13 @@ async def failure_matrix(
         if step.agent not in reached:
             continue  # skipped by its condition for this input: nothing to refuse
         case = await run.case(f"{step.name} refused", {step.agent})
-        _ended_as_promised(case, definition, [step])
+        if _tolerated(step, payload):
+            # Every item of a fan-out refused, and no more than it tolerates: the refused items
+            # are undone (they did nothing) and the task goes on.
+            if case.outcome != TaskState.PROCESSED:
+                case.problems.append(f"ended {case.outcome}, not Processed: its items' refusals are tolerated")
+        else:
+            _ended_as_promised(case, definition, [step])
         cases.append(case)
     for timing in sibling_cases(definition, reached):
         refused = {s.agent for s in timing.refused}
@@ -145,6 +161,17 @@ async def failure_matrix(
             case.problems.append(f"ended {case.outcome} after the operator's compensate, not Compensated")
         cases.append(case)
     return cases
+
+
+def _tolerated(step: StepDefinition, payload: Mapping[str, Any]) -> bool:
+    """Whether ``step`` is a fan-out that tolerates every one of its items failing for this input."""
+    if not isinstance(step, ForEach):
+        return False
+    try:
+        items = len(step.items(StepContext(input=payload, results={})))
+    except Exception:  # noqa: BLE001 - its items read an earlier result: weighed as not tolerated
+        return False
+    return items <= step.tolerate.allowed(items)
 
 
 def _ended_as_promised(case: MatrixCase, definition: TaskDefinition, refused: list[StepDefinition]) -> None:

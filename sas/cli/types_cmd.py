@@ -48,7 +48,7 @@ def types(
 
 def describe(task_type: Any) -> dict[str, Any]:
     """One registered task type as JSON: what ``sas types --json`` prints."""
-    from sas.task_types.definitions import StepDefinition
+    from sas.task_types.definitions import ForEach, StepDefinition
     from sas.task_types.services import HttpCall
     from sas.workflows.summaries import task_summary
 
@@ -68,6 +68,8 @@ def describe(task_type: Any) -> dict[str, Any]:
             if isinstance(step.undo, HttpCall):
                 entry["undo_call"] = f"{step.undo.method} {step.undo.path}"
             entry["reversal"] = reversal(definition, step)
+            if isinstance(step, ForEach):
+                entry["fan_out"] = fan_out(step)
         else:
             entry |= {"kind": "wait", "signal": step.signal, "deadline_s": _seconds(step.deadline)}
             if step.signal is not None:
@@ -100,6 +102,15 @@ def shape(member: Any) -> Any:
     return member.name
 
 
+def fan_out(step: Any) -> dict[str, Any]:
+    """A fan-out's bounds, as ``sas types --json`` gives them."""
+    return {
+        "max_concurrency": step.max_concurrency,
+        "batch_size": step.batch_size,
+        "tolerate": {"count": step.tolerate.count, "percent": step.tolerate.percent},
+    }
+
+
 def reversal(definition: Any, step: Any) -> str:
     """What undoing its task does to a step: its undo runs (``undone``); or it is the pivot, the
     point of no return; forward only (after the pivot); read only; irreversible, and why."""
@@ -130,6 +141,8 @@ def _print(entry: dict[str, Any]) -> None:
             rows.append([step["name"], calls, "", "", ""])
         else:
             calls = step["agent"] + (f" ({step['call']})" if "call" in step else "")
+            if "fan_out" in step:
+                calls = f"for each item: {calls}, {step['fan_out']['max_concurrency']} at once"
             rows.append([step["name"], calls, step["undo"] or "", step["reversal"], step["service"]])
     console.print(table(None, ["step", "calls", "undo", "when undoing", "service"], rows))
     schema = entry["input_schema"]

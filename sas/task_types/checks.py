@@ -12,6 +12,7 @@ says is refused before any task of it starts:
   more members, none of them a ``Sequence``) and groups; a ``Sequence`` is never a stage of
   its own;
 - a wait's signal is not one of the task workflow's own signals, updates or queries;
+- a fan-out (``ForEach``) is a stage of its own, before any pivot, and its bounds are within theirs;
 - a declared summary is a template of the input's own fields or a function of one argument, and
   declared details a function of one argument (neither a coroutine: they run in the workflow).
 
@@ -29,7 +30,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
-from sas.task_types.definitions import MAX_SUMMARY, Parallel, Sequence, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import (
+    MAX_SUMMARY,
+    ForEach,
+    Parallel,
+    Sequence,
+    StepDefinition,
+    TaskDefinition,
+    Wait,
+    leaves,
+)
 
 # The task workflow's own handlers (workflows/shell/host.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
@@ -41,7 +51,7 @@ MAX_IRREVERSIBLE = 200
 
 def definition_problem(definition: TaskDefinition) -> str | None:
     """The first rule ``definition`` breaks, in one line naming the step; None if it keeps them all."""
-    for check in (_stages_problem, _pivot_problem, _story_problem):
+    for check in (_stages_problem, _pivot_problem, _story_problem, _fan_out_problem):
         problem = check(definition)
         if problem:
             return problem
@@ -196,4 +206,33 @@ def _function_problem(function: Callable[..., Any] | object, argument: str) -> s
         return f"the function must take one argument, {argument}"
     except ValueError:
         return None  # a builtin without a signature: called with one argument as well
+    return None
+
+
+MAX_FAN_OUT_CONCURRENCY = 1000
+MAX_FAN_OUT_BATCH = 500
+
+
+def _fan_out_problem(definition: TaskDefinition) -> str | None:
+    for stage in definition.stages:
+        nested = (
+            next((s for s in leaves(stage) if isinstance(s, ForEach)), None) if isinstance(stage, Parallel) else None
+        )
+        if nested is not None:
+            return f"step {nested.name!r}: a fan-out cannot be in a parallel group; give it a stage of its own"
+    for step in definition.steps:
+        if not isinstance(step, ForEach):
+            continue
+        where = f"step {step.name!r}"
+        if definition.pivot_role(step.name) is not None:
+            return (
+                f"{where}: a fan-out cannot be the pivot or come after it (its failed items are undone,"
+                " and past its tolerance the task is)"
+            )
+        if not 1 <= step.max_concurrency <= MAX_FAN_OUT_CONCURRENCY:
+            return f"{where}: max_concurrency {step.max_concurrency}: 1 to {MAX_FAN_OUT_CONCURRENCY}"
+        if not 1 <= step.batch_size <= MAX_FAN_OUT_BATCH:
+            return (
+                f"{where}: batch_size {step.batch_size}: 1 to {MAX_FAN_OUT_BATCH} (each batch is one child's history)"
+            )
     return None

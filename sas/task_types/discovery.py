@@ -49,7 +49,7 @@ ENTRY_POINT_GROUP = "sas.task_types"
 RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor")
 """Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``,
 ``cleanup.*`` and ``supervisor.*``."""
-RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow")
+RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow", "FanOutBatch")
 """Workflow type names a task type may not use: sas's own workflows."""
 
 

@@ -21,11 +21,19 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def all_workflows() -> list[type]:
+    from bench._payroll import PayrollRunWorkflow
     from sas.supervisor.workflow import SupervisorWorkflow
     from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
 
     # CleanupWorkflow is among ALL_WORKFLOWS; the step kinds' test types have histories too.
-    found = [*ALL_WORKFLOWS, SupervisorWorkflow, KitWorkflow, ApprovedOrderWorkflow, PickupOrderWorkflow]
+    found = [
+        *ALL_WORKFLOWS,
+        SupervisorWorkflow,
+        PayrollRunWorkflow,
+        KitWorkflow,
+        ApprovedOrderWorkflow,
+        PickupOrderWorkflow,
+    ]
     return list(dict.fromkeys(found))
 
 
@@ -45,6 +53,8 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert "SeatedTripWorkflow" in types
     # A parallel group, an approval and a skipped step (tests/supervisor/test_step_kinds.py records them).
     assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
+    # A fan-out and its batches (tests/fanout/test_fan_out_e2e.py records them).
+    assert {"PayrollRunWorkflow", "FanOutBatch"} <= types
 
 
 @pytest.mark.parametrize("path", recorded(), ids=lambda p: p.stem)

@@ -27,10 +27,11 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.activity_defs import agent_result
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES
-    from sas.workflows.definitions import Parallel, StepContext, TaskDefinition, Wait
+    from sas.workflows.definitions import ForEach, Parallel, StepContext, TaskDefinition, Wait
     from sas.workflows.shell.agents import cancelled, held_by_breaker, start_agent, step_call, until_ended
     from sas.workflows.shell.branches import BranchRunner
     from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.shell.waits import Waits
     from sas.workflows.summaries import step_summary
@@ -41,8 +42,11 @@ _DONE = (StepState.PROCESSED, StepState.SKIPPED)
 class StepRunner:
     """Runs a task's steps forward."""
 
-    def __init__(self, definition: TaskDefinition, run: TaskRun, decisions: Decisions, waits: Waits) -> None:
+    def __init__(
+        self, definition: TaskDefinition, run: TaskRun, decisions: Decisions, waits: Waits, fan_out: FanOut
+    ) -> None:
         self.definition = definition
+        self.fan_out = fan_out
         self.run = run
         self.decisions = decisions
         self.waits = waits
@@ -134,6 +138,8 @@ class StepRunner:
         step = self.definition.step(name)
         if isinstance(step, Wait):
             await self.waits.step(name, step)
+        elif isinstance(step, ForEach):
+            await self.fan_out.step(name, step)
         else:
             await self._forward(name, earlier)
 

@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models import StepState, StepTransition, TaskState
     from sas.workflows.shell.agents import held_by_breaker, shielded, start_agent, step_call
     from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.summaries import step_summary
 
@@ -21,9 +22,11 @@ with workflow.unsafe.imports_passed_through():
 class Undo:
     """Undoes a task's attempted steps."""
 
-    def __init__(self, run: TaskRun, decisions: Decisions) -> None:
+    def __init__(self, run: TaskRun, decisions: Decisions, fan_out: FanOut | None = None) -> None:
         self.run = run
         self.decisions = decisions
+        # A fan-out's items are undone in its batches; the clean-up has none of them to undo.
+        self.fan_out = fan_out
 
     def order(self) -> list[str]:
         """The steps to undo, in the order they are undone."""
@@ -67,6 +70,9 @@ class Undo:
         core, records = run.core, run.records
         plan = run.plans[name]
         step = core.step(name)
+        if self.fan_out is not None and self.fan_out.owns(name):
+            await self.fan_out.undo(name)  # writes its own rows
+            return True
         if plan.compensation is None:
             if name in core.completed or not core.planned(name).wait:
                 run.set(name, StepState.COMPENSATED)
