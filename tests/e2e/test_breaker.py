@@ -206,8 +206,10 @@ async def test_a_failing_service_opens_its_breaker_holds_its_steps_and_closes_wh
     half_open_from = _aware(opened.since) + timedelta(seconds=PAYMENT_BREAKER.open_s)
     for task_id in failing:
         decided = await stack.decisions(task_id)
-        held = [d for d in decided if d.kind != "wait" and seen_by < _aware(d.decided_at) < half_open_from]
-        assert [(d.kind, d.decided_at) for d in held] == []
+        decided_while_open = [
+            d for d in decided if d.kind != "wait" and seen_by < _aware(d.decided_at) < half_open_from
+        ]
+        assert [(d.kind, d.decided_at) for d in decided_while_open] == []
     # `sas services`: open, the failure rate of the window that opened it, when it began, the next probe.
     shown = await sas(stack, "services", "--json")
     assert shown.returncode == 0, shown.stderr
