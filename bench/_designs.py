@@ -2,7 +2,7 @@
 
 bare         BenchBareOrder: three activities, no mirror, everything on the workflow's queue
 bare-queues  BenchBareQueuesOrder: the baseline with sas's task-queue layout, each activity on
-             its service's own queue with a worker per queue. The gate's baseline (issue 21):
+             its service's own queue with a worker per queue. The gate's baseline:
              what that layout costs Temporal is not what the pattern costs
 sas          OrderWorkflow on ``python worker.py``: the Agents write Processing and Processed
              themselves, local activities only for accept and failures; search-attribute

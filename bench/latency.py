@@ -12,7 +12,7 @@ load for ``--duration-s``: order i is started at t0 + i/rate whatever happened t
 (an open loop, so a slow design cannot slow its own load down), and its latency runs from
 that planned start to the moment the client sees its result. The figures are p50, p95 and p99
 over every order of every round, per design, and sas's as a multiple of bare-queues'
-(goal, issue 21: p50 at most 1.2 x, p99 at most 1.5 x). Ends with one line of key=value
+(goal: p50 at most 1.2 x, p99 at most 1.5 x). Ends with one line of key=value
 figures.
 """
 

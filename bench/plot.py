@@ -3,7 +3,7 @@
     python bench/plot.py --throughput tp.json --latency lat.json --sweep sweep.json --out docs/benchmarks_summary.png
 
 Throughput: median workflows/s per design, each round as a dot, each design's median per-round
-ratio to bare-queues above its bar, and the gate (issue 21): 0.9 x bare-queues, the bare workflow
+ratio to bare-queues above its bar, and the gate: 0.9 x bare-queues, the bare workflow
 on sas's own task-queue layout. Latency: p50, p95 and p99 per design, with sas's goals (p50 at
 most 1.2 x bare-queues', p99 at most 1.5 x). Sweep: time (median ms) against step rows on each
 backend (log x). Each panel is drawn only when its file is given. Needs matplotlib.

@@ -1,4 +1,4 @@
-"""Start-up: how long the ``sas`` CLI takes to answer ``--help`` and ``--version`` (issue 21.4),
+"""Start-up: how long the ``sas`` CLI takes to answer ``--help`` and ``--version``,
 and, with ``--worker``, how long ``python worker.py`` takes until it polls.
 
     python bench/startup.py                 # the CLI: median of 10 runs of each command

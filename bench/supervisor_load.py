@@ -22,7 +22,7 @@ per run, and a summary line:
     backend=sqlite concurrency=16 tasks=1000 interval_s=5 probe_wait_median_s=… probe_wait_max_s=…
     probe_wait_max_intervals=… decisions_per_s=…
 
-The goal (issue 22): probe_wait_max_intervals <= 2. Measured, not asserted.
+The goal: probe_wait_max_intervals <= 2. Measured, not asserted.
 """
 
 from __future__ import annotations

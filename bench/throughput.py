@@ -9,7 +9,7 @@ process per comparison design, each on its own task queue (the designs: bench/_d
 Each round submits N orders at once to one design and times submission to the last
 completion; designs alternate within a round (their order rotates between rounds).
 
-The gate (issue 21): ``ratio=`` is sas against ``bare-queues``, the bare workflow on sas's own
+The gate: ``ratio=`` is sas against ``bare-queues``, the bare workflow on sas's own
 task-queue layout, as the median of the per-round ratios (each round runs the designs back to
 back, under the same background load). ``bare_ratio=`` is sas against plain ``bare``: what the
 layout and the pattern cost together. Every other design has ``<design>_ratio`` against

@@ -5,7 +5,7 @@ started here: the compose file is validated against the Compose Specification's
 schema and checked for what would otherwise only break at ``docker compose up``
 time - missing services, a start order that cannot be satisfied, settings names
 sas does not read, files the image does not have, plaintext secrets, floating
-image tags - and for each "safe by default" property (issue 15): ports bound to
+image tags - and for each "safe by default" property: ports bound to
 loopback, one database role per user and none for the services that need no
 database, encryption keys from a secret, the codec server wired to the UI, and a
 healthcheck per process that tests that process. The deploy/ scripts are run
@@ -619,7 +619,7 @@ def test_dockerignore_keeps_tests_and_local_state_out() -> None:
         assert not ignored_by_docker(path), f".dockerignore must not exclude {path}: the image needs it"
 
 
-# ------------------------------------------------- safe by default (issue 15)
+# ------------------------------------------------- safe by default
 
 DEPLOY = REPO / "deploy"
 INIT_DIR = DEPLOY / "postgres-init"

@@ -1,4 +1,4 @@
-"""Docs that stay true by construction (issue 25, item 7).
+"""Docs that stay true by construction.
 
 The site (mkdocs.yml, built by .ci/run with ``mkdocs build --strict``) generates its settings
 reference from sas/settings/, so a setting without a description would be a hole in it: these

@@ -196,7 +196,7 @@ async def fail_charges(stack: Stack, prefix: str, n: int = N) -> Incident:
 
 async def audit(stack: Stack, task_id: str) -> list[Any]:
     """The task's audit entries by people and by sas; the Supervisor's own requests are audited
-    too (issue 24, finding 2), but they are not what these tests look at."""
+    too, but they are not what these tests look at."""
     async with stack.sessions() as session:
         return [e for e in await audit_for(session, task_id) if e.actor != "supervisor"]
 

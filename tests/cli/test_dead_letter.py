@@ -41,7 +41,7 @@ async def test_parked_task_is_listed_then_resubmitted_and_audited(stack: Stack) 
     assert len(refunds) == 1
 
     shown = as_json(await sas(stack, "show", task_id, "--json"))
-    # The Supervisor's own requests are audited too (issue 24, finding 2); the person's is alice's.
+    # The Supervisor's own requests are audited too; the person's is alice's.
     actions = [a for a in shown["operator_actions"] if a["actor"] != "supervisor"]
     assert [(a["action"], a["actor"], a["reason"]) for a in actions] == [("resubmit", "alice", "refund service fixed")]
     assert any(a["actor"] == "supervisor" for a in shown["operator_actions"])

@@ -1,4 +1,4 @@
-"""`sas status` and `sas show` of a delayed task say when it starts, not "no task" (issue 14)."""
+"""`sas status` and `sas show` of a delayed task say when it starts, not "no task"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A delayed task in the UI (issue 22, part 7): until it starts, Temporal holds the workflow and
+"""A delayed task in the UI: until it starts, Temporal holds the workflow and
 nothing of it runs, so its static summary and details are all the UI shows. They say when it
 starts, in UTC; `sas reschedule` starts the new run with the new time in them."""
 

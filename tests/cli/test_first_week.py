@@ -1,4 +1,4 @@
-"""A newcomer's first week with ``sas`` (issue 24, items 7, 8, 10 and 12), as a new user meets it:
+"""A newcomer's first week with ``sas``, as a new user meets it:
 in an empty folder, on a fresh state store, with typos in flags and files."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A bulk ``--query`` stays within this deployment's task workflows (issue 24, finding 3).
+"""A bulk ``--query`` stays within this deployment's task workflows.
 
 sas puts the user's filter in parentheses and adds its task queue and task workflow types. A
 filter that closes that parenthesis (``... ) OR (WorkflowId = 'x'``) selected another

@@ -1,4 +1,4 @@
-"""Control of single tasks (issue 14): cancel and reschedule a delayed task, cancel a schedule,
+"""Control of single tasks: cancel and reschedule a delayed task, cancel a schedule,
 park a hung or waiting step and resume it with ``sas retry``, the attempts kept in
 ``sas show``. Each test asserts where Temporal and the state store end up."""
 

@@ -1,4 +1,4 @@
-"""Text from outside never reaches the terminal as it is (issue 24, finding 5): a remote result,
+"""Text from outside never reaches the terminal as it is: a remote result,
 an operator's ``--by``/``--reason``, an alert. ESC sequences (clear the screen, OSC 8 links),
 C1 controls and direction overrides are shown as visible escapes, by one sanitiser
 (``sas/runtime/terminal.py``) behind every console and table."""

@@ -626,7 +626,7 @@ async def test_admin_calls_without_the_token_are_refused(service: ServiceProcess
                 assert response.status_code == 401, (method, path, headers)
                 assert response.json()["error"] == "unauthorized"
                 assert response.headers["www-authenticate"] == "Bearer"
-    # Nothing happened: no rule added, the ledger not reset (the SSRF of issue 13 wiped it).
+    # Nothing happened: no rule added, the ledger not reset (the SSRF wiped it).
     assert await admin.faults() == []
     assert rows(await admin.ledger(order)) == [("shipping", "ship")]
 

@@ -1,4 +1,4 @@
-"""Checkpoints (issue 13, item 8): a step made of parts records its progress in Temporal's
+"""Checkpoints: a step made of parts records its progress in Temporal's
 heartbeat details, and a retried attempt resumes from the last checkpoint instead of starting over.
 
 The ship step of an order with ``parcels`` ships each parcel by its own call (idempotency key

@@ -1,4 +1,4 @@
-"""No mirror write is lost for good, even for a task that then finished (issue 23's chaos finding).
+"""No mirror write is lost for good, even for a task that then finished (a chaos run's finding).
 
 In a chaos run an order's workflow completed with every step Processed while the mirror said
 task Processed, charge Pending: during a database outage the charge Agent went on without its
@@ -76,7 +76,7 @@ async def test_a_step_write_lost_while_its_task_finished_is_written_from_tempora
         assert result.state == TaskState.PROCESSED
         assert [s.state for s in result.steps] == ["Processed"] * 3
         # The chaos run's mirror: the task finished, its charge never written. Nothing scans a
-        # Pending step, and before issue 23 nothing looked at a finished task again.
+        # Pending step, and nothing looked at a finished task again before the reconcile of finished tasks.
         assert (await stack.task_state(task_id), await stack.step_states(task_id)) == (
             "Processed",
             {"reserve": "Processed", "charge": "Pending", "ship": "Processed"},

@@ -119,7 +119,7 @@ async def _upserts(stack: Stack, task_id: str) -> list[dict[str, object]]:
 
 
 async def test_a_task_on_its_happy_path_is_published_once_and_a_failure_at_once(stack_no_supervisor: Stack) -> None:
-    """One upsert on the happy path, when the task ends (issue 21: each is a history event and a
+    """One upsert on the happy path, when the task ends (each is a history event and a
     visibility write); a task that needs a look is published when it does."""
     stack = stack_no_supervisor
     done_id, failing_id = fresh_id("sa-once"), fresh_id("sa-fail")

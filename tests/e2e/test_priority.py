@@ -1,4 +1,4 @@
-"""Priority (issue 13, item 8): a task's priority, given at submit, is Temporal's task priority,
+"""Priority: a task's priority, given at submit, is Temporal's task priority,
 and its activities inherit it. Whether an urgent task overtakes a backlog is the server's
 matching: on the dev server it did in some runs and not in others (docs/operator.md says why),
 so no test claims it."""

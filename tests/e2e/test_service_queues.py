@@ -55,7 +55,7 @@ async def no_payment_worker(
 
 
 async def unpolled(stack: Stack, queue: str) -> list[Any]:
-    """The one unpolled-queues incident, when it names ``queue`` (issue 22: one for every queue)."""
+    """The one unpolled-queues incident, when it names ``queue`` (one for every queue)."""
     async with stack.sessions() as session:
         return [
             a

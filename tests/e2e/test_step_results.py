@@ -1,4 +1,4 @@
-"""Step results (issue 13, item 1): each step's Agent returns its service's answer as the step's
+"""Step results: each step's Agent returns its service's answer as the step's
 result model; later steps and the step's own undo receive it; the state store, ``sas show``, the
 ``status`` query and the callbacks show it without its secret fields.
 

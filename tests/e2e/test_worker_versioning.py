@@ -1,4 +1,4 @@
-"""Safe deploys with Worker Versioning (issue 22, part 8), on the dev server: the task workers of
+"""Safe deploys with Worker Versioning, on the dev server: the task workers of
 build v1 run an order that is in flight (its charge held by the payment service); build v2, whose
 OrderWorkflow is different code (it could not replay v1's history), starts beside them and is
 made current with the ``temporal`` CLI, as docs/operator.md shows. New orders run on v2; the

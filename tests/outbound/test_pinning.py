@@ -1,5 +1,5 @@
 """The connection goes to the checked address, and the request still belongs to the name: the
-Host header, TLS SNI and the certificate check use the name the URL gave (issue 13, item 5)."""
+Host header, TLS SNI and the certificate check use the name the URL gave."""
 
 from __future__ import annotations
 

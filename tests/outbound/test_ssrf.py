@@ -1,4 +1,4 @@
-"""No SSRF (issue 13, item 5): every form of an internal address is refused when a task is
+"""No SSRF: every form of an internal address is refused when a task is
 submitted and again when a callback or alert is sent, against real receivers on loopback.
 
 The receivers are real: loopback is exactly what the strict policy must refuse, and the local

@@ -1,4 +1,4 @@
-"""Signed deliveries (issue 13, item 6): the receiver shown in docs/webhooks.md, run exactly as
+"""Signed deliveries: the receiver shown in docs/webhooks.md, run exactly as
 written, verifies real deliveries from sas with the ``standardwebhooks`` package; a replayed,
 tampered or unsigned one is refused."""
 

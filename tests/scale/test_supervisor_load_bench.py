@@ -1,4 +1,4 @@
-"""bench/supervisor_load.py still runs, shrunk to a few orders (issue 22: the figures are in
+"""bench/supervisor_load.py still runs, shrunk to a few orders (the figures are in
 docs/benchmarks.md; none is asserted here)."""
 
 from __future__ import annotations

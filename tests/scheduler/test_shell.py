@@ -146,7 +146,7 @@ async def test_a_timer_wait_waits_then_goes_on(skipping_env: WorkflowEnvironment
 
 
 async def test_a_stale_decision_never_unparks_an_undo(skipping_env: WorkflowEnvironment) -> None:
-    """Finding 1 of issue 24: re-sending the Supervisor's first decision once the undo is parked."""
+    """Re-sending the Supervisor's first decision once the undo is parked."""
     services = Services(behaviour={"testcard.charge": "refuse", "testcard.refund": "refuse"})
     async with running(skipping_env, services) as queue:
         handle = await start(skipping_env, "TripTestWorkflow", queue)
@@ -259,7 +259,7 @@ async def test_the_cleanup_runs_the_same_engine_on_the_service_queue(skipping_en
 async def test_a_wrong_argument_count_fails_at_once_not_for_ever(
     skipping_env: WorkflowEnvironment, args: list[Any]
 ) -> None:
-    """Finding 6 of issue 24: the run fails non-retryably instead of a workflow task failing for ever."""
+    """The run fails non-retryably instead of a workflow task failing for ever."""
     services = Services()
     async with running(skipping_env, services) as queue:
         handle = await skipping_env.client.start_workflow(
@@ -274,7 +274,7 @@ async def test_a_wrong_argument_count_fails_at_once_not_for_ever(
 
 
 async def test_a_resubmitted_incarnations_callbacks_have_their_own_ids(skipping_env: WorkflowEnvironment) -> None:
-    """Issue 24, finding 7: a receiver that drops duplicate webhook ids must not drop incarnation 2's events."""
+    """a receiver that drops duplicate webhook ids must not drop incarnation 2's events."""
     services = Services(incarnation=2)
     async with running(skipping_env, services) as queue:
         handle = await start(skipping_env, "LaterTripTestWorkflow", queue, {**TRIP, "callback_url": "https://x.test/h"})

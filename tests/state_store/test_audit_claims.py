@@ -1,4 +1,4 @@
-"""Every request a task applies is audited, whoever it says it is (issue 24, finding 2): the
+"""Every request a task applies is audited, whoever it says it is: the
 state store records a request as the Supervisor's only if the decision it names exists for
 that task; a request that only says ``by: supervisor`` is recorded as unverified. SQLite and
 PostgreSQL."""

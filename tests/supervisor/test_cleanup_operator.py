@@ -1,4 +1,4 @@
-"""A clean-up runs the Scheduler's own undo engine (issue 23): its undos run on their service's
+"""A clean-up runs the Scheduler's own undo engine: its undos run on their service's
 queue, a failing one is retried by the Supervisor's ladder then parked, ``sas resubmit`` is
 refused while the clean-up is unfinished, and ``sas retry`` reaches the parked undo. Real dev
 server, real services and Supervisor, on SQLite and PostgreSQL."""

@@ -61,7 +61,7 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
                 if a.kind == "queue_unpolled" and rig.settings.temporal.task_queue in a.message
             ]
 
-    # One incident (issue 22: one outage, one alert) naming both queues nobody polls: the workflow
+    # One incident (one outage, one alert) naming both queues nobody polls: the workflow
     # queue (no workflow nor activity poller), and shipping's own queue, where the ship's retry
     # waits (activity pollers only: no workflows run there).
     queue = rig.settings.temporal.task_queue

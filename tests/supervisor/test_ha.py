@@ -1,4 +1,4 @@
-"""One Supervisor, highly available, never acting twice (issue 3, part 4 and 6):
+"""One Supervisor, highly available, never acting twice:
 two Supervisor workers at once, two Supervisor workflows over the same store, and a
 Supervisor worker stopped abruptly mid-run and replaced. Real Temporal dev server,
 real remote services, SQLite and PostgreSQL."""

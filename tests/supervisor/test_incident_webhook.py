@@ -1,4 +1,4 @@
-"""The alert webhook hears of an incident, not of each of its tasks (issue 22, part 1): twelve
+"""The alert webhook hears of an incident, not of each of its tasks: twelve
 orders refused at one service are one incident, posted when it opens (and again only when it
 changes: escalates, doubles, resolves), with its cause, count and sample; the orders' own
 alerts are folded into it and not posted, but for those raised before the incident existed

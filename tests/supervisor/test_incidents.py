@@ -1,4 +1,4 @@
-"""Incidents on a real dev server (issue 22, part 1): fifty orders failing at one service for one
+"""Incidents on a real dev server: fifty orders failing at one service for one
 cause are one incident - one alert with the count, their own alerts folded into it - and
 `sas retry --incident ID` retries exactly those fifty, with per-task results and audit, while
 orders failing for another cause are left alone. The incident resolves itself once its last

@@ -1,4 +1,4 @@
-"""Recovery after a Supervisor outage (issue 22, part 5): the Supervisor's process is stopped
+"""Recovery after a Supervisor outage: the Supervisor's process is stopped
 (SIGTERM, and separately SIGKILL) while orders keep failing and waking it, then started again
 while CPU hogs start on the same machine (as another stack restarting its workers would); it
 sweeps again within its interval plus 5 s of polling, and its queries answer."""
@@ -30,7 +30,7 @@ HOGS = 3  # busy processes started with the restart, on a machine of two cores
 # condition, not a claim about the interval (a 6 s deadline flaked on a shared CI runner).
 RECOVERY_DEADLINE_S = 90.0
 # The outage itself. Its length does not matter past the sticky and heartbeat timeouts
-# (docs/operator.md), so CI stops the Supervisor for 8 s; the 10-minute runs of issue 22 set
+# (docs/operator.md), so CI stops the Supervisor for 8 s; the 10-minute runs set
 # SAS_TEST_SUPERVISOR_OUTAGE_S=600.
 OUTAGE_S = float(os.environ.get("SAS_TEST_SUPERVISOR_OUTAGE_S", "8"))
 

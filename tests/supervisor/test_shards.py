@@ -1,4 +1,4 @@
-"""S Supervisor shards (issue 3, part 4): each Supervisor workflow scans and decides only for
+"""S Supervisor shards: each Supervisor workflow scans and decides only for
 the task ids in its own hash range, none decides twice, and every order still ends where its
 faults put it."""
 

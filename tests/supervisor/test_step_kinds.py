@@ -1,4 +1,4 @@
-"""Parallel groups, approvals and conditions end to end (issue 23): real dev server, the real
+"""Parallel groups, approvals and conditions end to end: real dev server, the real
 remote services and their ledger, a real Supervisor, on SQLite and PostgreSQL."""
 
 from __future__ import annotations

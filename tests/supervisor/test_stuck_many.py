@@ -1,4 +1,4 @@
-"""Every stuck workflow is seen (issue 22, part 3): with 150 workflows whose workflow task keeps
+"""Every stuck workflow is seen: with 150 workflows whose workflow task keeps
 failing before they ever reach the mirror (here: a workflow type no worker has any more), the
 Supervisor pages through all that Temporal reports (``TemporalReportedProblems``), raises 150
 alerts and resolves none while Temporal still reports it; `sas list` shows all 150. Once some

@@ -1,4 +1,4 @@
-"""The alert webhook (issue 3, part 3): a real HTTP receiver on loopback gets each alert as
+"""The alert webhook: a real HTTP receiver on loopback gets each alert as
 signed JSON, a receiver that fails is tried again, and one that hangs or is down never
 holds up a sweep."""
 

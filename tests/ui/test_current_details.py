@@ -1,5 +1,5 @@
 """The Scheduler's and the Supervisor's current details, as the UI reads them: through the
-``__temporal_workflow_metadata`` query (issue 14)."""
+``__temporal_workflow_metadata`` query."""
 
 from __future__ import annotations
 

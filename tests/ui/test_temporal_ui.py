@@ -1,4 +1,4 @@
-"""The Temporal UI tells each task's story (issue 14): the session's dev server with its UI,
+"""The Temporal UI tells each task's story: the session's dev server with its UI,
 tasks run into completed, compensated, parked and delayed states, and the UI's list and
 workflow pages read in headless Chromium.
 
