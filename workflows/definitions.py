@@ -7,6 +7,7 @@ from __future__ import annotations
 from sas.task_types.definitions import (
     MAX_WAIT,
     AgentCall,
+    ChildTask,
     DeadlineOutcome,
     Parallel,
     Step,
@@ -20,6 +21,7 @@ from sas.task_types.definitions import (
 __all__ = [
     "MAX_WAIT",
     "AgentCall",
+    "ChildTask",
     "DeadlineOutcome",
     "Parallel",
     "Step",

@@ -23,7 +23,7 @@ from typing import Any
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
 from sas.task_models.markdown import markdown_text
-from sas.workflows.definitions import Parallel, StepDefinition, TaskDefinition, Wait
+from sas.workflows.definitions import ChildTask, Parallel, Step, StepDefinition, TaskDefinition, Wait
 
 # The UI truncates long summaries; keep them to one short line.
 _MAX_SUMMARY = 200
@@ -56,7 +56,9 @@ def _flow(definition: TaskDefinition) -> str:
     """The stages in one line: ``reserve → (flight ‖ hotel) → charge``; the pivot (the point of no
     return) marked ``charge (pivot)``."""
 
-    def named(step: StepDefinition | Wait) -> str:
+    def named(step: Step) -> str:
+        if isinstance(step, ChildTask):
+            return f"{step.name} (child {step.task_type})"
         return f"{step.name} (pivot)" if step.name == definition.pivot else step.name
 
     return " → ".join(
@@ -65,7 +67,10 @@ def _flow(definition: TaskDefinition) -> str:
     )
 
 
-def _kind(definition: TaskDefinition, step: StepDefinition | Wait) -> str:
+def _kind(definition: TaskDefinition, step: Step) -> str:
+    if isinstance(step, ChildTask):
+        forward = " (forward only)" if definition.pivot_role(step.name) else ""
+        return f"runs a child task of type `{step.task_type}`{forward}; undone by undoing the child"
     if isinstance(step, Wait):
         if step.signal is not None:
             return f"waits for `{step.signal}` (at most {step.deadline}; then {step.on_deadline})"

@@ -42,7 +42,8 @@ Groups (each name links to its entry in the docs site's API reference):
 
 - Declaring a task type: [`TaskDefinition`][sas.api.TaskDefinition],
   [`StepDefinition`][sas.api.StepDefinition], [`Wait`][sas.api.Wait],
-  [`Parallel`][sas.api.Parallel], [`When`][sas.api.When], [`StepContext`][sas.api.StepContext],
+  [`Parallel`][sas.api.Parallel], [`ChildTask`][sas.api.ChildTask], [`When`][sas.api.When],
+  [`StepContext`][sas.api.StepContext],
   [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
 - Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
   in a body ([`Input`][sas.api.Input], [`Result`][sas.api.Result], [`Forward`][sas.api.Forward],
@@ -108,7 +109,7 @@ from sas.task_models.results import ProviderId, StepResultModel
 from sas.task_models.task_input import TaskInput
 from sas.task_models.text import UserText
 from sas.task_types.agent_context import AgentContext
-from sas.task_types.definitions import Parallel, StepContext, StepDefinition, TaskDefinition, Wait, When
+from sas.task_types.definitions import ChildTask, Parallel, StepContext, StepDefinition, TaskDefinition, Wait, When
 from sas.task_types.discovery import ENTRY_POINT_GROUP, TaskTypeError
 from sas.task_types.services import HttpCall, Service
 from sas.task_types.sources import Const, Forward, ForwardKey, Input, Result, TaskId
@@ -148,6 +149,7 @@ if TYPE_CHECKING:
     from sas.task_types.demos import DEMO_ENTRY_POINT_GROUP, DemoCase, DemoPlan
 
 __all__ = [
+    "ChildTask",
     "DEMO_ENTRY_POINT_GROUP",
     "ENTRY_POINT_GROUP",
     "ActionResult",

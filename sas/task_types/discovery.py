@@ -33,7 +33,7 @@ from typing import Any
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
-from sas.task_types.checks import definition_problem
+from sas.task_types.checks import children_problem, definition_problem
 from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition, Wait
 from sas.task_types.services import HttpCall, Service, service_of_ref
 from sas.task_types.sources import Forward, ForwardKey, Input, Result
@@ -47,9 +47,9 @@ ENTRY_POINT_GROUP = "sas.task_types"
 # state-store writes and status posts, the Supervisor's sweeps, the clean-up after a closed task):
 # a task type's Agent or workflow of one of these names would register twice and stop the worker.
 # An Agent's activity name is <service>.<action>, so the services are kept whole.
-RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor")
+RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor", "child")
 """Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``,
-``cleanup.*`` and ``supervisor.*``."""
+``cleanup.*`` and ``supervisor.*``; ``child.<type>`` is what the plan records for a child step."""
 RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow")
 """Workflow type names a task type may not use: sas's own workflows."""
 
@@ -181,6 +181,7 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
     if missing and not lenient:
         why = "; ".join(broken.get(name) or line for name, line in broken.items()) or "no package declares it"
         raise TaskTypeError(f"SAS_TASK_TYPES__RUN names task type {missing[0]!r}, which is not found: {why}")
+    _check_children(types, broken if tolerant else None)
     agents, services = _agents(types.values())
     for found in types.values():
         _refuse_reserved(found)
@@ -194,6 +195,21 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
                 f"{found.module}: workflow type {found.workflow_name!r} has the name of an Agent; rename the workflow"
             )
     return Catalog(types, services, agents, sources, broken)
+
+
+def _check_children(types: dict[str, FoundType], broken: dict[str, str] | None) -> None:
+    """Each type's child steps against the registered types (``checks.children_problem``); with
+    ``broken``, a type whose children cannot run goes there instead (and out of ``types``)."""
+    registered = {name: (t.definition, t.workflow_name) for name, t in types.items()}
+    for name, found in list(types.items()):
+        problem = children_problem(found.definition, registered)
+        if problem is None:
+            continue
+        line = f"{found.module}: task type {name!r}: {problem}"
+        if broken is None:
+            raise TaskTypeError(line)
+        broken[name] = line
+        del types[name]
 
 
 def _refuse_reserved(found: FoundType) -> None:
@@ -270,7 +286,7 @@ def _check_definition(module: str, definition: TaskDefinition) -> None:
     stage_of = {s.name: definition.stage_of(s.name) for s in definition.steps}
     position = {s.name: i for i, s in enumerate(definition.steps)}
     for step in definition.steps:
-        if isinstance(step, Wait):
+        if not isinstance(step, StepDefinition):
             continue
         forward_service = service_of(step.agent)
         if step.undo is not None and step.compensation is not None and service_of(step.compensation) != forward_service:
