@@ -26,8 +26,9 @@ RUN pip install --no-cache-dir --require-hashes -r requirements-runtime.lock
 # /app/.sas: local state (`sas demo`); /data: the remote-services ledger, a
 # named volume in docker-compose.yml that starts with this ownership.
 COPY . .
-# The examples register their task types as a team's package would (sas.task_types entry points).
-RUN pip install --no-cache-dir --no-deps . ./examples/orders ./examples/trip \
+# The examples register their task types as a team's package would (sas.task_types entry points);
+# the demo's remote services are a package of their own too (examples/demo_services), not sas's.
+RUN pip install --no-cache-dir --no-deps . ./examples/orders ./examples/trip ./examples/demo_services \
     && mkdir -p /app/.sas /data \
     && chown sas:sas /app/.sas /data
 

@@ -11,7 +11,6 @@ import httpx
 from pydantic_settings import SettingsError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from sas.activities.breaker import Breakers
 from sas.activities.callbacks import CallbackActivities
 from sas.activities.cleanup_plans import CleanupPlans
 from sas.activities.mirror import MirrorActivities
@@ -19,6 +18,7 @@ from sas.activities.outbound import WebhookSender
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
 from sas.activities.services import AGENTS
+from sas.breaker.service import Breakers
 from sas.settings import ServicesSettings, Settings
 from sas.state_store.agent_writes import StepWriter, make_step_writer
 from sas.task_models.queues import service_of
@@ -93,7 +93,7 @@ def service_breakers(
     sessions: async_sessionmaker[AsyncSession] | None,
     meter: Any = None,
 ) -> Breakers:
-    """This worker's circuit breaker of every remote service (``activities/breaker.py``), shared
+    """This worker's circuit breaker of every remote service (``sas/breaker/service.py``), shared
     with the other workers through the state store. ``async with`` it to keep it in step."""
     check_service_names(services)
     resolved = {name: services.service(name) for name in AGENTS}
@@ -145,7 +145,7 @@ def build_activities(
 
     ``remotes``: the callers from ``service_callers`` (one pool per service), or one client that
     all services then share (each still with its own concurrency limit). Give ``step_writer``
-    (``state_store.agent_writes.make_step_writer``) and ``callback_sender`` to close their
+    (``sas.state_store.agent_writes.make_step_writer``) and ``callback_sender`` to close their
     connections at shutdown; by default they are made from the settings."""
     if isinstance(remotes, httpx.AsyncClient):
         check_service_names(settings.services)

@@ -20,11 +20,11 @@ from temporalio.exceptions import ApplicationError
 
 from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
-from sas.task_models.breakers import BREAKER_OPEN
+from sas.breaker.model import BREAKER_OPEN
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded
 
 if TYPE_CHECKING:
-    from sas.activities.breaker import ServiceBreaker
+    from sas.breaker.service import ServiceBreaker
     from sas.settings import ResolvedService
 
 # Error types, as seen in Temporal's history and the state store's error_type column.
@@ -78,7 +78,7 @@ class RemoteCaller:
         cls, client: httpx.AsyncClient, service: ResolvedService, breaker: ServiceBreaker | None = None
     ) -> RemoteCaller:
         """The caller of one service from its settings (``settings.services.service(name)``),
-        behind the service's circuit breaker if given (``activities/breaker.py``)."""
+        behind the service's circuit breaker if given (``sas/breaker/service.py``)."""
         token = service.auth_token
         return cls(
             client,

@@ -1,6 +1,6 @@
 """Activities of the bench-only workflows: the three remote calls (plain httpx with an
 Idempotency-Key, no state store) and the mirror writes of designs (a) and (c), made with
-sas's own hot-path writer (``state_store.agent_writes``) so the database work is the same."""
+sas's own hot-path writer (``sas.state_store.agent_writes``) so the database work is the same."""
 
 from __future__ import annotations
 

@@ -21,11 +21,11 @@ from typing import Any
 from bench import _chaos_env
 from bench._chaos_trip_services import SERVICES as TRIP_SERVICES
 from sas.cli.demo_plan import DEMO_ENV
-from sas.remote_services.launcher import free_port
 from sas.runtime.local_stack import LoopbackStack, temporal_binary
 from sas.runtime.processes import Child, ProcessGroup, wait_for_async
 from sas.runtime.readiness import http_healthy, temporal_healthy
 from sas.task_models.search_attributes import dev_server_flags
+from sas_demo_services.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIP_TYPE_MODULE = "bench._chaos_trip"
@@ -139,7 +139,7 @@ class Stack(LoopbackStack):
                     "-S",
                     "-P",
                     "-m",
-                    "sas.remote_services",
+                    "sas_demo_services",
                     "--host",
                     "127.0.0.1",
                     "--port",

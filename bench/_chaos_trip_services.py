@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from sas.remote_services.locks import KeyLocks
+from sas_demo_services.locks import KeyLocks
 
 
 @dataclass(frozen=True)

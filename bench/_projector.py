@@ -3,7 +3,7 @@
 The workflow (``BenchBareOrder``) writes nothing. This process finds the workflows of
 a task queue through visibility, tails each one's history (long-poll
 ``GetWorkflowExecutionHistory``, wait_new_event) and writes the task and step rows
-with sas's hot-path writer (``state_store.agent_writes``): WorkflowExecutionStarted -> accept,
+with sas's hot-path writer (``sas.state_store.agent_writes``): WorkflowExecutionStarted -> accept,
 ActivityTaskScheduled -> Processing, ActivityTaskCompleted -> Processed,
 WorkflowExecutionCompleted -> task Processed. Versions are history event ids, so the
 writes are ordered and idempotent.

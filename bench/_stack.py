@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sas.remote_services.launcher import free_port  # noqa: E402
 from sas.runtime.local_stack import LoopbackStack, temporal_binary  # noqa: E402
 from sas.runtime.processes import Child, ProcessGroup, wait_for  # noqa: E402
 from sas.runtime.readiness import http_ready, temporal_ready  # noqa: E402
 from sas.task_models.search_attributes import dev_server_flags  # noqa: E402
+from sas_demo_services.launcher import free_port  # noqa: E402
 
 T = TypeVar("T")
 
@@ -107,7 +107,7 @@ class BenchStack(LoopbackStack):
     def start_services(self, enable_faults: bool = True) -> Child:
         args = [
             "-m",
-            "sas.remote_services",
+            "sas_demo_services",
             "--host",
             "127.0.0.1",
             "--port",

@@ -11,7 +11,7 @@ the run answers the public way as they come to wait (bench/_chaos_trips.py).
 
 It starts, as processes on free ports in a temporary directory:
 - ``temporal server start-dev --db-filename <file>`` (persistent, so it can be restarted);
-- the remote services with ``--enable-faults`` (``python -m sas.remote_services``, ledger file),
+- the remote services with ``--enable-faults`` (``python -m sas_demo_services``, ledger file),
   and the trips' services (``python -m bench._chaos_trip_services``, their own ledger file);
 - one worker (``python worker.py``) and one Supervisor (``python -m sas.supervisor``),
   with the demo's quick timings (``sas.cli.demo_plan.DEMO_ENV``) and a state store that

@@ -3,11 +3,11 @@
     python bench/sweep.py                      # 1e4, 1e5, 1e6 rows; SQLite and PostgreSQL
     python bench/sweep.py --backends sqlite --sizes 1e4,1e5 --runs 9
 
-For each backend: migrate a fresh database with ``state_store.upgrade``, bulk-load
+For each backend: migrate a fresh database with ``sas.state_store.upgrade``, bulk-load
 step rows (3 per task) to each size in turn, 100 of them due (50 Failed with a
 CompleteBy in the past, 50 Processing past CompleteBy + grace), 1,000 more in flight
 (Processing, CompleteBy in the future), the rest Processed. Then time the Supervisor's
-own scan, ``state_store.queries.due_steps(session, now, grace, 100)`` (one shard, as
+own scan, ``sas.state_store.queries.due_steps(session, now, grace, 100)`` (one shard, as
 by default; ``--shards 4`` times shard 0's range), over ``--runs`` runs after one warm
 run, and check it returns exactly the 100 due rows. Tables are ANALYZEd after each
 load, as autovacuum/analyze would. Growth = t(largest) / t(smallest) (medians).

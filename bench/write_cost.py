@@ -7,7 +7,7 @@ Measures process CPU time per write (so other load on the machine matters little
                      UPDATE steps + UPDATE tasks): the Scheduler's rarer writes (failures,
                      compensation) take this path;
   core               the same two UPDATE statements on an ``engine.begin()`` connection;
-  writer             sas's hot path (``state_store.agent_writes``), one write at a time;
+  writer             sas's hot path (``sas.state_store.agent_writes``), one write at a time;
   writer_64_at_once  the same with 64 writes in flight, as in a busy worker (on SQLite
                      they share one commit);
   accept             ``StepWriter.accept``: a task row and its three step rows.

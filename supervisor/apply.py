@@ -22,6 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.client import Client
 
+from sas.breaker.held import holding, service_of_step
+from sas.breaker.model import BreakerView
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_decision, defer_step
@@ -29,7 +31,6 @@ from sas.state_store.queries import get_step, get_task_row
 from sas.supervisor.activity_defs import ApplyDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, bounded, policy_from_settings, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision
-from sas.supervisor.breakers import holding, service_of_step
 from sas.supervisor.metrics import record_decision, record_sweep
 from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision, SupervisorPolicy
 from sas.supervisor.outbox import Outbox
@@ -39,7 +40,6 @@ from sas.supervisor.policy import PutOff, breaker_holds, temporal_says_wait
 from sas.supervisor.reconcile import reconcile_task
 from sas.supervisor.task_faults import TaskFault
 from sas.supervisor.temporal_view import look, waiting_reason
-from sas.task_models.breakers import BreakerView
 
 log = logging.getLogger("sas.supervisor")
 

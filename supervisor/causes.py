@@ -70,7 +70,7 @@ def cause_of(agent: str | None, step: str, error_type: str | None, last_error: s
 
 
 class Failing(Protocol):
-    """A step waiting on a failure, as the incident check reads it (``state_store.alerts.FailingStep``)."""
+    """A step waiting on a failure, as the incident check reads it (``sas.state_store.alerts.FailingStep``)."""
 
     @property
     def task_id(self) -> str: ...

@@ -4,7 +4,7 @@ a sample of task ids and the command that acts on exactly its tasks.
 
 Run at the start of a sweep (shard 0's scan: causes do not follow shards), so the decisions
 that follow find their task already in the incident and its own alert folded into it
-(``state_store.alerts.folded``). A task stays in the incident while its step fails for that
+(``sas.state_store.alerts.folded``). A task stays in the incident while its step fails for that
 cause or is being retried; it leaves when it moves on (its step done or undone, the task at
 another step or finished, or failing for another cause). The incident resolves itself when
 its last task has left. The webhook hears of an incident when it opens, escalates (a task
@@ -33,14 +33,15 @@ from sas.state_store.incidents import (
 from sas.supervisor.alert_rows import alert_row
 from sas.supervisor.causes import Cause, Failing, Group, group
 from sas.supervisor.models import AlertSpec
+from sas.task_models import StepState, TaskState
 
 log = logging.getLogger("sas.supervisor")
 
 # Steps in these states wait on a failure: for the Supervisor's next try, an operator, or an undo's retry.
-FAILING = ("Failed", "Error", "CompensationFailed")
+FAILING = (StepState.FAILED, StepState.ERROR, StepState.COMPENSATION_FAILED)
 # A member whose step is in one of these, at the same step of a task still open, is being retried.
-_RETRYING = ("Pending", "Processing")
-_FINISHED = ("Processed", "Compensated")
+_RETRYING = (StepState.PENDING, StepState.PROCESSING)
+_FINISHED = (TaskState.PROCESSED, TaskState.COMPENSATED)
 # Failing steps read per check; beyond it the oldest failures are grouped (an incident of more
 # than this many tasks still counts them as they come and go).
 READ_LIMIT = 20_000
@@ -165,11 +166,11 @@ def _refresh(found: OpenIncident, g: Group | None, members: list[str], now: date
     alert, incident = found.alert, found.incident
     steps: list[Failing] = [s for s in (g.steps if g else []) if s.task_id in found.members]
     incident.task_count = len(members)
-    incident.parked = sum(s.state != "Failed" for s in steps)
+    incident.parked = sum(s.state != StepState.FAILED for s in steps)
     if steps:
         incident.first_at = min(incident.first_at, steps[0].failed_at)
         incident.latest_at = max(incident.latest_at, max(s.failed_at for s in steps))
-    looks = [s.next_look_at for s in steps if s.next_look_at is not None and s.state == "Failed"]
+    looks = [s.next_look_at for s in steps if s.next_look_at is not None and s.state == StepState.FAILED]
     incident.next_look_at = min(looks) if looks else None
     incident.sample = members[:SAMPLE]
     critical = incident.parked > 0 or any(s.permanent for s in steps)

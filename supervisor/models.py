@@ -9,22 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # The clean-up workflow's input and stamps live with the models it shares with the Scheduler.
 from sas.task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupStep  # noqa: F401
+from sas.task_models.ladder import Ladder
 
 DecisionKind = Literal["retry", "compensate", "park", "wait", "cleanup"]
 # Decisions that become a signal to the Scheduler (or the clean-up workflow); the others are notes.
 SIGNALLED_KINDS = ("retry", "compensate", "park")
-
-
-class Ladder(BaseModel):
-    """One step's escalation ladder, resolved from settings (``SupervisorSettings.ladder_for``)."""
-
-    retries: int = Field(default=2, ge=0, description="R: Supervisor retries after the step Failed")
-    retry_delay_s: float = 1.0
-    retry_backoff: float = 2.0
-    retry_max_delay_s: float = 300.0
-    cooldown_s: float = Field(default=3600.0, description="C: wait before each cool-down try")
-    cooldown_tries: int = Field(default=0, ge=0, description="K: tries after a cool-down")
-    outcome: Literal["compensate", "park"] = "compensate"
 
 
 class SupervisorPolicy(BaseModel):

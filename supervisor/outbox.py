@@ -27,6 +27,8 @@ from sas.supervisor.activity_support import beat, bounded
 from sas.supervisor.per_task import isolated
 from sas.supervisor.task_faults import TaskFault
 from sas.task_models import OperatorRequest
+from sas.workflows.definitions import TaskDefinition
+from sas.workflows.registry import TaskTypeError, task_types
 from sas.workflows.summaries import cleanup_details, cleanup_summary
 
 log = logging.getLogger("sas.supervisor")
@@ -130,9 +132,20 @@ class Outbox:
                 # Started once, ever: a repeated outbox flush finds it and leaves it alone.
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=cleanup_summary(record.task.task_type, d.task_id, record.task.payload),
+                static_summary=cleanup_summary(
+                    record.task.task_type, d.task_id, record.task.payload, _definition(record.task.task_type)
+                ),
                 static_details=cleanup_details(d.task_id, d.reason or ""),
             )
         except WorkflowAlreadyStartedError:
             pass
         log.info("clean-up started", extra={"fields": {"task_id": d.task_id, "queue": record.task.task_queue}})
+
+
+def _definition(task_type: str) -> TaskDefinition | None:
+    """The task type's definition, for its declared summary; None if this process does not run it."""
+    try:
+        found = task_types().get(task_type)
+    except TaskTypeError:
+        return None
+    return None if found is None else found.definition

@@ -21,17 +21,17 @@ from sas.state_store.mirror import mark_step
 from sas.state_store.rows import StepRow
 from sas.supervisor.alert_rows import raise_once
 from sas.supervisor.models import AlertSpec
+from sas.task_models import StepState, TaskState
 
 PAUSED = (
     PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
     PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
 )
-_PARKED = "Error"
 
 
 def paused_outside_sas(step: StepRow, pending: PendingActivityInfo | None) -> bool:
     """Whether Temporal shows the step's activity paused while its row says nothing of it."""
-    return pending is not None and pending.state in PAUSED and step.state != _PARKED
+    return pending is not None and pending.state in PAUSED and step.state != StepState.ERROR
 
 
 async def record_outside_pause(
@@ -43,8 +43,8 @@ async def record_outside_pause(
         who = pending.pause_info.manual.identity or who
         why = pending.pause_info.manual.reason
     async with sessions() as session, session.begin():
-        await mark_step(session, step.task_id, step.name, (step.state, version), _PARKED, _PARKED, now)
-    what = "undo" if step.state == "Compensating" else "step"
+        await mark_step(session, step.task_id, step.name, (step.state, version), StepState.ERROR, TaskState.ERROR, now)
+    what = "undo" if step.state == StepState.COMPENSATING else "step"
     spec = AlertSpec(
         severity="warning",
         kind="paused_outside_sas",

@@ -27,10 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, Ladder, SupervisorPolicy
-from sas.task_models.breakers import BreakerView
+from sas.breaker.model import BreakerView
+from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, SupervisorPolicy
+from sas.task_models import StepState
+from sas.task_models.ladder import Ladder
 
-RUNNING = ("Processing", "Compensating")
+RUNNING = (StepState.PROCESSING, StepState.COMPENSATING)
 
 
 def rung(n: int, ladder: Ladder) -> tuple[DecisionKind, float, str]:
@@ -80,10 +82,10 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
             alert=alert,
         )
 
-    if step.state == "CompensationFailed":
+    if step.state == StepState.COMPENSATION_FAILED:
         return _undo_failed(step, now, decision)
 
-    if step.state == "Compensating":
+    if step.state == StepState.COMPENSATING:
         # Temporal is still retrying the undo; count it and say so once it repeats.
         alert = None
         if count >= 2:
@@ -97,7 +99,7 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
 
     kind, delay, label = rung(count, step.ladder)
 
-    if step.state == "Processing":
+    if step.state == StepState.PROCESSING:
         alert = None
         if count >= 2:
             alert = AlertSpec(

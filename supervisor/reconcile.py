@@ -4,7 +4,7 @@ A row can drift from its workflow - an Agent's write lost in a database outage, 
 edited by hand, a workflow reset. Reconciling compares every step row of a task with
 Temporal's state of its workflow (describe; the result of a finished one; the ``status``
 query of a running one) and repairs rows that Temporal shows *done*, with an audit
-entry and never with compensation, through the one writer (``state_store.mirror``). It
+entry and never with compensation, through the one writer (``sas.state_store.mirror``). It
 also follows the newest run of the task's chain: a reset run that wrote nothing new (a
 reset to the last workflow task of a finished workflow replays the old run's writes, whose
 versions the rows already hold) is recorded as the task's run, audited, and nothing else

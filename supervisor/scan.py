@@ -20,8 +20,9 @@ from sas.supervisor.activity_defs import ScanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, policy_from_settings, shard_buckets
 from sas.supervisor.incidents import check_incidents
 from sas.supervisor.metrics import StoreGauges, record_sweep
-from sas.supervisor.models import DueStep, Ladder, ScanInput, ScanResult, SupervisorPolicy
+from sas.supervisor.models import DueStep, ScanInput, ScanResult, SupervisorPolicy
 from sas.supervisor.outbox import unsent
+from sas.task_models import StepState
 
 
 class ScanActivities(ScanDefs):
@@ -52,7 +53,11 @@ class ScanActivities(ScanDefs):
                 beat()
                 if task.version >= CLEANUP_VERSION > step.version:
                     continue  # a dead workflow's row: its clean-up workflow rewrites it
-                undo = await undo_retries(session, step.task_id, step.name) if step.state == "CompensationFailed" else 0
+                undo = (
+                    await undo_retries(session, step.task_id, step.name)
+                    if step.state == StepState.COMPENSATION_FAILED
+                    else 0
+                )
                 due.append(self._due(step, task, undo))
             pending = len(await unsent(session, 1, buckets))
         async with self._sessions() as session:
@@ -95,6 +100,6 @@ class ScanActivities(ScanDefs):
             permanent=step.permanent,
             updated_at=step.updated_at,
             undo_retries=undo,
-            ladder=Ladder(**ladder.model_dump()),
+            ladder=ladder,
             pivot="pivot" if step.pivot == "pivot" else "forward_only" if step.pivot == "forward_only" else None,
         )

@@ -20,8 +20,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from sas.remote_services.launcher import ServiceProcess, free_port, start_service_process
 from sas.task_models.search_attributes import dev_server_flags
+from sas_demo_services.launcher import ServiceProcess, free_port, start_service_process
 from tests.helpers import wait_until
 from tests.postgres import require_postgres
 from tests.stack import ADMIN_TOKEN, Stack, discard_migrated_template, start_stack

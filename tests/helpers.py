@@ -41,7 +41,7 @@ async def serving(app: Any, what: str = "the service") -> AsyncIterator[str]:
     as long as the block runs; yields its base URL."""
     import uvicorn
 
-    from sas.remote_services.launcher import free_port
+    from sas_demo_services.launcher import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

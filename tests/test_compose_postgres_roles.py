@@ -27,8 +27,8 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from sas import state_store
-from sas.remote_services.launcher import ServiceProcess
 from sas.task_models import TaskState
+from sas_demo_services.launcher import ServiceProcess
 from tests.helpers import fresh_id
 from tests.postgres import PG_ADMIN_URL, _run, postgres_available
 from tests.stack import start_stack

@@ -154,7 +154,8 @@ def dockerfile_cmd() -> list[str]:
 
 
 def referenced_paths(argv: list[str]) -> list[str]:
-    """Repo paths a ``python ...`` command line needs: scripts and ``-m`` modules."""
+    """Repo paths a ``python ...`` command line needs: scripts and ``-m`` modules (a module of an
+    example's package, which the Dockerfile installs too, from its folder in ``examples/``)."""
     needed: list[str] = []
     for i, word in enumerate(argv):
         if not re.fullmatch(r"python(3(\.\d+)?)?", Path(word).name):
@@ -162,6 +163,9 @@ def referenced_paths(argv: list[str]) -> list[str]:
         rest = argv[i + 1 :]
         if rest[:1] == ["-m"] and len(rest) > 1:
             module = rest[1].replace(".", "/")
+            top = module.split("/", 1)[0]
+            home = next((d.relative_to(REPO) for d in sorted(REPO.glob("examples/*")) if (d / top).is_dir()), None)
+            module = module if home is None else f"{home.as_posix()}/{module}"
             if (REPO / module).is_dir() or not (REPO / f"{module}.py").exists():
                 needed.append(f"{module}/__main__.py")  # `python -m package` runs its __main__
             else:
@@ -607,7 +611,7 @@ def test_dockerignore_keeps_tests_and_local_state_out() -> None:
     for path in (
         "pyproject.toml",
         "worker.py",
-        "sas/settings.py",
+        "sas/settings/root.py",
         "supervisor/__main__.py",
         "sas/state_store/alembic.ini",
         "deploy/env-from-secrets.sh",

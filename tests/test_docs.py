@@ -1,7 +1,7 @@
 """Docs that stay true by construction (issue 25, item 7).
 
 The site (mkdocs.yml, built by .ci/run with ``mkdocs build --strict``) generates its settings
-reference from sas/settings.py, so a setting without a description would be a hole in it: these
+reference from sas/settings/, so a setting without a description would be a hole in it: these
 tests fail instead (tests/task_types/test_public_api.py does the same for the API reference's
 docstrings). The README stays a front door that gives CI's test command."""
 
@@ -38,7 +38,7 @@ def reference() -> ModuleType:
 def test_every_setting_has_a_description_and_every_group_says_what_it_is() -> None:
     groups = list(reference().groups(Settings))
     missing = [s.variable for g in groups for s in g.settings if not s.description.strip()]
-    assert not missing, f"add a Field(description=...) in sas/settings.py for: {missing}"
+    assert not missing, f"add a Field(description=...) in sas/settings/ for: {missing}"
     silent = [g.prefix for g in groups if g.settings and not g.doc.strip()]
     assert not silent, f"add a docstring to the model of: {silent}"
 

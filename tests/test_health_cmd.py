@@ -16,7 +16,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from sas.remote_services.launcher import free_port
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]

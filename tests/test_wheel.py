@@ -2,7 +2,8 @@
 
 It holds one top-level package, ``sas``, with every module of the repository's ``sas/`` and of
 the design card's folders (``workflows/``, ``activities/``, ``supervisor/``) under it, the state
-store's alembic files, and nothing else: no tests, benchmarks or examples. Installed on its own
+store's alembic files, and nothing else: no tests, benchmarks or examples, and not the demo's
+remote services (``examples/demo_services``, a package of their own). Installed on its own
 (not the editable install), ``sas.workflows`` and the rest import from it and the ``sas``
 command runs.
 
@@ -100,6 +101,16 @@ def test_the_wheel_holds_every_module_of_the_package_and_nothing_else(wheel: Pat
     assert not missing, f"missing from the wheel: {missing}"
     extra = sorted(in_wheel - expected - DATA)
     assert not extra, f"in the wheel but not a module of the package: {extra}"
+
+
+def test_the_wheel_has_no_demo_services(wheel: Path) -> None:
+    """The demo's remote services play the outside world: they ship in their own package, not sas's."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    folders = {part for n in names for part in n.split("/")[:-1]}
+    assert not folders & {"remote_services", "sas_demo_services"}, sorted(folders)
+    # Nor their modules under another folder: the ledger, the fault book, the effects they record.
+    assert not [n for n in names if n.endswith(("/ledger.py", "/faults.py", "/operations.py"))], names
 
 
 def test_the_wheel_installed_alone_imports_and_runs(wheel: Path, tmp_path: Path) -> None:

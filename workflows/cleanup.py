@@ -1,6 +1,7 @@
 """CleanupWorkflow: undo a task whose Scheduler workflow was closed from outside (terminated,
-failed, timed out, cancelled), from what the mirror recorded - with the Scheduler's own undo
-engine (``workflows/shell/undo.py``).
+failed, timed out, cancelled), from what the mirror recorded - with the Scheduler's own
+collaborators: its run (``TaskRun``), its ``Decisions`` and its undo engine (``Undo``,
+``workflows/shell/undo.py``), and the same operator handlers (``shell/operator.py``).
 
 The Supervisor starts it (id ``cleanup-<task id>``) when it finds a task the mirror says is
 open but whose workflow is dead (detection d). Each undo runs on its step's service queue,
@@ -35,11 +36,21 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.core.children import CHILD_AGENT
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.inputs import decode_model
+    from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.operator import OperatorHandlers
     from sas.workflows.shell.records import Records
-    from sas.workflows.shell.undo import UndoEngine
+    from sas.workflows.shell.task_run import TaskRun
+    from sas.workflows.shell.undo import Undo
 
 # The states in which a step may have had its effect: undo it (undoing is safe when nothing was done).
-UNDO_STATES = ("Processed", "Processing", "Failed", "Compensating", "CompensationFailed", "Error")
+UNDO_STATES = (
+    StepState.PROCESSED,
+    StepState.PROCESSING,
+    StepState.FAILED,
+    StepState.COMPENSATING,
+    StepState.COMPENSATION_FAILED,
+    StepState.ERROR,
+)
 # Runs recorded before it undid what their input named; every new run derives it (cleanup.plan).
 DERIVED_PLAN = "cleanup-derives-its-plan"
 _PLAN_TIMEOUT = timedelta(seconds=30)
@@ -50,7 +61,13 @@ _PLAN_RETRY = RetryPolicy(
 
 
 @workflow.defn(name="CleanupWorkflow")
-class CleanupWorkflow(UndoEngine):
+class CleanupWorkflow(OperatorHandlers):
+    def __init__(self) -> None:
+        # What to undo is known only once the plan is read; until then requests find no step.
+        self.task = TaskRun()
+        self.decisions = Decisions(self.task)
+        self.undo = Undo(self.task, self.decisions)
+
     @workflow.run
     async def run(self, raw: RawValue) -> dict[str, str]:
         cleanup = decode_model(raw, CleanupInput, "clean-up")
@@ -87,13 +104,15 @@ class CleanupWorkflow(UndoEngine):
             ],
         )
         plan = [PlanStep(s.name, s.position, s.position, undo=s.compensation is not None) for s in steps]
-        self._core = TaskCore(status, plan, accepted=True)
+        task = self.task
+        task.core = TaskCore(status, plan, accepted=True)
         # Processed steps completed in the order of their rows' versions: undone latest first.
-        self._core.completed = [s.name for s in sorted(steps, key=lambda s: s.version) if s.state == "Processed"]
+        done = sorted((s for s in steps if s.state == StepState.PROCESSED), key=lambda s: s.version)
+        task.core.completed = [s.name for s in done]
         # Requests reach it as they would the Scheduler: an operator's compensate retries the undo.
-        self._core.compensation = OperatorRequest(by="supervisor", reason=cleanup.reason[:2000])
-        self._records = Records(task_id=cleanup.task_id, chain_id=cleanup.chain_id, stamp=CLEANUP_SEQ, clocked=False)
-        self._plans = {
+        task.core.compensation = OperatorRequest(by="supervisor", reason=cleanup.reason[:2000])
+        task.records = Records(task_id=cleanup.task_id, chain_id=cleanup.chain_id, stamp=CLEANUP_SEQ, clocked=False)
+        task.plans = {
             s.name: StepPlan(
                 name=s.name,
                 position=s.position,
@@ -105,7 +124,7 @@ class CleanupWorkflow(UndoEngine):
             )
             for s in steps
         }
-        self._compensation_policy = cleanup.compensation_policy
-        self._payload = cleanup.payload
-        await self._run_compensations(audit=False)
-        return {s.name: str(s.state) for s in self._core.status.steps}
+        task.compensation_policy = cleanup.compensation_policy
+        task.payload = cleanup.payload
+        await self.undo.all_attempted(audit=False)
+        return {s.name: str(s.state) for s in task.core.status.steps}

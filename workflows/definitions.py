@@ -5,6 +5,8 @@ task types too. Teams import them from ``sas.api``."""
 from __future__ import annotations
 
 from sas.task_types.definitions import (
+    MAX_DETAILS,
+    MAX_SUMMARY,
     MAX_WAIT,
     AgentCall,
     ChildTask,
@@ -19,6 +21,8 @@ from sas.task_types.definitions import (
 )
 
 __all__ = [
+    "MAX_DETAILS",
+    "MAX_SUMMARY",
     "MAX_WAIT",
     "AgentCall",
     "ChildTask",

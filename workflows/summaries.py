@@ -5,14 +5,17 @@ Pure functions of the task's definition, input and status, used by every path th
 task (``sas submit``, Schedules, the Supervisor's clean-up) and by the Scheduler itself, so
 the UI says the same thing whichever way a task began.
 
-Text from outside sas (a service's error, a signal's note, the input's SKU and currency) goes
+What a task is about is its type's to say: a ``TaskDefinition`` may declare its ``summary`` and
+``details`` (sas/task_types/definitions.py). Without them sas says only what it knows of every
+type - the type, the id, the steps and their states - and invents nothing about the input.
+
+Text from outside sas (a service's error, a signal's note, what a type's summary answers) goes
 through ``markdown_text`` first, so it renders as itself and never as a link or a line of its own.
 
-What they show, and what they never show (docs/security.md): the task id and type, the item
-(quantity x SKU), the amount and currency, the step names, states, counts and error messages.
-Never the card number, the customer id, the address or the callback URL. With the payload
+What they show (docs/security.md): the task id and type, the step names, states, counts and error
+messages, and what the type declares; never an input field marked ``Secret``. With the payload
 codec on these texts are encrypted like any payload, but the UI shows them to everyone who
-may use the codec server, so they stay free of secrets either way.
+may use the codec server, so a type's summary must stay free of secrets either way.
 """
 
 from __future__ import annotations
@@ -23,33 +26,83 @@ from typing import Any
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
 from sas.task_models.markdown import markdown_text
-from sas.workflows.definitions import ChildTask, Parallel, Step, StepDefinition, TaskDefinition, Wait
+from sas.task_models.results import shown
+from sas.workflows.definitions import (
+    MAX_DETAILS,
+    MAX_SUMMARY,
+    ChildTask,
+    Parallel,
+    Step,
+    StepContext,
+    StepDefinition,
+    TaskDefinition,
+    Wait,
+)
 
 # The UI truncates long summaries; keep them to one short line.
-_MAX_SUMMARY = 200
+_MAX_LINE = 200
+# A type's details are paragraphs; this many at most, so a runaway answer stays a page.
+_MAX_PARAGRAPHS = 30
 
 
-def _amount(payload: Mapping[str, Any]) -> str | None:
-    cents = payload.get("amount_cents")
-    if not isinstance(cents, int) or isinstance(cents, bool):
+def declared_summary(definition: TaskDefinition, payload: Mapping[str, Any]) -> str | None:
+    """The type's own line for this input, as text; None if it declares none, or if it fails
+    (a team's code must never fail a workflow task: sas's neutral text stands instead)."""
+    given = definition.summary
+    if given is None:
         return None
-    currency = payload.get("currency") if isinstance(payload.get("currency"), str) else "EUR"
-    return f"{cents // 100}.{cents % 100:02d} {markdown_text(currency, 20)}"
-
-
-def _items(payload: Mapping[str, Any]) -> str | None:
-    quantity, sku = payload.get("quantity"), payload.get("sku")
-    if not isinstance(quantity, int) or not isinstance(sku, str):
+    values = shown(definition.input_model, dict(payload))
+    try:
+        text = given.format_map(values) if isinstance(given, str) else given(values)
+    except Exception:  # noqa: BLE001 - a team's text, never worth failing the workflow task
         return None
-    return f"{quantity} × {markdown_text(sku, 80)}"
+    return markdown_text(text, MAX_SUMMARY) or None
+
+
+def declared_details(
+    definition: TaskDefinition, payload: Mapping[str, Any], results: Mapping[str, Mapping[str, Any]]
+) -> str | None:
+    """The type's own story of the task so far, each line a paragraph of text; None if it
+    declares none or it fails. ``results`` are the steps' shown results (no secret fields)."""
+    if definition.details is None:
+        return None
+    context = StepContext(input=shown(definition.input_model, dict(payload)), results=results)
+    try:
+        text = definition.details(context)
+    except Exception:  # noqa: BLE001 - a team's text, never worth failing the workflow task
+        return None
+    lines = [markdown_text(line) for line in str(text)[:MAX_DETAILS].splitlines()]
+    return "\n\n".join([line for line in lines if line][:_MAX_PARAGRAPHS]) or None
 
 
 def task_summary(definition: TaskDefinition, task_id: str, payload: Mapping[str, Any]) -> str:
-    """One line for the UI's workflow list: ``order o-123 · 2 × BOOK-1 · 25.98 EUR · reserve → charge → ship``."""
-    parts = [f"{definition.task_type} {task_id}"]
-    parts += [p for p in (_items(payload), _amount(payload)) if p]
-    parts.append(_flow(definition))
-    return " · ".join(parts)[:_MAX_SUMMARY]
+    """One line for the UI's workflow list: ``order o-123 · 2 × BOOK-1 · 25.98 EUR · reserve → charge → ship``,
+    the middle the type's declared summary (without one: ``order o-123 · reserve → charge → ship``)."""
+    parts = [f"{definition.task_type} {task_id}", declared_summary(definition, payload), _flow(definition)]
+    return " · ".join(p for p in parts if p)[:_MAX_LINE]
+
+
+def task_story(
+    definition: TaskDefinition,
+    task_id: str,
+    payload: Mapping[str, Any],
+    results: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """Markdown: what the task is (its type, id and steps) and what its type says of it: its
+    summary, and with the ``results`` so far (the current details, not the static ones, which
+    would keep saying what was true at the start) its declared details."""
+    what = declared_summary(definition, payload)
+    told = None if results is None else declared_details(definition, payload, results)
+    return "\n\n".join(
+        p
+        for p in (
+            f"### {definition.task_type} `{task_id}`",
+            f"**What:** {what}" if what else None,
+            told,
+            f"**Steps:** {_flow(definition)}",
+        )
+        if p
+    )
 
 
 def _flow(definition: TaskDefinition) -> str:
@@ -102,10 +155,8 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
         for i, s in enumerate(definition.steps)
         for stage in [definition.stage_of(s.name)]
     )
-    what = " · ".join(p for p in (_items(payload), _amount(payload)) if p) or "—"
     return (
-        f"### {definition.task_type} `{task_id}`\n\n"
-        f"**What:** {what}\n\n"
+        f"{task_story(definition, task_id, payload)}\n\n"
         f"{steps}\n\n"
         "If it cannot complete, the attempted steps are undone, latest first.\n\n"
         + (
@@ -122,18 +173,18 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
 def step_summary(
     step: str, agent: str, payload: Mapping[str, Any], *, run: int, failure_count: int, undo: bool = False
 ) -> str:
-    """An Agent call's summary: ``charge 25.98 EUR · run 2 · FailureCount 1``.
+    """An Agent call's summary: ``charge · run 2 · FailureCount 1``.
 
     ``run`` is the Scheduler's own count of starts of this step (the Supervisor's re-runs);
-    Temporal's quick retries of one run show as the activity's attempt beside it."""
-    service, _, action = agent.partition(".")
-    what = _amount(payload) if service == "payment" else _items(payload)
+    Temporal's quick retries of one run show as the activity's attempt beside it. ``payload``
+    is not read: what the task is about is its type's to say, in the task's summary and current
+    details, and sas has no word of its own for what one Agent's call carries."""
+    _, _, action = agent.partition(".")
     verb = action or step
-    label = f"{verb} (undo {step})" if undo else verb
-    parts = [f"{label} {what}" if what else label, f"run {run}"]
+    parts = [f"{verb} (undo {step})" if undo else verb, f"run {run}"]
     if failure_count:
         parts.append(f"FailureCount {failure_count}")
-    return " · ".join(parts)[:_MAX_SUMMARY]
+    return " · ".join(parts)[:_MAX_LINE]
 
 
 def _next_action(status: TaskStatus, waiting: StepStatus | None) -> str:
@@ -160,8 +211,9 @@ def _next_action(status: TaskStatus, waiting: StepStatus | None) -> str:
     return "running: the Supervisor looks if a step fails or overruns its complete-by"
 
 
-def current_details(status: TaskStatus) -> str:
-    """The Scheduler's current details (markdown): state, step, FailureCount, last error, what to do next."""
+def current_details(status: TaskStatus, story: str = "") -> str:
+    """The Scheduler's current details (markdown): the task's ``story`` (``task_story``), then its
+    state, step, FailureCount, last error and what to do next."""
     waiting_states = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
     waiting = next((s for s in status.steps if s.state in waiting_states), None)
     failed = [s for s in status.steps if s.last_error]
@@ -188,7 +240,7 @@ def current_details(status: TaskStatus) -> str:
         + (f" · {markdown_text(s.note, 120)}" if s.note and s.state in (StepState.SKIPPED, StepState.WAITING) else "")
         for s in status.steps
     )
-    return "\n\n".join(lines) + "\n\n" + steps
+    return "\n\n".join([story, *lines] if story else lines) + "\n\n" + steps
 
 
 def delayed_start(task_id: str, summary: str, details: str, starts_at: datetime) -> tuple[str, str]:
@@ -197,18 +249,20 @@ def delayed_start(task_id: str, summary: str, details: str, starts_at: datetime)
     current details yet). ``sas submit --in/--at`` sets them and ``sas reschedule`` sets them anew."""
     when = starts_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return (
-        f"starts {when} · {summary}"[:_MAX_SUMMARY],
+        f"starts {when} · {summary}"[:_MAX_LINE],
         f"**Delayed: starts {when}.** Nothing runs before. "
         f"Move it: `sas reschedule {task_id} --at <time>` · cancel it: `sas cancel {task_id}`\n\n{details}",
     )
 
 
-def cleanup_summary(task_type: str, task_id: str, payload: Mapping[str, Any]) -> str:
-    """The Supervisor's clean-up of a task whose workflow was closed from outside."""
-    parts = [f"clean-up of {task_type} {task_id}"]
-    parts += [p for p in (_items(payload), _amount(payload)) if p]
-    parts.append("undo the attempted steps in reverse")
-    return " · ".join(parts)[:_MAX_SUMMARY]
+def cleanup_summary(
+    task_type: str, task_id: str, payload: Mapping[str, Any], definition: TaskDefinition | None = None
+) -> str:
+    """The Supervisor's clean-up of a task whose workflow was closed from outside; with the task
+    type's ``definition`` (when this process knows it), its declared summary too."""
+    what = declared_summary(definition, payload) if definition is not None else None
+    parts = [f"clean-up of {task_type} {task_id}", what, "undo the attempted steps in reverse"]
+    return " · ".join(p for p in parts if p)[:_MAX_LINE]
 
 
 def cleanup_details(task_id: str, reason: str) -> str:

@@ -1,4 +1,4 @@
-"""The settings reference, generated from ``sas/settings.py``: every environment variable, its
+"""The settings reference, generated from ``sas/settings/``: every environment variable, its
 type, default, bounds and description, so the docs cannot drift from the code.
 
 mkdocs runs this module as a hook (``mkdocs.yml``): in ``docs/configuration.md`` the line
@@ -32,6 +32,9 @@ MARKER = "<!-- settings-reference -->"
 
 # The key a map of groups is addressed by, named in the variable: SAS_STEPS__<STEP>__COMPLETE_BY_S.
 PLACEHOLDERS = {"steps": "STEP", "ladders": "TYPE"}
+# Maps whose entries override the group above them: a field left unset there is inherited, so the
+# reference says "unset" rather than the model's own default (a task type's ladder is a Ladder).
+OVERRIDES = {"ladders"}
 # ServicesSettings takes any other key as a service's own settings (its __pydantic_extra__).
 EXTRA_PLACEHOLDER = "NAME"
 
@@ -158,8 +161,11 @@ def _extra_model(model: type[BaseModel]) -> type[BaseModel] | None:
     return _map_of_models(hints.get("__pydantic_extra__"))
 
 
-def groups(model: type[BaseModel], prefix: str = "SAS_", defaults: BaseModel | None = None) -> Iterator[Group]:
-    """Every group of settings under ``model``, depth first, each after its parent."""
+def groups(
+    model: type[BaseModel], prefix: str = "SAS_", defaults: BaseModel | None = None, inherited: bool = False
+) -> Iterator[Group]:
+    """Every group of settings under ``model``, depth first, each after its parent; ``inherited``:
+    every field is an override, unset unless given."""
     defaults = defaults if defaults is not None else model.model_construct()
     settings, nested = [], []
     for name, field in model.model_fields.items():
@@ -167,26 +173,27 @@ def groups(model: type[BaseModel], prefix: str = "SAS_", defaults: BaseModel | N
         child = _model_of(field.annotation)
         mapped = _map_of_models(field.annotation)
         if child is not None:
-            nested.append((child, f"{variable}__", getattr(defaults, name), field.description))
+            nested.append((child, f"{variable}__", getattr(defaults, name), field.description, inherited))
         elif mapped is not None:
             key = PLACEHOLDERS.get(name, "KEY")
-            nested.append((mapped, f"{variable}__<{key}>__", mapped.model_construct(), field.description))
+            entry = (mapped, f"{variable}__<{key}>__", mapped.model_construct(), field.description)
+            nested.append((*entry, inherited or name in OVERRIDES))
         else:
             settings.append(
                 Setting(
                     variable=variable,
                     type=type_name(field.annotation),
-                    default=_value(getattr(defaults, name)),
+                    default="unset" if inherited else _value(getattr(defaults, name)),
                     bounds=bounds(field.metadata),
                     description=_clean(field.description),
                 )
             )
     extra = _extra_model(model)
     if extra is not None:
-        nested.insert(0, (extra, f"{prefix}<{EXTRA_PLACEHOLDER}>__", extra.model_construct(), None))
+        nested.insert(0, (extra, f"{prefix}<{EXTRA_PLACEHOLDER}>__", extra.model_construct(), None, inherited))
     yield Group(prefix=prefix, model=model, doc=_own_doc(model), settings=tuple(settings))
-    for child, child_prefix, child_defaults, description in nested:
-        for group in groups(child, child_prefix, child_defaults):
+    for child, child_prefix, child_defaults, description, child_inherited in nested:
+        for group in groups(child, child_prefix, child_defaults, child_inherited):
             if group.prefix == child_prefix and description:
                 group = Group(group.prefix, group.model, _clean(f"{description} {group.doc}"), group.settings)
             yield group

@@ -35,7 +35,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api._sibling_cases import sibling_cases
-from sas.api._testing import Answer, FakeAgents, fake_worker, ladder_decision, past_pivot
+from sas.api._supervising import ladder_decision, past_pivot
+from sas.api._testing import Answer, FakeAgents, fake_worker
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.definitions import StepDefinition, TaskDefinition, Wait

@@ -21,8 +21,6 @@ __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_QUERY_CHARS", "Selected", "Selecti
 
 # Bounds of --since: a second at least, a retention period at most (older tasks are history).
 MAX_SINCE = timedelta(days=90)
-# "parked" is what the docs and the UI call a task in Error (it waits for an operator).
-STATE_ALIASES = {"parked": "Error"}
 
 STATE = typer.Option(
     None,
@@ -115,7 +113,7 @@ def _states(given: list[str], allow_processed: bool) -> tuple[tuple[str, ...], t
     from sas.task_models import StepState, TaskState
 
     tasks = {s.value.lower(): s.value for s in TaskState}
-    tasks.update(STATE_ALIASES)
+    tasks["parked"] = TaskState.ERROR  # what the docs and the UI call a task in Error (it waits for an operator)
     # Step-only states: a task whose current step is in one of them.
     steps = {s.value.lower(): s.value for s in StepState if s.value.lower() not in tasks}
     steps.pop("skipped", None)

@@ -62,18 +62,20 @@ DEMO_ENV = {
 def check_ledger(expected: str, entries: list[dict[str, Any]], undo_actions: Mapping[str, str]) -> list[str]:
     """What is wrong with one task's ledger given where it ended; empty if consistent.
     ``undo_actions`` maps each forward action to the one that undoes it (the plan's)."""
+    from sas.task_models import TaskState
+
     problems = []
     keys = [e["idempotency_key"] for e in entries]
     if len(keys) != len(set(keys)):
         problems.append("duplicate effect for one idempotency key")
     done = {e["action"] for e in entries}
-    if expected == "Processed" and undo_actions:
+    if expected == TaskState.PROCESSED and undo_actions:
         missing = [a for a in undo_actions if a not in done]
         if missing:
             problems.append(f"completed but no {', '.join(missing)} in the ledger")
         if any(u in done for u in undo_actions.values()):
             problems.append("completed yet something was undone")
-    elif expected == "Compensated":
+    elif expected == TaskState.COMPENSATED:
         for forward, undo in undo_actions.items():
             if forward in done and undo not in done:
                 problems.append(f"compensated but {forward} was never undone (no {undo} in the ledger)")

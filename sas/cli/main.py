@@ -97,31 +97,52 @@ def supervisor() -> None:
 
 # ------------------------------------------------------------ every command
 
-from sas.cli import alerts_cmd, operator_cmds, task_cmds  # noqa: E402  (each registers its commands)
-from sas.cli import check_service as _check_service  # noqa: E402  (registers `check-service`)
-from sas.cli import codec_server_cmd as _codec_server_cmd  # noqa: E402  (registers `codec-server`)
-from sas.cli import delayed_control as _delayed_control  # noqa: E402  (registers `cancel`, `reschedule`)
-from sas.cli import demo as _demo  # noqa: E402  (registers `up` and `demo`)
-from sas.cli import health_cmd as _health_cmd  # noqa: E402  (registers `health`)
-from sas.cli import incidents_cmd as _incidents_cmd  # noqa: E402  (registers `incidents`)
-from sas.cli import reconcile_cmd as _reconcile_cmd  # noqa: E402  (registers `reconcile`)
-from sas.cli import supervisor_cmds as _supervisor_cmds  # noqa: E402  (registers `show`)
-from sas.cli import types_cmd as _types_cmd  # noqa: E402  (registers `types`)
-from sas.cli.schedules import schedule_app  # noqa: E402
+# Each command's module is named after it: `sas show` is show_cmd.py, `sas up` and `sas demo`
+# are up_demo_cmd.py; each registers its commands.
+from sas.cli import (  # noqa: E402
+    alerts_cmd,
+    approve_reject_cmd,
+    cancel_reschedule_cmd,
+    check_service_cmd,
+    codec_server_cmd,
+    compensate_cmd,
+    health_cmd,
+    incidents_cmd,
+    list_cmd,
+    park_cmd,
+    reconcile_cmd,
+    resubmit_cmd,
+    retry_cmd,
+    show_cmd,
+    status_cmd,
+    submit_cmd,
+    types_cmd,
+    up_demo_cmd,
+)
+from sas.cli.schedule_cmd import schedule_app  # noqa: E402
 from sas.cli.services_cmd import services_app  # noqa: E402
 
-task_cmds.register(app)
-operator_cmds.register(app)
-alerts_cmd.register(app)
-_demo.register(app)
-_supervisor_cmds.register(app)
-_codec_server_cmd.register(app)
-_health_cmd.register(app)
-_incidents_cmd.register(app)
-_reconcile_cmd.register(app)
-_types_cmd.register(app)
-_check_service.register(app)
-_delayed_control.register(app)
+for module in (
+    submit_cmd,
+    status_cmd,
+    list_cmd,
+    retry_cmd,
+    resubmit_cmd,
+    compensate_cmd,
+    park_cmd,
+    approve_reject_cmd,
+    alerts_cmd,
+    up_demo_cmd,
+    show_cmd,
+    codec_server_cmd,
+    health_cmd,
+    incidents_cmd,
+    reconcile_cmd,
+    types_cmd,
+    check_service_cmd,
+    cancel_reschedule_cmd,
+):
+    module.register(app)
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(services_app, name="services")
 

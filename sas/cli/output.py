@@ -8,6 +8,7 @@ that a printing path let through (``_Sanitised``), so no escape sequence reaches
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -200,9 +201,13 @@ def stands_at(state: str, steps: list[dict[str, Any]], current: str | None) -> s
     """The ", at step X" of a task's summary line. For an undone or parked task, the step whose
     failure decided it (a Compensated order whose charge was declined stands at charge, not at
     the ship step it never reached)."""
-    if state in ("Compensated", "Compensating", "Error", "Failed"):
-        waiting = [s for s in steps if s.get("state") in ("Error", "Failed", "CompensationFailed")]
-        failed = waiting or [s for s in steps if s.get("last_error") and s.get("state") != "Skipped"]
+    from sas.task_models import StepState, TaskState
+
+    if state in (TaskState.COMPENSATED, TaskState.COMPENSATING, TaskState.ERROR, TaskState.FAILED):
+        waiting = [
+            s for s in steps if s.get("state") in (StepState.ERROR, StepState.FAILED, StepState.COMPENSATION_FAILED)
+        ]
+        failed = waiting or [s for s in steps if s.get("last_error") and s.get("state") != StepState.SKIPPED]
         if failed:
             return f", at step {failed[-1]['name']}"
     return f", at step {current}" if current else ""
@@ -229,22 +234,26 @@ def duration(seconds: float) -> str:
     return f"{seconds // 86400}d{(seconds % 86400) // 3600:02d}h"
 
 
-STATE_STYLE = {
-    "Processed": "green",
-    "Compensated": "yellow",
-    "Error": "bold red",
-    "Failed": "red",
-    "CompensationFailed": "bold red",
-    "Processing": "cyan",
-    "Compensating": "magenta",
-    "Waiting": "blue",
-    "Skipped": "dim",
-    "Stuck": "bold red",
-}
+@functools.cache
+def _state_style() -> dict[str, str]:
+    from sas.task_models import StepState
+
+    return {
+        StepState.PROCESSED: "green",
+        StepState.COMPENSATED: "yellow",
+        StepState.ERROR: "bold red",
+        StepState.FAILED: "red",
+        StepState.COMPENSATION_FAILED: "bold red",
+        StepState.PROCESSING: "cyan",
+        StepState.COMPENSATING: "magenta",
+        StepState.WAITING: "blue",
+        StepState.SKIPPED: "dim",
+        "Stuck": "bold red",
+    }
 
 
 def styled(state: object) -> Markup:
     """A state in its colour, as markup (the state itself sanitised and escaped)."""
     text = "" if state is None else str(state)
-    style = STATE_STYLE.get(text)
+    style = _state_style().get(text)
     return Markup(f"[{style}]{shown(text)}[/{style}]" if style else shown(text))

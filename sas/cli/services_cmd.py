@@ -1,6 +1,6 @@
 """``sas services``: each remote service's circuit breaker and task queue, and the operator's
 hand on the breaker (``sas services open|close NAME``, audited); ``sas services serve`` runs
-the built-in remote services (what ``sas services`` did before it showed them)."""
+the demo's remote services (``examples/demo_services``, found through its entry point)."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def services(ctx: typer.Context, as_json: bool = JSON) -> None:
 
 async def _rows(session: Any) -> list[dict[str, Any]]:
     from sas.activities.services import AGENTS
-    from sas.state_store.breakers import read_breakers, recent_windows
-    from sas.task_models.breakers import BreakerView
+    from sas.breaker.model import BreakerView
+    from sas.breaker.rows import read_breakers, recent_windows
     from sas.task_models.queues import service_queue
 
     settings = context.settings()
@@ -102,7 +102,7 @@ def _force(service: str, state: str, by: str | None, reason: str, as_json: bool)
     who = audit.actor(by)
 
     async def act(session: Any) -> tuple[str, str]:
-        from sas.state_store.breakers import force
+        from sas.breaker.rows import force
 
         return await force(session, service, state, who, reason, datetime.now(UTC))  # type: ignore[arg-type]
 
@@ -142,6 +142,12 @@ def serve(
     ledger: Path = typer.Option(Path(".sas/ledger.db"), help="SQLite file of the ledger."),
     enable_faults: bool = typer.Option(False, "--enable-faults", help="Turn on the fault-injection admin API."),
 ) -> None:
-    """Run the remote services (inventory, payment, shipping) the Agents call."""
-    args = [sys.executable, "-m", "sas.remote_services", "--host", host, "--port", str(port), "--ledger", str(ledger)]
+    """Run the demo's remote services (inventory, payment, shipping), which the order example's Agents call."""
+    from sas.runtime.demo_services import DemoServicesMissing, demo_services_module
+
+    try:
+        module = demo_services_module()
+    except DemoServicesMissing as err:
+        raise CliError(str(err), code=2) from None
+    args = [sys.executable, "-m", module, "--host", host, "--port", str(port), "--ledger", str(ledger)]
     os.execv(sys.executable, args + (["--enable-faults"] if enable_faults else []))

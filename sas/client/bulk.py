@@ -6,7 +6,7 @@ After an incident that parked 300 orders at the charge step, one call acts on al
 1. The selection is read: one bounded read of the state store, one bounded visibility list
    (a ``query``), or an incident's tasks; never "every task".
 2. For each task, Temporal is asked how its workflow stands now
-   (``supervisor.temporal_view.look``); a workflow that finished is skipped with the reason,
+   (``sas.supervisor.temporal_view.look``); a workflow that finished is skipped with the reason,
    never retried or compensated on the mirror's word (the mirror follows Temporal, never leads it).
 3. The Scheduler's ``request_retry`` / ``request_compensate`` update, whose validator accepts
    or rejects with a reason; or, for ``resubmit`` of a finished Compensated or Error task,
@@ -146,7 +146,7 @@ async def select(client: Client | None, store: StateStore, task_queue: str, sele
 
 
 async def _incident_tasks(store: StateStore, incident_id: int, limit: int) -> Selected:
-    """An incident's member tasks now (``state_store.incidents``), the earliest to join first. A
+    """An incident's member tasks now (``sas.state_store.incidents``), the earliest to join first. A
     resolved incident has none left: it selects nothing."""
     from sas.state_store.incidents import get_incident, incident_task_ids
     from sas.state_store.selection import tasks_by_id

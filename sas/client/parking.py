@@ -38,12 +38,13 @@ from sas.client.answering import answering_workflow
 from sas.client.errors import InvalidInput, NotApplicable, NotConfirmed, TaskNotFound
 from sas.client.store import StateStore
 from sas.state_store.rows import StepRow
+from sas.task_models import StepState, TaskState
 
 _PAUSED = (
     PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
     PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
 )
-_WAITING = ("Failed", "CompensationFailed")
+_WAITING = (StepState.FAILED, StepState.COMPENSATION_FAILED)
 # How long the Scheduler may take to apply a park signal before we say it has not yet.
 _SIGNAL_WAIT_S = 30.0
 
@@ -81,7 +82,7 @@ async def park_step(
     ``confirm_within_s``."""
     target = await _find(client, store, task_id, step)
     if target.activity is None:
-        if target.state == "Error":
+        if target.state == StepState.ERROR:
             return f"step {target.step} is already parked (Error); nothing changed"
         return await _park_waiting(client, store, target, by, reason, confirm_within_s)
     if target.activity.state in _PAUSED:
@@ -119,7 +120,7 @@ async def _find(client: Client, store: StateStore, task_id: str, step: str | Non
         raise InvalidInput(f"unknown step {step!r}; the steps are {', '.join(names)}")
     candidates = [s for s in record.steps if step in (None, s.name)]
     row = next((s for s in candidates if activity_of(s) is not None), None) or next(
-        (s for s in candidates if s.state in _WAITING or s.state == "Error"), None
+        (s for s in candidates if s.state in _WAITING or s.state == StepState.ERROR), None
     )
     if row is None:
         which = f"step {step} is {candidates[0].state}" if step else f"the task is {record.task.state}"
@@ -151,7 +152,7 @@ async def _park_waiting(
     while True:
         record = await store.read(lambda s: get_task(s, target.task_id))
         state = next((s.state for s in record.steps if s.name == target.step), None) if record else None
-        if state == "Error":
+        if state == StepState.ERROR:
             break
         if loop.time() > deadline:
             raise NotConfirmed(
@@ -183,7 +184,7 @@ async def _park_running(
             raise NotConfirmed(
                 f"{target.task_id}: Temporal did not confirm the pause", f"see `sas status {target.task_id}`"
             )
-        changed_rows = await store.session(lambda s: _mark(s, target, to_step="Error", to_task="Error"))
+        changed_rows = await store.session(lambda s: _mark(s, target, to_step=StepState.ERROR, to_task=TaskState.ERROR))
         what = "undo" if target.undo else "step"
         changed = (
             f"{target.step} {target.state} -> Error: {what} activity {activity.activity_type.name}"
@@ -226,8 +227,10 @@ async def unpark(client: Client, store: StateStore, task_id: str, step: str | No
         )
         if not await _paused_now(client, target, activity.activity_id, want=False):
             raise NotConfirmed(f"{task_id}: Temporal did not confirm the unpause", f"see `sas status {task_id}`")
-        running = "Compensating" if target.undo else "Processing"
-        rows = await store.session(lambda s: _mark(s, target, to_step=running, to_task=running, seen="Error"))
+        running = StepState.COMPENSATING if target.undo else StepState.PROCESSING
+        rows = await store.session(
+            lambda s: _mark(s, target, to_step=running, to_task=TaskState(running), seen=StepState.ERROR)
+        )
         changed = f"{target.step} {target.state} -> {running}: activity {activity.activity_type.name} unpaused, attempts reset"
         if not rows:
             changed += "; the mirror had moved on and was left as it is"

@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.service import RPCError, RPCStatusCode
 
 from sas.client.store import StateStore
-from sas.task_models import TaskStatus
+from sas.task_models import TaskState, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ async def fetch_status(client: Client, store: StateStore, task_id: str) -> dict[
         "task_type": record.task.task_type,
         "state": record.task.state,
         "current_step": record.task.current_step,
-        "needs_operator": record.task.state == "Error",
+        "needs_operator": record.task.state == TaskState.ERROR,
         "steps": [
             {
                 "name": s.name,

@@ -18,6 +18,7 @@ from sas.client.answering import run_status
 from sas.client.errors import NotApplicable, NotConfirmed, TaskIdTaken, TaskNotFound
 from sas.client.inputs import TASK_TYPES
 from sas.client.store import StateStore
+from sas.task_models import TaskState
 from sas.task_models.ids import MAX_INCARNATION
 from sas.workflows.registry import by_workflow_name
 from sas.workflows.summaries import delayed_start, task_details, task_summary
@@ -106,7 +107,7 @@ async def resubmit_finished(
     if record is None:
         raise TaskNotFound(f"no task {task_id!r} in the state store", "check the id with `sas list`")
     task = record.task
-    if task.state == "Processed":
+    if task.state == TaskState.PROCESSED:
         raise NotApplicable(f"{task_id} is Processed: it is done and stays done", "submit a new task under a new id")
     if task.state not in RESUBMITTABLE:
         # Another operator's resubmission got there first, or the mirror is behind Temporal.

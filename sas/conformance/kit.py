@@ -66,7 +66,7 @@ async def check_service(
             input (or over ``calls.body``); without them the refusal clause is not exercised.
         slow_forward: A hook that has the service hold one forward call (its fault injection);
             without it the in-flight clause is not exercised. :func:`builtin_services_slowdown`
-            is the one for sas's built-in services.
+            is the one for the demo services (examples/demo_services).
         headers: Sent with every request (the service's auth header).
         timeout_s: Longest wait for one answer (0.1 to 600 s); more than ``slow_s``.
         slow_s: How long a slowed forward is held (0.2 to 60 s).
@@ -114,7 +114,7 @@ def assert_conforms(report: ServiceReport) -> None:
 
 
 def builtin_services_slowdown(admin_token: str) -> SlowForward:
-    """The slowdown hook for sas's built-in services (``sas services serve --enable-faults``):
+    """The slowdown hook for the demo services (``sas services serve --enable-faults``):
     a one-time latency fault on the forward's endpoint, for the body's ``order_id``, posted to
     their ``/admin/faults`` with the admin token (``SAS_SERVICES__ADMIN_TOKEN``)."""
 

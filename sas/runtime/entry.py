@@ -78,7 +78,7 @@ def run_entry(main: Callable[[], Coroutine[Any, Any, None]], debug: bool = False
 
 def settings_errors() -> tuple[type[Exception], ...]:
     """What reading bad settings raises. A group or map set in one variable that is not JSON
-    reaches validation as text (sas/settings.py), so pydantic reports it with its location;
+    reaches validation as text (sas/settings/), so pydantic reports it with its location;
     SettingsError stays for what pydantic-settings still raises. Imported when asked: the
     CLI's ``--help`` loads neither."""
     from pydantic import ValidationError

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sas.runtime.demo_services import demo_services_module
 from sas.runtime.processes import Child, ProcessGroup, port_in_use, private_dir, wait_for
 from sas.runtime.readiness import http_ready, temporal_ready
 from sas.task_models.search_attributes import dev_server_flags
@@ -109,6 +110,7 @@ class LocalStack:
         cfg = self.config
         # The state dir holds customer data (temporal.db, state.db, ledger.db, logs): owner only.
         private_dir(cfg.state_dir, narrow=True)
+        services_module = demo_services_module()  # before anything starts: none installed is one line
         for port, what in (
             (cfg.temporal_port, "Temporal"),
             (cfg.ui_port, "the Temporal UI"),
@@ -143,7 +145,7 @@ class LocalStack:
             on_step("remote services")
             services_args = [
                 "-m",
-                "sas.remote_services",
+                services_module,
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -7,7 +7,7 @@ The workflow queue's worker runs the Scheduler workflows, their local activities
 and still every Agent: tasks accepted before service queues existed have their Agents there.
 Each service's worker runs only that service's Agents, at most ``max_concurrency`` at a time,
 with Temporal's rate limit ``max_per_second`` on the queue, and behind the service's breaker
-gate (``activities/breaker_gate.py``): it does not poll while the breaker holds.
+gate (``sas/breaker/gate.py``): it does not poll while the breaker holds.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from temporalio.worker import FixedSizeSlotSupplier, Worker, WorkerTuner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from sas.activities import Breakers, by_service
-from sas.activities.breaker_gate import BreakerGate
+from sas.breaker.gate import BreakerGate
 from sas.runtime.activity_owners import OwnedActivities, owners_of
 from sas.runtime.versioning import TASKS, deployment_config
 from sas.settings import WORKFLOW_QUEUE, Settings

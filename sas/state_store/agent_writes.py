@@ -6,7 +6,7 @@ They are three-quarters of the mirror's work: eight writes per order. Through an
 each cost about 4 ms of CPU and, on SQLite, contended with the Agents' connection for the
 file's write lock; as plain statements on one kept-open connection, well under 1 ms
 (bench/write_cost.py, docs/benchmarks.md). This module owns only the connections, the
-batching and the transactions: the statements are the one writer's (``state_store.mirror_rules``),
+batching and the transactions: the statements are the one writer's (``sas.state_store.mirror_rules``),
 compiled once for the driver, so these writes follow the same rules as every other write of
 ``tasks`` and ``steps``.
 """

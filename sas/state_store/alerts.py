@@ -2,7 +2,7 @@
 operator or by themselves when the task recovers - and delivered to a webhook.
 
 A task's own alert is *folded* while the task is a member of an open incident (one alert for
-every task failing for one cause, ``state_store.incidents``): it is kept, and ``sas show``
+every task failing for one cause, ``sas.state_store.incidents``): it is kept, and ``sas show``
 lists it, but it is not listed by default nor sent to the webhook; the incident is."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from sqlalchemy.orm import aliased
 from sas.state_store.incident_tables import IncidentTask
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.tables import Alert
+from sas.task_models import StepState, TaskState
 
 ALERT_STATUSES = ("open", "acked", "resolved")
 # The kind of an incident's alert (state_store.incidents).
@@ -154,8 +155,11 @@ async def resolve_recovered(
         .where(Alert.status.in_(ACTIVE))
         .where(
             or_(
-                Task.state.in_(("Processed", "Compensated")),
-                and_(Step.state.in_(("Processed", "Compensated")), Alert.kind.not_in(("workflow_closed",))),
+                Task.state.in_((TaskState.PROCESSED, TaskState.COMPENSATED)),
+                and_(
+                    Step.state.in_((StepState.PROCESSED, StepState.COMPENSATED)),
+                    Alert.kind.not_in(("workflow_closed",)),
+                ),
             )
         )
         .order_by(Alert.id)
@@ -168,7 +172,7 @@ async def resolve_recovered(
         for alert, task_state, step_state in (await session.execute(query)).all():
             why = (
                 f"task {task_state}"
-                if task_state in ("Processed", "Compensated")
+                if task_state in (TaskState.PROCESSED, TaskState.COMPENSATED)
                 else f"step {alert.step} {step_state}"
             )
             await resolve_alert(session, alert, at, f"recovered: {why}")
@@ -256,7 +260,7 @@ async def failing_steps(session: AsyncSession, states: tuple[str, ...], limit: i
     query = (
         select(Step)
         .join(Task, Task.task_id == Step.task_id)
-        .where(Step.state.in_(states), Task.state.not_in(("Processed", "Compensated")))
+        .where(Step.state.in_(states), Task.state.not_in((TaskState.PROCESSED, TaskState.COMPENSATED)))
         .order_by(Step.updated_at)
         .limit(limit)
     )
@@ -270,7 +274,7 @@ async def failing_steps(session: AsyncSession, states: tuple[str, ...], limit: i
             last_error=s.last_error,
             permanent=s.permanent,
             failed_at=s.updated_at,
-            next_look_at=s.complete_by if s.state == "Failed" else None,
+            next_look_at=s.complete_by if s.state == StepState.FAILED else None,
         )
         for s in (await session.scalars(query)).all()
     ]

@@ -3,7 +3,7 @@
 Each decision is keyed (task, step, FailureCount, kind) and claimed with a
 compare-and-set on the step row, so a restarted sweep or a second Supervisor
 never acts twice. The step and task rows are written by the one writer
-(``state_store.mirror``); this module writes the decisions and their alerts.
+(``sas.state_store.mirror``); this module writes the decisions and their alerts.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from sas.state_store import mirror
 from sas.state_store.alerts import raise_alert
 from sas.state_store.queries import tasks_in_buckets
 from sas.state_store.tables import Alert, Decision
+from sas.task_models import StepState
 
 
 async def claim_decision(
@@ -111,7 +112,7 @@ async def undo_retries(session: AsyncSession, task_id: str, step: str) -> int:
             Decision.task_id == task_id,
             Decision.step == step,
             Decision.kind == "retry",
-            Decision.observed_state == "CompensationFailed",
+            Decision.observed_state == StepState.COMPENSATION_FAILED,
         )
     )
     return int(found.scalar_one())

@@ -22,7 +22,7 @@ class Incident(Base):
     __tablename__ = "incidents"
 
     alert_id: Mapped[int] = mapped_column(Integer, ForeignKey("alerts.id"), primary_key=True)
-    cause_key: Mapped[str] = mapped_column(String(64), doc="supervisor.causes.Cause.key")
+    cause_key: Mapped[str] = mapped_column(String(64), doc="sas.supervisor.causes.Cause.key")
     service: Mapped[str | None] = mapped_column(String(64))
     step: Mapped[str] = mapped_column(String(64))
     error_type: Mapped[str | None] = mapped_column(String(200))

@@ -1,6 +1,6 @@
 """Every write to ``tasks`` and ``steps`` outside the hot path, run in an ORM session.
 
-The statements and their rules are the one writer's (``state_store.mirror_rules``); these
+The statements and their rules are the one writer's (``sas.state_store.mirror_rules``); these
 functions only give them their parameters and run them in the caller's session: the
 Scheduler's transitions and audit entries, the Supervisor's claims (``decisions``), an
 operator's park mark (``sas/client/parking.py``), reconciliation's repairs (``supervisor/reconcile.py``)

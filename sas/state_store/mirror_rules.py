@@ -3,21 +3,21 @@
 Why one place: a step row used to be written by raw SQL for each backend, by ORM code and
 by the CLI and the Supervisor directly, each with its own copy of the rules. Here each write
 is one SQLAlchemy Core statement, built once and run on both backends: a session executes it
-with a dict of parameters (``state_store.mirror``: the Scheduler's, the Supervisor's and the
+with a dict of parameters (``sas.state_store.mirror``: the Scheduler's, the Supervisor's and the
 operators' writes), and the hot path executes the same statement compiled once for its own
-driver connections (``state_store.agent_writes``: acceptance and the Agents' writes).
+driver connections (``sas.state_store.agent_writes``: acceptance and the Agents' writes).
 
 How that is held (pyproject's import-linter contracts, and ``tests/state_store/test_one_writer.py``):
-the tables live in ``state_store.mirror_tables``, which only this module and the state store's
+the tables live in ``sas.state_store.mirror_tables``, which only this module and the state store's
 reads (``queries``, ``selection``, ``alerts``) may import; this module only ``mirror`` and
-``agent_writes`` may import; everything else reads rows through ``state_store.queries`` as the
+``agent_writes`` may import; everything else reads rows through ``sas.state_store.queries`` as the
 read-only ``TaskRow``/``StepRow``; and the test fails on any statement that writes the two
 tables outside this module (raw SQL, an ORM ``update``/``insert``/``delete``, an added row).
 
 The rules, stated once:
 
 - **Versions.** A transition applies only if its version is greater than the row's
-  (``task_models.versions``): retries and replays change nothing, a late write never wins.
+  (``sas.task_models.versions``): retries and replays change nothing, a late write never wins.
 - **Run ownership.** Only the task's own chain of runs writes its rows (``chain_id``); rows
   accepted before chains were recorded (``chain_id`` NULL) take any.
 - **FailureCount never goes down**, whoever writes; the one exception is an operator's
@@ -76,7 +76,7 @@ _s, _t = _steps.c, _tasks.c
 # States in which a task can no longer be adopted by a run that cannot prove it is of the same chain.
 FINISHED = (str(TaskState.PROCESSED), str(TaskState.COMPENSATED), str(TaskState.ERROR))
 # A task an operator's mark may still change: not finished by its workflow.
-_UNFINISHED = ("Pending", "Processing", "Failed", "Compensating", "Error")
+_UNFINISHED = (TaskState.PENDING, TaskState.PROCESSING, TaskState.FAILED, TaskState.COMPENSATING, TaskState.ERROR)
 _CLEARS_ERROR = (StepState.PROCESSED,)
 
 

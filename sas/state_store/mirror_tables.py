@@ -1,9 +1,9 @@
 """The mirror's two tables: ``tasks`` and ``steps``, the pattern's task and step records.
 
-Only ``state_store.mirror_rules`` (the one writer) and the state store's reads import this
+Only ``sas.state_store.mirror_rules`` (the one writer) and the state store's reads import this
 module - an import-linter contract in pyproject says so. Everything else reads rows through
-``state_store.queries`` (typed as the read-only ``TaskRow``/``StepRow``) and writes them
-through ``state_store.mirror``/``state_store.agent_writes``, which run ``mirror_rules``.
+``sas.state_store.queries`` (typed as the read-only ``TaskRow``/``StepRow``) and writes them
+through ``sas.state_store.mirror``/``sas.state_store.agent_writes``, which run ``mirror_rules``.
 """
 
 from __future__ import annotations

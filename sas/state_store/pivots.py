@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sas.state_store.rows import StepRow
+from sas.task_models import StepState
 
-_NOT_RUN = ("Pending", "Skipped")
+_NOT_RUN = (StepState.PENDING, StepState.SKIPPED)
 # The states a step refused for good may be in: refused, it did nothing.
-_REFUSED_STATES = ("Failed", "CompensationFailed", "Error")
+_REFUSED_STATES = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
 
 
 def past_point_of_no_return(steps: Sequence[StepRow]) -> str | None:

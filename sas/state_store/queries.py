@@ -2,7 +2,7 @@
 
 Rows of ``tasks`` and ``steps`` come back typed as ``TaskRow`` and ``StepRow``: read-only to
 the type checker, so nothing outside the state store writes them by changing a loaded row
-(their one writer is ``state_store.mirror_rules``).
+(their one writer is ``sas.state_store.mirror_rules``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.rows import StepRow, TaskRow
 from sas.state_store.tables import Alert, AuditEntry, Decision, TaskArchive
-from sas.task_models import StepState
+from sas.task_models import StepState, TaskState
 
 # What the Supervisor looks at, and how long past CompleteBy each state may be.
 # Failed rows carry, as CompleteBy, the time the Supervisor should next look at them.
@@ -133,7 +133,7 @@ async def due_steps(
 
 
 # Tasks whose workflow should be running, as the mirror sees them.
-OPEN_TASK_STATES = ("Pending", "Processing", "Failed", "Compensating", "Error")
+OPEN_TASK_STATES = (TaskState.PENDING, TaskState.PROCESSING, TaskState.FAILED, TaskState.COMPENSATING, TaskState.ERROR)
 
 
 def stale_tasks_query(
@@ -169,9 +169,19 @@ async def stale_tasks(
 # it: a write was lost while the database was away (the Agent went on without its row) and the
 # task's own last write landed. A step still open (as a chaos run found), or, under a
 # Compensated task, a step still Processed: its undo's writes were the lost ones.
-FINISHED_TASK_STATES = ("Processed", "Compensated")
-OPEN_STEP_STATES = ("Pending", "Processing", "Failed", "Compensating", "CompensationFailed", "Waiting")
-DISAGREEING_STEP_STATES = {"Processed": OPEN_STEP_STATES, "Compensated": (*OPEN_STEP_STATES, "Processed")}
+FINISHED_TASK_STATES = (TaskState.PROCESSED, TaskState.COMPENSATED)
+OPEN_STEP_STATES = (
+    StepState.PENDING,
+    StepState.PROCESSING,
+    StepState.FAILED,
+    StepState.COMPENSATING,
+    StepState.COMPENSATION_FAILED,
+    StepState.WAITING,
+)
+DISAGREEING_STEP_STATES: dict[str, tuple[StepState, ...]] = {
+    TaskState.PROCESSED: OPEN_STEP_STATES,
+    TaskState.COMPENSATED: (*OPEN_STEP_STATES, StepState.PROCESSED),
+}
 
 
 @dataclass(frozen=True)
@@ -233,13 +243,13 @@ async def waiting_tasks_by_queue(session: AsyncSession, before: datetime, limit:
     work, not the history), at most ``limit`` rows each."""
     parts = [
         select(Step.task_id).where(Step.state == state, Step.updated_at < before).limit(limit).subquery().select()
-        for state in ("Pending", "Processing")
+        for state in (StepState.PENDING, StepState.PROCESSING)
     ]
     inner = union_all(*parts).subquery()
     rows = await session.execute(
         select(Task.task_queue, func.count(func.distinct(inner.c.task_id)))
         .join(inner, inner.c.task_id == Task.task_id)
-        .where(Task.state.in_(("Pending", "Processing")))
+        .where(Task.state.in_((TaskState.PENDING, TaskState.PROCESSING)))
         .group_by(Task.task_queue)
     )
     return {queue: int(n) for queue, n in rows.all()}

@@ -1,8 +1,8 @@
 """A task row and a step row as everything outside the state store sees them: read-only.
 
-``state_store.queries`` returns ``tasks`` and ``steps`` rows typed as these protocols, so the type
+``sas.state_store.queries`` returns ``tasks`` and ``steps`` rows typed as these protocols, so the type
 checker refuses an assignment to a loaded row; the mapped tables themselves
-(``state_store.mirror_tables``) are importable only by the one writer and the reads.
+(``sas.state_store.mirror_tables``) are importable only by the one writer and the reads.
 """
 
 from __future__ import annotations

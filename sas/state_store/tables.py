@@ -182,7 +182,7 @@ class StepAttempt(Base):
 
 
 class Breaker(Base):
-    """One remote service's circuit breaker, shared by every worker (activities/breaker.py).
+    """One remote service's circuit breaker, shared by every worker (sas/breaker/service.py).
 
     Workers count their own calls and write here only on a transition (closed -> open, open ->
     half-open with the probe's owner, half-open -> closed or open again) or when an operator

@@ -254,6 +254,11 @@ CHILD_SERVICE = "child"
 Step = StepDefinition | Wait | ChildTask
 
 
+MAX_SUMMARY = 160
+"""The most characters of a task type's declared summary shown (the UI cuts long lines)."""
+MAX_DETAILS = 2000
+"""The most characters of a task type's declared details shown on the workflow page."""
+
 
 @dataclass(frozen=True)
 class TaskDefinition:
@@ -273,12 +278,27 @@ class TaskDefinition:
             operator, never undone, and ``compensate`` is refused unless forced. The pivot
             refused for good (proof it did nothing) still undoes the steps before it. None: no
             pivot, every step may be undone.
+        summary: The task's one line in the UI (its workflow list, ``sas`` and the workflow's
+            current details): a template of input fields (``"{nights} nights in {city}"``) or a pure
+            function of the input (``lambda order: ...``), which gets the input as JSON values,
+            its ``Secret`` fields left out. None: sas says only the type, the id and the steps.
+        details: The task's story on its workflow page: a pure function of a ``StepContext``
+            (the input and the results of the steps done so far, their ``Secret`` fields left
+            out), answering plain text, a paragraph a line. None: nothing beyond sas's own.
+
+    Both run in the workflow too, on every change of the task and again on replay: no clock,
+    no I/O, no random. What they answer is shown as text (never as Markdown) and cut to
+    ``MAX_SUMMARY`` and ``MAX_DETAILS`` characters; one that raises is left out (sas's neutral
+    text stands). Define a function in a module the workflow passes through (as ``When``
+    predicates), not in the module that calls ``task_workflow``.
     """
 
     task_type: str
     input_model: type[BaseModel]
     stages: tuple[Step | Parallel, ...]
     pivot: str | None = None
+    summary: str | Callable[[Mapping[str, Any]], str] | None = None
+    details: Callable[[StepContext], str] | None = None
     _flat: tuple[tuple[Step, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

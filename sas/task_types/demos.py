@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sas.task_models import TaskState
+
 DEMO_ENTRY_POINT_GROUP = "sas.demos"
 """The entry point group in which a package names its demo's plan function (``pyproject.toml``:
 ``[project.entry-points."sas.demos"]``, ``orders = "sas_orders.demo:plan"``)."""
@@ -36,7 +38,9 @@ class DemoCase(BaseModel):
         pattern=r"^[a-z0-9][a-z0-9-]{0,39}$",
         description="What the case shows, in a few lowercase words joined by '-': the end of its task id.",
     )
-    expected: Literal["Processed", "Compensated", "Error"] = Field(description="The state the task must end in.")
+    expected: Literal[TaskState.PROCESSED, TaskState.COMPENSATED, TaskState.ERROR] = Field(
+        description="The state the task must end in."
+    )
     input: dict[str, Any] = Field(
         default_factory=dict, description="The task input, validated against the task type's model before it starts."
     )

@@ -30,13 +30,12 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
-from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
+from sas.task_types.call_checks import calls_problem
 from sas.task_types.checks import children_problem, definition_problem
-from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall, Service, service_of_ref
-from sas.task_types.sources import Forward, ForwardKey, Input, Result
 
 ENTRY_POINT_GROUP = "sas.task_types"
 """The entry point group in which a package names its task type modules (``pyproject.toml``:
@@ -277,83 +276,10 @@ def _types_in(source: ModuleSource, module: ModuleType, broken: dict[str, str] |
 
 def _check_definition(module: str, definition: TaskDefinition) -> None:
     """The definition's own rules (``sas/task_types/checks.py``), every call of a step on one
-    service, and every body field from where it can come."""
-    where = f"{module}: task type {definition.task_type!r}"
-    problem = definition_problem(definition)
+    service, and every value a call sends from where it can come (``call_checks.py``)."""
+    problem = definition_problem(definition) or calls_problem(definition)
     if problem:
-        raise TaskTypeError(f"{where}: {problem}")
-    earlier: set[str] = set()
-    stage_of = {s.name: definition.stage_of(s.name) for s in definition.steps}
-    position = {s.name: i for i, s in enumerate(definition.steps)}
-    for step in definition.steps:
-        if not isinstance(step, StepDefinition):
-            continue
-        forward_service = service_of(step.agent)
-        if step.undo is not None and step.compensation is not None and service_of(step.compensation) != forward_service:
-            raise TaskTypeError(
-                f"{where}: step {step.name!r} is undone on service {service_of(step.compensation)!r} but runs on"
-                f" {forward_service!r}; an undo runs on its step's service queue, so declare it on {forward_service!r}"
-            )
-        if isinstance(step.forward, HttpCall):
-            for part, key, value in _sources(step.forward):
-                if isinstance(value, Forward | ForwardKey):
-                    raise TaskTypeError(
-                        f"{where}: step {step.name!r}, {part}[{key!r}]: {type(value).__name__} is for an undo only"
-                    )
-                if isinstance(value, Result) and value.step not in _before(step, definition, stage_of, position):
-                    raise TaskTypeError(
-                        f"{where}: step {step.name!r}, {part}[{key!r}]: Result({value.step!r}, ...) must name a step"
-                        " that finishes before this one starts"
-                    )
-                _check_input(where, step.name, f"{part}[{key!r}]", value, definition)
-        if isinstance(step.undo, HttpCall):
-            forward_result = agent_result(step.agent)
-            for part, key, value in _sources(step.undo):
-                if isinstance(value, Result):
-                    raise TaskTypeError(
-                        f"{where}: the undo of {step.name!r}, {part}[{key!r}]: an undo gets its own step's result"
-                        f" through Forward({value.field!r}), not Result"
-                    )
-                if (
-                    isinstance(value, Forward)
-                    and forward_result is not None
-                    and value.field not in forward_result.model_fields
-                ):
-                    raise TaskTypeError(
-                        f"{where}: the undo of {step.name!r}, {part}[{key!r}]: Forward({value.field!r}) is not a field"
-                        f" of {forward_result.__name__}"
-                    )
-                _check_input(where, step.name, f"{part}[{key!r}]", value, definition)
-        earlier.add(step.name)
-
-
-def _before(
-    step: StepDefinition, definition: TaskDefinition, stage_of: dict[str, int | None], position: dict[str, int]
-) -> set[str]:
-    """The steps finished before ``step`` starts: those of the stages before its own."""
-
-    def stage(name: str) -> int:
-        own = stage_of[name]
-        return position[name] if own is None else own
-
-    mine = stage(step.name)
-    return {s.name for s in definition.steps if stage(s.name) < mine and s.name != step.name}
-
-
-def _sources(call: HttpCall) -> list[tuple[str, str, object]]:
-    """Every value a declared call sends, with where it goes (body, params, query, headers)."""
-    return [(part, key, value) for part, values in call.sources().items() for key, value in values.items()]
-
-
-def _check_input(where: str, step: str, place: str, value: object, definition: TaskDefinition) -> None:
-    if not isinstance(value, Input):
-        return
-    first = value.path.split(".")[0]
-    if first not in definition.input_model.model_fields:
-        raise TaskTypeError(
-            f"{where}: step {step!r}, {place}: Input({value.path!r}) is not a field of"
-            f" {definition.input_model.__name__}"
-        )
+        raise TaskTypeError(f"{module}: task type {definition.task_type!r}: {problem}")
 
 
 def _agents(types: Iterable[FoundType]) -> tuple[dict[str, AgentCall], dict[str, Service]]:

@@ -11,7 +11,6 @@ import sys
 import pytest
 from sqlalchemy import String
 
-from sas.remote_services.app import MAX_KEY_LENGTH
 from sas.state_store.mirror_tables import Step
 from sas.task_models import TaskResult, TaskState, incarnation_key, validate_task_id
 from sas.task_models.ids import (
@@ -23,6 +22,7 @@ from sas.task_models.ids import (
     validate_schedule_id,
 )
 from sas.workflows.definitions import StepDefinition
+from sas_demo_services.app import MAX_KEY_LENGTH
 from sas_orders.agents import charge
 from sas_orders.workflows import ORDER
 from tests import cli_process

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from sas.remote_services import ServiceProcess
 from sas.task_models import StepPolicyValues, TaskStatus
+from sas_demo_services import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.postgres import _run, fresh_database
 from tests.stack import Stack, start_stack
@@ -50,12 +50,22 @@ def database_away(database: str, sqlite_path: Path | None) -> Iterator[None]:
             allow_connections(database)
         return
     # Another connection holds SQLite's write lock: every writer waits out its busy timeout, then fails.
+    # Taking it waits for the writers of the moment; on a loaded machine they can hold it past one
+    # busy timeout, so it is tried a few times (a deadline of 2 minutes in all).
     holder = sqlite3.connect(sqlite_path, isolation_level=None, timeout=30)
     try:
-        holder.execute("BEGIN EXCLUSIVE")
-        yield
+        for tries_left in reversed(range(4)):
+            try:
+                holder.execute("BEGIN EXCLUSIVE")
+                break
+            except sqlite3.OperationalError:
+                if not tries_left:
+                    raise
+        try:
+            yield
+        finally:
+            holder.execute("ROLLBACK")
     finally:
-        holder.execute("ROLLBACK")
         holder.close()
 
 

@@ -1,5 +1,5 @@
 """The remote services' HTTP boundary under generated requests: never a 5xx, and every
-refusal is a JSON object with "error" and "message" (tests/remote_services has the
+refusal is a JSON object with "error" and "message" (tests/demo_services has the
 hand-picked cases; this throws whatever hypothesis makes at every endpoint)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from hypothesis import strategies as st
 
-from sas.remote_services import ServiceProcess
-from sas.remote_services.schemas import ENDPOINTS
+from sas_demo_services import ServiceProcess
+from sas_demo_services.schemas import ENDPOINTS
 from tests.bad_input.strategies import draw_examples
 
 VALID: dict[str, dict[str, Any]] = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sas.remote_services import free_port
+from sas_demo_services import free_port
 from tests import cli_process
 
 pytestmark = pytest.mark.slow  # each starts a worker or Supervisor process

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sas.remote_services.launcher import free_port
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

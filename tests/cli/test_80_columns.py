@@ -195,7 +195,7 @@ def test_the_demo_summary_fits_80_columns() -> None:
         }
         for i, state in enumerate(states)
     ]
-    script = f"from sas.cli.demo import _summary; _summary({results!r}, 'orders')"
+    script = f"from sas.cli.up_demo_cmd import _summary; _summary({results!r}, 'orders')"
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "80"}
     )

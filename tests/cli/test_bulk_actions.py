@@ -28,12 +28,12 @@ from sqlalchemy import select, update
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from sas.remote_services.launcher import ServiceProcess
 from sas.settings import SupervisorSettings
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.queries import audit_for
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues, TaskResult
+from sas_demo_services.launcher import ServiceProcess
 from tests import cli_process
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order, start_stack

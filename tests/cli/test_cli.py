@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from sas.remote_services.launcher import ServiceProcess
 from sas.task_models import TaskState
+from sas_demo_services.launcher import ServiceProcess
 from tests import cli_process
 from tests import stack as stacks
 from tests.helpers import fresh_id, wait_until

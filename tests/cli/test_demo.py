@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from sas.cli.demo_plan import check_ledger
-from sas.remote_services.launcher import free_port
-from sas.remote_services.ledger import read_ledger
 from sas.runtime.processes import port_in_use
+from sas_demo_services.launcher import free_port
+from sas_demo_services.ledger import read_ledger
 from sas_orders.demo import UNDO_ACTIONS, plan
 
 pytestmark = pytest.mark.slow  # `sas demo`: a whole stack in subprocesses

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sas.remote_services.launcher import free_port
+from sas_demo_services.launcher import free_port
 from tests import cli_process
 from tests.helpers import fresh_id
 from tests.postgres import fresh_database

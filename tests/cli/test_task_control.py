@@ -13,9 +13,9 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from sas.remote_services.launcher import ServiceProcess
 from sas.state_store.queries import audit_for
 from sas.task_models import StepPolicyValues, TaskResult
+from sas_demo_services.launcher import ServiceProcess
 from tests.cli.test_cli import ORDER_FLAGS, as_json, sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, start_stack

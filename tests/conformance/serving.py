@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from sas.remote_services import free_port
+from sas_demo_services import free_port
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""The kit against every one of sas's built-in services (``sas/remote_services``), in their own
+"""The kit against every one of the demo services (``sas_demo_services``), in their own
 process, with their fault API slowing a forward for the in-flight race: each clause passes,
 except the shipping service's refusal, which it has no business rule to give (not exercised)."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sas.api import ExplicitCalls, Verdict, assert_conforms, builtin_services_slowdown, check_service
-from sas.remote_services import DECLINED_CARD, OUT_OF_STOCK_SKU, ServiceProcess, free_port, start_service_process
+from sas_demo_services import DECLINED_CARD, OUT_OF_STOCK_SKU, ServiceProcess, free_port, start_service_process
 
 CALLS = {
     "inventory": ExplicitCalls(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sas.remote_services import ServiceProcess, free_port, start_service_process
+from sas_demo_services import ServiceProcess, free_port, start_service_process
 from tests import cli_process
 from tests.conformance.serving import serving
 from tests.conformance.widgets import REFUSED_COLOUR, Widgets, create_app

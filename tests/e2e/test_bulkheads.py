@@ -19,9 +19,9 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from sas.activities import check_service_names, service_callers
-from sas.remote_services.launcher import ServiceProcess
 from sas.settings import ServicesSettings
 from sas.task_models import StepPolicyValues, TaskState
+from sas_demo_services.launcher import ServiceProcess
 from sas_orders.models import PreorderInput
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver, serve_receiver

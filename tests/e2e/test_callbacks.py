@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from sas.remote_services.launcher import free_port
 from sas.task_models import TaskState
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 from tests.stack import CALLBACK_SECRET, Stack, order
 

@@ -19,10 +19,10 @@ import pytest
 from sqlalchemy import text
 from temporalio.client import Client
 
-from sas.remote_services import ServiceProcess
 from sas.settings import SupervisorSettings
 from sas.state_store.queries import audit_for
 from sas.task_models import TaskResult, TaskState
+from sas_demo_services import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, start_stack
 

@@ -10,11 +10,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from sas import state_store
 from sas.activities import build_activities, service_breakers
-from sas.remote_services.launcher import free_port
 from sas.runtime.connect import metrics_runtime
 from sas.runtime.task_workers import build_task_workers
 from sas.state_store.agent_writes import make_step_writer
 from sas.workflows import ALL_WORKFLOWS
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 
@@ -90,8 +90,8 @@ async def test_worker_metrics_after_a_known_run(stack_no_supervisor: Stack) -> N
 async def test_the_worker_exports_each_services_breaker(sqlite_url: str) -> None:
     from datetime import UTC, datetime
 
+    from sas.breaker.rows import force
     from sas.settings import BreakerSettings, DatabaseSettings, ServicesSettings
-    from sas.state_store.breakers import force
 
     port = free_port()
     runtime = metrics_runtime(f"127.0.0.1:{port}")

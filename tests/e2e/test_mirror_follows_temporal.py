@@ -10,12 +10,12 @@ import pytest_asyncio
 from sqlalchemy import update
 from temporalio.client import Client
 
-from sas.remote_services.launcher import ServiceProcess
 from sas.settings import SupervisorSettings
 from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.queries import audit_for
 from sas.task_models import OperatorRequest, StepPlan, StepPolicyValues, TaskAccepted, TaskResult, TaskState
+from sas_demo_services.launcher import ServiceProcess
 from tests.cli.test_cli import as_json, sas
 from tests.e2e.test_task_id_once import supervisor_sweeps
 from tests.e2e.test_temporal_cli import temporal_cli

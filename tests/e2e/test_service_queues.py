@@ -18,13 +18,13 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from sas.remote_services.launcher import ServiceProcess
+from sas.breaker.rows import force
 from sas.settings import SupervisorSettings, WorkerSettings
 from sas.state_store.alerts import list_alerts
-from sas.state_store.breakers import force
 from sas.supervisor.models import SweepStats
 from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState
 from sas.workflows import ALL_WORKFLOWS
+from sas_demo_services.launcher import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, more_workers, order, start_stack
 

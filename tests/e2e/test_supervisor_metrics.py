@@ -7,11 +7,11 @@ import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from sas.remote_services.launcher import free_port
 from sas.runtime.connect import metrics_runtime
 from sas.settings import MetricsSettings, SupervisorSettings
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskState
+from sas_demo_services.launcher import free_port
 from tests.e2e.test_metrics import samples
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order

@@ -13,8 +13,8 @@ import uvicorn
 
 from sas.payload_codec import EncryptionCodec, KeyRing
 from sas.payload_codec.server import build_codec_app
-from sas.remote_services.launcher import free_port
 from sas.settings import CodecServerSettings, EncryptionSettings
+from sas_demo_services.launcher import free_port
 from tests.helpers import wait_until
 
 UI = "http://localhost:8233"

@@ -19,8 +19,8 @@ from pydantic import SecretStr
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from sas.payload_codec.server import MAX_BODY_BYTES
-from sas.remote_services.launcher import free_port
 from sas.settings import CodecServerSettings, EncryptionSettings
+from sas_demo_services.launcher import free_port
 from tests.encryption.conftest import UI, codec_for, codec_server, encryption_settings, new_key
 from tests.helpers import wait_until
 

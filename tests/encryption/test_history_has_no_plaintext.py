@@ -18,10 +18,10 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from sas.payload_codec import ENCODING
-from sas.remote_services.launcher import ServiceProcess
 from sas.runtime.connect import connect
 from sas.settings import CodecServerSettings, EncryptionSettings, TemporalSettings
 from sas.task_models import TaskResult
+from sas_demo_services.launcher import ServiceProcess
 from tests.conftest import temporal_binary
 from tests.encryption.conftest import codec_for, codec_server
 from tests.helpers import fresh_id

@@ -8,9 +8,9 @@ from typing import Any
 
 from temporalio.client import Client
 
-from sas.remote_services.launcher import ServiceProcess
 from sas.runtime.connect import connect
 from sas.settings import EncryptionSettings, TemporalSettings
+from sas_demo_services.launcher import ServiceProcess
 from tests.cli.test_cli import as_json, sas
 from tests.encryption.conftest import encryption_settings, new_key
 from tests.helpers import fresh_id, wait_until

@@ -11,18 +11,25 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import StepState, TaskResult
     from sas.workflows.scheduler import TaskScheduler
+    from sas.workflows.shell.undo import Undo
     from sas_trip.workflows import TRIP
+
+
+class _ForgetfulUndo(Undo):
+    async def step(self, name: str) -> bool:
+        if self.run.core.step(name).state == StepState.PROCESSING:  # cut off by the cancel
+            return False
+        return await super().step(name)
 
 
 @workflow.defn(name="ForgetsCutOffAttemptsTripWorkflow")
 class ForgetsCutOffAttemptsTripWorkflow(TaskScheduler):
     definition = TRIP
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.undo = _ForgetfulUndo(self.task, self.decisions)
+
     @workflow.run
     async def run(self, raw: RawValue) -> TaskResult:
         return await self.execute(raw)
-
-    async def _undo(self, name: str) -> bool:
-        if self._core.step(name).state == StepState.PROCESSING:  # cut off by the cancel
-            return False
-        return await super()._undo(name)

@@ -21,9 +21,8 @@ with workflow.unsafe.imports_passed_through():
         task_workflow,
     )
     from sas.task_models import TaskResult
-    from sas.task_models.steps import PivotRole
-    from sas.workflows.core.machine import TaskCore
     from sas.workflows.scheduler import TaskScheduler
+    from sas.workflows.shell.undo import Undo
 
 
 class OutingInput(TaskInput):
@@ -47,10 +46,10 @@ OUTING = TaskDefinition("outing", OutingInput, (Parallel(_booked("ticket"), _boo
 OutingWorkflow = task_workflow(OUTING)
 
 
-class _CutOffLastCore(TaskCore):
-    def undo_order(self) -> list[str]:
-        completed = [n for n in super().undo_order() if n in self.completed]
-        return completed + [n for n in super().undo_order() if n not in completed]
+class _CutOffLastUndo(Undo):
+    def order(self) -> list[str]:
+        completed = [n for n in super().order() if n in self.run.core.completed]
+        return completed + [n for n in super().order() if n not in completed]
 
 
 @workflow.defn(name="UndoesCutOffLastOutingWorkflow")
@@ -60,10 +59,10 @@ class UndoesCutOffLastOutingWorkflow(TaskScheduler):
 
     definition = OUTING
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.undo = _CutOffLastUndo(self.task, self.decisions)
+
     @workflow.run
     async def run(self, raw: RawValue) -> TaskResult:
         return await self.execute(raw)
-
-    def _new_core(self, task_id: str, steps: list[tuple[str, int | None, PivotRole | None]]) -> TaskCore:
-        core = super()._new_core(task_id, steps)
-        return _CutOffLastCore(core.status, core.plan)

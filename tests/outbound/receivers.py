@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from sas.remote_services.launcher import free_port
+from sas_demo_services.launcher import free_port
 from tests.helpers import wait_until
 
 

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from sas.activities.remote import RemoteCaller
-from sas.remote_services.launcher import free_port
+from sas_demo_services.launcher import free_port
 from tests.helpers import wait_until
 
 

@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from sas.activities.outbound import pinned_client
-from sas.remote_services.launcher import free_port
 from sas.task_models.outbound import OutboundRefused
+from sas_demo_services.launcher import free_port
 from tests.helpers import wait_until
 from tests.outbound.test_ssrf import HTTP_BUT_PUBLIC, loopback_name
 from tests.stack import DEV_OUTBOUND

@@ -25,8 +25,8 @@ from temporalio.exceptions import ApplicationError
 
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, WebhookSender, signed_headers
 from sas.activities.remote import GARBAGE, RemoteCaller
-from sas.remote_services.launcher import free_port
 from sas.task_models import TaskState
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver
 from tests.stack import CALLBACK_SECRET, DEV_OUTBOUND, Stack, order

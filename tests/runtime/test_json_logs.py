@@ -21,8 +21,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 
-from sas.remote_services.launcher import ServiceProcess
 from sas.task_models import TaskResult, TaskState
+from sas_demo_services.launcher import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, order
 

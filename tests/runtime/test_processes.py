@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sas.remote_services.launcher import free_port
 from sas.runtime.lifeline import POLL_ENV
 from sas.runtime.local_stack import LocalStackConfig
 from sas.runtime.processes import ProcessGroup, port_in_use
 from sas.runtime.readiness import http_ready, temporal_healthy, temporal_ready
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 
 pytestmark = pytest.mark.slow  # process groups and watchers, waited on in real time

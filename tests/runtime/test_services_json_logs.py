@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from sas.remote_services.launcher import free_port, start_service_process
+from sas_demo_services.launcher import free_port, start_service_process
 
 
 def test_the_services_log_json_lines(tmp_path: Path) -> None:
@@ -24,7 +24,7 @@ def test_the_services_log_json_lines(tmp_path: Path) -> None:
         ).raise_for_status()
     lines = [line for line in log.read_text().splitlines() if line.strip()]
     entries = [json.loads(line) for line in lines]  # every line is one JSON object
-    assert {e["logger"] for e in entries} >= {"remote_services", "uvicorn.error"}
+    assert {e["logger"] for e in entries} >= {"sas_demo_services", "uvicorn.error"}
     assert any("fault added" in e["msg"] for e in entries)
     for entry in entries:
         assert list(entry)[:4] == ["ts", "level", "logger", "msg"], entry

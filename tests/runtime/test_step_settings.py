@@ -11,9 +11,9 @@ from pydantic_settings import SettingsError
 from temporalio.client import Client
 
 from sas.activities import check_step_settings
-from sas.remote_services import ServiceProcess
 from sas.settings import Settings
 from sas.task_models import StepPolicyValues
+from sas_demo_services import ServiceProcess
 from tests.helpers import fresh_id
 from tests.stack import start_stack
 

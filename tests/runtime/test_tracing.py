@@ -31,11 +31,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from sas.remote_services.launcher import ServiceProcess, free_port
 from sas.runtime.connect import connect
 from sas.runtime.otel import tracing
 from sas.settings import TemporalSettings
 from sas.task_models import TaskResult, TaskState
+from sas_demo_services.launcher import ServiceProcess, free_port
 from tests.helpers import fresh_id, wait_until
 from tests.runtime.test_json_logs import start_worker
 from tests.stack import order, start_stack

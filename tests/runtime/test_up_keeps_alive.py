@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sas.remote_services.launcher import free_port
+from sas_demo_services.launcher import free_port
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow  # a Temporal dev server, the services, a worker and a Supervisor per test

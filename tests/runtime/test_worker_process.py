@@ -19,9 +19,9 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
 from sas import state_store
-from sas.remote_services.launcher import ServiceProcess, free_port
 from sas.settings import Settings
 from sas.task_models import TaskResult, TaskState
+from sas_demo_services.launcher import ServiceProcess, free_port
 from tests import stack as stacks
 from tests.helpers import fresh_id, wait_until
 from tests.runtime.test_json_logs import json_lines

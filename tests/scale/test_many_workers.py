@@ -16,10 +16,10 @@ import pytest_asyncio
 from sqlalchemy import select
 
 from sas import state_store
-from sas.remote_services.launcher import free_port
 from sas.runtime.local_stack import LocalStack, LocalStackConfig
 from sas.settings import DatabaseSettings, TemporalSettings
 from sas.state_store.mirror_tables import Step
+from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
 
 pytestmark = pytest.mark.slow  # sas up --workers 3 --supervisors 2

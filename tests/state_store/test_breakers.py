@@ -1,5 +1,5 @@
-"""The circuit breakers' shared rows (state_store/breakers.py) and two workers' breakers sharing
-them (activities/breaker.py), on SQLite and PostgreSQL: every transition happens once however
+"""The circuit breakers' shared rows (sas/breaker/rows.py) and two workers' breakers sharing
+them (sas/breaker/service.py), on SQLite and PostgreSQL: every transition happens once however
 many workers see it, one alert per outage, an operator's forced transitions audited."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from sas import state_store
-from sas.activities.breaker import ServiceBreaker
+from sas.breaker.model import BreakerView
+from sas.breaker.rows import alert_key, claim_probe, close, force, read_breakers, trip
+from sas.breaker.service import ServiceBreaker
 from sas.settings import BreakerSettings, DatabaseSettings
-from sas.state_store.breakers import alert_key, claim_probe, close, force, read_breakers, trip
 from sas.state_store.queries import audit_for
 from sas.state_store.tables import Alert
-from sas.task_models.breakers import BreakerView
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
-"""The one writer's rules (``state_store.mirror_rules``), on SQLite and PostgreSQL and on both of
-its paths: a session (``state_store.mirror``) and the hot path's own connections
-(``state_store.agent_writes``), which run the same statements."""
+"""The one writer's rules (``sas.state_store.mirror_rules``), on SQLite and PostgreSQL and on both of
+its paths: a session (``sas.state_store.mirror``) and the hot path's own connections
+(``sas.state_store.agent_writes``), which run the same statements."""
 
 from __future__ import annotations
 

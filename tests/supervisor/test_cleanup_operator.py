@@ -51,6 +51,10 @@ async def test_a_cleanup_undo_on_its_service_queue_is_parked_then_retried_with_s
         lambda: rig.step_states(task_id), lambda s: s.get("charge") == "Error", timeout=90, what="the undo parked"
     )
     cleanup = rig.client.get_workflow_handle(f"cleanup-{task_id}")
+    # Its line in the UI: the order type's own summary (its amount in its currency), not sas's.
+    summary = await (await cleanup.describe()).static_summary()
+    assert summary is not None and summary.startswith(f"clean-up of order {task_id} · "), summary
+    assert " EUR · undo the attempted steps in reverse" in summary, summary
     history = await cleanup.fetch_history()
     queues = {
         e.activity_task_scheduled_event_attributes.activity_type.name: e.activity_task_scheduled_event_attributes.task_queue.name

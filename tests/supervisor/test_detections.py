@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sas.cli.supervisor_cmds import task_history
+from sas.cli.show_cmd import task_history
 from sas.task_models import TaskState
 from tests.conftest import temporal_binary
 from tests.helpers import fresh_id, wait_until

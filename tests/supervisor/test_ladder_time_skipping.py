@@ -22,7 +22,6 @@ from sas.supervisor.models import (
     ApplyInput,
     ApplyResult,
     DueStep,
-    Ladder,
     ScanInput,
     ScanResult,
     SupervisorInput,
@@ -30,6 +29,7 @@ from sas.supervisor.models import (
     SweepStats,
 )
 from sas.supervisor.workflow import SupervisorWorkflow
+from sas.task_models.ladder import Ladder
 from tests.helpers import wait_until
 
 HOUR = 3600.0

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from sas.settings import SupervisorSettings
-from sas.supervisor.models import DueStep, Ladder, SupervisorPolicy
+from sas.supervisor.models import DueStep, SupervisorPolicy
 from sas.supervisor.policy import decide, rung
+from sas.task_models.ladder import Ladder
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 POLICY = SupervisorPolicy(failure_threshold=3, overdue_grace_s=1.0)
@@ -122,6 +123,19 @@ def test_ladders_resolve_step_over_task_type_over_default() -> None:
     assert (charge.retries, charge.cooldown_tries, charge.cooldown_s, charge.outcome) == (3, 2, 60, "compensate")
     ship = s.ladder_for("order", "ship")
     assert (ship.retries, ship.cooldown_tries, ship.outcome) == (0, 2, "park")
+
+
+def test_ladders_from_the_environment_override_only_what_they_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sas.settings import Settings
+
+    monkeypatch.setenv("SAS_SUPERVISOR__RETRIES", "5")
+    monkeypatch.setenv("SAS_SUPERVISOR__COOLDOWN_S", "90")
+    monkeypatch.setenv("SAS_SUPERVISOR__LADDERS__ORDER__COOLDOWN_TRIES", "1")
+    monkeypatch.setenv("SAS_SUPERVISOR__LADDERS__ORDER__STEPS__SHIP__OUTCOME", "park")
+    ship = Settings().supervisor.ladder_for("order", "ship")
+    # The step's and the task type's given fields win; every other rung is the default ladder's.
+    assert ship == Ladder(retries=5, cooldown_s=90, cooldown_tries=1, outcome="park")
+    assert type(ship) is Ladder  # the resolved ladder carries none of the Supervisor's other settings
 
 
 def test_shards_cover_every_bucket_once() -> None:

@@ -94,6 +94,9 @@ async def polling(log_path: Path, since: int) -> bool:
     return b"polling" in log_path.read_bytes()[since:]
 
 
+# Its deadlines add up past the suite's 300 s on a loaded machine; a deadline, not the timeout,
+# must be what says what was late.
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 async def test_a_restarted_supervisor_sweeps_again_under_load(
     client: Any, temporal_address: str, services: Any, sqlite_url: str, tmp_path: Any, stop: int
@@ -115,8 +118,9 @@ async def test_a_restarted_supervisor_sweeps_again_under_load(
                 async def stats() -> SweepStats:
                     return await supervisor.query("stats", result_type=SweepStats, rpc_timeout=timedelta(seconds=15))
 
-                # A deadline a machine running two suites at once meets (120 s fell short at load 15).
-                await wait_until(stats, lambda s: s.sweeps >= 10, timeout=300, what="ten sweeps under load")
+                # Stopped mid-work: a few sweeps over the failing orders first. A deadline a machine
+                # running two suites at once meets (ten sweeps in 300 s fell short at load 20).
+                await wait_until(stats, lambda s: s.sweeps >= 4, timeout=300, what="four sweeps under load")
                 first.send_signal(stop)
                 first.wait(60)
             await asyncio.sleep(OUTAGE_S)  # the orders keep failing and waking the Supervisor meanwhile

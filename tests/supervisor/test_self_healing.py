@@ -14,10 +14,10 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from sas.remote_services.launcher import ServiceProcess
 from sas.settings import Settings, SupervisorSettings, TemporalSettings
 from sas.supervisor.keeper import restart_closed_supervisors
 from sas.supervisor.worker import ensure_supervisor_running
+from sas_demo_services.launcher import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.stack import migrated, start_stack
 from tests.test_health_cmd import sas_health, until_healthy

@@ -104,7 +104,7 @@ def test_sas_types_refuses_a_name_of_sas_s_own_in_one_line(tmp_path: Path) -> No
 
 
 def test_the_env_file_of_sas_up_keeps_per_service_settings(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from sas.cli.demo import _inherited_settings
+    from sas.cli.up_demo_cmd import _inherited_settings
 
     monkeypatch.setenv("SAS_SERVICES__AIR__URL", "http://127.0.0.1:9001")
     monkeypatch.setenv("SAS_TASK_TYPES__MODULES", "my_team.trip")

@@ -110,10 +110,10 @@ def test_steps_after_the_pivot_need_no_undo_and_the_pivot_is_kept(register: Regi
 
 
 def test_the_workflow_s_own_handler_names_are_its_signals_and_query() -> None:
-    from sas.workflows.shell.host import TaskHost
+    from sas.workflows.shell.operator import OperatorHandlers
 
     names = set()
-    for value in vars(TaskHost).values():
+    for value in vars(OperatorHandlers).values():
         for kind in ("__temporal_signal_definition", "__temporal_query_definition"):
             found = getattr(value, kind, None)
             if found is not None:

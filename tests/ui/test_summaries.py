@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from sas.task_models import StepState, StepStatus, TaskState, TaskStatus
-from sas.workflows.summaries import cleanup_summary, current_details, step_summary, task_details, task_summary
+from sas.workflows.summaries import (
+    cleanup_summary,
+    current_details,
+    step_summary,
+    task_details,
+    task_story,
+    task_summary,
+)
 from sas_orders.models import OrderInput
 from sas_orders.workflows import ORDER, PREORDER
 
@@ -19,7 +26,7 @@ PAYLOAD = OrderInput(
 PRIVATE = ("4000123412341234", "cust-secret-77", "Hidden Lane", "secret-path")
 
 
-def test_the_task_summary_is_one_line_with_items_amount_and_steps() -> None:
+def test_the_order_types_own_summary_gives_items_and_amount_in_its_currency() -> None:
     assert task_summary(ORDER, "o-123", PAYLOAD) == "order o-123 · 2 × BOOK-1 · 25.98 EUR · reserve → charge → ship"
     assert task_summary(PREORDER, "p-1", {**PAYLOAD, "amount_cents": 5, "currency": "USD"}) == (
         "preorder p-1 · 2 × BOOK-1 · 0.05 USD · reserve → charge"
@@ -27,11 +34,12 @@ def test_the_task_summary_is_one_line_with_items_amount_and_steps() -> None:
 
 
 def test_agent_calls_say_what_they_do_and_which_run_it_is() -> None:
+    # The input is the task type's to tell (in the task's summary and details), not each call's.
     assert step_summary("charge", "payment.charge", PAYLOAD, run=2, failure_count=1) == (
-        "charge 25.98 EUR · run 2 · FailureCount 1"
+        "charge · run 2 · FailureCount 1"
     )
     assert step_summary("reserve", "inventory.release", PAYLOAD, run=1, failure_count=0, undo=True) == (
-        "release (undo reserve) 2 × BOOK-1 · run 1"
+        "release (undo reserve) · run 1"
     )
 
 
@@ -67,7 +75,8 @@ def test_no_text_carries_the_card_the_customer_the_address_or_the_callback() -> 
     texts = [
         task_summary(ORDER, "o-1", PAYLOAD),
         task_details(ORDER, "o-1", PAYLOAD),
-        cleanup_summary("order", "o-1", PAYLOAD),
+        cleanup_summary("order", "o-1", PAYLOAD, ORDER),
+        task_story(ORDER, "o-1", PAYLOAD, {"charge": {"charge_id": "ch_1"}}),
         *(step_summary(s.name, s.agent, PAYLOAD, run=1, failure_count=0) for s in ORDER.steps),
     ]
     for text in texts:

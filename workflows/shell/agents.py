@@ -16,8 +16,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from sas.breaker.model import BREAKER_OPEN
     from sas.task_models import MirrorStamp, StepCall, StepPlan, StepPolicyValues, StepResult, TaskState, TaskStatus
-    from sas.task_models.breakers import BREAKER_OPEN
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.shell.records import Records
 

@@ -14,9 +14,9 @@ from sas.workflows.inputs import INVALID_INPUT
 
 
 class OneArgument(worker.Interceptor):
-    """Worker interceptor: every sas workflow (a ``TaskHost``) gets exactly one argument. The
-    workflow class is recognised by a marker, not ``issubclass``: inside the sandbox it is a
-    copy of the class this module would import."""
+    """Worker interceptor: every sas workflow (a class built on ``OperatorHandlers``) gets
+    exactly one argument. The workflow class is recognised by a marker, not ``issubclass``:
+    inside the sandbox it is a copy of the class this module would import."""
 
     def workflow_interceptor_class(
         self, input: worker.WorkflowInterceptorClassInput

@@ -1,5 +1,9 @@
 """What the Temporal UI shows of a running task: the current details (the workflow page) and
-the search attributes an operator filters on."""
+the search attributes an operator filters on.
+
+The current details tell the task's story - its type, id and steps, and what its type declares
+of its input and results - whoever started it: a task started with ``temporal workflow start``
+has no static summary or details, and these are then all the UI says of it."""
 
 from __future__ import annotations
 
@@ -9,9 +13,10 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from sas.task_models import TaskStatus
+    from sas.task_models import TaskState, TaskStatus
     from sas.task_models.search_attributes import CURRENT_STEP, FAILURE_COUNT, NEEDS_OPERATOR, TASK_STATE
-    from sas.workflows.summaries import current_details
+    from sas.workflows.definitions import TaskDefinition
+    from sas.workflows.summaries import current_details, task_story
 
 # The current step alone moving on is not worth an upsert (each one is a history event and a
 # visibility write): it is published with the next change of anything else.
@@ -19,7 +24,7 @@ _TRIGGERS = (TASK_STATE, FAILURE_COUNT, NEEDS_OPERATOR)
 # A task in one of these states, with no failure counted and no operator needed, has nothing to
 # look at: with ``progress`` off it is not published until that changes or it ends (after which
 # every change is published, as before).
-_UNDER_WAY = ("Pending", "Processing")
+_UNDER_WAY = (TaskState.PENDING, TaskState.PROCESSING)
 
 
 class Publisher:
@@ -31,13 +36,13 @@ class Publisher:
         self.progress = True
         self._published: dict[str, Any] = {}
 
-    def publish(self, status: TaskStatus) -> None:
+    def publish(self, status: TaskStatus, payload: dict[str, Any]) -> None:
         """Keep the UI's view in step with the task (only what changed, to keep history small)."""
         if not self.on:
             return
         # Current details are no command and no event: the UI reads them through a query, so
         # setting them on every change costs nothing in history and replays the same.
-        workflow.set_current_details(current_details(status))
+        workflow.set_current_details(current_details(status, self._story(status, payload)))
         if not self.search_attributes:
             return
         wanted: dict[SearchAttributeKey[Any], Any] = {
@@ -52,6 +57,17 @@ class Publisher:
             changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
             workflow.upsert_search_attributes(changed)
             self._published.update({key.name: value for key, value in wanted.items()})
+
+    @staticmethod
+    def _story(status: TaskStatus, payload: dict[str, Any]) -> str:
+        """The task's story, from its type's definition and its validated input; "" for a
+        workflow that runs no task type (the clean-up: its static details say why it runs)."""
+        instance = workflow.instance()
+        definition = getattr(type(instance), "definition", None)
+        if not isinstance(definition, TaskDefinition):
+            return ""
+        results = {s.name: s.result for s in status.steps if s.result is not None}
+        return task_story(definition, status.task_id, payload, results)
 
     @staticmethod
     def _nothing_to_look_at(wanted: dict[SearchAttributeKey[Any], Any]) -> bool:

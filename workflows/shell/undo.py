@@ -13,73 +13,87 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import StepState, StepTransition, TaskState
     from sas.workflows.shell.agents import held_by_breaker, shielded, start_agent, step_call
-    from sas.workflows.shell.host import TaskHost
+    from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.summaries import step_summary
 
 
-class UndoEngine(TaskHost):
-    async def _run_compensations(self, *, audit: bool = True) -> None:
-        core, records = self._core, self._records
+class Undo:
+    """Undoes a task's attempted steps."""
+
+    def __init__(self, run: TaskRun, decisions: Decisions) -> None:
+        self.run = run
+        self.decisions = decisions
+
+    def order(self) -> list[str]:
+        """The steps to undo, in the order they are undone."""
+        return self.run.core.undo_order()
+
+    async def all_attempted(self, *, audit: bool = True) -> None:
+        """Undo every attempted step; the task ends Compensated."""
+        run = self.run
+        core, records = run.core, run.records
         request = core.compensation
         if request is not None and audit:
-            undoing = ", ".join(core.undo_order()) or "nothing"
+            undoing = ", ".join(self.order()) or "nothing"
             changed = f"task {core.status.state} -> Compensating; undoing {undoing}"
             past = core.past_pivot() if request.force else None
             if past is not None:
                 # Only an operator's forced request gets here past the pivot (core/requests.py).
-                await self._audit_request("compensate --force", None, request, f"{changed}; forced: {past}")
+                await run.audit_request("compensate --force", None, request, f"{changed}; forced: {past}")
             else:
-                await self._audit_request("compensate", None, request, changed)
-        self._set_task(TaskState.COMPENSATING)
+                await run.audit_request("compensate", None, request, changed)
+        run.set_task(TaskState.COMPENSATING)
         records.advance()
         skipped: list[StepTransition] = []
         for step in core.never_started():
             if step.state != StepState.SKIPPED:
-                self._set(step.name, StepState.SKIPPED)
+                run.set(step.name, StepState.SKIPPED)
             skipped.append(records.transition(step, task_state=TaskState.COMPENSATING, note=step.note))
         await records.mirror(skipped or [records.transition(core.status.steps[0], task_state=TaskState.COMPENSATING)])
         quiet: list[str] = []  # undone with no Agent to call: written with the last record
-        for name in core.undo_order():
-            if not await self._undo(name):
+        for name in self.order():
+            if not await self.step(name):
                 quiet.append(name)
-        self._set_task(TaskState.COMPENSATED)
+        run.set_task(TaskState.COMPENSATED)
         records.advance()
         last = core.status.steps[-1]
         final = [records.transition(core.step(n), note=core.step(n).note) for n in quiet if n != last.name]
         await records.mirror([*final, records.transition(last, task_state=TaskState.COMPENSATED, note=last.note)])
 
-    async def _undo(self, name: str) -> bool:
+    async def step(self, name: str) -> bool:
         """Undo one attempted step; False if there was no Agent to call."""
-        core, records = self._core, self._records
-        plan = self._plans[name]
+        run = self.run
+        core, records = run.core, run.records
+        plan = run.plans[name]
         step = core.step(name)
         if plan.compensation is None:
             if name in core.completed or not core.planned(name).wait:
-                self._set(name, StepState.COMPENSATED)
+                run.set(name, StepState.COMPENSATED)
             else:  # a wait step interrupted while it waited: it had no effect
                 core.skip(name, step.note or "the task was undone while it waited")
-                self._publish()
+                run.publish()
             return False
         runs = 0
         while True:
             records.advance()
             runs += 1
-            self._set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
+            run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
             undo = start_agent(
                 plan.compensation,
-                step_call(core.status, plan, records, self._payload, self._results, compensation=True),
+                step_call(core.status, plan, records, run.payload, run.results, compensation=True),
                 task_queue=plan.task_queue,
-                policy=self._compensation_policy,
+                policy=run.compensation_policy,
                 summary=step_summary(
-                    name, plan.compensation, self._payload, run=runs, failure_count=step.failure_count, undo=True
+                    name, plan.compensation, run.payload, run=runs, failure_count=step.failure_count, undo=True
                 ),
             )
             try:
                 await shielded(undo)
-                self._set(name, StepState.COMPENSATED)
+                run.set(name, StepState.COMPENSATED)
                 return True
             except ActivityError as err:
-                if await held_by_breaker(plan, name, err, self._event):
+                if await held_by_breaker(plan, name, err, run.event):
                     continue
-                await self._record_failure(name, StepState.COMPENSATION_FAILED, err)
-            await self._await_decision(name, compensating=True)
+                await run.record_failure(name, StepState.COMPENSATION_FAILED, err)
+            await self.decisions.wait_for(name, compensating=True)

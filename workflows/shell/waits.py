@@ -6,6 +6,9 @@ until when, and CompleteBy at the deadline; the Supervisor never looks at a Wait
 signal ``<name>`` and the update ``request_<name>`` take an ``Approval``: approved, the step
 is Processed (its result says who approved and why); rejected, the task is undone. When the
 deadline passes, the step's ``on_deadline`` applies.
+
+Their names are the task type's own, so their handlers are registered as the workflow is made
+(``workflow.set_signal_handler``), not declared on its class.
 """
 
 from __future__ import annotations
@@ -22,17 +25,22 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.core.requests import approval_problem
     from sas.workflows.definitions import StepContext, Wait
     from sas.workflows.inputs import decode, short
-    from sas.workflows.shell.host import TaskHost
+    from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.task_run import TaskRun
 
 
 def _utc(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
-class WaitSteps(TaskHost):
-    def _listen_for_approvals(self, waits: list[Wait]) -> None:
-        """Register each wait step's signal and update (once per name)."""
+class Waits:
+    """Runs a task's wait steps and takes the approvals they wait for."""
+
+    def __init__(self, run: TaskRun, decisions: Decisions, waits: list[Wait]) -> None:
+        self.run = run
+        self.decisions = decisions
         self._approvals: dict[str, Approval] = {}
+        # Each wait step's signal and update, once per name.
         for signal in dict.fromkeys(w.signal for w in waits if w.signal):
             workflow.set_signal_handler(signal, self._approval_signal(signal))
             workflow.set_update_handler(
@@ -45,14 +53,14 @@ class WaitSteps(TaskHost):
                 decoded = decode(raw)
                 approval = Approval() if decoded is None else Approval.model_validate(decoded)
             except ValidationError as err:
-                self._event(f"{signal} signal rejected: invalid request: {short(err)}")
+                self.run.event(f"{signal} signal rejected: invalid request: {short(err)}")
                 return
             except ValueError as err:
-                self._event(f"{signal} signal rejected: invalid request: {err}")
+                self.run.event(f"{signal} signal rejected: invalid request: {err}")
                 return
-            problem = approval_problem(self._core, approval, signal)
+            problem = approval_problem(self.run.core, approval, signal)
             if problem:
-                self._event(f"{signal} from {approval.by} ignored: {problem}")
+                self.run.event(f"{signal} from {approval.by} ignored: {problem}")
                 return
             self._take_approval(signal, approval)
 
@@ -62,28 +70,30 @@ class WaitSteps(TaskHost):
         def handler(approval: Approval) -> OperatorAnswer:
             step = self._take_approval(signal, approval)
             verdict = "approved" if approval.approved else "rejected: the task is undone"
-            return OperatorAnswer(message=f"{step} {verdict}", task_state=self._core.status.state)
+            return OperatorAnswer(message=f"{step} {verdict}", task_state=self.run.core.status.state)
 
         return handler
 
     def _approval_validator(self, signal: str) -> Any:
         def validator(approval: Approval) -> None:
-            problem = approval_problem(self._core, approval, signal)
+            problem = approval_problem(self.run.core, approval, signal)
             if problem:
                 raise ValueError(problem)
 
         return validator
 
     def _take_approval(self, signal: str, approval: Approval) -> str:
-        core = self._core
+        core = self.run.core
         name = approval.step or next(
             s.name for s in core.status.steps if s.state == StepState.WAITING and core.planned(s.name).signal == signal
         )
         self._approvals[name] = approval
         return name
 
-    async def _run_wait(self, name: str, wait: Wait) -> None:
-        core, records = self._core, self._records
+    async def step(self, name: str, wait: Wait) -> None:
+        """Run one wait step: Waiting until its time, its approval or its deadline."""
+        run = self.run
+        core, records = run.core, run.records
         records.advance()
         now = workflow.now()
         if wait.signal is not None:
@@ -92,13 +102,13 @@ class WaitSteps(TaskHost):
             then = "the task is undone" if wait.on_deadline == "compensate" else "it goes on"
             note = f"waits for '{wait.signal}' until {_utc(until)}; then {then}"
         else:
-            context = StepContext(input=self._payload, results=self._results)
+            context = StepContext(input=run.payload, results=run.results)
             until = wait.until(context) if wait.until is not None else now + (wait.delay or timedelta(0))
             note = f"waits until {_utc(until)}"
         step = core.start(name, StepState.WAITING)
         step.note, step.wait_until, step.waits_for = note, until, wait.signal
-        self._publish()
-        self._event(f"{name}: {note}")
+        run.publish()
+        run.event(f"{name}: {note}")
         await records.mirror([records.transition(step, task_state=core.status.state, complete_by=until, note=note)])
         remaining = (until - workflow.now()).total_seconds()
         answered = False
@@ -117,7 +127,8 @@ class WaitSteps(TaskHost):
             said = f"{approval.by}" + (f": {approval.reason}" if approval.reason else "")
             if not approval.approved:
                 step.note = f"rejected by {said}"
-                self._start_compensation(OperatorRequest(by=approval.by, reason=f"{name} rejected: {approval.reason}"))
+                rejected = OperatorRequest(by=approval.by, reason=f"{name} rejected: {approval.reason}")
+                self.decisions.start_compensation(rejected)
                 return
             step.note = f"approved by {said}"
             result = {"approved_by": approval.by, "reason": approval.reason, "at": workflow.now().isoformat()}
@@ -125,16 +136,17 @@ class WaitSteps(TaskHost):
             records.advance()
         elif wait.signal is not None and wait.on_deadline == "compensate":
             step.note = f"no answer by {_utc(until)}: the task is undone"
-            self._event(f"{name}: {step.note}")
-            self._start_compensation(OperatorRequest(by="deadline", reason=f"{name}: no answer by {_utc(until)}"))
+            run.event(f"{name}: {step.note}")
+            unanswered = OperatorRequest(by="deadline", reason=f"{name}: no answer by {_utc(until)}")
+            self.decisions.start_compensation(unanswered)
             return
         else:
             step.note = f"no answer by {_utc(until)}: went on" if wait.signal else f"waited until {_utc(until)}"
             result = {"waited_until": until.isoformat()}
         step.result = result
-        self._results[name] = result
+        run.results[name] = result
         task_state = core.done(name)
-        self._publish()
-        self._event(f"{name}: {step.note}")
+        run.publish()
+        run.event(f"{name}: {step.note}")
         await records.mirror([records.transition(step, task_state=task_state, note=step.note, result=result)])
-        self._notify("step_completed", name)
+        run.notify("step_completed", name)

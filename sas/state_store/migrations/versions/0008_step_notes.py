@@ -1,6 +1,6 @@
 """Step notes: why a step was Skipped, or what a Waiting step waits for and until when.
 
-``steps.note`` is written by the one writer (``state_store.mirror_rules``) from
+``steps.note`` is written by the one writer (``sas.state_store.mirror_rules``) from
 ``StepTransition.note``; a transition without one leaves it as it was. ``sas show`` shows it.
 
 Revision ID: 0008

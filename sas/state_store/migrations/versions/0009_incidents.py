@@ -1,7 +1,7 @@
 """Incidents: one alert for every task failing for one cause.
 
 ``incidents`` holds an incident alert's cause, counts and times; ``incident_tasks`` its member
-tasks (``state_store.incident_tables``). A member's own alerts are folded into the incident
+tasks (``sas.state_store.incident_tables``). A member's own alerts are folded into the incident
 while it is open: they are neither listed by default nor sent to the webhook.
 
 Revision ID: 0009

@@ -1,0 +1,87 @@
+"""The calls a task type declares, checked before it runs: each undo on its step's service, and
+every value a call sends taken from where it can come (``Input`` from the task's input model,
+``Result`` from a step finished before, ``Forward`` only in an undo, from its step's result)."""
+
+from __future__ import annotations
+
+from sas.task_models.activity_defs import agent_result
+from sas.task_models.queues import service_of
+from sas.task_types.definitions import StepDefinition, TaskDefinition
+from sas.task_types.services import HttpCall
+from sas.task_types.sources import Forward, ForwardKey, Input, Result
+
+
+def calls_problem(definition: TaskDefinition) -> str | None:
+    """What is wrong with the calls the definition declares, or None: an undo on another service
+    than its step's, or a value sent from where it cannot come."""
+    stage_of = {s.name: definition.stage_of(s.name) for s in definition.steps}
+    position = {s.name: i for i, s in enumerate(definition.steps)}
+    for step in definition.steps:
+        if not isinstance(step, StepDefinition):
+            continue  # a wait or a child step declares no call
+        forward_service = service_of(step.agent)
+        if step.undo is not None and step.compensation is not None and service_of(step.compensation) != forward_service:
+            return (
+                f"step {step.name!r} is undone on service {service_of(step.compensation)!r} but runs on"
+                f" {forward_service!r}; an undo runs on its step's service queue, so declare it on {forward_service!r}"
+            )
+        if isinstance(step.forward, HttpCall):
+            for part, key, value in _sources(step.forward):
+                if isinstance(value, Forward | ForwardKey):
+                    return f"step {step.name!r}, {part}[{key!r}]: {type(value).__name__} is for an undo only"
+                if isinstance(value, Result) and value.step not in _before(step, definition, stage_of, position):
+                    return (
+                        f"step {step.name!r}, {part}[{key!r}]: Result({value.step!r}, ...) must name a step"
+                        " that finishes before this one starts"
+                    )
+                problem = _input_problem(step.name, f"{part}[{key!r}]", value, definition)
+                if problem:
+                    return problem
+        if isinstance(step.undo, HttpCall):
+            forward_result = agent_result(step.agent)
+            for part, key, value in _sources(step.undo):
+                if isinstance(value, Result):
+                    return (
+                        f"the undo of {step.name!r}, {part}[{key!r}]: an undo gets its own step's result"
+                        f" through Forward({value.field!r}), not Result"
+                    )
+                if (
+                    isinstance(value, Forward)
+                    and forward_result is not None
+                    and value.field not in forward_result.model_fields
+                ):
+                    return (
+                        f"the undo of {step.name!r}, {part}[{key!r}]: Forward({value.field!r}) is not a field"
+                        f" of {forward_result.__name__}"
+                    )
+                problem = _input_problem(step.name, f"{part}[{key!r}]", value, definition)
+                if problem:
+                    return problem
+    return None
+
+
+def _before(
+    step: StepDefinition, definition: TaskDefinition, stage_of: dict[str, int | None], position: dict[str, int]
+) -> set[str]:
+    """The steps finished before ``step`` starts: those of the stages before its own."""
+
+    def stage(name: str) -> int:
+        own = stage_of[name]
+        return position[name] if own is None else own
+
+    mine = stage(step.name)
+    return {s.name for s in definition.steps if stage(s.name) < mine and s.name != step.name}
+
+
+def _sources(call: HttpCall) -> list[tuple[str, str, object]]:
+    """Every value a declared call sends, with where it goes (body, params, query, headers)."""
+    return [(part, key, value) for part, values in call.sources().items() for key, value in values.items()]
+
+
+def _input_problem(step: str, place: str, value: object, definition: TaskDefinition) -> str | None:
+    if not isinstance(value, Input):
+        return None
+    first = value.path.split(".")[0]
+    if first not in definition.input_model.model_fields:
+        return f"step {step!r}, {place}: Input({value.path!r}) is not a field of {definition.input_model.__name__}"
+    return None

@@ -1,0 +1,147 @@
+"""A task's start: its input validated in the workflow, and the task accepted by the state store,
+whose plan (each step's Agent, queue and policy, what the namespace has) the run keeps.
+
+A run started with the id of a task that already exists (a reused id) is refused here: it
+undoes nothing and ends at once, with ``TaskIdReused``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import (
+        RESUBMIT_MEMO,
+        PivotRole,
+        Resubmission,
+        StepPlan,
+        StepStatus,
+        TaskAccepted,
+        TaskPlan,
+        TaskState,
+        TaskStatus,
+        validate_task_id,
+    )
+    from sas.task_models.activity_defs import MirrorDefs
+    from sas.workflows.core.machine import PlanStep, TaskCore
+    from sas.workflows.definitions import StepDefinition, TaskDefinition, Wait
+    from sas.workflows.inputs import INVALID_INPUT, decode, short
+    from sas.workflows.shell.records import _MIRROR_RETRY, _MIRROR_TIMEOUT
+    from sas.workflows.shell.task_run import TaskRun
+
+# A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
+TASK_ID_REUSED = "TaskIdReused"
+
+
+def core_for(
+    definition: TaskDefinition, task_id: str, steps: list[tuple[str, int | None, PivotRole | None]]
+) -> TaskCore:
+    """The core over ``steps``: (name, stage, pivot role), as the accepted plan recorded them
+    (a plan accepted before pivots existed records none, so it replays as it ran)."""
+    plan = []
+    for position, (name, _, pivot) in enumerate(steps):
+        step = definition.step(name)
+        stage = definition.stage_of(name)
+        is_wait = isinstance(step, Wait)
+        plan.append(
+            PlanStep(
+                name,
+                position,
+                position if stage is None else stage,
+                undo=isinstance(step, StepDefinition) and step.undo is not None,
+                wait=is_wait,
+                signal=step.signal if isinstance(step, Wait) else None,
+                pivot=pivot,
+            )
+        )
+    status = TaskStatus(
+        task_id=task_id,
+        task_type=definition.task_type,
+        state=TaskState.PENDING,
+        steps=[StepStatus(name=p.name, position=p.position, stage=s) for p, (_, s, _) in zip(plan, steps, strict=True)],
+    )
+    return TaskCore(status, plan)
+
+
+def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> dict[str, Any]:
+    """The task's input, or a non-retryable InvalidInput failure saying what is wrong with it.
+
+    Decoded here, from the raw payload, rather than by the SDK before the workflow runs: a
+    payload that does not decode (too deeply nested, not JSON) would otherwise fail every
+    workflow task, leaving the workflow Running for ever with nothing to say why."""
+    task_type = definition.task_type
+    try:
+        validate_task_id(workflow.info().workflow_id)
+        if isinstance(raw_input, RawValue):
+            raw_input = decode(raw_input)
+        if not isinstance(raw_input, dict):
+            raise ValueError(f"input must be a JSON object, got {type(raw_input).__name__}")
+        model = definition.input_model.model_validate(raw_input)
+    except ValidationError as err:
+        raise ApplicationError(
+            f"invalid {task_type} input: {short(err)}", type=INVALID_INPUT, non_retryable=True
+        ) from None
+    except ValueError as err:
+        raise ApplicationError(f"invalid {task_type} input: {err}", type=INVALID_INPUT, non_retryable=True) from None
+    return model.model_dump(mode="json")
+
+
+async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str, Any]) -> TaskPlan:
+    """Have the state store accept the task, and take its plan: the run's core is built again
+    over the steps the plan recorded, keeping what happened before (a compensate, events)."""
+    info = workflow.info()
+    declared = []
+    for position, step in enumerate(definition.steps):
+        declared.append(
+            StepPlan(
+                name=step.name,
+                position=position,
+                agent=step.agent,
+                compensation=step.compensation,
+                idempotency_key=f"{info.workflow_id}:{step.name}",
+                policy=step.policy if isinstance(step, StepDefinition) else None,
+                stage=definition.stage_of(step.name),
+                pivot=definition.pivot_role(step.name),
+            )
+        )
+    plan = await workflow.execute_local_activity_method(
+        MirrorDefs.accept,
+        TaskAccepted(
+            task_id=info.workflow_id,
+            task_type=definition.task_type,
+            workflow_type=info.workflow_type,
+            task_queue=info.task_queue,
+            payload=task_input,
+            steps=declared,
+            accepted_at=workflow.now(),
+            run_id=info.run_id,
+            chain_id=info.first_execution_run_id,
+            resubmission=workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission),
+        ),
+        start_to_close_timeout=_MIRROR_TIMEOUT,
+        retry_policy=_MIRROR_RETRY,
+        summary="accept the task: write its rows to the state store",
+    )
+    if plan.refused is not None:
+        # The id belongs to another task: touch nothing of it (no rows, no keys, no callbacks).
+        raise ApplicationError(plan.refused, type=TASK_ID_REUSED, non_retryable=True)
+    before = run.core
+    run.core = core_for(definition, info.workflow_id, [(p.name, p.stage, p.pivot) for p in plan.steps])
+    run.core.accepted = True
+    run.core.compensation = before.compensation  # a compensate that came before the accept
+    run.core.status.events = before.status.events
+    run.plans = {p.name: p for p in plan.steps}
+    run.compensation_policy = plan.compensation_policy
+    run.supervisor_id = plan.supervisor_workflow_id
+    run.publisher.search_attributes = plan.search_attributes
+    run.publisher.progress = plan.publish_progress
+    run.publisher.on = True
+    url = task_input.get("callback_url")
+    run.notifier.url = url if isinstance(url, str) else None
+    run.notifier.incarnation = plan.incarnation
+    return plan

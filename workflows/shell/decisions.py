@@ -1,0 +1,117 @@
+"""Decisions about a step that waits: the Supervisor's or an operator's ``retry``,
+``compensate`` or ``park``, queued on the core as they arrive (``shell/operator.py``) and taken
+here, one at a time, by the step that waits for them - forward or undo, in the Scheduler and
+the clean-up alike. Also where undoing begins, whoever asked for it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState
+    from sas.workflows.core.machine import RequestKind
+    from sas.workflows.core.requests import target_step
+    from sas.workflows.shell.task_run import AUDIT_EVERY_REQUEST, TaskRun
+
+# Before this patch, a retry the task ignored still raised FailureCount on the step it named, to
+# whatever it carried. It counts now only on a running step, where a Supervisor's retry is how it
+# counts the step's overruns of its complete-by.
+IGNORED_REQUEST_COUNTS_ONLY_OVERRUNS = "ignored-request-counts-only-overruns"
+_OVERRUN_STATES = (StepState.PROCESSING, StepState.COMPENSATING)
+
+
+class Decisions:
+    """Waits for, queues and counts the decisions about one task's steps."""
+
+    def __init__(self, run: TaskRun) -> None:
+        self.run = run
+
+    async def wait_for(self, name: str, *, compensating: bool) -> Literal["retry", "compensate"]:
+        """Wait for the Supervisor or an operator to decide about a step that failed (or whose
+        undo failed). Parking leaves it waiting, as Error, for an operator."""
+        run = self.run
+        core, records = run.core, run.records
+        step = core.step(name)
+        while True:
+            await workflow.wait_condition(lambda: core.has_request(name) or (core.compensating and not compensating))
+            queued = core.next_request(name)
+            if queued is None:
+                return "compensate"
+            kind, request = queued
+            if request.failure_count is not None:
+                step.failure_count = max(step.failure_count, request.failure_count)
+                run.publish()
+            if kind == "park":
+                records.advance()
+                core.status.needs_operator = True  # published by set below
+                task_state = TaskState.ERROR
+                run.set(name, StepState.ERROR, task_state)
+                run.event(f"{name}: parked as Error by {request.by}: {request.reason}")
+                run.notify("needs_operator", name, request.reason)
+                await records.mirror([records.transition(step, task_state=task_state)])
+                if workflow.patched(AUDIT_EVERY_REQUEST):  # parking went unaudited before
+                    await records.audit("park", name, request, f"{name} parked as Error")
+                continue
+            core.status.needs_operator = False
+            run.publish()
+            run.event(f"{name}: {kind} by {request.by}" + (f": {request.reason}" if request.reason else ""))
+            if request.reset_failure_count:
+                changed = f"FailureCount {step.failure_count} -> 0; {name} retried"
+                step.failure_count = 0
+                records.advance()
+                reset = records.transition(step).model_copy(update={"reset_failure_count": True})
+                await records.mirror([reset])
+                run.publish()
+                await records.audit("resubmit", name, request, changed)
+            else:
+                await run.audit_request(kind, name, request, f"{name} ({step.state}) {kind}")
+            if kind == "compensate" and not compensating:
+                return "compensate"
+            return "retry"
+
+    def queue(self, kind: RequestKind, request: OperatorRequest, *, undo: bool = False) -> StepStatus:
+        """Queue a request that applies on the step it targets; returns that step."""
+        core = self.run.core
+        target = target_step(core, request.step, undo=undo)
+        core.claim_count(target.name, request)
+        core.queue(target.name, kind, request)
+        return target
+
+    def note_count(self, request: OperatorRequest) -> None:
+        """A decision that applies takes its FailureCount on the step it names."""
+        core = self.run.core
+        if request.failure_count is not None and request.step in core.names():
+            core.claim_count(request.step, request)
+
+    def note_overrun(self, request: OperatorRequest) -> None:
+        """A retry that does not apply is still counted on the running step it names: the
+        Supervisor counts the overruns of a running step this way. On a step that is not running
+        it changes nothing: a count taken from it would only make the Supervisor's next decision
+        about that step carry it, past any bound."""
+        core = self.run.core
+        if request.failure_count is None or request.step not in core.names():
+            return
+        step = core.step(request.step)
+        if (
+            step.state not in _OVERRUN_STATES
+            and request.failure_count > step.failure_count
+            and workflow.patched(IGNORED_REQUEST_COUNTS_ONLY_OVERRUNS)
+        ):
+            return
+        core.claim_count(request.step, request)
+
+    def start_compensation(self, request: OperatorRequest) -> None:
+        """Undoing begins (the attempts under way are cancelled), or, once it has, the undo that
+        failed or was parked is retried."""
+        run = self.run
+        core = run.core
+        forced = " (forced past the point of no return)" if request.force and core.past_pivot() else ""
+        run.event(f"compensate requested by {request.by}{forced}" + (f": {request.reason}" if request.reason else ""))
+        if not core.compensating:
+            core.begin_compensation(request)
+            for handle in run.inflight.values():
+                handle.cancel()
+        else:
+            self.queue("compensate", request, undo=True)

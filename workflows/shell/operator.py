@@ -1,0 +1,124 @@
+"""The operator protocol, as every sas workflow declares it - the task workflows and the
+clean-up: the ``retry``, ``compensate`` and ``park`` signals, the ``request_retry`` and
+``request_compensate`` updates, and the ``status`` query.
+
+The signals keep the Temporal UI and ``temporal workflow signal`` working; a signal that does
+not apply changes nothing and is recorded in ``events``. The updates do the same, but reject
+what does not apply in their validator, so the caller gets an immediate answer saying why.
+Whether a request applies is decided in the pure core (``workflows/core/requests.py``); what
+follows from one that does, in ``shell/decisions.py``.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import RawValue
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import OperatorAnswer, OperatorRequest, StepState, TaskStatus
+    from sas.task_models.text import MAX_EVENT_TEXT, bounded
+    from sas.workflows.core.requests import compensate_problem, park_problem, retry_problem
+    from sas.workflows.inputs import decode, short
+    from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.task_run import TaskRun
+
+
+class OperatorHandlers:
+    """The handlers Temporal finds on a sas workflow class. They hold no state of their own:
+    the workflow gives them its run and its decisions (``task`` and ``decisions``) as it is
+    made, and each handler is a few lines over those."""
+
+    sas_task_workflow = True  # takes exactly one argument (workflows/shell/arguments.py)
+    task: TaskRun
+    decisions: Decisions
+
+    @workflow.signal(name="retry")
+    def retry(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
+        """Re-run the step that waits for a decision (or retry its failed undo)."""
+        request = self._request("retry", raw)
+        if request is None:
+            return
+        problem = retry_problem(self.task.core, request)
+        if problem:
+            self.decisions.note_overrun(request)
+            self.task.event(f"retry from {request.by} ignored: {problem}")
+            return
+        self.decisions.queue("retry", request)
+
+    @workflow.signal(name="compensate")
+    def compensate(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
+        """Undo every attempted step, in the reverse order of completion."""
+        request = self._request("compensate", raw)
+        if request is None:
+            return
+        problem = compensate_problem(self.task.core, request)
+        if problem:
+            self.task.event(f"compensate from {request.by} ignored: {problem}")
+            return
+        self.decisions.note_count(request)
+        self.decisions.start_compensation(request)
+
+    @workflow.signal(name="park")
+    def park(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
+        """Park the waiting step as Error until an operator acts (sent by the Supervisor)."""
+        request = self._request("park", raw)
+        if request is None:
+            return
+        problem = park_problem(self.task.core, request)
+        if problem:
+            self.task.event(f"park from {request.by} ignored: {problem}")
+            return
+        self.decisions.queue("park", request)
+
+    @workflow.update(name="request_retry")
+    def request_retry(self, request: OperatorRequest) -> OperatorAnswer:
+        """``retry`` with an answer: accepted, or rejected with the reason."""
+        step = self.decisions.queue("retry", request)
+        core = self.task.core
+        what = "undo of" if step.state != StepState.FAILED and core.compensating else "step"
+        return OperatorAnswer(message=f"retrying {what} {step.name}", task_state=core.status.state)
+
+    @request_retry.validator
+    def _validate_retry(self, request: OperatorRequest) -> None:
+        problem = retry_problem(self.task.core, request)
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.update(name="request_compensate")
+    def request_compensate(self, request: OperatorRequest) -> OperatorAnswer:
+        """``compensate`` with an answer: accepted, or rejected with the reason."""
+        self.decisions.note_count(request)
+        self.decisions.start_compensation(request)
+        return OperatorAnswer(
+            message="compensating: attempted steps are undone in reverse order", task_state=self.task.core.status.state
+        )
+
+    @request_compensate.validator
+    def _validate_compensate(self, request: OperatorRequest) -> None:
+        problem = compensate_problem(self.task.core, request)
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.query(name="status")
+    def status(self) -> TaskStatus:
+        return self.task.core.status
+
+    def _request(self, signal: str, raw: RawValue | None) -> OperatorRequest | None:
+        """A signal's request, or None (and an event saying why) if its payload is not one.
+
+        The signals take the raw payload and decode it here: a payload the SDK failed to
+        decode would be dropped with only a line in the worker's log."""
+        if raw is None:
+            return OperatorRequest()
+        try:
+            decoded = decode(raw)
+            return OperatorRequest() if decoded is None else OperatorRequest.model_validate(decoded)
+        except ValidationError as err:
+            problem = short(err)
+        except ValueError as err:
+            problem = str(err)
+        problem = bounded(problem, MAX_EVENT_TEXT)
+        workflow.logger.warning("%s signal rejected: %s", signal, problem)
+        self.task.event(f"{signal} signal rejected: invalid request: {problem}")
+        return None

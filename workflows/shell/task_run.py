@@ -1,0 +1,114 @@
+"""One task's run, as its workflow's collaborators share it: the pure core (the rules), the
+records (the mirror and the audit log), what the Temporal UI is shown and what the submitter is
+told, and what the accepted plan said of each step. The Scheduler's collaborators and the
+clean-up's each take it in their constructor; it is the one holder of the run's state.
+
+The core is replaced once the task is accepted (the plan the state store accepted may say
+more than the definition), so a collaborator reads ``run.core`` each time, never keeps it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import (
+        OperatorRequest,
+        StepPlan,
+        StepPolicyValues,
+        StepState,
+        StepStatus,
+        TaskState,
+        TaskStatus,
+    )
+    from sas.task_models.text import MAX_EVENT_TEXT, bounded
+    from sas.workflows.core.machine import TaskCore
+    from sas.workflows.shell.agents import describe
+    from sas.workflows.shell.notify import Notifier
+    from sas.workflows.shell.publish import Publisher
+    from sas.workflows.shell.records import Records
+
+# The status keeps the newest events, each bounded (task_models.text): however many signals a task
+# gets and whatever they or its services say, its status query stays far below gRPC's limit.
+_MAX_EVENTS = 200
+# Before this patch, requests that said they came from sas itself were not audited, whoever
+# sent them. Every request is audited now; the state store tells the Supervisor's own.
+AUDIT_EVERY_REQUEST = "audit-every-request"
+_AUTOMATIC = ("supervisor", "temporal")
+
+
+def _no_task() -> TaskCore:
+    return TaskCore(TaskStatus(task_id="", task_type="", state=TaskState.PENDING, steps=[]), [])
+
+
+class TaskRun:
+    """The state of one task's run and the outlets every change goes through."""
+
+    def __init__(self, core: TaskCore | None = None, records: Records | None = None) -> None:
+        self.core = core or _no_task()
+        self.records = records or Records(task_id="", chain_id=None)
+        self.publisher = Publisher()
+        self.notifier = Notifier()
+        self.plans: dict[str, StepPlan] = {}
+        self.compensation_policy = StepPolicyValues()
+        self.payload: dict[str, Any] = {}
+        # Forward results by step (secret fields included: they go only to the Agents).
+        self.results: dict[str, dict[str, Any]] = {}
+        # The forward attempts under way, cancelled when undoing begins.
+        self.inflight: dict[str, workflow.ActivityHandle[Any]] = {}
+        self.supervisor_id: str | None = None
+
+    def publish(self) -> None:
+        self.publisher.publish(self.core.status, self.payload)
+
+    def set(self, name: str, state: StepState, task_state: TaskState | None = None) -> StepStatus:
+        step = self.core.set(name, state, task_state)
+        self.publish()
+        return step
+
+    def set_task(self, task_state: TaskState) -> None:
+        self.core.set_task(task_state)
+        self.publish()
+
+    def event(self, text: str) -> None:
+        events = self.core.status.events
+        events.append(bounded(f"{workflow.now().isoformat(timespec='seconds')} {text}", MAX_EVENT_TEXT))
+        dropped = len(events) - _MAX_EVENTS
+        if dropped > 0:
+            self.core.status.events_dropped += dropped
+            del events[:dropped]
+
+    def notify(self, kind: str, step: str | None = None, detail: str | None = None) -> None:
+        results = {s.name: s.result for s in self.core.status.steps if s.result is not None}
+        self.notifier.notify(self.core.status, self.records.stamp, kind, results, step, detail)
+
+    async def audit_request(self, action: str, step: str | None, request: OperatorRequest, changed: str) -> None:
+        """Audit a request the task applied. Requests that claimed to be sas's own went
+        unaudited before AUDIT_EVERY_REQUEST; replays of those runs keep that."""
+        if request.by not in _AUTOMATIC or workflow.patched(AUDIT_EVERY_REQUEST):
+            await self.records.audit(action, step, request, changed)
+
+    async def record_failure(self, name: str, state: StepState, err: ActivityError) -> None:
+        """A step (or its undo) failed after its Agent's quick retries: say so everywhere, and
+        wake the Supervisor, which decides what follows."""
+        message, error_type, permanent = describe(err)
+        self.records.advance()
+        step, task_state = self.core.record_failure(name, state, message, error_type, permanent)
+        self.publish()
+        self.event(f"{name}: {state} ({error_type}): {message}")
+        self.notify("failed", name, f"{error_type}: {message}")
+        # CompleteBy of a Failed step: when the Supervisor should look at it - now.
+        await self.records.mirror([self.records.transition(step, task_state=task_state, complete_by=workflow.now())])
+        await self._wake_supervisor()
+
+    async def _wake_supervisor(self) -> None:
+        """Tell the Supervisor now rather than at its next tick; harmless if it is not running."""
+        if not self.supervisor_id:
+            return
+        try:
+            await workflow.get_external_workflow_handle(self.supervisor_id).signal("wake")
+        except Exception as err:  # noqa: BLE001 - waking is an optimisation only
+            workflow.logger.debug("could not wake the Supervisor: %s", err)
