@@ -134,7 +134,9 @@ class CleanupPlans(CleanupDefs):
             raise await self._refuse(task_id, "the state store has no such task, or no such parent")
         link = (record.task.parent_task_id, record.task.parent_step)
         if link != (parent_id, step):
-            raise await self._refuse(task_id, f"its recorded parent is {link[0]} step {link[1]}, not {parent_id} {step}")
+            raise await self._refuse(
+                task_id, f"its recorded parent is {link[0]} step {link[1]}, not {parent_id} {step}"
+            )
         undoing = next((s.state for s in parent.steps if s.name == step), None)
         if parent.task.state != "Compensating" or undoing != "Compensating":
             raise await self._refuse(

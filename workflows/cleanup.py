@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.core.children import CHILD_AGENT
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.inputs import decode_model
+    from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.operator import OperatorHandlers
     from sas.workflows.shell.records import Records
@@ -66,7 +67,7 @@ class CleanupWorkflow(OperatorHandlers):
         # What to undo is known only once the plan is read; until then requests find no step.
         self.task = TaskRun()
         self.decisions = Decisions(self.task)
-        self.undo = Undo(self.task, self.decisions)
+        self.undo = Undo(self.task, self.decisions, Children(self.task, self.decisions))
 
     @workflow.run
     async def run(self, raw: RawValue) -> dict[str, str]:

@@ -34,7 +34,6 @@ from sas.workflows.definitions import (
     Parallel,
     Step,
     StepContext,
-    StepDefinition,
     TaskDefinition,
     Wait,
 )

@@ -149,7 +149,6 @@ if TYPE_CHECKING:
     from sas.task_types.demos import DEMO_ENTRY_POINT_GROUP, DemoCase, DemoPlan
 
 __all__ = [
-    "ChildTask",
     "DEMO_ENTRY_POINT_GROUP",
     "ENTRY_POINT_GROUP",
     "ActionResult",
@@ -157,6 +156,7 @@ __all__ = [
     "AgentContext",
     "Approval",
     "BulkResult",
+    "ChildTask",
     "ClauseResult",
     "ClientError",
     "Const",

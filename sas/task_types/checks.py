@@ -176,6 +176,7 @@ def _cycle(
             found = _cycle(origin, step.task_type, registered, [*path, task_type])
             if found:
                 return found
+    return None
 
 
 def _story_problem(definition: TaskDefinition) -> str | None:

@@ -30,68 +30,75 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepState, TaskResult, TaskState
+    from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.core.children import PARENT_MEMO, child_task_id, outcome_of, waiting_note
     from sas.workflows.core.machine import DECISION_STATES
     from sas.workflows.definitions import ChildTask, StepContext
-    from sas.task_models.text import MAX_ERROR_TEXT, bounded
-    from sas.workflows.shell.host import TaskHost
+    from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.task_run import TaskRun
 
 CLEANUP_WORKFLOW = "CleanupWorkflow"
+# How a child ended: its final task state and its steps' states; or None (no result) and how.
+_Ended = tuple[TaskState | None, str]
 
 
 def _said(err: BaseException) -> str:
     return bounded(f"{type(err).__name__}: {err}", MAX_ERROR_TEXT)
 
 
-class ChildSteps(TaskHost):
-    """The forward run and the undo of a child step, for the Scheduler and the clean-up."""
+class Children:
+    """Runs a task's child steps forward, and undoes them (for the Scheduler and the clean-up)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, run: TaskRun, decisions: Decisions) -> None:
+        self.run = run
+        self.decisions = decisions
         # Each child step's child workflow, and how each child ended: its final task state, or
-        # None when its workflow ended without a result.
-        self._children: dict[str, workflow.ChildWorkflowHandle[Any, Any]] = {}
-        self._child_ends: dict[str, TaskState | None] = {}
+        # None when its workflow ended without a result (or never started).
+        self.handles: dict[str, workflow.ChildWorkflowHandle[Any, Any]] = {}
+        self.ends: dict[str, TaskState | None] = {}
 
-    def _child_id(self, name: str) -> str:
-        return child_task_id(self._core.status.task_id, name, self._notifier.incarnation)
+    def child_id(self, name: str) -> str:
+        run = self.run
+        return child_task_id(run.core.status.task_id, name, run.notifier.incarnation)
 
-    async def _run_child(self, name: str, child: ChildTask) -> None:
-        core = self._core
-        if core.step(name).state in DECISION_STATES:  # resumed after a refused cancellation
-            if await self._await_decision(name, compensating=False) == "compensate":
-                return
+    async def step(self, name: str, child: ChildTask) -> None:
+        """Run the child until it completes (the step is done), or undoing begins."""
+        core = self.run.core
+        # Resumed after a refused cancellation while the step waited for a decision: it still does.
+        resumed = core.step(name).state in DECISION_STATES
+        if resumed and await self.decisions.wait_for(name, compensating=False) == "compensate":
+            return
         while not core.compensating:
-            ended = await self._child_attempt(name, child)
+            ended = await self._attempt(name, child)
             if ended is None or core.compensating:
                 return
-            outcome = outcome_of(self._child_id(name), ended[0], ended[1])
+            outcome = outcome_of(self.child_id(name), *ended)
             if outcome.kind == "done":
-                await self._child_done(name, ended[2])
+                await self._done(name)
                 return
-            await self._child_failed(name, outcome.message, outcome.error_type, outcome.permanent)
-            if await self._await_decision(name, compensating=False) == "compensate":
+            await self._failed(name, StepState.FAILED, outcome.message, outcome.error_type, outcome.permanent)
+            if await self.decisions.wait_for(name, compensating=False) == "compensate":
                 return
 
-    async def _child_attempt(
-        self, name: str, child: ChildTask
-    ) -> tuple[TaskState | None, str, dict[str, Any]] | None:
-        """Start the child and wait for its end: (its final state, how it ended otherwise, its
-        result's steps); None if the parent began undoing before the child could start."""
-        core, records = self._core, self._records
-        child_id = self._child_id(name)
+    async def _attempt(self, name: str, child: ChildTask) -> _Ended | None:
+        """Start the child and wait for its end; None if undoing began before it could start."""
+        run = self.run
+        core, records = run.core, run.records
+        child_id = self.child_id(name)
         records.advance()
         step = core.start(name, StepState.WAITING)
         step.note = waiting_note(child_id, child.task_type)
-        self._publish()
-        self._event(f"{name}: {step.note}")
+        run.publish()
+        run.event(f"{name}: {step.note}")
         await records.mirror([records.transition(step, task_state=core.status.state, note=step.note)])
         if core.compensating:
+            self.ends[name] = None
             return None
         try:
-            given = dict(child.input(StepContext(input=self._payload, results=self._results)))
+            given = dict(child.input(StepContext(input=run.payload, results=run.results)))
         except Exception as err:  # noqa: BLE001 - a team's function: its failure is the step's, said plainly
-            return None, f"its input could not be made: {_said(err)}", {}
+            self.ends[name] = None
+            return None, f"its input could not be made: {_said(err)}"
         handle = await workflow.start_child_workflow(
             child.workflow_type,
             given,
@@ -101,82 +108,81 @@ class ChildSteps(TaskHost):
             memo={PARENT_MEMO: {"task_id": core.status.task_id, "step": name}},
             static_summary=f"{name}: child task {child.task_type} of {core.status.task_id}",
         )
-        self._children[name] = handle
-        self._inflight[name] = handle  # type: ignore[assignment] # cancelled with the others on compensate
+        self.handles[name] = handle
+        run.inflight[name] = handle  # type: ignore[assignment] # cancelled with the attempts when undoing begins
         try:
-            return await self._child_end(name, handle)
-        except asyncio.CancelledError:
-            # The parent's workflow is cancelled (undo it): the child is undone with the others.
-            raise
+            return await self._end(name, handle)
         finally:
-            self._inflight.pop(name, None)
+            run.inflight.pop(name, None)
 
-    async def _child_end(
-        self, name: str, handle: workflow.ChildWorkflowHandle[Any, Any]
-    ) -> tuple[TaskState | None, str, dict[str, Any]]:
-        """Wait for the child to end, through the parent's own cancellation (the undo decides)."""
+    async def _end(self, name: str, handle: workflow.ChildWorkflowHandle[Any, Any]) -> _Ended:
+        """Wait for the child to end. Shielded: the parent's own cancellation does not reach
+        the child from here; undoing the step does (``undo``)."""
         try:
             raw = await asyncio.shield(handle)
         except ChildWorkflowError as err:
-            self._child_ends[name] = None
-            return None, _said(err.cause or err), {}
-        result = TaskResult.model_validate(raw) if not isinstance(raw, TaskResult) else raw
-        self._child_ends[name] = result.state
-        return result.state, "", {s.name: s.state for s in result.steps}
+            self.ends[name] = None
+            return None, _said(err.cause or err)
+        result = raw if isinstance(raw, TaskResult) else TaskResult.model_validate(raw)
+        self.ends[name] = result.state
+        return result.state, ""
 
-    async def _child_done(self, name: str, child_steps: dict[str, Any]) -> None:
-        core, records = self._core, self._records
+    async def _done(self, name: str) -> None:
+        run = self.run
+        core, records = run.core, run.records
         records.advance()
-        child_id = self._child_id(name)
+        child_id = self.child_id(name)
         step = core.step(name)
         step.note = f"child task {child_id} completed"
         step.result = {"child_task_id": child_id, "state": str(TaskState.PROCESSED)}
-        self._results[name] = dict(step.result)
+        run.results[name] = dict(step.result)
         task_state = core.done(name)
-        self._publish()
-        self._event(f"{name}: {step.note}")
-        await records.mirror(
-            [records.transition(step, task_state=task_state, note=step.note, result=dict(step.result))]
-        )
-        self._notify("step_completed", name)
+        run.publish()
+        run.event(f"{name}: {step.note}")
+        await records.mirror([records.transition(step, task_state=task_state, note=step.note, result=step.result)])
+        run.notify("step_completed", name)
 
-    async def _child_failed(self, name: str, message: str, error_type: str, permanent: bool) -> None:
-        records = self._records
+    async def _failed(self, name: str, state: StepState, message: str, error_type: str, permanent: bool) -> None:
+        run = self.run
+        records = run.records
         records.advance()
-        step, task_state = self._core.record_failure(name, StepState.FAILED, message, error_type, permanent)
-        self._publish()
-        self._event(f"{name}: {StepState.FAILED} ({error_type}): {message}")
-        self._notify("failed", name, f"{error_type}: {message}")
+        step, task_state = run.core.record_failure(name, state, message, error_type, permanent)
+        run.publish()
+        run.event(f"{name}: {state} ({error_type}): {message}")
+        if state == StepState.FAILED:
+            run.notify("failed", name, f"{error_type}: {message}")
         await records.mirror([records.transition(step, task_state=task_state, complete_by=workflow.now())])
-        await self._wake_supervisor()
+        await run.wake_supervisor()
 
     # ------------------------------------------------------------------ undo
 
-    async def _undo_child(self, name: str) -> bool:
-        """Undo a child step; False if there was nothing of the child left to undo."""
-        handle = self._children.get(name)
+    async def undo(self, name: str) -> bool:
+        """Undo a child step; False if nothing of the child was left to undo."""
+        run = self.run
+        handle = self.handles.get(name)
         if handle is not None and not handle.done():
-            self._event(f"{name}: cancelling child task {handle.id}: it undoes itself")
+            run.event(f"{name}: cancelling child task {handle.id}: it undoes itself")
             handle.cancel()
-            await self._child_end(name, handle)
-        # Unknown (a clean-up's plan; a child never started): its clean-up finds out, and undoes
+            await self._end(name, handle)
+        # Unknown (the clean-up of a closed parent): the child's clean-up finds out, and undoes
         # only what the state store shows done.
-        ended = self._child_ends.get(name, TaskState.PROCESSED)
+        ended = self.ends.get(name, TaskState.PROCESSED)
         if ended != TaskState.PROCESSED:
             undid = ended == TaskState.COMPENSATED
-            note = "the child undid itself" if undid else "the child's workflow ended without a result"
-            self._set(name, StepState.COMPENSATED).note = f"nothing to undo: {note}"
+            why = "the child undid itself" if undid else "the child's workflow ended without a result"
+            run.set(name, StepState.COMPENSATED).note = f"nothing to undo: {why}"
             return False
-        await self._clean_up_child(name)
+        await self._clean_up(name)
         return True
 
-    async def _clean_up_child(self, name: str) -> None:
+    async def _clean_up(self, name: str) -> None:
         """Undo a completed child through its clean-up, authorised by this task's link to it."""
-        core, records = self._core, self._records
-        child_id = self._child_id(name)
+        run = self.run
+        core, records = run.core, run.records
+        child_id = self.child_id(name)
         while True:
             records.advance()
-            step = self._set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
+            step = run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
             step.note = f"undoing child task {child_id} (cleanup-{child_id})"
             await records.mirror([records.transition(step, task_state=TaskState.COMPENSATING, note=step.note)])
             try:
@@ -198,29 +204,14 @@ class ChildSteps(TaskHost):
                     static_summary=f"undo child task {child_id} of {core.status.task_id}",
                 )
             except ChildWorkflowError as err:
-                why = _said(err.cause or err)
-                await self._child_undo_failed(name, f"the clean-up of child task {child_id} failed: {why}")
-                await self._await_decision(name, compensating=True)
+                message = f"the clean-up of child task {child_id} failed: {_said(err.cause or err)}"
+                await self._failed(name, StepState.COMPENSATION_FAILED, message, "ChildCleanupFailed", False)
+                await self.decisions.wait_for(name, compensating=True)
                 continue
             records.advance()
-            step = self._set(name, StepState.COMPENSATED)
+            step = run.set(name, StepState.COMPENSATED)
             step.note = f"child task {child_id} undone by cleanup-{child_id}"
             await records.mirror([records.transition(step, task_state=TaskState.COMPENSATING, note=step.note)])
-            await records.audit(
-                "undo child",
-                name,
-                OperatorRequest(by="sas", reason=f"undoing {core.status.task_id}"),
-                f"child task {child_id} (Processed) undone by cleanup-{child_id}",
-            )
+            changed = f"child task {child_id} (Processed) undone by cleanup-{child_id}"
+            await records.audit("undo child", name, OperatorRequest(by="sas", reason="its parent is undone"), changed)
             return
-
-    async def _child_undo_failed(self, name: str, message: str) -> None:
-        records = self._records
-        records.advance()
-        step, task_state = self._core.record_failure(
-            name, StepState.COMPENSATION_FAILED, message, "ChildCleanupFailed", False
-        )
-        self._publish()
-        self._event(f"{name}: {StepState.COMPENSATION_FAILED}: {message}")
-        await records.mirror([records.transition(step, task_state=task_state, complete_by=workflow.now())])
-        await self._wake_supervisor()

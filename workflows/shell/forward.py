@@ -27,8 +27,9 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.activity_defs import agent_result
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES
-    from sas.workflows.definitions import StepContext, TaskDefinition, Wait
+    from sas.workflows.definitions import ChildTask, StepContext, TaskDefinition, Wait
     from sas.workflows.shell.agents import cancelled, held_by_breaker, start_agent, step_call, until_ended
+    from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.shell.waits import Waits
@@ -40,11 +41,14 @@ _DONE = (StepState.PROCESSED, StepState.SKIPPED)
 class StepRunner:
     """Runs a task's steps forward."""
 
-    def __init__(self, definition: TaskDefinition, run: TaskRun, decisions: Decisions, waits: Waits) -> None:
+    def __init__(
+        self, definition: TaskDefinition, run: TaskRun, decisions: Decisions, waits: Waits, children: Children
+    ) -> None:
         self.definition = definition
         self.run = run
         self.decisions = decisions
         self.waits = waits
+        self.children = children
         # Whether a cancelled attempt is waited for until it has ended: recorded with the plan,
         # not a patch marker (one more event on every task's happy path); a plan accepted before
         # it was waited for says False, and replays cancelling at once.
@@ -126,6 +130,8 @@ class StepRunner:
         step = self.definition.step(name)
         if isinstance(step, Wait):
             await self.waits.step(name, step)
+        elif isinstance(step, ChildTask):
+            await self.children.step(name, step)
         else:
             await self._forward(name, earlier)
 
