@@ -7,7 +7,9 @@ stopped mid-child loses nothing."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from tests.stack import order
 from tests.supervisor.conftest import Rig
 
 KINDS: list[type] = [GiftOrderWorkflow]
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def actions(ledger: list[dict[str, Any]]) -> list[str]:
@@ -134,3 +137,34 @@ async def test_a_child_survives_its_worker_stopping_mid_child(make_rig) -> None:
     assert actions(await rig.ledger(child)) == ["reserve", "charge", "ship"]
     assert actions(await rig.ledger(parent)) == ["reserve", "ship"]
     await wait_until(lambda: rig.task_state(child), lambda s: s == "Processed", timeout=60, what="the child's row")
+
+
+@pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_record_histories_of_child_tasks(make_rig) -> None:  # type: ignore[no-untyped-def]
+    """Histories for tests/replay: a parent whose child completes, one whose child is refused for
+    good, one undone after its child completed, and that child's clean-up."""
+    rig: Rig = await make_rig(extra_workflows=KINDS)
+    await rig.start_supervisor("sup-child-record", rig.settings.supervisor.workflow_id)
+    completed, refused, undone = fresh_id("gift"), fresh_id("gift-refused"), fresh_id("gift-undone")
+    await rig.add_fault(
+        endpoint="shipping.ship", kind="permanent", status=422, error="no_such_street", match_order_id=f"{refused}:gift"
+    )
+    await rig.add_fault(
+        endpoint="shipping.ship", kind="permanent", status=422, error="no_such_street", match_order_id=undone
+    )
+    handles = {
+        name: await rig.submit(task_id, order(), workflow="GiftOrderWorkflow")
+        for name, task_id in (
+            ("gift_completed", completed),
+            ("gift_child_refused", refused),
+            ("gift_child_undone", undone),
+        )
+    }
+    handles["cleanup_of_child"] = rig.client.get_workflow_handle(f"cleanup-{undone}:gift")
+    for name, handle in handles.items():
+        if name != "cleanup_of_child":
+            await handle.result()
+    for name, handle in handles.items():
+        history = await handle.fetch_history()
+        (HISTORIES / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
