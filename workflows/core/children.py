@@ -8,9 +8,10 @@ means for its parent's step. No I/O and nothing from Temporal; the shell
   resubmit``) has children of their own: ``<parent id>:<step>.<incarnation>``. An id that would
   be longer than a task id may be keeps the parent id's start and a digest of all of it.
 - The child ended Processed: the step is done. The child ended Compensated (it undid itself):
-  the step failed for good, with nothing of it left to undo. Anything else (it failed, was
-  terminated, its input refused) is a failure of the step that proves nothing: the Supervisor's
-  ladder decides, and undoing the step cleans the child up.
+  the step failed for good, with nothing of it left to undo. A child whose workflow ended without
+  a result (its input refused, terminated, timed out) fails the step for good too: a task id is
+  one task, so starting it again would be refused; the Supervisor undoes the parent, and cleans
+  the child up as any task closed from outside.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def outcome_of(child_id: str, state: TaskState | None, why: str = "") -> ChildOu
             permanent=True,
         )
     said = f": {why}" if why else ""
-    return ChildOutcome("failed", f"child task {child_id} ended without a result{said}", CHILD_FAILED)
+    return ChildOutcome("failed", f"child task {child_id} ended without a result{said}", CHILD_FAILED, permanent=True)
 
 
 def waiting_note(child_id: str, task_type: str) -> str:
