@@ -61,6 +61,8 @@ async def test_a_child_refused_for_good_undoes_itself_then_its_parent(make_rig) 
     assert children == [{"task_id": child, "step": "gift", "task_type": "order", "state": "Compensated"}]
     said = await sas(rig, "show", parent)
     assert f"child task {child} (order) of step gift" in said.stdout.replace("\n", " ")
+    said = await sas(rig, "show", child)
+    assert f"child of {parent} (its step gift)" in said.stdout.replace("\n", " ")
 
 
 async def test_a_parent_refused_after_its_child_completed_undoes_the_child(make_rig) -> None:  # type: ignore[no-untyped-def]
@@ -86,6 +88,8 @@ async def test_a_parent_refused_after_its_child_completed_undoes_the_child(make_
     described = await rig.client.get_workflow_handle(f"cleanup-{child}").describe()
     assert described.parent_id == parent
     assert Counter(actions(await rig.ledger(child))).most_common(1)[0][1] == 1  # one effect per key
+    # Nothing about the child looked wrong to the Supervisor: it was undone by the authorised path.
+    assert await rig.alerts(child) == []
 
 
 async def test_a_clean_up_naming_a_parent_it_was_not_started_by_is_refused(make_rig) -> None:  # type: ignore[no-untyped-def]
