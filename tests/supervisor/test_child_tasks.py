@@ -1,8 +1,9 @@
 """Child tasks end to end: real dev server, the real remote services and their ledger, a real
 Supervisor, on SQLite and PostgreSQL. A child refused for good undoes itself and its parent
 exactly; a parent refused after its child completed undoes the child through the child's
-clean-up; a clean-up that names a parent but was not started by it undoes nothing; a worker
-stopped mid-child loses nothing."""
+clean-up; a parent compensated while its child runs has the child undo itself; a clean-up that
+names a parent but was not started by it undoes nothing; a worker stopped mid-child loses
+nothing (tests/examples/test_child_task_doc.py kills a worker process)."""
 
 from __future__ import annotations
 
@@ -120,6 +121,28 @@ async def test_a_clean_up_naming_a_parent_it_was_not_started_by_is_refused(make_
     assert await rig.task_state(child) == "Processed"
     alerts = await rig.alerts(child)
     assert [a.kind for a in alerts] == ["cleanup_refused"] and alerts[0].severity == "critical"
+
+
+async def test_a_parent_compensated_mid_child_has_its_running_child_undo_itself(make_rig) -> None:  # type: ignore[no-untyped-def]
+    rig: Rig = await make_rig(extra_workflows=KINDS)
+    parent = fresh_id("gift-cancel")
+    child = f"{parent}:gift"
+    # Slow enough that the compensate, sent as soon as the charge is under way, finds it there.
+    await rig.add_fault(endpoint="payment.charge", kind="latency", latency_ms=6_000, match_order_id=child)
+    handle = await rig.submit(parent, order(), workflow="GiftOrderWorkflow")
+    await wait_until(
+        lambda: rig.step_states(child), lambda s: s.get("charge") == "Processing", what="the child mid-charge"
+    )
+    await handle.execute_update("request_compensate", {"by": "ada", "reason": "customer cancelled"})
+    result = await handle.result()
+
+    assert result.state == TaskState.COMPENSATED
+    # The child was cancelled: its charge, already at the service, is refunded, its stock released.
+    assert actions(await rig.ledger(child)) == ["reserve", "charge", "refund", "release"]
+    assert actions(await rig.ledger(parent)) == ["reserve", "release"]
+    assert await rig.task_state(child) == "Compensated"
+    gift = next(s for s in result.steps if s.name == "gift")
+    assert gift.state == "Compensated"
 
 
 async def test_a_child_survives_its_worker_stopping_mid_child(make_rig) -> None:  # type: ignore[no-untyped-def]
