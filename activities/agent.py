@@ -155,6 +155,10 @@ class Agent:
         return value if isinstance(value, str) and value else None
 
     async def _record(self, call: StepCall, phase: Phase, attempt: int, **fields: Any) -> None:
+        if call.item_key is not None:
+            # A fan-out's items share one step row, which the Scheduler writes with their counts:
+            # a thousand Agents writing it would only race each other.
+            return
         transition = StepTransition(
             task_id=call.task_id,
             step=call.step,

@@ -38,8 +38,9 @@ def __getattr__(name: str) -> Any:
     from sas.workflows.registry import task_types
 
     if name == "ALL_WORKFLOWS":
-        # Every registered task type's workflow (workflows/registry.py), and the clean-up.
-        return [t.workflow for t in task_types().values()] + [__getattr__("CleanupWorkflow")]
+        # Every registered task type's workflow (workflows/registry.py), the clean-up, and a fan-out's batches.
+        batch = importlib.import_module("sas.workflows.fanout_batch").FanOutBatchWorkflow
+        return [t.workflow for t in task_types().values()] + [__getattr__("CleanupWorkflow"), batch]
     if name == "CleanupWorkflow":
         return importlib.import_module("sas.workflows.cleanup").CleanupWorkflow
     found = next((t.workflow for t in task_types().values() if t.workflow.__name__ == name), None)

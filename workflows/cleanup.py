@@ -67,7 +67,7 @@ class CleanupWorkflow(OperatorHandlers):
         # What to undo is known only once the plan is read; until then requests find no step.
         self.task = TaskRun()
         self.decisions = Decisions(self.task)
-        self.undo = Undo(self.task, self.decisions, Children(self.task, self.decisions))
+        self.undo = Undo(self.task, self.decisions, children=Children(self.task, self.decisions))
 
     @workflow.run
     async def run(self, raw: RawValue) -> dict[str, str]:

@@ -11,13 +11,16 @@ from sas.task_types.definitions import (
     AgentCall,
     ChildTask,
     DeadlineOutcome,
+    ForEach,
     Parallel,
+    Sequence,
     Step,
     StepContext,
     StepDefinition,
     TaskDefinition,
     Wait,
     When,
+    leaves,
 )
 
 __all__ = [
@@ -27,11 +30,14 @@ __all__ = [
     "AgentCall",
     "ChildTask",
     "DeadlineOutcome",
+    "ForEach",
     "Parallel",
+    "Sequence",
     "Step",
     "StepContext",
     "StepDefinition",
     "TaskDefinition",
     "Wait",
     "When",
+    "leaves",
 ]

@@ -12,7 +12,8 @@ their completion when the task cannot complete.
 - ``Children`` (``children.py``): the child steps, each a task of another type, and their undo;
 - ``Decisions`` (``decisions.py``): the Supervisor's and operators' decisions about a step that
   waits, and where undoing begins;
-- ``Undo`` (``undo.py``): the one undo engine, shared with the clean-up.
+- ``Undo`` (``undo.py``): the one undo engine, shared with the clean-up;
+- ``FanOut`` (``fanout.py``): a fan-out step's items, run and undone in batch child workflows.
 
 The rules live in the pure core (``workflows/core/``): every change of a step's state is made
 in ``TaskCore.set``, and whether an operator's request applies is decided in
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.acceptance import accept, core_for, validated_input
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.forward import StepRunner
     from sas.workflows.shell.operator import OperatorHandlers
     from sas.workflows.shell.records import Records
@@ -58,8 +60,9 @@ class TaskScheduler(OperatorHandlers):
         self.decisions = Decisions(self.task)
         self.waits = Waits(self.task, self.decisions, [s for s in steps if isinstance(s, Wait)])
         self.children = Children(self.task, self.decisions)
-        self.forward = StepRunner(self.definition, self.task, self.decisions, self.waits, self.children)
-        self.undo = Undo(self.task, self.decisions, self.children)
+        self.fan_out = FanOut(self.definition, self.task, self.decisions)
+        self.forward = StepRunner(self.definition, self.task, self.decisions, self.waits, self.fan_out, self.children)
+        self.undo = Undo(self.task, self.decisions, self.fan_out, self.children)
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         """The task: its input validated and accepted, its stages run forward, then completed or

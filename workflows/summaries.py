@@ -31,11 +31,15 @@ from sas.workflows.definitions import (
     MAX_DETAILS,
     MAX_SUMMARY,
     ChildTask,
+    ForEach,
     Parallel,
+    Sequence,
     Step,
     StepContext,
+    StepDefinition,
     TaskDefinition,
     Wait,
+    leaves,
 )
 
 # The UI truncates long summaries; keep them to one short line.
@@ -105,18 +109,23 @@ def task_story(
 
 
 def _flow(definition: TaskDefinition) -> str:
-    """The stages in one line: ``reserve → (flight ‖ hotel) → charge``; the pivot (the point of no
-    return) marked ``charge (pivot)``."""
+    """The stages in one line: ``reserve → (flight ‖ hotel) → charge``; a branch of a group in
+    brackets, ``([flight → seat] ‖ hotel) → charge``; the pivot (the point of no return) marked
+    ``charge (pivot)``."""
 
-    def named(step: Step) -> str:
-        if isinstance(step, ChildTask):
-            return f"{step.name} (child {step.task_type})"
-        return f"{step.name} (pivot)" if step.name == definition.pivot else step.name
+    def drawn(member: StepDefinition | Wait | ChildTask | Sequence | Parallel) -> str:
+        if isinstance(member, Parallel):
+            return "(" + " ‖ ".join(drawn(m) for m in member.steps) + ")"
+        if isinstance(member, Sequence):
+            inner = " → ".join(drawn(m) for m in member.steps)
+            return f"[{inner}]" if len(member.steps) > 1 else inner
+        if isinstance(member, ChildTask):
+            return f"{member.name} (child {member.task_type})"
+        if isinstance(member, ForEach):
+            return f"{member.name} (for each)"
+        return f"{member.name} (pivot)" if member.name == definition.pivot else member.name
 
-    return " → ".join(
-        "(" + " ‖ ".join(named(s) for s in stage.steps) + ")" if isinstance(stage, Parallel) else named(stage)
-        for stage in definition.stages
-    )
+    return " → ".join(drawn(stage) for stage in definition.stages)
 
 
 def _kind(definition: TaskDefinition, step: Step) -> str:
@@ -137,6 +146,11 @@ def _kind(definition: TaskDefinition, step: Step) -> str:
         return f"`{step.agent}` · forward only: retried and parked, never undone" + (
             f" (`{step.compensation}` only on a forced compensate)" if step.compensation else ""
         )
+    if isinstance(step, ForEach):
+        return (
+            f"for each item: `{step.agent}`{undo} · {step.max_concurrency} at once, batches of {step.batch_size},"
+            f" {step.tolerate.describe()} may fail (then undone; past it, the task is undone)"
+        )
     if step.read_only:
         return f"`{step.agent}` · read only: nothing to undo"
     if step.irreversible is not None:
@@ -150,9 +164,11 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
     steps = "\n".join(
         f"{i + 1}. **{s.name}**: {_kind(definition, s)}"
         + (f" · in parallel (stage {stage + 1})" if stage is not None else "")
+        + (f" · in its branch after {', '.join(after)}" if after else "")
         + (f" · only if not: {s.when.unless}" if s.when is not None else "")
         for i, s in enumerate(definition.steps)
         for stage in [definition.stage_of(s.name)]
+        for after in [_in_branch_after(definition, s.name)]
     )
     return (
         f"{task_story(definition, task_id, payload)}\n\n"
@@ -167,6 +183,14 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
         + f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
         f"act: `sas retry {task_id}` or `sas compensate {task_id}`"
     )
+
+
+def _in_branch_after(definition: TaskDefinition, name: str) -> list[str]:
+    """The steps of its own group that a step in a branch waits for (none outside branches)."""
+    if definition.stage_of(name) is None:
+        return []
+    group = {s.name for s in leaves(definition.stage_item(name))}
+    return [s.name for s in definition.steps if s.name in group and s.name in definition.finished_before(name)]
 
 
 def step_summary(

@@ -42,9 +42,9 @@ Groups (each name links to its entry in the docs site's API reference):
 
 - Declaring a task type: [`TaskDefinition`][sas.api.TaskDefinition],
   [`StepDefinition`][sas.api.StepDefinition], [`Wait`][sas.api.Wait],
-  [`Parallel`][sas.api.Parallel], [`ChildTask`][sas.api.ChildTask], [`When`][sas.api.When],
-  [`StepContext`][sas.api.StepContext],
-  [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
+  [`Parallel`][sas.api.Parallel], [`Sequence`][sas.api.Sequence], [`ChildTask`][sas.api.ChildTask], [`ForEach`][sas.api.ForEach] (a
+  fan-out over a list, with its [`Tolerance`][sas.api.Tolerance]), [`When`][sas.api.When],
+  [`StepContext`][sas.api.StepContext], [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
 - Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
   in a body ([`Input`][sas.api.Input], [`Result`][sas.api.Result], [`Forward`][sas.api.Forward],
   [`Const`][sas.api.Const], [`TaskId`][sas.api.TaskId], [`ForwardKey`][sas.api.ForwardKey]);
@@ -109,7 +109,18 @@ from sas.task_models.results import ProviderId, StepResultModel
 from sas.task_models.task_input import TaskInput
 from sas.task_models.text import UserText
 from sas.task_types.agent_context import AgentContext
-from sas.task_types.definitions import ChildTask, Parallel, StepContext, StepDefinition, TaskDefinition, Wait, When
+from sas.task_types.definitions import (
+    ChildTask,
+    ForEach,
+    Parallel,
+    Sequence,
+    StepContext,
+    StepDefinition,
+    TaskDefinition,
+    Tolerance,
+    Wait,
+    When,
+)
 from sas.task_types.discovery import ENTRY_POINT_GROUP, TaskTypeError
 from sas.task_types.services import HttpCall, Service
 from sas.task_types.sources import Const, Forward, ForwardKey, Input, Result, TaskId
@@ -164,6 +175,7 @@ __all__ = [
     "DemoPlan",
     "ExplicitCalls",
     "FakeAgents",
+    "ForEach",
     "Forward",
     "ForwardKey",
     "HttpCall",
@@ -179,6 +191,7 @@ __all__ = [
     "Result",
     "Secret",
     "Selection",
+    "Sequence",
     "Service",
     "ServiceCheckError",
     "ServiceReport",
@@ -203,6 +216,7 @@ __all__ = [
     "TaskStatus",
     "TaskTypeError",
     "TaskView",
+    "Tolerance",
     "Unreachable",
     "UserText",
     "Verdict",

@@ -6,7 +6,8 @@ Temporal's time-skipping environment with fake Agents (``FakeAgents``, which fol
 contract as the real run does):
 
 - nothing failing: the task ends Processed and nothing is undone;
-- each step's forward call refused for good: the task ends Compensated;
+- each step's forward call refused for good: the task ends Compensated (a fan-out's every item
+  refused: Compensated past its tolerance, Processed within it);
 - each sibling of a parallel group refused for good while each other sibling is before,
   during or after its call, and each two siblings refused at once (``_sibling_cases.py``): the
   task ends Compensated;
@@ -14,7 +15,8 @@ contract as the real run does):
   as the Supervisor's ladder does, then parked for an operator, whose `compensate` once the
   service is back ends the task Compensated.
 
-Each time it checks that every step that had an effect is undone exactly once, latest first;
+Each time it checks that every step that had an effect is undone exactly once, latest first
+(by stage, and within each branch of a group by its order);
 that every other attempted step was proven to have done nothing (its service's lookup said so,
 which voids its key); that no step is undone that had no effect (its undo is not even sent when
 the lookup says nothing was done); that a step never started is never called; and that the task
@@ -39,7 +41,17 @@ from sas.api._supervising import ladder_decision, past_pivot
 from sas.api._testing import Answer, FakeAgents, fake_worker
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
-from sas.task_types.definitions import ChildTask, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import (
+    ChildTask,
+    ForEach,
+    Parallel,
+    Sequence,
+    StepContext,
+    StepDefinition,
+    TaskDefinition,
+    Wait,
+    leaves,
+)
 from sas.workflows.scheduler import TaskScheduler
 
 _WHO = "failure-matrix"
@@ -127,7 +139,13 @@ async def failure_matrix(
         if step.agent not in reached:
             continue  # skipped by its condition for this input: nothing to refuse
         case = await run.case(f"{step.name} refused", {step.agent})
-        _ended_as_promised(case, definition, [step])
+        if _tolerated(step, payload):
+            # Every item of a fan-out refused, and no more than it tolerates: the refused items
+            # are undone (they did nothing) and the task goes on.
+            if case.outcome != TaskState.PROCESSED:
+                case.problems.append(f"ended {case.outcome}, not Processed: its items' refusals are tolerated")
+        else:
+            _ended_as_promised(case, definition, [step])
         cases.append(case)
     for timing in sibling_cases(definition, reached):
         refused = {s.agent for s in timing.refused}
@@ -152,6 +170,17 @@ async def failure_matrix(
             case.problems.append(f"ended {case.outcome} after the operator's compensate, not Compensated")
         cases.append(case)
     return cases
+
+
+def _tolerated(step: StepDefinition, payload: Mapping[str, Any]) -> bool:
+    """Whether ``step`` is a fan-out that tolerates every one of its items failing for this input."""
+    if not isinstance(step, ForEach):
+        return False
+    try:
+        items = len(step.items(StepContext(input=payload, results={})))
+    except Exception:  # noqa: BLE001 - its items read an earlier result: weighed as not tolerated
+        return False
+    return items <= step.tolerate.allowed(items)
 
 
 def _ended_as_promised(case: MatrixCase, definition: TaskDefinition, refused: list[StepDefinition]) -> None:
@@ -315,6 +344,7 @@ class _Runner:
         stages = [self._stage(n) for n, _ in undos]
         if stages != sorted(stages, reverse=True):
             problems.append(f"undos not latest first: {[self._owner[n].name for n, _ in undos]}")
+        problems += _branch_order(self._definition, [self._owner[n].name for n, _ in undos])
         cut = {k for _, k in agents.cut_off}
         for position, ((name, key), stage) in enumerate(zip(undos, stages, strict=True)):
             ahead = [
@@ -329,6 +359,30 @@ class _Runner:
             if step.agent not in called and step.compensation is not None and step.compensation in called:
                 problems.append(f"{step.name} was never started but its undo was called")
         return problems
+
+
+def _branch_order(definition: TaskDefinition, undone: list[str]) -> list[str]:
+    """Latest first within each branch of a group (``Sequence``): a member's steps are undone
+    before those of the members before it, whatever the other branches did meanwhile."""
+    problems = []
+    for branch in _branches(definition.stages):
+        member_of = {leaf.name: i for i, member in enumerate(branch.steps) for leaf in leaves(member)}
+        order = [member_of[name] for name in undone if name in member_of]
+        if order != sorted(order, reverse=True):
+            mine = [name for name in undone if name in member_of]
+            problems.append(f"undos not latest first within the branch {' → '.join(member_of)}: {mine}")
+    return problems
+
+
+def _branches(members: tuple[Any, ...]) -> list[Sequence]:
+    """Every branch of the task type's groups, nested ones too."""
+    found: list[Sequence] = []
+    for member in members:
+        if isinstance(member, Sequence):
+            found.append(member)
+        if isinstance(member, Parallel | Sequence):
+            found += _branches(member.steps)
+    return found
 
 
 async def _where(handle: WorkflowHandle[Any, TaskResult]) -> str:

@@ -13,7 +13,10 @@ calls in - no clock is involved:
 - **at once**: two siblings are refused together, and both refusals are in before undoing
   is decided.
 
-The group's remaining siblings (in groups of three or more) complete before the refusal.
+The group's remaining siblings (in groups of three or more) complete before the refusal. In a
+group with branches (``Sequence``), the cases are those of every two steps that run side by
+side - never two of one branch, which run in turn - and what comes before each of them in its
+branch completes before the refusal.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Literal
 
 from sas.api._testing import FakeAgents
 from sas.task_models import StepCall, StepState, TaskStatus
-from sas.task_types.definitions import Parallel, StepDefinition, TaskDefinition
+from sas.task_types.definitions import Parallel, StepDefinition, TaskDefinition, leaves
 
 Timing = Literal["before", "during", "after"]
 TIMINGS: tuple[Timing, ...] = ("before", "during", "after")
@@ -49,6 +52,10 @@ class SiblingCase:
     refused: tuple[StepDefinition, ...]
     other: StepDefinition | None = None
     timing: Timing | None = None
+    # In a group with branches: the steps that complete before the refusal (those before the
+    # refused ones in their branches, and before and with ``other`` when it completes first).
+    # None: every sibling but the refused and the timed one, as in a group of steps.
+    complete_first: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -66,9 +73,11 @@ class SiblingCase:
     def arrange(self, agents: FakeAgents, status: Callable[[], Awaitable[TaskStatus]]) -> None:
         """Set the gates on ``agents`` that make this case's order; ``status`` asks the task's."""
         arrived = {s.name: asyncio.Event() for s in self.group}
-        must_complete = [
-            s.name for s in self.group if s not in self.refused and (s != self.other or self.timing == "after")
-        ]
+        must_complete = (
+            list(self.complete_first)
+            if self.complete_first is not None
+            else [s.name for s in self.group if s not in self.refused and (s != self.other or self.timing == "after")]
+        )
 
         async def refuse_in_turn(call: StepCall) -> None:
             arrived[call.step].set()
@@ -98,6 +107,9 @@ def sibling_cases(definition: TaskDefinition, reached: Iterable[str]) -> list[Si
     for stage in definition.stages:
         if not isinstance(stage, Parallel):
             continue
+        if stage.branched:
+            cases += _branch_cases(definition, stage, ran)
+            continue
         group = tuple(s for s in stage.steps if isinstance(s, StepDefinition) and s.agent in ran)
         for refused in group:
             for other in group:
@@ -105,6 +117,32 @@ def sibling_cases(definition: TaskDefinition, reached: Iterable[str]) -> list[Si
                     cases += [SiblingCase(group, (refused,), other, timing) for timing in TIMINGS]
         for position, first in enumerate(group):
             cases += [SiblingCase(group, (first, second)) for second in group[position + 1 :]]
+    return cases
+
+
+def _branch_cases(definition: TaskDefinition, stage: Parallel, ran: set[str]) -> list[SiblingCase]:
+    """A group with branches: the same timings, for every two of its steps that run side by side
+    (neither comes after the other in a branch); what comes before each in its branch completes
+    first, and nothing after the timed one starts until the refusal has come."""
+    group = tuple(s for s in leaves(stage) if isinstance(s, StepDefinition) and s.agent in ran)
+    before = {s.name: definition.finished_before(s.name) & {g.name for g in group} for s in group}
+
+    def beside(a: StepDefinition, b: StepDefinition) -> bool:
+        return a != b and a.name not in before[b.name] and b.name not in before[a.name]
+
+    def first(*steps: StepDefinition) -> tuple[str, ...]:
+        names = set().union(*(before[s.name] for s in steps))
+        return tuple(s.name for s in group if s.name in names)
+
+    cases: list[SiblingCase] = []
+    for refused in group:
+        for other in (o for o in group if beside(refused, o)):
+            for timing in TIMINGS:
+                settled = (*first(refused, other), other.name) if timing == "after" else first(refused)
+                cases.append(SiblingCase(group, (refused,), other, timing, settled))
+    for position, one in enumerate(group):
+        for two in (t for t in group[position + 1 :] if beside(one, t)):
+            cases.append(SiblingCase(group, (one, two), complete_first=first(one, two)))
     return cases
 
 

@@ -46,6 +46,7 @@ from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall
+from sas.workflows.fanout_batch import FanOutBatchWorkflow
 from sas.workflows.runner import workflow_runner
 from sas.workflows.scheduler import TaskScheduler
 from sas.workflows.shell.arguments import OneArgument
@@ -282,7 +283,8 @@ async def fake_worker(
     async with Worker(
         client,
         task_queue=queue,
-        workflows=workflows,
+        # A fan-out's batches run as child workflows of the task's own (workflows/fanout_batch.py).
+        workflows=[*workflows, FanOutBatchWorkflow],
         activities=agents.activities(*definitions),
         workflow_runner=workflow_runner(),
         interceptors=[OneArgument()],

@@ -48,7 +48,7 @@ def types(
 
 def describe(task_type: Any) -> dict[str, Any]:
     """One registered task type as JSON: what ``sas types --json`` prints."""
-    from sas.task_types.definitions import ChildTask, StepDefinition
+    from sas.task_types.definitions import ChildTask, ForEach, StepDefinition
     from sas.task_types.services import HttpCall
     from sas.workflows.summaries import task_summary
 
@@ -68,6 +68,8 @@ def describe(task_type: Any) -> dict[str, Any]:
             if isinstance(step.undo, HttpCall):
                 entry["undo_call"] = f"{step.undo.method} {step.undo.path}"
             entry["reversal"] = reversal(definition, step)
+            if isinstance(step, ForEach):
+                entry["fan_out"] = fan_out(step)
         elif isinstance(step, ChildTask):
             entry |= {"kind": "child", "child_type": step.task_type, "child_workflow": step.workflow_type}
             entry["reversal"] = reversal(definition, step)
@@ -84,9 +86,31 @@ def describe(task_type: Any) -> dict[str, Any]:
         "workflow_type": task_type.workflow_name,
         "module": task_type.module,
         "flow": task_summary(definition, "", {}).split(" · ")[-1],
+        "shape": [shape(stage) for stage in definition.stages],
         "steps": steps,
         "services": sorted({s["service"] for s in steps if "service" in s}),
         "input_schema": definition.input_model.model_json_schema(),
+    }
+
+
+def shape(member: Any) -> Any:
+    """A stage as JSON: a step's name, ``{"parallel": [...]}`` for a group (its members, started
+    together), ``{"sequence": [...]}`` for a branch of one (its members, in order)."""
+    from sas.task_types.definitions import Parallel, Sequence
+
+    if isinstance(member, Parallel):
+        return {"parallel": [shape(m) for m in member.steps]}
+    if isinstance(member, Sequence):
+        return {"sequence": [shape(m) for m in member.steps]}
+    return member.name
+
+
+def fan_out(step: Any) -> dict[str, Any]:
+    """A fan-out's bounds, as ``sas types --json`` gives them."""
+    return {
+        "max_concurrency": step.max_concurrency,
+        "batch_size": step.batch_size,
+        "tolerate": {"count": step.tolerate.count, "percent": step.tolerate.percent},
     }
 
 
@@ -125,6 +149,8 @@ def _print(entry: dict[str, Any]) -> None:
             rows.append([step["name"], calls, "its child's undo", step["reversal"], ""])
         else:
             calls = step["agent"] + (f" ({step['call']})" if "call" in step else "")
+            if "fan_out" in step:
+                calls = f"for each item: {calls}, {step['fan_out']['max_concurrency']} at once"
             rows.append([step["name"], calls, step["undo"] or "", step["reversal"], step["service"]])
     console.print(table(None, ["step", "calls", "undo", "when undoing", "service"], rows))
     schema = entry["input_schema"]

@@ -12,7 +12,8 @@ and before the activity's code runs:
   it; the clean-up workflow may run only undo Agents, never a forward call;
 - any other sas activity (the mirror's writes, the callbacks) scheduled by a workflow that is
   not one of sas's task types or the clean-up;
-- a Supervisor activity scheduled by anything but the Supervisor workflow.
+- a Supervisor activity scheduled by anything but the Supervisor workflow;
+- an Agent scheduled by a fan-out's batch workflow that is not the Agent of a fan-out step.
 
 The owners are the task workflows the worker registers, each with the Agents its task type declares. What a client
 with write access to the namespace can still do is in docs/security.md ("The trust boundary").
@@ -28,7 +29,8 @@ from typing import Any
 from temporalio import activity, worker
 from temporalio.exceptions import ApplicationError
 
-from sas.task_types.definitions import TaskDefinition
+from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW
+from sas.task_types.definitions import ForEach, TaskDefinition
 from sas.task_types.discovery import FoundType
 
 # The type of the failure a refused activity ends with: never retried.
@@ -85,6 +87,10 @@ def owners_of(workflows: Sequence[type]) -> Owners:
             continue
         agents_of[FoundType(definition, cls, cls.__module__).workflow_name] = frozenset(definition.agents())
         undos.update(s.compensation for s in definition.steps if s.compensation is not None)
+        # A fan-out's batches call its items' Agents, forward and undo, and those only.
+        fanned = [s for s in definition.steps if isinstance(s, ForEach)]
+        batch_agents = {a for s in fanned for a in (s.agent, s.compensation) if a is not None}
+        agents_of[FAN_OUT_BATCH_WORKFLOW] = agents_of.get(FAN_OUT_BATCH_WORKFLOW, frozenset()) | batch_agents
     return Owners(agents_of, frozenset(undos))
 
 

@@ -194,6 +194,11 @@ class StepCall(BaseModel):
     forward_result: dict[str, Any] | None = Field(
         default=None, description="For an undo: its own forward step's result; None if that never arrived."
     )
+    item_key: str | None = Field(
+        default=None,
+        description="One item of a fan-out step (its payload is the item): the Agent writes no step row,"
+        " the Scheduler counts the items.",
+    )
 
 
 class StepResult(BaseModel):

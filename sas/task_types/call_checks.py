@@ -1,12 +1,12 @@
 """The calls a task type declares, checked before it runs: each undo on its step's service, and
 every value a call sends taken from where it can come (``Input`` from the task's input model,
-``Result`` from a step finished before, ``Forward`` only in an undo, from its step's result)."""
+``Result`` from a step finished before - in a branch, one before it in its branch too - ``Forward`` only in an undo, from its step's result; a fan-out's calls read their item, never a ``Result``)."""
 
 from __future__ import annotations
 
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
-from sas.task_types.definitions import StepDefinition, TaskDefinition
+from sas.task_types.definitions import ForEach, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall
 from sas.task_types.sources import Forward, ForwardKey, Input, Result
 
@@ -14,8 +14,6 @@ from sas.task_types.sources import Forward, ForwardKey, Input, Result
 def calls_problem(definition: TaskDefinition) -> str | None:
     """What is wrong with the calls the definition declares, or None: an undo on another service
     than its step's, or a value sent from where it cannot come."""
-    stage_of = {s.name: definition.stage_of(s.name) for s in definition.steps}
-    position = {s.name: i for i, s in enumerate(definition.steps)}
     for step in definition.steps:
         if not isinstance(step, StepDefinition):
             continue  # a wait or a child step declares no call
@@ -27,14 +25,19 @@ def calls_problem(definition: TaskDefinition) -> str | None:
             )
         if isinstance(step.forward, HttpCall):
             for part, key, value in _sources(step.forward):
+                if isinstance(step, ForEach) and isinstance(value, Result):
+                    return (
+                        f"fan-out step {step.name!r}, {part}[{key!r}]: Result({value.step!r}, ...) is not given to"
+                        " an item's call; put what an item needs in the item (ForEach's items=...)"
+                    )
                 if isinstance(value, Forward | ForwardKey):
                     return f"step {step.name!r}, {part}[{key!r}]: {type(value).__name__} is for an undo only"
-                if isinstance(value, Result) and value.step not in _before(step, definition, stage_of, position):
+                if isinstance(value, Result) and value.step not in definition.finished_before(step.name):
                     return (
                         f"step {step.name!r}, {part}[{key!r}]: Result({value.step!r}, ...) must name a step"
                         " that finishes before this one starts"
                     )
-                problem = _input_problem(step.name, f"{part}[{key!r}]", value, definition)
+                problem = _value_problem(step, f"{part}[{key!r}]", value, definition)
                 if problem:
                     return problem
         if isinstance(step.undo, HttpCall):
@@ -54,28 +57,20 @@ def calls_problem(definition: TaskDefinition) -> str | None:
                         f"the undo of {step.name!r}, {part}[{key!r}]: Forward({value.field!r}) is not a field"
                         f" of {forward_result.__name__}"
                     )
-                problem = _input_problem(step.name, f"{part}[{key!r}]", value, definition)
+                problem = _value_problem(step, f"{part}[{key!r}]", value, definition)
                 if problem:
                     return problem
     return None
 
 
-def _before(
-    step: StepDefinition, definition: TaskDefinition, stage_of: dict[str, int | None], position: dict[str, int]
-) -> set[str]:
-    """The steps finished before ``step`` starts: those of the stages before its own."""
-
-    def stage(name: str) -> int:
-        own = stage_of[name]
-        return position[name] if own is None else own
-
-    mine = stage(step.name)
-    return {s.name for s in definition.steps if stage(s.name) < mine and s.name != step.name}
-
-
 def _sources(call: HttpCall) -> list[tuple[str, str, object]]:
     """Every value a declared call sends, with where it goes (body, params, query, headers)."""
     return [(part, key, value) for part, values in call.sources().items() for key, value in values.items()]
+
+
+def _value_problem(step: StepDefinition, place: str, value: object, definition: TaskDefinition) -> str | None:
+    # A fan-out's item call is given its item as its input: its fields are the items' own.
+    return None if isinstance(step, ForEach) else _input_problem(step.name, place, value, definition)
 
 
 def _input_problem(step: str, place: str, value: object, definition: TaskDefinition) -> str | None:

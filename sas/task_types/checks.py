@@ -8,8 +8,11 @@ says is refused before any task of it starts:
 - the pivot names a step of its own stage (not a wait, not in a parallel group), and no wait
   for a signal follows it (its rejection would undo the task past the point of no return);
 - every complete-by is within its bounds (``StepPolicyValues``: over 0, at most a day);
-- a parallel group holds two or more steps, none of them a group;
+- a parallel group holds two or more members: steps, waits, branches (``Sequence``, one or
+  more members, none of them a ``Sequence``) and groups; a ``Sequence`` is never a stage of
+  its own;
 - a wait's signal is not one of the task workflow's own signals, updates or queries;
+- a fan-out (``ForEach``) is a stage of its own, before any pivot, and its bounds are within theirs;
 - a declared summary is a template of the input's own fields or a function of one argument, and
   declared details a function of one argument (neither a coroutine: they run in the workflow);
 - a child step (``ChildTask``) is a stage of its own, and, across the registered types
@@ -31,7 +34,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
-from sas.task_types.definitions import MAX_SUMMARY, ChildTask, Parallel, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import (
+    MAX_SUMMARY,
+    ChildTask,
+    ForEach,
+    Parallel,
+    Sequence,
+    StepDefinition,
+    TaskDefinition,
+    Wait,
+    leaves,
+)
 
 # The task workflow's own handlers (workflows/shell/host.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
@@ -43,7 +56,7 @@ MAX_IRREVERSIBLE = 200
 
 def definition_problem(definition: TaskDefinition) -> str | None:
     """The first rule ``definition`` breaks, in one line naming the step; None if it keeps them all."""
-    for check in (_stages_problem, _pivot_problem, _story_problem):
+    for check in (_stages_problem, _pivot_problem, _story_problem, _fan_out_problem):
         problem = check(definition)
         if problem:
             return problem
@@ -59,15 +72,33 @@ def definition_problem(definition: TaskDefinition) -> str | None:
 def _stages_problem(definition: TaskDefinition) -> str | None:
     for stage in definition.stages:
         if isinstance(stage, Parallel):
-            if len(stage.steps) < 2:
-                return f"a parallel group of {len(stage.steps)} step(s): give it two or more"
-            nested = next((s for s in stage.steps if not isinstance(s, StepDefinition | Wait)), None)
-            if isinstance(nested, ChildTask):
-                return f"step {nested.name!r}: a child task runs as a stage of its own, not in a parallel group"
-            if nested is not None:
-                return f"a parallel group holds {type(nested).__name__}: only steps and waits"
+            problem = _group_problem(stage)
+            if problem:
+                return problem
+        elif isinstance(stage, Sequence):
+            return "a Sequence is a stage: a branch belongs in a parallel group (the stages already run in order)"
         elif not isinstance(stage, StepDefinition | Wait | ChildTask):
             return f"stage {stage!r} is not a step, a wait, a child task or a parallel group"
+    return None
+
+
+def _group_problem(member: Parallel | Sequence) -> str | None:
+    """A group's and a branch's members, all the way down."""
+    if isinstance(member, Parallel) and len(member.steps) < 2:
+        return f"a parallel group of {len(member.steps)} step(s): give it two or more"
+    if isinstance(member, Sequence) and not member.steps:
+        return "an empty Sequence: give a branch one or more steps"
+    for inner in member.steps:
+        if isinstance(member, Sequence) and isinstance(inner, Sequence):
+            return "a Sequence inside a Sequence: list its steps in the outer one"
+        if isinstance(inner, Parallel | Sequence):
+            problem = _group_problem(inner)
+            if problem:
+                return problem
+        elif isinstance(inner, ChildTask):
+            return f"step {inner.name!r}: a child task runs as a stage of its own, not in a parallel group"
+        elif not isinstance(inner, StepDefinition | Wait):
+            return f"a parallel group holds {type(inner).__name__}: only steps, waits, branches and groups"
     return None
 
 
@@ -228,4 +259,33 @@ def _function_problem(function: Callable[..., Any] | object, argument: str) -> s
         return f"the function must take one argument, {argument}"
     except ValueError:
         return None  # a builtin without a signature: called with one argument as well
+    return None
+
+
+MAX_FAN_OUT_CONCURRENCY = 1000
+MAX_FAN_OUT_BATCH = 500
+
+
+def _fan_out_problem(definition: TaskDefinition) -> str | None:
+    for stage in definition.stages:
+        nested = (
+            next((s for s in leaves(stage) if isinstance(s, ForEach)), None) if isinstance(stage, Parallel) else None
+        )
+        if nested is not None:
+            return f"step {nested.name!r}: a fan-out cannot be in a parallel group; give it a stage of its own"
+    for step in definition.steps:
+        if not isinstance(step, ForEach):
+            continue
+        where = f"step {step.name!r}"
+        if definition.pivot_role(step.name) is not None:
+            return (
+                f"{where}: a fan-out cannot be the pivot or come after it (its failed items are undone,"
+                " and past its tolerance the task is)"
+            )
+        if not 1 <= step.max_concurrency <= MAX_FAN_OUT_CONCURRENCY:
+            return f"{where}: max_concurrency {step.max_concurrency}: 1 to {MAX_FAN_OUT_CONCURRENCY}"
+        if not 1 <= step.batch_size <= MAX_FAN_OUT_BATCH:
+            return (
+                f"{where}: batch_size {step.batch_size}: 1 to {MAX_FAN_OUT_BATCH} (each batch is one child's history)"
+            )
     return None

@@ -3,8 +3,14 @@
 Beyond a straight line of steps, a definition may hold:
 
 - ``Parallel(a, b)``: a group of steps that start together; the task goes on when all are done;
+- ``Parallel(Sequence(flight, seat), hotel)``: a group whose members are *branches*: a
+  ``Sequence`` runs its members one after the other (steps, waits, conditional steps and nested
+  groups), beside the group's other members;
 - ``Wait(...)``: a step that waits for a time, or for a named signal (an approval) until a
   deadline, with a declared outcome when the deadline passes;
+- ``ForEach("pay", items=..., key=..., forward=..., undo=...)``: a step run once for each item of
+  a list taken from the input or an earlier result, in batches, with a bound on how many run at
+  once and on how many may fail (``Tolerance``) before the whole task is undone;
 - ``ChildTask(...)``: a step that runs another registered task type as a child task, with its
   own mirror rows and its own Supervisor ladder; undoing the step undoes the child;
 - ``when=When(predicate, "why")`` on a step: the step runs only if the predicate, a pure
@@ -27,6 +33,7 @@ module that sas finds through the ``sas.task_types`` entry point group or the
 from __future__ import annotations
 
 import re
+from collections import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -132,6 +139,92 @@ def _check_name(name: str) -> None:
         raise ValueError(f"step name {name!r}: use 1-{MAX_STEP_NAME} characters from a-z 0-9 _, starting with a letter")
 
 
+MAX_ITEM_KEY = 28
+"""An item's key is part of its idempotency key, ``<task>#<n>:<step>:<item>:undo``, which the
+services take up to 200 characters: 171 for the step's own (``sas/task_models/ids.py``), one for
+the colon, 28 for the item."""
+_ITEM_KEY = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ITEM_KEY - 1}}}")
+
+
+def item_key_problem(key: object) -> str | None:
+    """Why ``key`` cannot be an item's key; None if it can."""
+    if not isinstance(key, str) or not _ITEM_KEY.fullmatch(key):
+        return (
+            f"item key {key!r}: use 1-{MAX_ITEM_KEY} characters from A-Z a-z 0-9 . _ -, starting with a letter or digit"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How many of a fan-out's items may fail, as a count, a percentage of the items, or both (the
+    smaller bound holds). Within it, the failed items are undone and the task goes on; past it,
+    the whole task is undone. ``Tolerance()``: none may fail."""
+
+    count: int | None = None
+    percent: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.count is not None and self.count < 0:
+            raise ValueError("Tolerance(count=...): 0 or more")
+        if self.percent is not None and not 0 <= self.percent <= 100:
+            raise ValueError("Tolerance(percent=...): 0 to 100")
+
+    def allowed(self, items: int) -> int:
+        """How many of ``items`` may fail."""
+        bounds = [self.count] if self.count is not None else []
+        if self.percent is not None:
+            bounds.append(int(items * self.percent / 100))
+        return min(bounds, default=0)
+
+    def describe(self) -> str:
+        parts = [
+            f"{self.count}" if self.count is not None else "",
+            f"{self.percent:g}%" if self.percent is not None else "",
+        ]
+        return " and ".join(p for p in parts if p) or "0"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForEach(StepDefinition):
+    """A step run once for each item of a list: ``forward`` (and ``undo``) are called per item,
+    with the item as their input (``Input("amount")`` reads the item's field) under the
+    idempotency key ``<task>:<step>:<item key>``.
+
+    ```python
+    ForEach(
+        "pay",
+        items=lambda ctx: ctx.input["recipients"],
+        key=lambda item: item["id"],
+        forward=PAYROLL.post("/payroll/pay", body={"to": Input("id"), "cents": Input("cents")}, result=Paid),
+        undo=PAYROLL.post("/payroll/refund", body={"payment_id": Forward("payment_id")}, result=Refunded),
+        max_concurrency=20,
+        tolerate=Tolerance(percent=5),
+    )
+    ```
+
+    Attributes:
+        items: The list, from the input and the earlier steps' results; deterministic, like a
+            condition (it runs in the workflow). Each item a JSON object.
+        key: Each item's own stable key (1-28 characters from A-Z a-z 0-9 . _ -), unique in the
+            list: never its position, which can change when the task is resubmitted.
+        max_concurrency: How many items are called at once, at most.
+        tolerate: How many items may fail after their quick retries (or for good): within it,
+            they are undone and the task goes on; past it, the task is undone, every item too.
+        batch_size: Items per batch; each batch runs in a child workflow of its own, so that no
+            history holds more than one batch's calls.
+
+    The step's result is the count of its items by state; ``sas show`` and the UI give those
+    counts, not a row per item.
+    """
+
+    items: Callable[[StepContext], abc.Sequence[Mapping[str, Any]]]
+    key: Callable[[Mapping[str, Any]], str]
+    max_concurrency: int = 20
+    tolerate: Tolerance = field(default_factory=Tolerance)
+    batch_size: int = 100
+
+
 # What a wait step's deadline does: undo the task, or go on as if the wait had ended well.
 DeadlineOutcome = Literal["compensate", "continue"]
 MAX_WAIT = timedelta(days=366)
@@ -184,16 +277,41 @@ class Wait:
 
 @dataclass(frozen=True, init=False)
 class Parallel:
-    """Steps that start together. The task goes on when all are done. When one of them fails
-    for good (the task is to be undone), those still running are cancelled: their calls may
-    have had an effect, so they are undone with the others (every undo is safe to run when
-    nothing was done). The Supervisor's ladder and an operator's retry apply to each on its own."""
+    """Members that start together: steps, waits, branches (``Sequence``) and nested groups.
+    The task goes on when all are done. When one of them fails for good (the task is to be
+    undone), those still running are cancelled and nothing new starts in any branch: the
+    cancelled calls may have had an effect, so they are undone with the others (every undo is
+    safe to run when nothing was done), each branch's steps latest first. The Supervisor's
+    ladder and an operator's retry apply to each step on its own."""
 
-    steps: tuple[StepDefinition | Wait, ...]
+    steps: tuple[StepDefinition | Wait | Sequence | Parallel, ...]
 
-    def __init__(self, *steps: StepDefinition | Wait) -> None:
+    def __init__(self, *steps: StepDefinition | Wait | Sequence | Parallel) -> None:
         if len(steps) < 2:
             raise ValueError("Parallel(...) needs at least two steps")
+        object.__setattr__(self, "steps", steps)
+
+    @property
+    def branched(self) -> bool:
+        """Whether any member is a branch or a group of its own (not a step or a wait)."""
+        return any(isinstance(m, Sequence | Parallel) for m in self.steps)
+
+
+@dataclass(frozen=True, init=False)
+class Sequence:
+    """A branch of a parallel group: its members - steps, waits, conditional steps, nested
+    groups - run one after the other, each once the one before is done, while the group's other
+    members run beside it. A step in a branch may use the results of the steps before it in its
+    branch and of the stages before the group (``Result``, ``StepContext.results``).
+
+    ``Parallel(Sequence(FLIGHT, SEAT), HOTEL)``: the seat is chosen once the flight is booked,
+    while the hotel is booked beside them."""
+
+    steps: tuple[StepDefinition | Wait | Parallel, ...]
+
+    def __init__(self, *steps: StepDefinition | Wait | Parallel) -> None:
+        if not steps:
+            raise ValueError("Sequence(...) needs at least one step")
         object.__setattr__(self, "steps", steps)
 
 
@@ -254,6 +372,17 @@ CHILD_SERVICE = "child"
 Step = StepDefinition | Wait | ChildTask
 
 
+# What a stage, a group or a branch holds (a child step only ever a stage of its own).
+Member = StepDefinition | Wait | ChildTask | Sequence | Parallel
+
+
+def leaves(member: Member) -> tuple[StepDefinition | Wait | ChildTask, ...]:
+    """The steps, waits and child steps of a stage, a group or a branch, in declaration order."""
+    if isinstance(member, Parallel | Sequence):
+        return tuple(step for inner in member.steps for step in leaves(inner))
+    return (member,)
+
+
 MAX_SUMMARY = 160
 """The most characters of a task type's declared summary shown (the UI cuts long lines)."""
 MAX_DETAILS = 2000
@@ -271,7 +400,8 @@ class TaskDefinition:
             misspelt field is refused rather than dropped; ``callback_url``, if it has one, is
             where the task's status events are posted.
         stages: Steps (``StepDefinition``, ``Wait``, ``ChildTask``) and parallel groups
-            (``Parallel``), in order.
+            (``Parallel``), in order; a group's members may be branches (``Sequence``) and groups
+            of their own.
         pivot: The name of the task's point of no return: a step of its own stage (not a wait,
             not in a parallel group). Once the pivot has been attempted and may have had its
             effect, the task only goes forward: the steps after it are retried and parked for an
@@ -306,11 +436,7 @@ class TaskDefinition:
             raise ValueError(
                 f"task type {self.task_type!r}: use 1-40 characters from a-z 0-9 _, starting with a letter"
             )
-        flat = tuple(
-            (step, stage)
-            for stage, item in enumerate(self.stages)
-            for step in (item.steps if isinstance(item, Parallel) else (item,))
-        )
+        flat = tuple((step, stage) for stage, item in enumerate(self.stages) for step in leaves(item))
         names = [s.name for s, _ in flat]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"task type {self.task_type}: give one or more steps, each with its own name")
@@ -322,7 +448,8 @@ class TaskDefinition:
         return tuple(s for s, _ in self._flat)
 
     def stage_of(self, name: str) -> int | None:
-        """The stage of a step in a parallel group: the position of the group's first step.
+        """The stage of a step in a parallel group (in any of its branches): the position of the
+        group's first step; the plan records only this, the branches come from the definition.
         None for a step that is a stage of its own (so the plans of straight-line tasks are
         what they always were)."""
         for step, stage in self._flat:
@@ -334,6 +461,17 @@ class TaskDefinition:
 
     def step(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
+
+    def stage_item(self, name: str) -> Step | Parallel:
+        """The stage a step belongs to, as declared: the step itself, or its parallel group."""
+        return self.stages[next(stage for step, stage in self._flat if step.name == name)]
+
+    def finished_before(self, name: str) -> set[str]:
+        """The steps that have finished whenever ``name`` starts: those of the stages before its
+        own and, in a branch, the steps before it in its ``Sequence`` (and in the ones around it)."""
+        own = next(stage for step, stage in self._flat if step.name == name)
+        before = {step.name for step, stage in self._flat if stage < own}
+        return before | _before_in(self.stages[own], name)
 
     def pivot_role(self, name: str) -> PivotRole | None:
         """``pivot`` for the pivot, ``forward_only`` for a step of a later stage, None before it
@@ -354,3 +492,18 @@ class TaskDefinition:
         refs = [(s.agent, s.forward) for s in agents]
         refs += [(s.compensation, s.undo) for s in agents if s.compensation is not None and s.undo is not None]
         return dict(refs)
+
+
+def _before_in(member: Member, name: str) -> set[str]:
+    """The steps of ``member`` that finish before ``name`` (one of its steps) starts."""
+    if isinstance(member, Parallel):
+        inner = next((m for m in member.steps if name in {s.name for s in leaves(m)}), None)
+        return set() if inner is None else _before_in(inner, name)
+    if isinstance(member, Sequence):
+        done: set[str] = set()
+        for inner in member.steps:
+            names = {s.name for s in leaves(inner)}
+            if name in names:
+                return done | _before_in(inner, name)
+            done |= names
+    return set()

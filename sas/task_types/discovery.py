@@ -49,7 +49,7 @@ ENTRY_POINT_GROUP = "sas.task_types"
 RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor", "child")
 """Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``,
 ``cleanup.*`` and ``supervisor.*``; ``child.<type>`` is what the plan records for a child step."""
-RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow")
+RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow", "FanOutBatch")
 """Workflow type names a task type may not use: sas's own workflows."""
 
 

@@ -110,6 +110,9 @@ async def trip(
         "SAS_SERVICES__HOTELS__URL": trip_services,
         "SAS_SERVICES__CARDS__URL": trip_services,
         "SAS_SERVICES__TICKETS__URL": trip_services,  # the ticketed trip's (test_ticketed_trip.py)
+        "SAS_SERVICES__SEATS__URL": trip_services,  # the seated trip's (test_seated_trip.py)
+        # The seated trip's hotel is slowed to 8 s there, to be surely still at the hotel when the seat is refused.
+        "SAS_STEPS__SEATED_TRIP__HOTEL__COMPLETE_BY_S": "20",
         # Quick steps and a quick Supervisor: the test waits seconds, not minutes.
         "SAS_DEFAULT_STEP__COMPLETE_BY_S": "4",
         "SAS_DEFAULT_STEP__MAX_ATTEMPTS": "3",

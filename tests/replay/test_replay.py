@@ -21,13 +21,21 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def all_workflows() -> list[type]:
+    from bench._payroll import PayrollRunWorkflow
     from sas.supervisor.workflow import SupervisorWorkflow
     from tests.e2e.children import GiftOrderWorkflow
     from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
 
     # CleanupWorkflow is among ALL_WORKFLOWS; the step kinds' and child tasks' test types have histories too.
-    kinds = [KitWorkflow, ApprovedOrderWorkflow, PickupOrderWorkflow, GiftOrderWorkflow]
-    found = [*ALL_WORKFLOWS, SupervisorWorkflow, *kinds]
+    found = [
+        *ALL_WORKFLOWS,
+        SupervisorWorkflow,
+        PayrollRunWorkflow,
+        KitWorkflow,
+        ApprovedOrderWorkflow,
+        PickupOrderWorkflow,
+        GiftOrderWorkflow,
+    ]
     return list(dict.fromkeys(found))
 
 
@@ -43,8 +51,12 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert {"OrderWorkflow", "PreorderWorkflow", "SupervisorWorkflow", "CleanupWorkflow"} <= types
     # A team's type from its own package (tests/examples/test_trip.py records them).
     assert "TripWorkflow" in types
+    # A parallel group with branches (tests/examples/test_seated_trip.py records them).
+    assert "SeatedTripWorkflow" in types
     # A parallel group, an approval and a skipped step (tests/supervisor/test_step_kinds.py records them).
     assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
+    # A fan-out and its batches (tests/fanout/test_fan_out_e2e.py records them).
+    assert {"PayrollRunWorkflow", "FanOutBatch"} <= types
     # Child tasks (tests/supervisor/test_child_tasks.py records them).
     assert "GiftOrderWorkflow" in types
 

@@ -114,3 +114,17 @@ def test_the_env_file_of_sas_up_keeps_per_service_settings(monkeypatch) -> None:
     assert "export SAS_TASK_TYPES__MODULES=my_team.trip\n" in lines
     assert not any("very-secret" in line for line in lines)
     assert any(line.startswith("# SAS_SERVICES__AIR__AUTH_TOKEN") for line in lines)
+
+
+def test_sas_types_draws_a_group_s_branches_and_gives_its_shape_in_json(tmp_path: Path) -> None:
+    branched = trip_module().replace(
+        "TourInput, (Parallel(FLIGHT, HOTEL), NOTE))", "TourInput, (Parallel(Sequence(FLIGHT, NOTE), HOTEL),))"
+    )
+    module = write_module(tmp_path, "from sas.api import Sequence\n" + branched)
+    shown = sas(tmp_path, "types", "tour", module=module)
+    assert shown.returncode == 0, shown.stderr
+    assert "([flight → note] ‖ hotel)" in shown.stdout
+    listed = sas(tmp_path, "types", "tour", "--json", module=module)
+    (tour,) = json.loads(listed.stdout)
+    assert tour["shape"] == [{"parallel": [{"sequence": ["flight", "note"]}, "hotel"]}]
+    assert [(s["name"], s["stage"]) for s in tour["steps"]] == [("flight", 0), ("note", 0), ("hotel", 0)]

@@ -87,7 +87,23 @@ RULES: list[tuple[str, Callable[[], str], str]] = [
         ),
         "step 'ok': a wait for a signal after the pivot 'note' could be rejected",
     ),
+    (
+        "branch as a stage",
+        lambda: tour(extra=BRANCHES, stages="(Sequence(FLIGHT, HOTEL), NOTE)"),
+        "a Sequence is a stage: a branch belongs in a parallel group",
+    ),
+    (
+        "branch in a branch",
+        lambda: tour(extra=BRANCHES, stages="(Parallel(Sequence(Sequence(FLIGHT), NOTE), HOTEL),)"),
+        "a Sequence inside a Sequence: list its steps in the outer one",
+    ),
+    (
+        "result of another branch",
+        lambda: tour(extra=BRANCHES, stages="(Parallel(FLIGHT, Sequence(HOTEL, NOTE)),)"),
+        "step 'note', body['flight']: Result('flight', ...) must name a step that finishes before this one starts",
+    ),
 ]
+BRANCHES = "from sas.api import Sequence\n"
 
 
 @pytest.mark.parametrize(("text", "problem"), [(t, p) for _, t, p in RULES], ids=[i for i, _, _ in RULES])
@@ -137,3 +153,9 @@ def test_sas_types_shows_a_broken_type_with_its_line_and_the_others(tmp_path: Pa
     assert "steps" in by_name["order"]  # the installed types are listed as before
     shown = sas(tmp_path, "types", "tour", module=module)
     assert shown.returncode == 2 and "tour · broken: " in shown.stdout and "step 'note': has no undo" in shown.stdout
+
+
+def test_a_step_after_another_in_its_branch_may_use_its_result(register: Register) -> None:
+    register(tour(extra=BRANCHES, stages="(Parallel(Sequence(FLIGHT, NOTE), HOTEL),)"))
+    definition = registry.task_types()["tour"].definition
+    assert definition.finished_before("note") == {"flight"}

@@ -161,6 +161,7 @@ def test_the_reserved_names_are_sas_s_own_registrations() -> None:
     from sas.supervisor.workflow import SupervisorWorkflow
     from sas.task_models.activity_defs import CallbackDefs, CleanupDefs, MirrorDefs
     from sas.workflows.cleanup import CleanupWorkflow
+    from sas.workflows.fanout_batch import FanOutBatchWorkflow
 
     activities = [
         defn.name
@@ -175,7 +176,8 @@ def test_the_reserved_names_are_sas_s_own_registrations() -> None:
     ]
     assert len(activities) >= 9
     assert all(name.partition(".")[0] in RESERVED_SERVICES for name in activities), activities
-    workflows_of_sas = {workflow._Definition.must_from_class(c).name for c in (SupervisorWorkflow, CleanupWorkflow)}
+    ours = (SupervisorWorkflow, CleanupWorkflow, FanOutBatchWorkflow)
+    workflows_of_sas = {workflow._Definition.must_from_class(c).name for c in ours}
     assert workflows_of_sas == set(RESERVED_WORKFLOWS)
 
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from sas.cli.tasks import submit
+from sas.api import TaskClient
 from sas.task_models import OperatorAnswer, OperatorRequest, TaskResult, TaskState, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
@@ -78,10 +78,11 @@ async def test_the_ui_shows_summaries_current_details_and_a_compensated_task(
     await stack.add_fault(endpoint="shipping.ship", kind="transient", match_order_id=undone_id)
     await stack.add_fault(endpoint="payment.charge", kind="transient", match_order_id=parked_id)
     payload = order().model_dump(mode="json")  # 2 x SKU-1, 19.99 EUR
-    # Started the way `sas submit` starts them, so they carry its summary and details.
+    # Started by the task client, as `sas submit` starts them, so they carry its summary and details.
+    tasks = TaskClient(client, settings)
     for task_id in (done_id, undone_id, parked_id):
-        assert await submit(client, settings, "order", task_id, payload)
-    assert await submit(client, settings, "order", later_id, payload, start_delay=timedelta(hours=1))
+        await tasks.submit("order", payload, task_id=task_id)
+    await tasks.submit("order", payload, task_id=later_id, delay=timedelta(hours=1))
 
     # completed
     done = await client.get_workflow_handle(done_id, result_type=TaskResult).result()

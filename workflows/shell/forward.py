@@ -1,5 +1,5 @@
 """The forward run: a task's stages in order - a step, or a parallel group whose steps start
-together - each step through its Agent (or, a wait step, through ``shell/waits.py``), until the
+together (a group with branches is walked by ``shell/branches.py``) - each step through its Agent (or, a wait step, through ``shell/waits.py``), until the
 task completes or is to be undone.
 
 When a step fails after its Agent's quick retries it is recorded as Failed and waits for a
@@ -27,10 +27,12 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.activity_defs import agent_result
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES
-    from sas.workflows.definitions import ChildTask, StepContext, TaskDefinition, Wait
+    from sas.workflows.definitions import ChildTask, ForEach, Parallel, StepContext, TaskDefinition, Wait
     from sas.workflows.shell.agents import cancelled, held_by_breaker, start_agent, step_call, until_ended
+    from sas.workflows.shell.branches import BranchRunner
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.shell.waits import Waits
     from sas.workflows.summaries import step_summary
@@ -42,9 +44,16 @@ class StepRunner:
     """Runs a task's steps forward."""
 
     def __init__(
-        self, definition: TaskDefinition, run: TaskRun, decisions: Decisions, waits: Waits, children: Children
+        self,
+        definition: TaskDefinition,
+        run: TaskRun,
+        decisions: Decisions,
+        waits: Waits,
+        fan_out: FanOut,
+        children: Children,
     ) -> None:
         self.definition = definition
+        self.fan_out = fan_out
         self.run = run
         self.decisions = decisions
         self.waits = waits
@@ -96,6 +105,13 @@ class StepRunner:
         for stage in core.stages():
             if core.compensating:
                 return
+            group = self.definition.stage_item(stage[0])
+            if isinstance(group, Parallel) and group.branched:
+                # A group with branches is walked as declared (shell/branches.py); a plain group
+                # runs below, as it always did.
+                await BranchRunner(core, self._step, self._skip_unless_wanted).run(group, earlier)
+                earlier = earlier + stage
+                continue
             # Run again after a refused cancellation (past the pivot), the stages done stay done.
             left = [n for n in stage if core.step(n).state not in _DONE]
             runnable = await self._skip_unless_wanted(left) if left else []
@@ -130,6 +146,8 @@ class StepRunner:
         step = self.definition.step(name)
         if isinstance(step, Wait):
             await self.waits.step(name, step)
+        elif isinstance(step, ForEach):
+            await self.fan_out.step(name, step)
         elif isinstance(step, ChildTask):
             await self.children.step(name, step)
         else:

@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.agents import held_by_breaker, shielded, start_agent, step_call
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.summaries import step_summary
 
@@ -23,9 +24,13 @@ with workflow.unsafe.imports_passed_through():
 class Undo:
     """Undoes a task's attempted steps."""
 
-    def __init__(self, run: TaskRun, decisions: Decisions, children: Children | None = None) -> None:
+    def __init__(
+        self, run: TaskRun, decisions: Decisions, fan_out: FanOut | None = None, children: Children | None = None
+    ) -> None:
         self.run = run
         self.decisions = decisions
+        # A fan-out's items are undone in its batches; the clean-up has none of them to undo.
+        self.fan_out = fan_out
         # The Scheduler's own, which started its children (it holds their handles).
         self.children = children or Children(run, decisions)
 
@@ -71,6 +76,9 @@ class Undo:
         core, records = run.core, run.records
         plan = run.plans[name]
         step = core.step(name)
+        if self.fan_out is not None and self.fan_out.owns(name):
+            await self.fan_out.undo(name)  # writes its own rows
+            return True
         if plan.agent.startswith(CHILD_AGENT):
             return await self.children.undo(name)  # a child step: its child is undone
         if plan.compensation is None:

@@ -56,3 +56,16 @@ class TicketsIssued(StepResultModel):
     """``tickets.issue``: the airline's tickets for the booked flight (the ticketed trip)."""
 
     ticket_id: ProviderId
+
+
+class SeatedTripInput(TripInput):
+    """A trip with a seat on the flight: ``seat`` is reserved once the flight is booked."""
+
+    seat: str = Field(default="aisle", pattern=r"^[a-z0-9]{1,12}$", description="e.g. aisle, window, 12a.")
+
+
+class SeatReserved(StepResultModel):
+    """``seats.reserve``: the seat held on the booked flight."""
+
+    booking_id: ProviderId
+    seat: str

@@ -1,5 +1,6 @@
-"""The trip's own services - an airline (which also issues tickets, for the ticketed trip), a hotel
-and a card processor in one small process - as
+"""The trip's own services - an airline (which also issues tickets, for the ticketed trip, and
+reserves seats on a booked flight, for the seated trip), a hotel and a card processor in one
+small process - as
 a team's services would meet sas's HTTP contract (docs/http-contract.md):
 
 - every business call takes an ``Idempotency-Key`` and performs its effect at most once per
@@ -28,8 +29,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 # What each forward action books, and the undo that cancels it.
-FORWARD = {"flights.book": "fl", "hotels.book": "ht", "cards.charge": "ch", "tickets.issue": "tk"}
-UNDO = {"flights.cancel": "flights.book", "hotels.cancel": "hotels.book", "cards.refund": "cards.charge"}
+FORWARD = {
+    "flights.book": "fl",
+    "hotels.book": "ht",
+    "cards.charge": "ch",
+    "tickets.issue": "tk",
+    "seats.reserve": "st",
+}
+UNDO = {
+    "flights.cancel": "flights.book",
+    "hotels.cancel": "hotels.book",
+    "cards.refund": "cards.charge",
+    "seats.release": "seats.reserve",
+}
 FARE_CENTS = 12_000
 NIGHT_CENTS = 9_000
 
@@ -57,6 +69,8 @@ def _refused(action: str, body: dict[str, Any]) -> JSONResponse | None:
         return refusal(402, "card_declined", "the card was declined")
     if action == "tickets.issue" and body.get("traveller") == "Mallory":
         return refusal(403, "no_fly", "the traveller may not be ticketed")
+    if action == "seats.reserve" and body.get("seat") == "cockpit":
+        return refusal(409, "no_seat", "no passenger sits in the cockpit")
     return None
 
 
@@ -69,6 +83,8 @@ def _answer(action: str, body: dict[str, Any], ledger: Ledger, key: str) -> dict
             answer["total_cents"] = NIGHT_CENTS * int(body.get("nights", 1))
         elif action == "tickets.issue":
             answer = {"ticket_id": answer["booking_id"]}
+        elif action == "seats.reserve":
+            answer["seat"] = body.get("seat")
         else:
             answer = {"charge_id": answer["booking_id"], "amount_cents": body.get("amount_cents")}
         return answer
@@ -161,7 +177,9 @@ def create_app(ledger: Ledger | None = None) -> Starlette:
         return JSONResponse({"ok": True})
 
     routes = [Route(f"/{a.replace('.', '/')}", business(a, ledger), methods=["POST"]) for a in [*FORWARD, *UNDO]]
-    routes += [Route(f"/{s}/lookup", lookup(s, ledger), methods=["GET"]) for s in ("flights", "hotels", "cards")]
+    routes += [
+        Route(f"/{s}/lookup", lookup(s, ledger), methods=["GET"]) for s in ("flights", "hotels", "cards", "seats")
+    ]
     routes += [
         Route("/ledger", show_ledger, methods=["GET"]),
         Route("/admin/faults", add_fault, methods=["POST"]),

@@ -1,0 +1,92 @@
+"""Task types with a fan-out, for the fan-out's tests (tests/fanout/) and its bench
+(bench/fan_out.py): a payroll run pays each recipient of its input (one call per item, under the
+item's own key), tolerates up to three refused payments, then reports; a payroll batch pays them
+all, many at once; a payment is the one-step task the batch is measured against. Their service is
+bench/_payroll_service.py."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from sas.api import (
+        ForEach,
+        Forward,
+        Input,
+        Service,
+        StepDefinition,
+        StepPolicyValues,
+        StepResultModel,
+        TaskDefinition,
+        TaskId,
+        TaskInput,
+        Tolerance,
+        task_workflow,
+    )
+
+
+class Recipient(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    cents: int
+
+
+class PayrollInput(TaskInput):
+    recipients: list[Recipient]
+
+
+class Paid(StepResultModel):
+    payment_id: str
+
+
+class Refunded(StepResultModel):
+    refunded: bool
+
+
+class Reported(StepResultModel):
+    report_id: str
+
+
+PAYROLL = Service("payroll")
+# Quick retries kept short: a refusal is for good at once, a fault retried twice.
+QUICK = StepPolicyValues(complete_by_s=10, max_attempts=3, initial_interval_s=0.2, max_interval_s=1)
+PAY = ForEach(
+    "pay",
+    items=lambda ctx: ctx.input["recipients"],
+    key=lambda item: item["id"],
+    forward=PAYROLL.post("/payroll/pay", body={"to": Input("id"), "cents": Input("cents")}, result=Paid),
+    undo=PAYROLL.post("/payroll/refund", body={"payment_id": Forward("payment_id")}, result=Refunded, action="refund"),
+    policy=QUICK,
+    max_concurrency=8,
+    tolerate=Tolerance(count=3),
+    batch_size=10,
+)
+REPORT = StepDefinition(
+    "report",
+    forward=PAYROLL.post("/payroll/report", body={"run": TaskId()}, result=Reported, action="report"),
+    read_only=True,
+)
+PAYROLL_RUN = TaskDefinition("payroll_run", PayrollInput, (PAY, REPORT))
+PayrollRunWorkflow = task_workflow(PAYROLL_RUN)
+
+# The bench's pair: one task of many items, against as many tasks of one step each.
+PAY_ALL = ForEach(
+    "pay",
+    PAY.forward,
+    PAY.undo,
+    items=lambda ctx: ctx.input["recipients"],
+    key=lambda item: item["id"],
+    max_concurrency=50,
+    batch_size=200,
+)
+PayrollBatchWorkflow = task_workflow(TaskDefinition("payroll_batch", PayrollInput, (PAY_ALL,)))
+
+
+class PaymentInput(TaskInput):
+    id: str
+    cents: int
+
+
+PAY_ONE = StepDefinition("pay", PAY.forward, PAY.undo)
+PaymentWorkflow = task_workflow(TaskDefinition("one_payment", PaymentInput, (PAY_ONE,)), "PaymentWorkflow")

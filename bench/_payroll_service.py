@@ -1,0 +1,81 @@
+"""The payroll service of the fan-out's tests and bench (``python -m bench._payroll_service
+--port P`` serves it alone), by the HTTP contract (docs/http-contract.md): a
+payment under each idempotency key at most once, a refund of each payment at most once, a lookup
+by the forward key, and a ledger of every effect. A recipient whose id starts with ``refuse``
+is refused for good (422); ``slow`` ones are answered after a pause (a worker can die meanwhile)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+
+@dataclass
+class Ledger:
+    paid: dict[str, str] = field(default_factory=dict)  # idempotency key -> payment id
+    to: dict[str, str] = field(default_factory=dict)  # payment id -> recipient
+    refunded: dict[str, str] = field(default_factory=dict)  # payment id -> its refund's key
+    entries: list[tuple[str, str]] = field(default_factory=list)  # (action, recipient), in order
+    calls: int = 0
+    slow_s: float = 0.0
+
+
+def payroll_service(ledger: Ledger) -> Starlette:
+    async def pay(request: Request) -> Response:
+        ledger.calls += 1
+        key = request.headers["Idempotency-Key"]
+        body = await request.json()
+        recipient = str(body["to"])
+        if recipient.startswith("slow") and ledger.slow_s:
+            await asyncio.sleep(ledger.slow_s)
+        if recipient.startswith("refuse"):
+            return JSONResponse({"error": "refused", "message": f"{recipient} cannot be paid"}, status_code=422)
+        if key not in ledger.paid:
+            payment = f"pay_{len(ledger.paid)}"
+            ledger.paid[key] = payment
+            ledger.to[payment] = recipient
+            ledger.entries.append(("pay", recipient))
+        return JSONResponse({"payment_id": ledger.paid[key]})
+
+    async def refund(request: Request) -> Response:
+        key = request.headers["Idempotency-Key"]
+        payment = str((await request.json())["payment_id"])
+        if payment not in ledger.to:
+            return JSONResponse({"error": "unknown", "message": f"no payment {payment}"}, status_code=404)
+        if payment not in ledger.refunded:
+            ledger.refunded[payment] = key
+            ledger.entries.append(("refund", ledger.to[payment]))
+        return JSONResponse({"refunded": True})
+
+    async def lookup(request: Request) -> Response:
+        return JSONResponse({"payment_id": ledger.paid.get(request.query_params["idempotency_key"])})
+
+    async def report(request: Request) -> Response:
+        body: dict[str, Any] = await request.json()
+        return JSONResponse({"report_id": f"report-{body['run']}"})
+
+    return Starlette(
+        routes=[
+            Route("/payroll/pay", pay, methods=["POST"]),
+            Route("/payroll/refund", refund, methods=["POST"]),
+            Route("/payroll/lookup", lookup, methods=["GET"]),
+            Route("/payroll/report", report, methods=["POST"]),
+        ]
+    )
+
+
+if __name__ == "__main__":
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    uvicorn.run(payroll_service(Ledger()), host="127.0.0.1", port=args.port, log_level="warning")

@@ -1,0 +1,78 @@
+"""One batch of a fan-out step, as a child workflow of the task's Scheduler: each item's Agent
+called under the item's own idempotency key, at most ``max_concurrency`` at once, each with the
+step's quick retries (or, for an undo, the task's compensation policy). An item that fails after
+them, or for good, is ``failed`` (``compensation_failed`` for an undo); the batch never waits
+for a decision, the parent weighs the failures against the step's tolerance.
+
+A batch holds its items' calls in its own history (a few events each), so that a thousand items
+cost the parent a few events per batch. Nothing here reads the task type: the batch is given
+the Agent's name, the items and the policy, so it replays whatever the type has become."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from sas.breaker.model import BREAKER_OPEN
+    from sas.task_models import MirrorStamp, StepCall
+    from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW, FanOutBatch, FanOutBatchResult, FanOutItem, ItemOutcome
+    from sas.workflows.shell.agents import describe, start_agent
+
+
+@workflow.defn(name=FAN_OUT_BATCH_WORKFLOW)
+class FanOutBatchWorkflow:
+    @workflow.run
+    async def run(self, batch: FanOutBatch) -> FanOutBatchResult:
+        slots = asyncio.Semaphore(batch.max_concurrency)
+
+        async def one(item: FanOutItem) -> ItemOutcome:
+            async with slots:
+                return await self._call(batch, item)
+
+        return FanOutBatchResult(outcomes=list(await asyncio.gather(*(one(i) for i in batch.items))))
+
+    async def _call(self, batch: FanOutBatch, item: FanOutItem) -> ItemOutcome:
+        key = f"{batch.step_key}:{item.key}"
+        call = StepCall(
+            task_id=batch.task_id,
+            task_type=batch.task_type,
+            step=batch.step,
+            position=batch.position,
+            idempotency_key=f"{key}:undo" if batch.undo else key,
+            target_key=key if batch.undo else None,
+            compensation=batch.undo,
+            payload=item.item,
+            stamp=MirrorStamp(seq=0, chain_id=batch.chain_id),
+            item_key=item.key,
+        )
+        verb = "undo" if batch.undo else batch.agent.partition(".")[2] or batch.step
+        while True:
+            handle = start_agent(
+                batch.agent,
+                call,
+                task_queue=batch.task_queue,
+                policy=batch.policy,
+                summary=f"{verb} {batch.step} item {item.key}",
+            )
+            try:
+                await handle
+                return ItemOutcome(key=item.key, state="compensated" if batch.undo else "processed")
+            except ActivityError as err:
+                if _held(err):
+                    # Not a failure: its service's breaker is open. Started again, it waits in the
+                    # service's queue, unpolled, until the breaker lets it go.
+                    if batch.task_queue is None:
+                        await workflow.sleep(timedelta(seconds=5))
+                    continue
+                message, error_type, _ = describe(err)
+                state = "compensation_failed" if batch.undo else "failed"
+                return ItemOutcome(key=item.key, state=state, error=message, error_type=error_type)
+
+
+def _held(err: ActivityError) -> bool:
+    cause = err.cause
+    return isinstance(cause, ApplicationError) and cause.type == BREAKER_OPEN

@@ -1,0 +1,248 @@
+"""A fan-out step (``ForEach``): the step's items run in batches, each batch a child workflow
+(``workflows/fanout_batch.py``), as many batches at once as the step's ``max_concurrency``
+allows. The step's row in the mirror is written here, with its items counted by state; the
+items' Agents write no row of their own.
+
+When every batch has answered: within the tolerance, the failed items are undone (their
+Agents' undo, each safe to run when nothing was done) and the task goes on; past it, the step
+fails for good and the task is undone, every attempted item with it. A batch that has begun is
+waited for, never cancelled, so an item's call is either answered or at its complete-by when
+its undo is decided. Undoing the step undoes every attempted item not undone yet, latest first;
+an item whose undo fails leaves the step CompensationFailed, waiting for a decision, and a
+retry undoes only the items still to undo."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from sas.task_models import OperatorRequest, StepPlan, StepState, StepStatus, TaskState
+    from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW, FanOutBatch, FanOutBatchResult, FanOutItem, ItemOutcome
+    from sas.task_models.text import MAX_ERROR_TEXT, bounded
+    from sas.workflows.core.fanout import FanOutTally, batches, concurrency, keyed_items
+    from sas.workflows.definitions import ForEach, StepContext, TaskDefinition
+    from sas.workflows.shell.decisions import Decisions
+    from sas.workflows.shell.task_run import TaskRun
+
+# The failed items' undo, while the task goes on, is tried this many times before the step is
+# taken as failed past its tolerance (the task is then undone, and a failing undo waits for a
+# decision as any other).
+_TOLERATED_UNDO_ROUNDS = 3
+INVALID_ITEMS = "InvalidItems"
+PAST_TOLERANCE = "FanOutPastTolerance"
+ITEM_UNDO_FAILED = "FanOutUndoFailed"
+# The task undoes itself when a fan-out fails past its tolerance: recorded as the request's author.
+FAN_OUT_ACTOR = "sas"
+
+
+class FanOut:
+    """Runs and undoes a task's fan-out steps; the state of each is its items' tally."""
+
+    def __init__(self, definition: TaskDefinition, run: TaskRun, decisions: Decisions) -> None:
+        self.definition = definition
+        self.run = run
+        self.decisions = decisions
+        self._tallies: dict[str, FanOutTally] = {}
+        self._items: dict[str, dict[str, FanOutItem]] = {}
+        self._batch_rounds = 0
+
+    def owns(self, name: str) -> bool:
+        """Whether ``name`` is a fan-out step."""
+        return isinstance(self.definition.step(name), ForEach)
+
+    async def step(self, name: str, step: ForEach) -> None:
+        core, records = self.run.core, self.run.records
+        keyed = self._keyed(step)
+        records.advance()
+        status = core.start(name)
+        if isinstance(keyed, str):
+            status.note = f"cannot fan out: {keyed}"
+            await self._fail_for_good(status, keyed, INVALID_ITEMS)
+            return
+        tally = FanOutTally(total=len(keyed), tolerance=step.tolerate)
+        self._tallies[name], self._items[name] = tally, {i.key: i for i in keyed}
+        per_batch, at_once = concurrency(step.max_concurrency, step.batch_size)
+        cut = batches(keyed, step.batch_size)
+        self._show(status, tally)
+        self.run.event(f"{name}: {len(keyed)} items in {len(cut)} batches, {step.max_concurrency} at once at most")
+        # No complete-by: the step runs as long as its batches; each item's call has its own.
+        await records.mirror([records.transition(status, task_state=core.status.state, note=status.note)])
+        for start in range(0, len(cut), at_once):
+            if core.compensating or tally.past_tolerance():
+                break  # what has begun is undone; the batches not begun never are
+            wave = cut[start : start + at_once]
+            for items in wave:
+                tally.begin(items)
+            answers = await asyncio.gather(
+                *(
+                    self._batch(name, items, undo=False, per_batch=per_batch, index=start + i)
+                    for i, items in enumerate(wave)
+                )
+            )
+            for outcomes in answers:
+                tally.take(outcomes)
+            self._show(status, tally)
+            # The counts in the mirror too, once a wave: `sas show` reads them there.
+            records.advance()
+            await records.mirror([records.transition(status, note=status.note, result=status.result)])
+        if core.compensating:
+            return  # undone with the other steps
+        if not tally.past_tolerance() and tally.failed():
+            await self._undo_tolerated(name, tally, per_batch)
+        if tally.past_tolerance() or tally.count("compensation_failed"):
+            failed = len(tally.failed()) + tally.count("compensation_failed")
+            why = (
+                f"{failed} of {tally.total} items failed, more than the {tally.allowed} it may: {tally.first_errors()}"
+            )
+            status.note = tally.describe()
+            await self._fail_for_good(status, why, PAST_TOLERANCE)
+            return
+        records.advance()
+        status.note = tally.describe()
+        result: dict[str, object] = dict(tally.counts())
+        status.result = result
+        self.run.results[name] = dict(result)
+        task_state = core.done(name)
+        self.run.publish()
+        self.run.event(f"{name}: {status.note}")
+        await records.mirror([records.transition(status, task_state=task_state, note=status.note, result=result)])
+        self.run.notify("step_completed", name)
+
+    async def undo(self, name: str) -> None:
+        """Undo every attempted item not undone yet, latest first, in batches; an item whose undo
+        fails leaves the step CompensationFailed until a decision."""
+        core, records, plan = self.run.core, self.run.records, self.run.plans[name]
+        step = self.definition.step(name)
+        assert isinstance(step, ForEach)
+        tally = self._tallies.get(name) or FanOutTally(total=0, tolerance=step.tolerate)
+        status = core.step(name)
+        while True:
+            records.advance()
+            self.run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
+            status.note = f"undoing {len(tally.to_undo())} items: " + tally.describe()
+            await records.mirror([records.transition(status, task_state=TaskState.COMPENSATING, note=status.note)])
+            per_batch, _ = concurrency(step.max_concurrency, step.batch_size)
+            await self._undo_items(name, tally, tally.to_undo(), per_batch, plan)
+            self._show(status, tally)
+            if not tally.count("compensation_failed"):
+                records.advance()
+                self.run.set(name, StepState.COMPENSATED)
+                status.note = tally.describe()
+                await records.mirror([records.transition(status, note=status.note, result=status.result)])
+                return
+            records.advance()
+            failed = tally.count("compensation_failed")
+            message = bounded(f"the undo of {failed} items failed: {tally.first_errors()}", MAX_ERROR_TEXT)
+            step_now, task_state = core.record_failure(
+                name, StepState.COMPENSATION_FAILED, message, ITEM_UNDO_FAILED, False
+            )
+            self.run.publish()
+            self.run.event(f"{name}: CompensationFailed: {message}")
+            self.run.notify("failed", name, message)
+            await records.mirror([records.transition(step_now, task_state=task_state, complete_by=workflow.now())])
+            await self.decisions.wait_for(name, compensating=True)
+
+    # ------------------------------------------------------------ the parts
+
+    def _keyed(self, step: ForEach) -> list[FanOutItem] | str:
+        try:
+            listed = step.items(StepContext(input=self.run.payload, results=self.run.results))
+        except Exception as err:  # noqa: BLE001 - a team's function over its own data: said, not raised
+            return f"its items could not be read: {type(err).__name__}: {err}"
+        return keyed_items(listed, step.key)
+
+    async def _undo_tolerated(self, name: str, tally: FanOutTally, per_batch: int) -> None:
+        plan = self.run.plans[name]
+        for round_ in range(_TOLERATED_UNDO_ROUNDS):
+            keys = tally.to_undo([k for k, s in tally.states.items() if s in ("failed", "compensation_failed")])
+            if not keys:
+                return
+            if round_:
+                await workflow.sleep(timedelta(seconds=2**round_))
+            self.run.event(f"{name}: undoing the {len(keys)} failed items, within the {tally.allowed} it may fail")
+            await self._undo_items(name, tally, keys, per_batch, plan)
+
+    async def _undo_items(self, name: str, tally: FanOutTally, keys: list[str], per_batch: int, plan: StepPlan) -> None:
+        if plan.compensation is None:
+            # Read-only or irreversible items: nothing to call, nothing to undo.
+            tally.take([ItemOutcome(key=k, state="compensated") for k in keys])
+            return
+        items = [self._items[name][k] for k in keys]
+        step = self.definition.step(name)
+        assert isinstance(step, ForEach)
+        _, at_once = concurrency(step.max_concurrency, step.batch_size)
+        cut = batches(items, step.batch_size)
+        for start in range(0, len(cut), at_once):
+            wave = cut[start : start + at_once]
+            answers = await asyncio.gather(
+                *(
+                    self._batch(name, part, undo=True, per_batch=per_batch, index=start + i)
+                    for i, part in enumerate(wave)
+                )
+            )
+            for outcomes in answers:
+                tally.take(outcomes)
+
+    async def _batch(
+        self, name: str, items: list[FanOutItem], *, undo: bool, per_batch: int, index: int
+    ) -> list[ItemOutcome]:
+        """One batch as a child workflow; its items' outcomes. A batch that ended otherwise than
+        by answering (terminated from outside) counts each of its items as failed: each may have
+        had its effect, so each is undone."""
+        plan = self.run.plans[name]
+        agent = plan.compensation if undo else plan.agent
+        assert agent is not None
+        self._batch_rounds += 1
+        kind = "undo" if undo else "batch"
+        batch = FanOutBatch(
+            task_id=self.run.core.status.task_id,
+            task_type=self.run.core.status.task_type,
+            step=name,
+            position=plan.position,
+            step_key=plan.idempotency_key,
+            agent=agent,
+            undo=undo,
+            task_queue=plan.task_queue,
+            policy=self.run.compensation_policy if undo else plan.resolved_policy,
+            max_concurrency=per_batch,
+            chain_id=self.run.records.chain_id,
+            items=items,
+        )
+        try:
+            answer = await workflow.execute_child_workflow(
+                FAN_OUT_BATCH_WORKFLOW,
+                batch,
+                id=f"{plan.idempotency_key}:{kind}-{self._batch_rounds}",
+                result_type=FanOutBatchResult,
+                static_summary=f"{name}: {kind} {index + 1}, {len(items)} items",
+            )
+            return answer.outcomes
+        except ChildWorkflowError as err:
+            state = "compensation_failed" if undo else "failed"
+            message = bounded(f"its batch ended: {err.cause or err}", MAX_ERROR_TEXT)
+            return [ItemOutcome(key=i.key, state=state, error=message, error_type="BatchEnded") for i in items]
+
+    def _show(self, status: StepStatus, tally: FanOutTally) -> None:
+        """The counts in the task's status (``sas status``, the query, the UI), as they change."""
+        status.result = dict(tally.counts())
+        status.note = tally.describe()
+        self.run.publish()
+
+    async def _fail_for_good(self, status: StepStatus, why: str, error_type: str) -> None:
+        """The fan-out cannot go on: the step is Failed for good and the task is undone at once
+        (no decision would change the items' answers)."""
+        records = self.run.records
+        records.advance()
+        message = bounded(why, MAX_ERROR_TEXT)
+        step, task_state = self.run.core.record_failure(status.name, StepState.FAILED, message, error_type, True)
+        self.run.publish()
+        self.run.event(f"{status.name}: Failed ({error_type}): {message}")
+        self.run.notify("failed", status.name, f"{error_type}: {message}")
+        await records.mirror([records.transition(step, task_state=task_state, note=status.note, result=status.result)])
+        self.decisions.start_compensation(
+            OperatorRequest(by=FAN_OUT_ACTOR, reason=bounded(f"{status.name}: {why}", 2000))
+        )
