@@ -12,7 +12,21 @@ id. Before it undoes anything it asks this activity, which refuses unless
   after it run): such a task only ever goes forward, and a closed one is an operator's;
 
 and otherwise builds the plan from the task's rows: its steps, their undo Agents, keys and
-queues. A refusal fails the clean-up at once, non-retryably, with a critical alert that names
+queues.
+
+A child task (``ChildTask``) that completed is undone by a clean-up its parent starts, naming
+the parent in its input. That path needs no Supervisor decision, and the child's workflow has
+completed; instead it refuses unless
+
+- Temporal shows the clean-up itself started by the parent's own workflow (the Scheduler, id
+  the parent's task id, or the parent's clean-up): a clean-up started by hand has no parent
+  workflow, and only code running as the parent can start one with it;
+- the child's row records that parent and step as its own (``tasks.parent_task_id``,
+  ``parent_step``), and the parent's rows show it compensating, that step being undone;
+- the child is not past its own point of no return.
+
+A child still running is waited for (the activity is retried): its parent's cancellation
+reaches it, and it undoes itself. A refusal fails the clean-up at once, non-retryably, with a critical alert that names
 the task: somebody started a clean-up nobody decided.
 """
 
@@ -68,6 +82,7 @@ def cleanup_input(record: TaskRecord, settings: Settings, reason: str) -> Cleanu
                 if s.compensation
                 else None,
                 version=s.version,
+                agent=s.agent,
             )
             for s in record.steps
         ],
@@ -84,6 +99,8 @@ class CleanupPlans(CleanupDefs):
 
     @implements(CleanupDefs.plan)
     async def plan(self, request: CleanupRequest) -> CleanupInput:
+        if request.parent_task_id is not None:
+            return await self._plan_for_parent(request, request.parent_task_id, request.parent_step or "")
         task_id = request.task_id
         async with self._sessions() as session:
             record = await get_task(session, task_id)
@@ -101,6 +118,52 @@ class CleanupPlans(CleanupDefs):
         if closed is not None:
             raise await self._refuse(task_id, closed)
         return cleanup_input(record, self._settings, decided[-1].reason or request.reason)
+
+    async def _plan_for_parent(self, request: CleanupRequest, parent_id: str, step: str) -> CleanupInput:
+        """A completed child's clean-up that its parent started: authorised by the link, in
+        Temporal and in the state store, or refused."""
+        task_id = request.task_id
+        started_by = await self._started_by()
+        if started_by not in (parent_id, f"cleanup-{parent_id}"):
+            who = f"workflow {started_by}" if started_by else "no workflow (started by hand)"
+            raise await self._refuse(task_id, f"it names parent {parent_id}, but was started by {who}")
+        async with self._sessions() as session:
+            record = await get_task(session, task_id)
+            parent = await get_task(session, parent_id)
+        if record is None or parent is None:
+            raise await self._refuse(task_id, "the state store has no such task, or no such parent")
+        link = (record.task.parent_task_id, record.task.parent_step)
+        if link != (parent_id, step):
+            raise await self._refuse(
+                task_id, f"its recorded parent is {link[0]} step {link[1]}, not {parent_id} {step}"
+            )
+        undoing = next((s.state for s in parent.steps if s.name == step), None)
+        if parent.task.state != "Compensating" or undoing != "Compensating":
+            raise await self._refuse(
+                task_id, f"its parent {parent_id} is {parent.task.state} (step {step} {undoing}), not undoing it"
+            )
+        past = past_point_of_no_return(record.steps)
+        if past is not None:
+            raise await self._refuse(task_id, f"it is past its point of no return ({past}): it is never undone")
+        if await self._running(task_id):
+            # Its parent's cancellation reached it: it undoes itself; retried until it has ended.
+            raise ApplicationError(f"child task {task_id} still runs; waiting for it to end", type="ChildRunning")
+        return cleanup_input(record, self._settings, request.reason or f"undone by its parent {parent_id}")
+
+    async def _started_by(self) -> str | None:
+        """The workflow id of this clean-up's parent workflow, as Temporal recorded its start."""
+        info = activity.info()
+        handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+        return (await handle.describe()).parent_id
+
+    async def _running(self, task_id: str) -> bool:
+        try:
+            described = await activity.client().get_workflow_handle(task_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return described.status == WorkflowExecutionStatus.RUNNING
 
     async def _closed_how(self, record: TaskRecord) -> str | None:
         """Why the task's workflow is not one a clean-up may undo, or None if it may."""

@@ -33,8 +33,10 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepPlan, StepState, StepStatus, TaskState, TaskStatus
     from sas.task_models.activity_defs import CleanupDefs
     from sas.task_models.cleanup import CLEANUP_SEQ, CleanupInput, CleanupRequest
+    from sas.workflows.core.children import CHILD_AGENT
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.inputs import decode_model
+    from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.operator import OperatorHandlers
     from sas.workflows.shell.records import Records
@@ -65,7 +67,7 @@ class CleanupWorkflow(OperatorHandlers):
         # What to undo is known only once the plan is read; until then requests find no step.
         self.task = TaskRun()
         self.decisions = Decisions(self.task)
-        self.undo = Undo(self.task, self.decisions)
+        self.undo = Undo(self.task, self.decisions, children=Children(self.task, self.decisions))
 
     @workflow.run
     async def run(self, raw: RawValue) -> dict[str, str]:
@@ -75,12 +77,19 @@ class CleanupWorkflow(OperatorHandlers):
             # all, come from the state store and Temporal.
             cleanup = await workflow.execute_local_activity_method(
                 CleanupDefs.plan,
-                CleanupRequest(task_id=cleanup.task_id, reason=cleanup.reason[:2000]),
+                CleanupRequest(
+                    task_id=cleanup.task_id,
+                    reason=cleanup.reason[:2000],
+                    parent_task_id=cleanup.parent_task_id,
+                    parent_step=cleanup.parent_step,
+                ),
                 start_to_close_timeout=_PLAN_TIMEOUT,
                 retry_policy=_PLAN_RETRY,
                 summary="check that a clean-up was decided and its task's workflow closed; read what to undo",
             )
         steps = sorted(cleanup.steps, key=lambda s: s.position)
+        if not steps:  # a child its parent undoes that had nothing recorded to undo
+            return {}
         status = TaskStatus(
             task_id=cleanup.task_id,
             task_type=cleanup.task_type,
@@ -108,7 +117,8 @@ class CleanupWorkflow(OperatorHandlers):
             s.name: StepPlan(
                 name=s.name,
                 position=s.position,
-                agent=s.compensation or "",
+                # A child step's undo is its child's clean-up (shell/children.py), found by its Agent.
+                agent=s.agent if s.agent and s.agent.startswith(CHILD_AGENT) else s.compensation or "",
                 compensation=s.compensation,
                 idempotency_key=s.idempotency_key,
                 task_queue=s.task_queue,

@@ -9,6 +9,7 @@ their completion when the task cannot complete.
   shown and the submitter told - and the outlets every change goes through;
 - ``StepRunner`` (``forward.py``): the stages, forward, each step through its Agent;
 - ``Waits`` (``waits.py``): the wait steps and their approvals;
+- ``Children`` (``children.py``): the child steps, each a task of another type, and their undo;
 - ``Decisions`` (``decisions.py``): the Supervisor's and operators' decisions about a step that
   waits, and where undoing begins;
 - ``Undo`` (``undo.py``): the one undo engine, shared with the clean-up;
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models import TaskResult
     from sas.workflows.definitions import TaskDefinition, Wait
     from sas.workflows.shell.acceptance import accept, core_for, validated_input
+    from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.forward import StepRunner
@@ -57,9 +59,10 @@ class TaskScheduler(OperatorHandlers):
         self.task = TaskRun(core, Records(task_id=info.workflow_id, chain_id=info.first_execution_run_id))
         self.decisions = Decisions(self.task)
         self.waits = Waits(self.task, self.decisions, [s for s in steps if isinstance(s, Wait)])
+        self.children = Children(self.task, self.decisions)
         self.fan_out = FanOut(self.definition, self.task, self.decisions)
-        self.forward = StepRunner(self.definition, self.task, self.decisions, self.waits, self.fan_out)
-        self.undo = Undo(self.task, self.decisions, self.fan_out)
+        self.forward = StepRunner(self.definition, self.task, self.decisions, self.waits, self.fan_out, self.children)
+        self.undo = Undo(self.task, self.decisions, self.fan_out, self.children)
 
     async def execute(self, raw_input: RawValue | Any) -> TaskResult:
         """The task: its input validated and accepted, its stages run forward, then completed or

@@ -30,9 +30,11 @@ from sas.task_models.results import shown
 from sas.workflows.definitions import (
     MAX_DETAILS,
     MAX_SUMMARY,
+    ChildTask,
     ForEach,
     Parallel,
     Sequence,
+    Step,
     StepContext,
     StepDefinition,
     TaskDefinition,
@@ -111,12 +113,14 @@ def _flow(definition: TaskDefinition) -> str:
     brackets, ``([flight → seat] ‖ hotel) → charge``; the pivot (the point of no return) marked
     ``charge (pivot)``."""
 
-    def drawn(member: StepDefinition | Wait | Sequence | Parallel) -> str:
+    def drawn(member: StepDefinition | Wait | ChildTask | Sequence | Parallel) -> str:
         if isinstance(member, Parallel):
             return "(" + " ‖ ".join(drawn(m) for m in member.steps) + ")"
         if isinstance(member, Sequence):
             inner = " → ".join(drawn(m) for m in member.steps)
             return f"[{inner}]" if len(member.steps) > 1 else inner
+        if isinstance(member, ChildTask):
+            return f"{member.name} (child {member.task_type})"
         if isinstance(member, ForEach):
             return f"{member.name} (for each)"
         return f"{member.name} (pivot)" if member.name == definition.pivot else member.name
@@ -124,7 +128,10 @@ def _flow(definition: TaskDefinition) -> str:
     return " → ".join(drawn(stage) for stage in definition.stages)
 
 
-def _kind(definition: TaskDefinition, step: StepDefinition | Wait) -> str:
+def _kind(definition: TaskDefinition, step: Step) -> str:
+    if isinstance(step, ChildTask):
+        forward = " (forward only)" if definition.pivot_role(step.name) else ""
+        return f"runs a child task of type `{step.task_type}`{forward}; undone by undoing the child"
     if isinstance(step, Wait):
         if step.signal is not None:
             return f"waits for `{step.signal}` (at most {step.deadline}; then {step.on_deadline})"

@@ -42,7 +42,7 @@ Groups (each name links to its entry in the docs site's API reference):
 
 - Declaring a task type: [`TaskDefinition`][sas.api.TaskDefinition],
   [`StepDefinition`][sas.api.StepDefinition], [`Wait`][sas.api.Wait],
-  [`Parallel`][sas.api.Parallel], [`Sequence`][sas.api.Sequence], [`ForEach`][sas.api.ForEach] (a
+  [`Parallel`][sas.api.Parallel], [`Sequence`][sas.api.Sequence], [`ChildTask`][sas.api.ChildTask], [`ForEach`][sas.api.ForEach] (a
   fan-out over a list, with its [`Tolerance`][sas.api.Tolerance]), [`When`][sas.api.When],
   [`StepContext`][sas.api.StepContext], [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
 - Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
@@ -110,6 +110,7 @@ from sas.task_models.task_input import TaskInput
 from sas.task_models.text import UserText
 from sas.task_types.agent_context import AgentContext
 from sas.task_types.definitions import (
+    ChildTask,
     ForEach,
     Parallel,
     Sequence,
@@ -166,6 +167,7 @@ __all__ = [
     "AgentContext",
     "Approval",
     "BulkResult",
+    "ChildTask",
     "ClauseResult",
     "ClientError",
     "Const",

@@ -42,6 +42,7 @@ from sas.api._testing import Answer, FakeAgents, fake_worker
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.definitions import (
+    ChildTask,
     ForEach,
     Parallel,
     Sequence,
@@ -116,6 +117,14 @@ async def failure_matrix(
         timeout_s: The most one case may take.
     """
     definition = workflow.definition
+    children = [s.name for s in definition.steps if isinstance(s, ChildTask)]
+    if children:
+        # A child is a task of its own, undone through its clean-up (the state store and Temporal
+        # authorise it): more than fake Agents can stand in for. Refused rather than left to hang.
+        raise ValueError(
+            f"task type {definition.task_type!r} has child steps ({', '.join(children)}): the failure matrix"
+            " drives Agents only; run its child type's matrix, and the parent end to end on a dev server"
+        )
     payload = task_input.model_dump(mode="json") if isinstance(task_input, BaseModel) else dict(task_input)
     run = _Runner(env, workflow, definition, payload, dict(answers or {}), timeout_s)
     happy = await run.case("nothing fails", set())

@@ -50,6 +50,7 @@ def show(
         + shown(stands_at(task["state"], data["steps"], task["current_step"]))
         + f", queue {shown(task['task_queue'])}, updated {ago(task['updated_at'])}"
     )
+    _print_family(data)
     # Few, short columns, so the table fits 80 columns without breaking a state in two.
     console.print(
         table(
@@ -121,6 +122,18 @@ def show(
             ],
         )
     )
+
+
+def _print_family(data: dict[str, Any]) -> None:
+    """The parent this task is a child of, and its own child tasks, each with its step."""
+    parent = data["parent"]
+    if parent is not None:
+        console.print(f"child of {shown(parent['task_id'])} (its step {shown(parent['step'])})")
+    for child in data["children"]:
+        console.print(
+            f"child task {shown(child['task_id'])} ({shown(child['task_type'])}) of step"
+            f" {shown(child['step'])}: {styled(child['state'])}"
+        )
 
 
 def _show_unaccepted(task_id: str, as_json: bool) -> bool:
@@ -232,13 +245,26 @@ def _history(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def _task_data(session: Any, task_id: str) -> dict[str, Any] | None:
-    from sas.state_store.queries import alerts_for, archived_incarnations, audit_for, decisions_for, get_task
+    from sas.state_store.queries import (
+        alerts_for,
+        archived_incarnations,
+        audit_for,
+        children_of,
+        decisions_for,
+        get_task,
+    )
 
     record = await get_task(session, task_id)
     if record is None:
         return None
     t = record.task
     return {
+        # A child task's parent, and the child tasks of this one's child steps (ChildTask).
+        "parent": {"task_id": t.parent_task_id, "step": t.parent_step} if t.parent_task_id else None,
+        "children": [
+            {"task_id": c.task_id, "step": c.parent_step, "task_type": c.task_type, "state": c.state}
+            for c in await children_of(session, task_id)
+        ],
         "task": {
             c: getattr(t, c)
             for c in (

@@ -48,7 +48,7 @@ def types(
 
 def describe(task_type: Any) -> dict[str, Any]:
     """One registered task type as JSON: what ``sas types --json`` prints."""
-    from sas.task_types.definitions import ForEach, StepDefinition
+    from sas.task_types.definitions import ChildTask, ForEach, StepDefinition
     from sas.task_types.services import HttpCall
     from sas.workflows.summaries import task_summary
 
@@ -70,6 +70,9 @@ def describe(task_type: Any) -> dict[str, Any]:
             entry["reversal"] = reversal(definition, step)
             if isinstance(step, ForEach):
                 entry["fan_out"] = fan_out(step)
+        elif isinstance(step, ChildTask):
+            entry |= {"kind": "child", "child_type": step.task_type, "child_workflow": step.workflow_type}
+            entry["reversal"] = reversal(definition, step)
         else:
             entry |= {"kind": "wait", "signal": step.signal, "deadline_s": _seconds(step.deadline)}
             if step.signal is not None:
@@ -117,6 +120,8 @@ def reversal(definition: Any, step: Any) -> str:
     role = definition.pivot_role(step.name)
     if role is not None:
         return "pivot: the point of no return" if role == "pivot" else "forward only: never undone"
+    if getattr(step, "task_type", None) is not None:
+        return "undone: its child task is undone"
     if step.read_only:
         return "read only: nothing to undo"
     if step.irreversible is not None:
@@ -139,6 +144,9 @@ def _print(entry: dict[str, Any]) -> None:
         if step["kind"] == "wait":
             calls = f"waits for {step['signal']}" if step.get("signal") else "waits until a time"
             rows.append([step["name"], calls, "", "", ""])
+        elif step["kind"] == "child":
+            calls = f"child task {step['child_type']} ({step['child_workflow']})"
+            rows.append([step["name"], calls, "its child's undo", step["reversal"], ""])
         else:
             calls = step["agent"] + (f" ({step['call']})" if "call" in step else "")
             if "fan_out" in step:

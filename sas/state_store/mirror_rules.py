@@ -254,6 +254,7 @@ def new_task_params(a: TaskAccepted, at: datetime) -> dict[str, Any]:
         "task_id": a.task_id, "task_type": a.task_type, "workflow_type": a.workflow_type, "task_queue": a.task_queue,
         "state": str(TaskState.PENDING), "current_step": None, "payload": a.payload, "shard": shard_of(a.task_id),
         "version": 0, "chain_id": a.chain_id, "run_id": a.run_id, "incarnation": 1, "created_at": at, "updated_at": at,
+        "parent_task_id": a.parent.task_id if a.parent else None, "parent_step": a.parent.step if a.parent else None,
     }  # fmt: skip
 
 

@@ -43,10 +43,17 @@ class Task(Base):
     incarnation: Mapped[int] = mapped_column(
         Integer, default=1, doc="1, then +1 for each `sas resubmit` of a finished task."
     )
+    parent_task_id: Mapped[str | None] = mapped_column(
+        String(128), doc="The task whose child step started this one (ChildTask); NULL: none."
+    )
+    parent_step: Mapped[str | None] = mapped_column(String(64), doc="That parent's step.")
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
-    __table_args__ = (Index("ix_tasks_state_updated", "state", "updated_at"),)
+    __table_args__ = (
+        Index("ix_tasks_state_updated", "state", "updated_at"),
+        Index("ix_tasks_parent", "parent_task_id"),
+    )
 
 
 class Step(Base):

@@ -283,6 +283,12 @@ async def overdue_steps(session: AsyncSession, states: tuple[str, ...], cutoff: 
     return int(await session.scalar(query) or 0)
 
 
+async def children_of(session: AsyncSession, task_id: str) -> list[TaskRow]:
+    """The tasks that ``task_id``'s child steps started (``tasks.parent_task_id``), oldest first."""
+    query = select(Task).where(Task.parent_task_id == task_id).order_by(Task.created_at, Task.task_id)
+    return list((await session.scalars(query)).all())
+
+
 async def decisions_for(session: AsyncSession, task_id: str) -> list[Decision]:
     return list(
         (await session.scalars(select(Decision).where(Decision.task_id == task_id).order_by(Decision.id))).all()

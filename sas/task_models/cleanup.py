@@ -25,6 +25,7 @@ class CleanupStep(BaseModel):
     idempotency_key: str
     task_queue: str | None = Field(default=None, description="Its service's queue; None: the clean-up's own.")
     version: int = Field(default=0, description="The row's version: Processed steps are undone latest first.")
+    agent: str | None = Field(default=None, description="Its forward Agent: child.<type> for a child step.")
 
 
 class CleanupRequest(BaseModel):
@@ -35,6 +36,13 @@ class CleanupRequest(BaseModel):
 
     task_id: str = Field(max_length=MAX_TASK_ID)
     reason: str = Field(default="", max_length=2000)
+    parent_task_id: str | None = Field(
+        default=None,
+        max_length=MAX_TASK_ID,
+        description="A child task undone by its parent: the parent, which must be this clean-up's own parent"
+        " workflow and be compensating (cleanup.plan checks it in Temporal and the state store).",
+    )
+    parent_step: str | None = Field(default=None, max_length=64, description="The parent's child step.")
 
 
 class CleanupInput(BaseModel):
@@ -51,3 +59,5 @@ class CleanupInput(BaseModel):
     chain_id: str | None = Field(
         default=None, description="The dead task's chain of runs: its rows take only its writes."
     )
+    parent_task_id: str | None = Field(default=None, description="Set by a parent undoing its child.")
+    parent_step: str | None = None

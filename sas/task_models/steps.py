@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from sas.task_models.ids import MAX_STEP_NAME, MAX_TASK_ID
 from sas.task_models.states import StepState, TaskState
 from sas.task_models.text import CleanText, ErrorText, UserText
 
@@ -99,6 +100,15 @@ def incarnation_key(key: str, incarnation: int) -> str:
     return f"{task}#{incarnation}:{step}"
 
 
+class ParentLink(BaseModel):
+    """Which step of which task started a task as its child (``ChildTask``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(max_length=MAX_TASK_ID)
+    step: str = Field(max_length=MAX_STEP_NAME)
+
+
 class TaskAccepted(BaseModel):
     """Written in one transaction when the Scheduler accepts a task: the task row and its step rows."""
 
@@ -114,6 +124,7 @@ class TaskAccepted(BaseModel):
         default=None, description="Its first_execution_run_id: the same for every run of one task (resets included)."
     )
     resubmission: Resubmission | None = Field(default=None, description="Set by `sas resubmit`.")
+    parent: ParentLink | None = Field(default=None, description="The parent task's step that started it as a child.")
 
 
 class AcceptOutcome(BaseModel):

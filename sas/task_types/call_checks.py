@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
-from sas.task_types.definitions import ForEach, StepDefinition, TaskDefinition, Wait
+from sas.task_types.definitions import ForEach, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall
 from sas.task_types.sources import Forward, ForwardKey, Input, Result
 
@@ -15,8 +15,8 @@ def calls_problem(definition: TaskDefinition) -> str | None:
     """What is wrong with the calls the definition declares, or None: an undo on another service
     than its step's, or a value sent from where it cannot come."""
     for step in definition.steps:
-        if isinstance(step, Wait):
-            continue
+        if not isinstance(step, StepDefinition):
+            continue  # a wait or a child step declares no call
         forward_service = service_of(step.agent)
         if step.undo is not None and step.compensation is not None and service_of(step.compensation) != forward_service:
             return (

@@ -14,7 +14,11 @@ says is refused before any task of it starts:
 - a wait's signal is not one of the task workflow's own signals, updates or queries;
 - a fan-out (``ForEach``) is a stage of its own, before any pivot, and its bounds are within theirs;
 - a declared summary is a template of the input's own fields or a function of one argument, and
-  declared details a function of one argument (neither a coroutine: they run in the workflow).
+  declared details a function of one argument (neither a coroutine: they run in the workflow);
+- a child step (``ChildTask``) is a stage of its own, and, across the registered types
+  (:func:`children_problem`), names a registered task type by its workflow, never runs its own
+  type again (directly or through another), and a child with a pivot of its own - it cannot be
+  undone once past it - runs at or after its parent's pivot, where nothing is undone.
 
 :func:`definition_problem` answers the first rule broken, as ``step 'x': what is wrong``; the
 caller prefixes the module and the task type.
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,6 +36,7 @@ from pydantic import ValidationError
 from sas.task_models import StepPolicyValues
 from sas.task_types.definitions import (
     MAX_SUMMARY,
+    ChildTask,
     ForEach,
     Parallel,
     Sequence,
@@ -56,6 +61,8 @@ def definition_problem(definition: TaskDefinition) -> str | None:
         if problem:
             return problem
     for step in definition.steps:
+        if isinstance(step, ChildTask):
+            continue  # checked across the registered types: children_problem
         problem = _wait_problem(step) if isinstance(step, Wait) else _step_problem(definition, step)
         if problem:
             return problem
@@ -70,8 +77,8 @@ def _stages_problem(definition: TaskDefinition) -> str | None:
                 return problem
         elif isinstance(stage, Sequence):
             return "a Sequence is a stage: a branch belongs in a parallel group (the stages already run in order)"
-        elif not isinstance(stage, StepDefinition | Wait):
-            return f"stage {stage!r} is not a step, a wait or a parallel group"
+        elif not isinstance(stage, StepDefinition | Wait | ChildTask):
+            return f"stage {stage!r} is not a step, a wait, a child task or a parallel group"
     return None
 
 
@@ -88,6 +95,8 @@ def _group_problem(member: Parallel | Sequence) -> str | None:
             problem = _group_problem(inner)
             if problem:
                 return problem
+        elif isinstance(inner, ChildTask):
+            return f"step {inner.name!r}: a child task runs as a stage of its own, not in a parallel group"
         elif not isinstance(inner, StepDefinition | Wait):
             return f"a parallel group holds {type(inner).__name__}: only steps, waits, branches and groups"
     return None
@@ -154,6 +163,50 @@ def _wait_problem(step: Wait) -> str | None:
             f"step {step.name!r}: the wait's signal {step.signal!r} is one of the task workflow's own"
             f" ({', '.join(RESERVED_HANDLERS)}, and request_<name>); give it another name"
         )
+    return None
+
+
+def children_problem(definition: TaskDefinition, registered: Mapping[str, tuple[TaskDefinition, str]]) -> str | None:
+    """The first rule a type's child steps break against the registered types (task type ->
+    its definition and workflow type name), naming the step; None if they keep them all."""
+    for step in definition.steps:
+        if not isinstance(step, ChildTask):
+            continue
+        where = f"step {step.name!r}"
+        found = registered.get(step.task_type)
+        if found is None:
+            known = ", ".join(sorted(registered)) or "none"
+            return f"{where}: child task type {step.task_type!r} is not registered (the registered types: {known})"
+        child, workflow_name = found
+        if workflow_name != step.workflow_type:
+            return (
+                f"{where}: task type {step.task_type!r} runs as workflow {workflow_name!r}, not"
+                f" {step.workflow_type!r}; give ChildTask(..., workflow={workflow_name!r})"
+            )
+        cycle = _cycle(definition.task_type, step.task_type, registered, [definition.task_type])
+        if cycle:
+            return f"{where}: the child tasks run in a circle ({' -> '.join(cycle)}); a task type never runs itself"
+        if child.pivot is not None and definition.pivot_role(step.name) is None:
+            return (
+                f"{where}: child task type {step.task_type!r} has a pivot ({child.pivot!r}) and cannot be undone"
+                " past it; run it at or after this type's own pivot, where nothing is undone"
+            )
+    return None
+
+
+def _cycle(
+    origin: str, task_type: str, registered: Mapping[str, tuple[TaskDefinition, str]], path: list[str]
+) -> list[str] | None:
+    """The path back to ``origin`` through child steps from ``task_type``, if there is one."""
+    if task_type == origin:
+        return [*path, task_type]
+    if task_type in path or task_type not in registered:
+        return None
+    for step in registered[task_type][0].steps:
+        if isinstance(step, ChildTask):
+            found = _cycle(origin, step.task_type, registered, [*path, task_type])
+            if found:
+                return found
     return None
 
 

@@ -11,6 +11,8 @@ Beyond a straight line of steps, a definition may hold:
 - ``ForEach("pay", items=..., key=..., forward=..., undo=...)``: a step run once for each item of
   a list taken from the input or an earlier result, in batches, with a bound on how many run at
   once and on how many may fail (``Tolerance``) before the whole task is undone;
+- ``ChildTask(...)``: a step that runs another registered task type as a child task, with its
+  own mirror rows and its own Supervisor ladder; undoing the step undoes the child;
 - ``when=When(predicate, "why")`` on a step: the step runs only if the predicate, a pure
   function of the input and the earlier steps' results, is true; otherwise it is Skipped and
   the mirror records why.
@@ -46,6 +48,7 @@ from sas.task_models.ids import MAX_STEP_NAME
 from sas.task_types.services import HttpCall
 
 _STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
+_TASK_TYPE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 @dataclass(frozen=True)
@@ -312,25 +315,78 @@ class Sequence:
         object.__setattr__(self, "steps", steps)
 
 
-Member = StepDefinition | Wait | Sequence | Parallel
+@dataclass(frozen=True)
+class ChildTask:
+    """A step that runs another registered task type as a child task: a task of its own (its
+    own rows in the state store, its own Supervisor ladder, its own ``sas show``), started as a
+    Temporal child workflow with the id ``<parent id>:<step>`` (stable across resets).
+
+    ``ChildTask("gift", task_type="order", input=lambda ctx: {...})``: ``input`` is a pure
+    function of the parent's input and earlier results (it runs inside the workflow, like a
+    ``When``) and gives the child's input. The step is Processed when the child ends Processed;
+    a child that undid itself (Compensated) fails the step for good - nothing of it to undo.
+    Undoing the step undoes the child: cancelled while it runs (it undoes itself), or, once it
+    completed, undone by a clean-up its parent starts (docs/how-it-works.md).
+
+    Attributes:
+        name: The step's name, as for any step.
+        task_type: The child's registered task type (checked when the types are loaded; a type
+            may not run itself, directly or through another).
+        input: The child's input from the parent's ``StepContext``.
+        workflow: The child's workflow type name; default the one ``task_workflow`` gives
+            ``task_type`` (``order`` -> ``OrderWorkflow``). Checked against the registry.
+        when: Run only if this condition holds; otherwise Skipped, as any step.
+    """
+
+    name: str
+    task_type: str
+    input: Callable[[StepContext], Mapping[str, Any]]
+    workflow: str | None = None
+    when: When | None = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not _TASK_TYPE.fullmatch(self.task_type):
+            raise ValueError(f"child step {self.name}: task type {self.task_type!r} is not a task type's name")
+
+    @property
+    def workflow_type(self) -> str:
+        """The child's workflow type name, as ``task_workflow`` names it unless given."""
+        return self.workflow or "".join(part.capitalize() for part in self.task_type.split("_")) + "Workflow"
+
+    @property
+    def agent(self) -> str:
+        """What the plan and the mirror record in place of an Agent's name."""
+        return f"{CHILD_SERVICE}.{self.task_type}"
+
+    @property
+    def compensation(self) -> None:
+        # No Agent undoes it: the Scheduler does, by cancelling or cleaning up the child.
+        return None
 
 
-def leaves(member: Member) -> tuple[StepDefinition | Wait, ...]:
-    """The steps and waits of a stage, a group or a branch, in declaration order."""
+# What the plan records as a child step's "Agent": child.<its task type>.
+CHILD_SERVICE = "child"
+
+
+Step = StepDefinition | Wait | ChildTask
+
+
+# What a stage, a group or a branch holds (a child step only ever a stage of its own).
+Member = StepDefinition | Wait | ChildTask | Sequence | Parallel
+
+
+def leaves(member: Member) -> tuple[StepDefinition | Wait | ChildTask, ...]:
+    """The steps, waits and child steps of a stage, a group or a branch, in declaration order."""
     if isinstance(member, Parallel | Sequence):
         return tuple(step for inner in member.steps for step in leaves(inner))
     return (member,)
-
-
-Step = StepDefinition | Wait
 
 
 MAX_SUMMARY = 160
 """The most characters of a task type's declared summary shown (the UI cuts long lines)."""
 MAX_DETAILS = 2000
 """The most characters of a task type's declared details shown on the workflow page."""
-
-_TASK_TYPE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 @dataclass(frozen=True)
@@ -343,8 +399,9 @@ class TaskDefinition:
         input_model: The pydantic model of the task's input. Use ``extra="forbid"`` so that a
             misspelt field is refused rather than dropped; ``callback_url``, if it has one, is
             where the task's status events are posted.
-        stages: Steps (``StepDefinition``, ``Wait``) and parallel groups (``Parallel``), in order;
-            a group's members may be branches (``Sequence``) and groups of their own.
+        stages: Steps (``StepDefinition``, ``Wait``, ``ChildTask``) and parallel groups
+            (``Parallel``), in order; a group's members may be branches (``Sequence``) and groups
+            of their own.
         pivot: The name of the task's point of no return: a step of its own stage (not a wait,
             not in a parallel group). Once the pivot has been attempted and may have had its
             effect, the task only goes forward: the steps after it are retried and parked for an

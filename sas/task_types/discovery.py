@@ -33,7 +33,7 @@ from typing import Any
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.call_checks import calls_problem
-from sas.task_types.checks import definition_problem
+from sas.task_types.checks import children_problem, definition_problem
 from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall, Service, service_of_ref
 
@@ -46,9 +46,9 @@ ENTRY_POINT_GROUP = "sas.task_types"
 # state-store writes and status posts, the Supervisor's sweeps, the clean-up after a closed task):
 # a task type's Agent or workflow of one of these names would register twice and stop the worker.
 # An Agent's activity name is <service>.<action>, so the services are kept whole.
-RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor")
+RESERVED_SERVICES = ("mirror", "callback", "cleanup", "supervisor", "child")
 """Service names a task type may not use: sas's own activities are ``mirror.*``, ``callback.*``,
-``cleanup.*`` and ``supervisor.*``."""
+``cleanup.*`` and ``supervisor.*``; ``child.<type>`` is what the plan records for a child step."""
 RESERVED_WORKFLOWS = ("CleanupWorkflow", "SupervisorWorkflow", "FanOutBatch")
 """Workflow type names a task type may not use: sas's own workflows."""
 
@@ -180,6 +180,7 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
     if missing and not lenient:
         why = "; ".join(broken.get(name) or line for name, line in broken.items()) or "no package declares it"
         raise TaskTypeError(f"SAS_TASK_TYPES__RUN names task type {missing[0]!r}, which is not found: {why}")
+    _check_children(types, broken if tolerant else None)
     agents, services = _agents(types.values())
     for found in types.values():
         _refuse_reserved(found)
@@ -193,6 +194,21 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
                 f"{found.module}: workflow type {found.workflow_name!r} has the name of an Agent; rename the workflow"
             )
     return Catalog(types, services, agents, sources, broken)
+
+
+def _check_children(types: dict[str, FoundType], broken: dict[str, str] | None) -> None:
+    """Each type's child steps against the registered types (``checks.children_problem``); with
+    ``broken``, a type whose children cannot run goes there instead (and out of ``types``)."""
+    registered = {name: (t.definition, t.workflow_name) for name, t in types.items()}
+    for name, found in list(types.items()):
+        problem = children_problem(found.definition, registered)
+        if problem is None:
+            continue
+        line = f"{found.module}: task type {name!r}: {problem}"
+        if broken is None:
+            raise TaskTypeError(line)
+        broken[name] = line
+        del types[name]
 
 
 def _refuse_reserved(found: FoundType) -> None:

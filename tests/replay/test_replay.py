@@ -23,9 +23,10 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 def all_workflows() -> list[type]:
     from bench._payroll import PayrollRunWorkflow
     from sas.supervisor.workflow import SupervisorWorkflow
+    from tests.e2e.children import GiftOrderWorkflow
     from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
 
-    # CleanupWorkflow is among ALL_WORKFLOWS; the step kinds' test types have histories too.
+    # CleanupWorkflow is among ALL_WORKFLOWS; the step kinds' and child tasks' test types have histories too.
     found = [
         *ALL_WORKFLOWS,
         SupervisorWorkflow,
@@ -33,6 +34,7 @@ def all_workflows() -> list[type]:
         KitWorkflow,
         ApprovedOrderWorkflow,
         PickupOrderWorkflow,
+        GiftOrderWorkflow,
     ]
     return list(dict.fromkeys(found))
 
@@ -55,11 +57,16 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
     # A fan-out and its batches (tests/fanout/test_fan_out_e2e.py records them).
     assert {"PayrollRunWorkflow", "FanOutBatch"} <= types
+    # Child tasks (tests/supervisor/test_child_tasks.py records them).
+    assert "GiftOrderWorkflow" in types
 
 
 @pytest.mark.parametrize("path", recorded(), ids=lambda p: p.stem)
 async def test_history_replays_with_current_code(path: Path) -> None:
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    events = json.loads(path.read_text())
+    # Replayed under the id it ran with where the history says it (a child's id is derived from it).
+    started = events["events"][0]["workflowExecutionStartedEventAttributes"]
+    history = WorkflowHistory.from_json(started.get("workflowId") or path.stem, events)
     replayer = Replayer(workflows=all_workflows(), data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name} no longer replays: {result.replay_failure}"

@@ -98,7 +98,7 @@ def test_sas_types_refuses_a_name_of_sas_s_own_in_one_line(tmp_path: Path) -> No
     assert done.returncode == 2
     assert done.stderr.splitlines()[0] == (
         f"sas: {module}: task type 'tour': Agent 'callback.book' of step 'hotel' is on service 'callback', whose"
-        " activities are sas's own (mirror.*, callback.*, cleanup.*, supervisor.*); give the service another name"
+        " activities are sas's own (mirror.*, callback.*, cleanup.*, supervisor.*, child.*); give the service another name"
     )
     assert "Traceback" not in done.stderr
 

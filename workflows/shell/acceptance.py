@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import (
         RESUBMIT_MEMO,
+        ParentLink,
         PivotRole,
         Resubmission,
         StepPlan,
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         validate_task_id,
     )
     from sas.task_models.activity_defs import MirrorDefs
+    from sas.workflows.core.children import PARENT_MEMO
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.definitions import StepDefinition, TaskDefinition, Wait
     from sas.workflows.inputs import INVALID_INPUT, decode, short
@@ -91,6 +93,16 @@ def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> di
     return model.model_dump(mode="json")
 
 
+def _parent() -> ParentLink | None:
+    """The step of the task that started this one as its child: from the memo the parent gave,
+    believed only when Temporal says that task's workflow is this one's parent."""
+    parent = workflow.info().parent
+    if parent is None:
+        return None
+    link = workflow.memo_value(PARENT_MEMO, default=None, type_hint=ParentLink)
+    return link if link is not None and link.task_id == parent.workflow_id else None
+
+
 async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str, Any]) -> TaskPlan:
     """Have the state store accept the task, and take its plan: the run's core is built again
     over the steps the plan recorded, keeping what happened before (a compensate, events)."""
@@ -122,6 +134,7 @@ async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str,
             run_id=info.run_id,
             chain_id=info.first_execution_run_id,
             resubmission=workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission),
+            parent=_parent(),
         ),
         start_to_close_timeout=_MIRROR_TIMEOUT,
         retry_policy=_MIRROR_RETRY,

@@ -27,9 +27,10 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.activity_defs import agent_result
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES
-    from sas.workflows.definitions import ForEach, Parallel, StepContext, TaskDefinition, Wait
+    from sas.workflows.definitions import ChildTask, ForEach, Parallel, StepContext, TaskDefinition, Wait
     from sas.workflows.shell.agents import cancelled, held_by_breaker, start_agent, step_call, until_ended
     from sas.workflows.shell.branches import BranchRunner
+    from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.task_run import TaskRun
@@ -43,13 +44,20 @@ class StepRunner:
     """Runs a task's steps forward."""
 
     def __init__(
-        self, definition: TaskDefinition, run: TaskRun, decisions: Decisions, waits: Waits, fan_out: FanOut
+        self,
+        definition: TaskDefinition,
+        run: TaskRun,
+        decisions: Decisions,
+        waits: Waits,
+        fan_out: FanOut,
+        children: Children,
     ) -> None:
         self.definition = definition
         self.fan_out = fan_out
         self.run = run
         self.decisions = decisions
         self.waits = waits
+        self.children = children
         # Whether a cancelled attempt is waited for until it has ended: recorded with the plan,
         # not a patch marker (one more event on every task's happy path); a plan accepted before
         # it was waited for says False, and replays cancelling at once.
@@ -140,6 +148,8 @@ class StepRunner:
             await self.waits.step(name, step)
         elif isinstance(step, ForEach):
             await self.fan_out.step(name, step)
+        elif isinstance(step, ChildTask):
+            await self.children.step(name, step)
         else:
             await self._forward(name, earlier)
 

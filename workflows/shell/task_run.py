@@ -102,9 +102,9 @@ class TaskRun:
         self.notify("failed", name, f"{error_type}: {message}")
         # CompleteBy of a Failed step: when the Supervisor should look at it - now.
         await self.records.mirror([self.records.transition(step, task_state=task_state, complete_by=workflow.now())])
-        await self._wake_supervisor()
+        await self.wake_supervisor()
 
-    async def _wake_supervisor(self) -> None:
+    async def wake_supervisor(self) -> None:
         """Tell the Supervisor now rather than at its next tick; harmless if it is not running."""
         if not self.supervisor_id:
             return

@@ -12,7 +12,9 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import StepState, StepTransition, TaskState
+    from sas.workflows.core.children import CHILD_AGENT
     from sas.workflows.shell.agents import held_by_breaker, shielded, start_agent, step_call
+    from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.task_run import TaskRun
@@ -22,11 +24,15 @@ with workflow.unsafe.imports_passed_through():
 class Undo:
     """Undoes a task's attempted steps."""
 
-    def __init__(self, run: TaskRun, decisions: Decisions, fan_out: FanOut | None = None) -> None:
+    def __init__(
+        self, run: TaskRun, decisions: Decisions, fan_out: FanOut | None = None, children: Children | None = None
+    ) -> None:
         self.run = run
         self.decisions = decisions
         # A fan-out's items are undone in its batches; the clean-up has none of them to undo.
         self.fan_out = fan_out
+        # The Scheduler's own, which started its children (it holds their handles).
+        self.children = children or Children(run, decisions)
 
     def order(self) -> list[str]:
         """The steps to undo, in the order they are undone."""
@@ -73,6 +79,8 @@ class Undo:
         if self.fan_out is not None and self.fan_out.owns(name):
             await self.fan_out.undo(name)  # writes its own rows
             return True
+        if plan.agent.startswith(CHILD_AGENT):
+            return await self.children.undo(name)  # a child step: its child is undone
         if plan.compensation is None:
             if name in core.completed or not core.planned(name).wait:
                 run.set(name, StepState.COMPENSATED)
