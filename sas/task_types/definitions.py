@@ -321,7 +321,7 @@ class ChildTask:
     own rows in the state store, its own Supervisor ladder, its own ``sas show``), started as a
     Temporal child workflow with the id ``<parent id>:<step>`` (stable across resets).
 
-    ``ChildTask("gift", task_type="order", input=lambda ctx: {...})``: ``input`` is a pure
+    ``ChildTask("notify", task_type="notice", input=lambda ctx: {...})``: ``input`` is a pure
     function of the parent's input and earlier results (it runs inside the workflow, like a
     ``When``) and gives the child's input. The step is Processed when the child ends Processed;
     a child that undid itself (Compensated) fails the step for good - nothing of it to undo.
