@@ -41,6 +41,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from sas.activities.fanout_items import attempted_items, with_fan_outs
 from sas.settings import Settings
 from sas.state_store.alerts import raise_alert
 from sas.state_store.pivots import past_point_of_no_return
@@ -117,7 +118,8 @@ class CleanupPlans(CleanupDefs):
         closed = await self._closed_how(record)
         if closed is not None:
             raise await self._refuse(task_id, closed)
-        return cleanup_input(record, self._settings, decided[-1].reason or request.reason)
+        plan = cleanup_input(record, self._settings, decided[-1].reason or request.reason)
+        return with_fan_outs(plan, await attempted_items(record))
 
     async def _plan_for_parent(self, request: CleanupRequest, parent_id: str, step: str) -> CleanupInput:
         """A completed child's clean-up that its parent started: authorised by the link, in
@@ -148,7 +150,8 @@ class CleanupPlans(CleanupDefs):
         if await self._running(task_id):
             # Its parent's cancellation reached it: it undoes itself; retried until it has ended.
             raise ApplicationError(f"child task {task_id} still runs; waiting for it to end", type="ChildRunning")
-        return cleanup_input(record, self._settings, request.reason or f"undone by its parent {parent_id}")
+        plan = cleanup_input(record, self._settings, request.reason or f"undone by its parent {parent_id}")
+        return with_fan_outs(plan, await attempted_items(record))
 
     async def _started_by(self) -> str | None:
         """The workflow id of this clean-up's parent workflow, as Temporal recorded its start."""

@@ -6,7 +6,9 @@ collaborators: its run (``TaskRun``), its ``Decisions`` and its undo engine (``U
 The Supervisor starts it (id ``cleanup-<task id>``) when it finds a task the mirror says is
 open but whose workflow is dead (detection d). Each undo runs on its step's service queue,
 with the same idempotency key as the Scheduler's (``<forward key>:undo``), so an undo the dead
-workflow had already begun is not done twice. Steps that may have had an effect are undone,
+workflow had already begun is not done twice. A fan-out step's items, which write no row, are
+undone each under its own key (``shell/cleanup_fanout.py``), as ``cleanup.plan`` listed them from
+the dead workflow's history; if they could not be listed, the step waits for an operator. Steps that may have had an effect are undone,
 latest first; steps never started are Skipped. Its mirror writes carry versions above
 anything the dead workflow could still write (``CLEANUP_SEQ``).
 
@@ -37,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.inputs import decode_model
     from sas.workflows.shell.children import Children
+    from sas.workflows.shell.cleanup_fanout import CleanupFanOut
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.operator import OperatorHandlers
     from sas.workflows.shell.records import Records
@@ -127,5 +130,8 @@ class CleanupWorkflow(OperatorHandlers):
         }
         task.compensation_policy = cleanup.compensation_policy
         task.payload = cleanup.payload
+        fan_outs = {s.name: s.fan_out for s in steps if s.fan_out is not None}
+        if fan_outs:  # plans read before fan-outs' items were listed have none: nothing changes for them
+            self.undo.fan_out = CleanupFanOut(task, self.decisions, fan_outs)
         await self.undo.all_attempted(audit=False)
         return {s.name: str(s.state) for s in task.core.status.steps}

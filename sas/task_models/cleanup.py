@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sas.task_models.fanout import FanOutItem
 from sas.task_models.ids import MAX_TASK_ID
 from sas.task_models.steps import StepPolicyValues
 from sas.task_models.versions import CLEANUP_STAMP_BASE
@@ -13,6 +14,16 @@ from sas.task_models.versions import CLEANUP_STAMP_BASE
 # Stamps the clean-up workflow writes with, above anything a Scheduler could have written
 # (see task_models.versions): a dead workflow's late writes never win over its clean-up.
 CLEANUP_SEQ = CLEANUP_STAMP_BASE
+
+
+class FanOutItems(BaseModel):
+    """A fan-out step's attempted items, as its dead Scheduler's history started their batches:
+    the clean-up undoes each under its own key. ``error`` says why they could not be listed."""
+
+    items: list[FanOutItem] = Field(default_factory=list, description="In the order they were attempted.")
+    batch_size: int = Field(default=1, ge=1)
+    max_concurrency: int = Field(default=1, ge=1, description="Items at once in one undo batch.")
+    error: str | None = None
 
 
 class CleanupStep(BaseModel):
@@ -26,6 +37,7 @@ class CleanupStep(BaseModel):
     task_queue: str | None = Field(default=None, description="Its service's queue; None: the clean-up's own.")
     version: int = Field(default=0, description="The row's version: Processed steps are undone latest first.")
     agent: str | None = Field(default=None, description="Its forward Agent: child.<type> for a child step.")
+    fan_out: FanOutItems | None = Field(default=None, description="A fan-out step: its items to undo.")
 
 
 class CleanupRequest(BaseModel):

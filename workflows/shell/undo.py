@@ -7,6 +7,8 @@ is parked as Error; the same signals and updates reach it in either workflow."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -16,20 +18,28 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.agents import held_by_breaker, shielded, start_agent, step_call
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
-    from sas.workflows.shell.fanout import FanOut
     from sas.workflows.shell.task_run import TaskRun
     from sas.workflows.summaries import step_summary
+
+
+class ItemsUndo(Protocol):
+    """Who undoes a fan-out step's items: the Scheduler's ``FanOut``, or the clean-up's
+    ``CleanupFanOut`` (from the items its dead Scheduler's history listed)."""
+
+    def owns(self, name: str) -> bool: ...
+
+    async def undo(self, name: str) -> None: ...
 
 
 class Undo:
     """Undoes a task's attempted steps."""
 
     def __init__(
-        self, run: TaskRun, decisions: Decisions, fan_out: FanOut | None = None, children: Children | None = None
+        self, run: TaskRun, decisions: Decisions, fan_out: ItemsUndo | None = None, children: Children | None = None
     ) -> None:
         self.run = run
         self.decisions = decisions
-        # A fan-out's items are undone in its batches; the clean-up has none of them to undo.
+        # A fan-out's items are undone in batches of their own, each item under its own key.
         self.fan_out = fan_out
         # The Scheduler's own, which started its children (it holds their handles).
         self.children = children or Children(run, decisions)
