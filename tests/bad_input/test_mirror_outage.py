@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,8 @@ def allow_connections(database: str) -> None:
     _run(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
 
 
-@contextmanager
-def database_away(database: str, sqlite_path: Path | None) -> Iterator[None]:
+@asynccontextmanager
+async def database_away(database: str, sqlite_path: Path | None) -> AsyncIterator[None]:
     if sqlite_path is None:
         refuse_connections(database)
         try:
@@ -50,17 +50,20 @@ def database_away(database: str, sqlite_path: Path | None) -> Iterator[None]:
             allow_connections(database)
         return
     # Another connection holds SQLite's write lock: every writer waits out its busy timeout, then fails.
-    # Taking it waits for the writers of the moment; on a loaded machine they can hold it past one
-    # busy timeout, so it is tried a few times (a deadline of 2 minutes in all).
-    holder = sqlite3.connect(sqlite_path, isolation_level=None, timeout=30)
+    # It is taken without waiting in SQLite (timeout 0), tried again off the event loop's back: a
+    # blocking wait here would stop this process's own workers, one of which may hold the lock in
+    # a transaction that needs the loop to finish, and the wait would never end.
+    holder = sqlite3.connect(sqlite_path, isolation_level=None, timeout=0)
     try:
-        for tries_left in reversed(range(4)):
+        deadline = asyncio.get_running_loop().time() + 120
+        while True:
             try:
                 holder.execute("BEGIN EXCLUSIVE")
                 break
             except sqlite3.OperationalError:
-                if not tries_left:
+                if asyncio.get_running_loop().time() > deadline:
                     raise
+                await asyncio.sleep(0.005)
         try:
             yield
         finally:
@@ -96,7 +99,7 @@ async def orders_through_an_outage(
                 lambda states: all(s.get("charge") == "Processing" for s in states),
                 what="every first order charging",
             )
-            with database_away(database, sqlite_path):
+            async with database_away(database, sqlite_path):
                 # These cannot even be accepted into the mirror until the database is back.
                 during = [fresh_id("pg-during") for _ in range(3)]
                 handles += [await stack.submit(task_id) for task_id in during]
