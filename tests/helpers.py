@@ -56,3 +56,13 @@ async def serving(app: Any, what: str = "the service") -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await task
+
+
+def forget_package(name: str) -> None:
+    """Drop an imported package and its modules, so the next import reads them from ``sys.path``
+    again: the docs' tests each write their own ``my_team`` package into their own folder, and a
+    worker process that imported another test's would not find this one's modules in it."""
+    import sys
+
+    for module in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
+        del sys.modules[module]

@@ -23,7 +23,7 @@ from sas.settings import get_settings
 from sas.state_store.queries import children_of, get_task
 from sas.task_models import TaskResult, TaskState
 from sas.workflows import registry
-from tests.helpers import fresh_id, wait_until
+from tests.helpers import forget_package, fresh_id, wait_until
 from tests.stack import ADMIN_HEADERS, migrated, order, start_stack
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "task-types.md"
@@ -43,9 +43,11 @@ def gift_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
     (package / "gift.py").write_text(printed("# my_team/gift.py"))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("SAS_TASK_TYPES__MODULES", "my_team.gift")
+    forget_package("my_team")
     get_settings.cache_clear()
     registry.refresh()
     yield
+    forget_package("my_team")
     get_settings.cache_clear()
     registry.refresh()
 
