@@ -66,3 +66,14 @@ def forget_package(name: str) -> None:
 
     for module in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
         del sys.modules[module]
+
+
+def team_package(folder: Any, modules: dict[str, str]) -> None:
+    """Write a team's ``my_team`` package (``modules``: file name to source) into ``folder`` and
+    forget any ``my_team`` a test imported before; the caller puts ``folder`` on ``sys.path``."""
+    package = folder / "my_team"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (package / name).write_text(source)
+    forget_package("my_team")

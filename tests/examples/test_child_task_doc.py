@@ -23,7 +23,7 @@ from sas.settings import get_settings
 from sas.state_store.queries import children_of, get_task
 from sas.task_models import TaskResult, TaskState
 from sas.workflows import registry
-from tests.helpers import forget_package, fresh_id, wait_until
+from tests.helpers import forget_package, fresh_id, team_package, wait_until
 from tests.stack import ADMIN_HEADERS, migrated, order, start_stack
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "task-types.md"
@@ -37,13 +37,9 @@ def printed(first_line: str) -> str:
 
 @pytest.fixture
 def gift_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    package = tmp_path / "my_team"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "gift.py").write_text(printed("# my_team/gift.py"))
+    team_package(tmp_path, {"gift.py": printed("# my_team/gift.py")})
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("SAS_TASK_TYPES__MODULES", "my_team.gift")
-    forget_package("my_team")
     get_settings.cache_clear()
     registry.refresh()
     yield

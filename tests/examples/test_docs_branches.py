@@ -5,7 +5,6 @@ its test, run as printed on the time-skipping environment."""
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from sas.task_types.discovery import discover
+from tests.helpers import forget_package, team_package
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "task-types.md"
 
@@ -25,14 +25,10 @@ def printed(first_line: str) -> str:
 
 @pytest.fixture
 def team_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    package = tmp_path / "my_team"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "branched_trip.py").write_text(printed("# my_team/branched_trip.py"))
+    team_package(tmp_path, {"branched_trip.py": printed("# my_team/branched_trip.py")})
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
-    for name in [n for n in sys.modules if n == "my_team" or n.startswith("my_team.")]:
-        del sys.modules[name]
+    forget_package("my_team")
 
 
 def test_the_printed_module_keeps_the_rules_and_draws_its_branch(team_module: None) -> None:

@@ -20,7 +20,7 @@ from temporalio.client import Client
 from sas.settings import ServiceSettings, ServicesSettings, get_settings
 from sas.task_models import TaskResult, TaskState
 from sas.workflows import registry
-from tests.helpers import forget_package, fresh_id, serving
+from tests.helpers import forget_package, fresh_id, serving, team_package
 from tests.stack import ADMIN_TOKEN, start_stack
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -36,13 +36,9 @@ def printed(first_line: str) -> str:
 @pytest.fixture
 def signup_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``my_team/signup.py`` as printed, registered by ``SAS_TASK_TYPES__MODULES``."""
-    package = tmp_path / "my_team"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "signup.py").write_text(printed("# my_team/signup.py"))
+    team_package(tmp_path, {"signup.py": printed("# my_team/signup.py")})
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("SAS_TASK_TYPES__MODULES", "my_team.signup")
-    forget_package("my_team")
     get_settings.cache_clear()
     registry.refresh()
     yield
