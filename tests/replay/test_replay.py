@@ -43,6 +43,13 @@ def recorded() -> list[Path]:
     return sorted(HISTORIES.glob("*.json"))
 
 
+def recorded_history(path: Path) -> WorkflowHistory:
+    """A recorded history under the id it ran with, where the history says it: a child's id is derived from it."""
+    events = json.loads(path.read_text())
+    started = events["events"][0]["workflowExecutionStartedEventAttributes"]
+    return WorkflowHistory.from_json(started.get("workflowId") or path.stem, events)
+
+
 def test_there_are_histories_for_every_task_workflow_type() -> None:
     types = {
         json.loads(p.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"]
@@ -63,10 +70,7 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
 
 @pytest.mark.parametrize("path", recorded(), ids=lambda p: p.stem)
 async def test_history_replays_with_current_code(path: Path) -> None:
-    events = json.loads(path.read_text())
-    # Replayed under the id it ran with where the history says it (a child's id is derived from it).
-    started = events["events"][0]["workflowExecutionStartedEventAttributes"]
-    history = WorkflowHistory.from_json(started.get("workflowId") or path.stem, events)
+    history = recorded_history(path)
     replayer = Replayer(workflows=all_workflows(), data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name} no longer replays: {result.replay_failure}"

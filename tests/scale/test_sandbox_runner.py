@@ -4,19 +4,17 @@ answer the SDK's way (entering the sandbox) would have given."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import _runner as sdk_runner
 
 from sas.workflows import runner as sas_runner
 from sas.workflows.runner import SandboxRunner, workflow_runner
-from tests.replay.test_replay import all_workflows, recorded
+from tests.replay.test_replay import all_workflows, recorded, recorded_history
 
 
 class _CheckedInstance(sas_runner._Instance):
@@ -65,7 +63,7 @@ def test_an_sdk_without_those_methods_gets_its_own_runner(monkeypatch: pytest.Mo
 async def test_history_replays_under_it_with_the_sdks_answers(path: Path) -> None:
     runner = _CheckingRunner(restrictions=workflow_runner().restrictions)
     object.__setattr__(runner, "asked", [])
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    history = recorded_history(path)
     replayer = Replayer(workflows=all_workflows(), data_converter=pydantic_data_converter, workflow_runner=runner)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, (
