@@ -56,5 +56,5 @@ async def test_a_hand_written_agent_s_service_asks_for_its_paths(trip_services: 
 async def test_a_body_that_takes_the_input_asks_for_a_sample(trip_services: str) -> None:
     with pytest.raises(ServiceCheckError, match="traveller, origin, destination, date from the task input"):
         await check_service("flights", trip_services)
-    with pytest.raises(ServiceCheckError, match="not a valid TripInput: nights"):
+    with pytest.raises(ServiceCheckError, match=r"not a valid \w*TripInput: nights"):
         await check_service("flights", trip_services, sample_input={**TRIP, "nights": 0})
