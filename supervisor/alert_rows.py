@@ -55,10 +55,26 @@ async def raise_once(
     """Open the alert of incident ``key``, or refresh the one already open; True (and a log
     line) only when it is new, so a condition seen on every sweep is logged once."""
     async with sessions() as session, session.begin():
-        new = await active_alert(session, key) is None
-        await raise_alert(session, alert_row(spec, task_id, step, failure_count, None, now, key=key))
+        new = await raise_in(session, spec, key, now, task_id=task_id, step=step, failure_count=failure_count)
     if new:
         log_alert(spec, task_id, step, failure_count, None)
+    return new
+
+
+async def raise_in(
+    session: AsyncSession,
+    spec: AlertSpec,
+    key: str,
+    now: datetime,
+    *,
+    task_id: str | None = None,
+    step: str | None = None,
+    failure_count: int = 0,
+) -> bool:
+    """:func:`raise_once` inside the caller's transaction, so the alert lands with the rows it
+    explains; the caller logs a new one (:func:`log_alert`) once the transaction commits."""
+    new = await active_alert(session, key) is None
+    await raise_alert(session, alert_row(spec, task_id, step, failure_count, None, now, key=key))
     return new
 
 

@@ -19,7 +19,7 @@ from temporalio.api.workflow.v1 import PendingActivityInfo
 
 from sas.state_store.mirror import mark_step
 from sas.state_store.rows import StepRow
-from sas.supervisor.alert_rows import raise_once
+from sas.supervisor.alert_rows import log_alert, raise_in
 from sas.supervisor.models import AlertSpec
 from sas.task_models import StepState, TaskState
 
@@ -37,13 +37,11 @@ def paused_outside_sas(step: StepRow, pending: PendingActivityInfo | None) -> bo
 async def record_outside_pause(
     sessions: async_sessionmaker[AsyncSession], step: StepRow, version: int, pending: PendingActivityInfo, now: datetime
 ) -> None:
-    """Mark the paused step's row and task Error (if the row is still as read) and alert once."""
+    """Mark the paused step's row and task Error (if the row is still as read) and alert once, together."""
     who, why = "someone", ""
     if pending.HasField("pause_info") and pending.pause_info.HasField("manual"):
         who = pending.pause_info.manual.identity or who
         why = pending.pause_info.manual.reason
-    async with sessions() as session, session.begin():
-        await mark_step(session, step.task_id, step.name, (step.state, version), StepState.ERROR, TaskState.ERROR, now)
     what = "undo" if step.state == StepState.COMPENSATING else "step"
     spec = AlertSpec(
         severity="warning",
@@ -56,6 +54,10 @@ async def record_outside_pause(
             f"`sas retry {step.task_id}` unpauses it (attempts reset); `sas compensate {step.task_id}` undoes the task"
         ),
     )
-    await raise_once(
-        sessions, spec, f"paused_outside_sas:{step.task_id}:{step.name}", now, task_id=step.task_id, step=step.name
-    )
+    # One transaction: whoever sees the task listed as parked also finds the alert saying why.
+    async with sessions() as session, session.begin():
+        await mark_step(session, step.task_id, step.name, (step.state, version), StepState.ERROR, TaskState.ERROR, now)
+        key = f"paused_outside_sas:{step.task_id}:{step.name}"
+        new = await raise_in(session, spec, key, now, task_id=step.task_id, step=step.name)
+    if new:
+        log_alert(spec, step.task_id, step.name, 0, None)
