@@ -2,7 +2,8 @@
 Supervisor, on SQLite and PostgreSQL. A child refused for good undoes itself and its parent
 exactly; a parent refused after its child completed undoes the child through the child's
 clean-up; a parent compensated while its child runs has the child undo itself; a clean-up that
-names a parent but was not started by it undoes nothing; a worker stopped mid-child loses
+names a parent but was not started by it undoes nothing; a parent terminated after its child
+completed is undone with the child by its clean-up; a worker stopped mid-child loses
 nothing (tests/examples/test_child_task_doc.py kills a worker process)."""
 
 from __future__ import annotations
@@ -91,6 +92,35 @@ async def test_a_parent_refused_after_its_child_completed_undoes_the_child(make_
     assert Counter(actions(await rig.ledger(child))).most_common(1)[0][1] == 1  # one effect per key
     # Nothing about the child looked wrong to the Supervisor: it was undone by the authorised path.
     assert await rig.alerts(child) == []
+
+
+async def test_a_parent_terminated_after_its_child_completed_is_undone_with_the_child(make_rig) -> None:  # type: ignore[no-untyped-def]
+    rig: Rig = await make_rig(extra_workflows=KINDS)
+    await rig.start_supervisor("sup-child-killed", rig.settings.supervisor.workflow_id)
+    parent = fresh_id("gift-killed")
+    child = f"{parent}:gift"
+    # The parent's own ship is slow, so the terminate finds the child done and the parent mid-ship.
+    await rig.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=4_000, match_order_id=parent)
+    handle = await rig.submit(parent, order(), workflow="GiftOrderWorkflow")
+    await wait_until(
+        lambda: rig.step_states(parent), lambda s: s.get("ship") == "Processing", what="the parent mid-ship"
+    )
+    assert await rig.task_state(child) == "Processed"
+    await handle.terminate("an operator's mistake")
+
+    # The Supervisor finds the parent closed from outside and starts its clean-up.
+    await wait_until(lambda: rig.task_state(parent), lambda s: s == "Compensated", timeout=120, what="parent undone")
+
+    # The parent's clean-up undid the child as a whole through the child's own clean-up, which it
+    # started: every effect of both undone exactly once, latest first.
+    await wait_until(lambda: rig.task_state(child), lambda s: s == "Compensated", timeout=60, what="child undone")
+    assert actions(await rig.ledger(child)) == ["reserve", "charge", "ship", "cancel", "refund", "release"]
+    # The parent's ship, cut off at its service by the terminate, either never landed (its lookup
+    # voided the key) or landed and was cancelled: nothing of the parent is left either way.
+    assert actions(await rig.ledger(parent)) in (["reserve", "release"], ["reserve", "ship", "cancel", "release"])
+    described = await rig.client.get_workflow_handle(f"cleanup-{child}").describe()
+    assert described.parent_id == f"cleanup-{parent}"
+    assert [a.kind for a in await rig.alerts(child)] == []
 
 
 async def test_a_clean_up_naming_a_parent_it_was_not_started_by_is_refused(make_rig) -> None:  # type: ignore[no-untyped-def]
