@@ -9,7 +9,7 @@ parked by pausing its activity (``parking.py``) is resumed by ``retry`` here, au
 from __future__ import annotations
 
 from pydantic import BaseModel, ValidationError
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from sas.client import parking
@@ -19,6 +19,12 @@ from sas.client.inputs import in_words
 from sas.client.store import StateStore
 from sas.client.submitting import resubmit_finished
 from sas.task_models import Approval, OperatorAnswer, OperatorRequest, StepState, TaskStatus
+
+_CLOSED_FROM_OUTSIDE = (
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.CANCELED,
+)
 
 
 def operator_request(**fields: object) -> OperatorRequest:
@@ -49,9 +55,25 @@ async def update(
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             if "completed" in err.message.lower():
-                raise NotApplicable(f"{task_id} has already finished", f"see `sas status {task_id}`") from None
+                raise await _finished(client, task_id, workflow_id or task_id) from None
             raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`") from None
         raise
+
+
+async def _finished(client: Client, task_id: str, workflow_id: str) -> NotApplicable:
+    """Why a request found the task's workflow closed: one it ended itself is finished; one
+    closed from outside (terminated, timed out) is the Supervisor's to undo, by its clean-up."""
+    try:
+        status = (await client.get_workflow_handle(workflow_id).describe()).status
+    except RPCError:
+        status = None
+    if status in _CLOSED_FROM_OUTSIDE:
+        return NotApplicable(
+            f"{task_id}'s workflow was closed from outside sas ({status.name.lower()}): the Supervisor's clean-up"
+            f" cleanup-{task_id} undoes what it did, at its next sweep",
+            f"see `sas status {task_id}`; once the clean-up runs, `sas retry` and `sas compensate` go to it",
+        )
+    return NotApplicable(f"{task_id} has already finished", f"see `sas status {task_id}`")
 
 
 async def request(client: Client, task_id: str, name: str, operator: OperatorRequest) -> OperatorAnswer:

@@ -96,7 +96,6 @@ async def test_a_parent_refused_after_its_child_completed_undoes_the_child(make_
 
 async def test_a_parent_terminated_after_its_child_completed_is_undone_with_the_child(make_rig) -> None:  # type: ignore[no-untyped-def]
     rig: Rig = await make_rig(extra_workflows=KINDS)
-    await rig.start_supervisor("sup-child-killed", rig.settings.supervisor.workflow_id)
     parent = fresh_id("gift-killed")
     child = f"{parent}:gift"
     # The parent's own ship is slow, so the terminate finds the child done and the parent mid-ship.
@@ -107,7 +106,13 @@ async def test_a_parent_terminated_after_its_child_completed_is_undone_with_the_
     )
     assert await rig.task_state(child) == "Processed"
     await handle.terminate("an operator's mistake")
+    # Before the Supervisor has seen it, an operator's compensate is told whose it is to undo.
+    said = await sas(rig, "compensate", parent, "--by", "ada", "--reason", "terminated by mistake")
+    assert said.returncode == 1
+    assert "closed from outside sas (terminated)" in said.stderr.replace("\n", " ")
+    assert f"cleanup-{parent} undoes what it did" in said.stderr.replace("\n", " ")
 
+    await rig.start_supervisor("sup-child-killed", rig.settings.supervisor.workflow_id)
     # The Supervisor finds the parent closed from outside and starts its clean-up.
     await wait_until(lambda: rig.task_state(parent), lambda s: s == "Compensated", timeout=120, what="parent undone")
 
