@@ -74,11 +74,16 @@ class ExampleStack:
 
     async def entries(self, **query: str) -> list[dict[str, Any]]:
         """The services' ledger: ``GET /ledger?<query>``'s entries."""
-        async with httpx.AsyncClient() as http:
-            entries: list[dict[str, Any]] = (await http.get(f"{self.services_url}/ledger", params=query)).json()[
-                "entries"
-            ]
+        entries: list[dict[str, Any]] = (await self.ledger_of(**query))["entries"]
         return entries
+
+    async def ledger_of(self, **query: str) -> dict[str, Any]:
+        """The services' whole answer to ``GET /ledger?<query>``."""
+        async with httpx.AsyncClient() as http:
+            answer = await http.get(f"{self.services_url}/ledger", params=query)
+        answer.raise_for_status()
+        said: dict[str, Any] = answer.json()
+        return said
 
     async def fault(self, **rule: Any) -> None:
         async with httpx.AsyncClient() as http:

@@ -87,10 +87,13 @@ async def test_blocked_payees_within_the_tolerance_are_not_paid_nor_reversed(pay
     pay = next(s for s in result["steps"] if s["name"] == "pay")
     assert pay["result"] == {"items": 20, "tolerated": 2, "processed": 18, "compensated": 2}
     ledger = await payouts.ledger(task_id)
-    # The rest paid once each; nothing paid to the blocked two, and no reversal sent for them
-    # (the bank's lookup said nothing was done under their keys) - nor for anyone.
+    # The rest paid once each; nothing paid to the blocked two, and no reversal sent for them:
+    # the bank's lookup was asked about their keys, said nothing was done, and no DELETE came.
     assert count(ledger, "payout_bank.pay") == Counter(f"emp-{n}" for n in range(2, 20))
-    assert count(ledger, "payout_bank.reverse") == Counter()
+    asked = [(c["action"], c["key"]) for c in (await payouts.ledger_of(run=task_id))["calls"]]
+    assert [c for c in asked if c[0] == "payout_bank.reverse"] == []
+    blocked = {f"{task_id}:pay:blocked-{n}" for n in range(2)}
+    assert {key for action, key in asked if action == "payout_bank.lookup"} == blocked
     assert [e["sent"] for e in ledger if e["action"] == "payout_notices.send"] == [18]
 
 

@@ -94,6 +94,7 @@ async def test_each_recipient_is_paid_under_their_own_key_then_the_notices_are_s
     assert steps["notice"].result == {"child_task_id": f"{task_id}:notice", "state": "Processed"}
     # The type's own line and story, in the workflow's current details.
     assert "payout 3 recipients, 30.03 EUR" in details and "Paid 3 of 3 recipients" in details
+    assert "Notices sent by email" in details
 
 
 async def test_blocked_payees_within_the_tolerance_are_left_unpaid_and_the_rest_paid(
@@ -109,6 +110,7 @@ async def test_blocked_payees_within_the_tolerance_are_left_unpaid_and_the_rest_
     # The bank paid each other payee once; the blocked ones were never paid, so nothing was reversed.
     actions = Counter((e["action"], e["payee_id"]) for e in ledger.effects)
     assert actions == Counter({("payout_bank.pay", f"emp-{n}"): 1 for n in range(2, 20)})
+    assert not [c for c in ledger.calls if c["action"] == "payout_bank.reverse"]  # no DELETE ever reached it
     assert "payout_notices.send" in agents.done()
 
 

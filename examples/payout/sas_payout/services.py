@@ -14,7 +14,8 @@ paths that carry the ids:
 - ``GET /runs/lookup``, ``/payments/lookup`` and ``/notices/lookup`` say what was done under a
   forward key, once a request being served under it has ended, and their "nothing" is final: it
   voids the key, so a forward call arriving later under it is refused ``409 voided``;
-- ``GET /ledger?run=R`` lists the effects of run ``R`` (its child's notices too), and
+- ``GET /ledger?run=R`` lists the effects of run ``R`` (its child's notices too) and every
+  request that reached the services for it (``calls``: lookups and refusals too), and
   ``/admin/faults`` injects faults (for tests).
 
 State lives in memory: this is an example, not a bank. ``sas-payout-services --port 8091``.
@@ -45,6 +46,8 @@ class Ledger:
     made: dict[str, str] = field(default_factory=dict)  # the services' id of an effect -> its key
     undone: set[str] = field(default_factory=set)  # the ids of effects undone
     effects: list[dict[str, Any]] = field(default_factory=list)
+    # Every request that reached the services, refused or not: what was asked, not only what was done.
+    calls: list[dict[str, str]] = field(default_factory=list)
     voided: set[str] = field(default_factory=set)
     faults: list[dict[str, Any]] = field(default_factory=list)
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
@@ -145,6 +148,7 @@ def business(action: str, ledger: Ledger) -> Callable[[Request], Awaitable[Respo
         key = request.headers.get("Idempotency-Key", "")
         if not 1 <= len(key) <= 200:
             return refusal(400, "missing_idempotency_key", "the Idempotency-Key header is required")
+        ledger.calls.append({"action": action, "key": key})
         body: Any = {}
         if request.method in ("PUT", "POST"):
             try:
@@ -191,6 +195,7 @@ def lookup(forward: str, nothing: dict[str, None], ledger: Ledger) -> Callable[[
         key = request.query_params.get("idempotency_key", "")
         if not 1 <= len(key) <= 200:
             return refusal(400, "invalid_request", "idempotency_key is required: 1 to 200 characters")
+        ledger.calls.append({"action": f"{forward.partition('.')[0]}.lookup", "key": key})
         # A request still being served under the key is waited for (its lock), then answered
         # about. "Nothing done" voids the key: an undo sends nothing on that answer, so a
         # forward arriving later under it must never take effect.
@@ -208,8 +213,13 @@ def create_app(ledger: Ledger | None = None) -> Starlette:
     ledger = ledger if ledger is not None else Ledger()
 
     async def show_ledger(request: Request) -> Response:
-        run = request.query_params.get("run", "")
-        return JSONResponse({"entries": [e for e in ledger.effects if e["key"].startswith(f"{run}:")]})
+        prefix = f"{request.query_params.get('run', '')}:"
+        return JSONResponse(
+            {
+                "entries": [e for e in ledger.effects if e["key"].startswith(prefix)],
+                "calls": [c for c in ledger.calls if c["key"].startswith(prefix)],
+            }
+        )
 
     async def add_fault(request: Request) -> Response:
         rule = await request.json()
