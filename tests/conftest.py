@@ -203,18 +203,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(status)
 
 
-# The trip example's services, run as their team runs them: a process of their own on loopback
-# (the example tests and the conformance kit's both use them).
+# The examples' services, run as their teams run them: a process of their own on loopback (the
+# example tests and the conformance kit's both use the trip's).
 @pytest.fixture(scope="module")
 def trip_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _example_services("sas_trip.services", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def payout_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _example_services("sas_payout.services", tmp_path_factory)
+
+
+def _example_services(module: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    log = tmp_path_factory.mktemp("trip-services") / "services.log"
+    log = tmp_path_factory.mktemp(module.split(".")[0]) / "services.log"
     with open(log, "wb") as out:
-        argv = [sys.executable, "-m", "sas_trip.services", "--port", str(port)]
+        argv = [sys.executable, "-m", module, "--port", str(port)]
         process = subprocess.Popen(argv, stdout=out, stderr=out)
     url = f"http://127.0.0.1:{port}"
     try:
-        asyncio.run(wait_until(lambda: _answers(url), timeout=30, what="the trip services"))
+        asyncio.run(wait_until(lambda: _answers(url), timeout=30, what=f"the services of {module}"))
         yield url
     finally:
         process.kill()

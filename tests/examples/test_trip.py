@@ -13,21 +13,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
 from sas.task_models import StepState, TaskStatus
-from tests import cli_process
 from tests.conftest import temporal_binary
+from tests.examples.example_stack import ExampleStack, example_stack
 from tests.helpers import fresh_id, wait_until
 
 # One stack (services, worker, Supervisor) for the module: its tests stay on one xdist worker.
@@ -36,111 +32,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trip_example")]
 TRIP = {"traveller": "Ada", "origin": "LHR", "destination": "Lisbon", "date": "2027-05-01", "nights": 3}
 
 
-@dataclass
-class TripStack:
-    env: dict[str, str]
-    folder: Path
-    services_url: str
-    client: Client
-    worker: subprocess.Popen[bytes] | None = None
-    supervisor: subprocess.Popen[bytes] | None = None
-
-    async def start(self, which: str) -> subprocess.Popen[bytes]:
-        log = self.folder / f"{which}-{uuid.uuid4().hex[:6]}.log"
-        process = _spawn([sys.executable, "-m", "sas.cli.main", which], self.folder, self.env, log)
-        await wait_until(lambda: _polling(log, process), timeout=60, what=f"the {which}'s 'polling' line in {log}")
-        assert process.poll() is None, log.read_text()
-        return process
-
-    async def sas(self, *args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "sas.cli.main", *args]
-        return await asyncio.to_thread(
-            cli_process.run, argv, capture_output=True, text=True, env=self.env, cwd=self.folder, timeout=180
-        )
-
+class TripStack(ExampleStack):
     async def submit(self, task_id: str, trip: dict[str, Any]) -> dict[str, Any]:
-        (self.folder / f"{task_id}.json").write_text(json.dumps(trip))
-        done = await self.sas(
-            "submit", "--type", "trip", "--input", f"{task_id}.json", "--id", task_id, "--wait", "--json"
-        )
-        said = json.loads(done.stdout)
-        # --wait says the outcome with its exit code: 0 done, 3 undone as a whole (docs/cli.md).
-        assert done.returncode == {"Processed": 0, "Compensated": 3}.get(said.get("state")), done.stderr
-        result: dict[str, Any] = said["result"]
-        return result
+        return await self.submit_as("trip", task_id, trip)
 
     async def ledger(self, task_id: str) -> list[str]:
-        async with httpx.AsyncClient() as http:
-            entries = (await http.get(f"{self.services_url}/ledger", params={"trip": task_id})).json()["entries"]
-        return [e["action"] for e in entries]
-
-    async def fault(self, **rule: Any) -> None:
-        async with httpx.AsyncClient() as http:
-            (await http.post(f"{self.services_url}/admin/faults", json=rule)).raise_for_status()
-
-    async def mirror(self, task_id: str) -> dict[str, str]:
-        shown = await self.sas("show", task_id, "--json")
-        assert shown.returncode == 0, shown.stderr
-        return {s["name"]: s["state"] for s in json.loads(shown.stdout)["steps"]}
-
-
-def _spawn(argv: list[str], folder: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:
-        return subprocess.Popen(argv, cwd=folder, env=env, stdout=out, stderr=out)
-
-
-async def _polling(log: Path, process: subprocess.Popen[bytes]) -> bool:
-    return process.poll() is not None or "polling" in log.read_text(errors="replace")
+        return [e["action"] for e in await self.entries(trip=task_id)]
 
 
 @pytest_asyncio.fixture(scope="module")
 async def trip(
     client: Client, temporal_address: str, trip_services: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[TripStack]:
-    folder = tmp_path_factory.mktemp("trip")
-    suffix = uuid.uuid4().hex[:8]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAS_")} | {
-        "SAS_TEMPORAL__ADDRESS": temporal_address,
-        "SAS_TEMPORAL__TASK_QUEUE": f"trip-{suffix}",
-        "SAS_TEMPORAL__SUPERVISOR_TASK_QUEUE": f"trip-sup-{suffix}",
-        "SAS_SUPERVISOR__WORKFLOW_ID": f"trip-supervisor-{suffix}",
-        "SAS_DATABASE__URL": f"sqlite+aiosqlite:///{folder / 'state.db'}",
-        # The trip's services, where its team runs them: per-service settings.
-        "SAS_SERVICES__FLIGHTS__URL": trip_services,
-        "SAS_SERVICES__HOTELS__URL": trip_services,
-        "SAS_SERVICES__CARDS__URL": trip_services,
-        "SAS_SERVICES__TICKETS__URL": trip_services,  # the ticketed trip's (test_ticketed_trip.py)
-        "SAS_SERVICES__SEATS__URL": trip_services,  # the seated trip's (test_seated_trip.py)
+    async with example_stack(
+        TripStack,
+        client,
+        temporal_address,
+        trip_services,
+        tmp_path_factory.mktemp("trip"),
+        # The ticketed trip's tickets (test_ticketed_trip.py) and the seated trip's seats (test_seated_trip.py) too.
+        services=("flights", "hotels", "cards", "tickets", "seats"),
         # The seated trip's hotel is slowed to 8 s there, to be surely still at the hotel when the seat is refused.
-        "SAS_STEPS__SEATED_TRIP__HOTEL__COMPLETE_BY_S": "20",
-        # Quick steps and a quick Supervisor: the test waits seconds, not minutes.
-        "SAS_DEFAULT_STEP__COMPLETE_BY_S": "4",
-        "SAS_DEFAULT_STEP__MAX_ATTEMPTS": "3",
-        "SAS_DEFAULT_STEP__INITIAL_INTERVAL_S": "0.2",
-        "SAS_DEFAULT_STEP__MAX_INTERVAL_S": "0.5",
-        "SAS_COMPENSATION__COMPLETE_BY_S": "4",
-        "SAS_COMPENSATION__INITIAL_INTERVAL_S": "0.2",
-        "SAS_SUPERVISOR__INTERVAL_S": "0.5",
-        "SAS_SUPERVISOR__MAX_INTERVAL_S": "1",
-        "SAS_SUPERVISOR__OVERDUE_GRACE_S": "1.5",
-        "SAS_SUPERVISOR__COOLDOWN_TRIES": "0",
-        "SAS_LOG_LEVEL": "INFO",
-        "COLUMNS": "200",
-    }
-    stack = TripStack(env, folder, trip_services, client)
-    stack.worker = await stack.start("worker")
-    stack.supervisor = await stack.start("supervisor")
-    try:
+        settings={"SAS_STEPS__SEATED_TRIP__HOTEL__COMPLETE_BY_S": "20"},
+    ) as stack:
         yield stack
-    finally:
-        for process in (stack.worker, stack.supervisor):
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                process.wait(30)
-        try:
-            await client.get_workflow_handle(env["SAS_SUPERVISOR__WORKFLOW_ID"]).terminate("test over")
-        except Exception:  # noqa: BLE001 - already gone
-            pass
 
 
 async def test_a_trip_submitted_with_sas_books_both_then_charges(trip: TripStack) -> None:
