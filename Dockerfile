@@ -28,7 +28,7 @@ RUN pip install --no-cache-dir --require-hashes -r requirements-runtime.lock
 COPY . .
 # The examples register their task types as a team's package would (sas.task_types entry points);
 # the demo's remote services are a package of their own too (examples/demo_services), not sas's.
-RUN pip install --no-cache-dir --no-deps . ./examples/orders ./examples/trip ./examples/demo_services \
+RUN pip install --no-cache-dir --no-deps . ./examples/orders ./examples/trip ./examples/payout ./examples/demo_services \
     && mkdir -p /app/.sas /data \
     && chown sas:sas /app/.sas /data
 
