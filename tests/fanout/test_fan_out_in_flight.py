@@ -1,8 +1,9 @@
 """A fan-out undone while one of its items' calls is still held at the payroll service (a
 ``hang`` recipient, paid only once the test lets it go): past its tolerance while that call's
-batch runs, by an operator's compensate, and by the clean-up of a task terminated meanwhile. In
-each the task is not called Compensated while the held call may still land; once it lands it is
-refunded, and the ledger nets to zero (each payment made once and refunded once)."""
+batch runs, by an operator's compensate, by the workflow's cancellation, and by the clean-up of
+a task terminated meanwhile. In each an undo asks the lookup about the held payment while it is
+held, the task is not called Compensated while that payment may still land, and once it lands
+it is refunded: the ledger nets to zero (each payment made once and refunded once)."""
 
 from __future__ import annotations
 
@@ -167,3 +168,30 @@ async def test_terminated_while_a_call_is_held_the_clean_up_waits_for_it(
     assert payments(ledger)["hang0"] == 1
     assert payments(ledger) == refunds(ledger) and set(payments(ledger).values()) == {1}
     assert len(payments(ledger)) < len(payload["recipients"])  # terminated mid-fan-out
+
+
+async def test_cancelled_from_temporal_while_a_call_is_held(
+    payroll_type: None,
+    held_payroll: tuple[str, Ledger],
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    # The one way in which the items' calls are cancelled rather than waited for: the batches are
+    # cancelled with the workflow, and the held call is left at the service; the lookup decides.
+    url, ledger = held_payroll
+    payload = people("r0", "r1", "r2", "r3", "hang0", "r5", "r6", "r7", *(f"r{n}" for n in range(8, 16)))
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
+        task_id = fresh_id("payroll-held-cancelled")
+        handle = await stack.submit(task_id, payload, WIDE)
+        await held(ledger, "hang0")
+        await paid(ledger, 7)  # the rest of the first wave: r0 to r3, r5 to r7
+        await handle.cancel()
+        await asked_while_held(ledger, "hang0")
+        await let_go_and_settle(stack, ledger, task_id, "hang0")
+        result: TaskResult = await handle.result()
+    assert result.state == TaskState.COMPENSATED
+    assert payments(ledger)["hang0"] == 1
+    assert payments(ledger) == refunds(ledger) and set(payments(ledger).values()) == {1}
+    assert len(payments(ledger)) < len(payload["recipients"])  # cancelled mid-fan-out
