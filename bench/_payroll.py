@@ -1,8 +1,9 @@
 """Task types with a fan-out, for the fan-out's tests (tests/fanout/) and its bench
 (bench/fan_out.py): a payroll run pays each recipient of its input (one call per item, under the
 item's own key), tolerates up to three refused payments, then reports; a payroll batch pays them
-all, many at once; a payment is the one-step task the batch is measured against. Their service is
-bench/_payroll_service.py."""
+all, many at once; a payment is the one-step task the batch is measured against; a wide payroll
+runs two small batches at once with a short complete-by, so that its tolerance is passed while
+another batch's calls are still at the service. Their service is bench/_payroll_service.py."""
 
 from __future__ import annotations
 
@@ -69,6 +70,21 @@ REPORT = StepDefinition(
 )
 PAYROLL_RUN = TaskDefinition("payroll_run", PayrollInput, (PAY, REPORT))
 PayrollRunWorkflow = task_workflow(PAYROLL_RUN)
+
+# Batches of 4, two at once; one refusal tolerated; a call held at the service is given up on
+# after two attempts of 4 s (tests/fanout/test_fan_out_in_flight.py).
+PAY_WIDE = ForEach(
+    "pay",
+    PAY.forward,
+    PAY.undo,
+    items=lambda ctx: ctx.input["recipients"],
+    key=lambda item: item["id"],
+    policy=StepPolicyValues(complete_by_s=4, max_attempts=2, initial_interval_s=0.2, max_interval_s=1),
+    max_concurrency=8,
+    tolerate=Tolerance(count=1),
+    batch_size=4,
+)
+PayrollWideWorkflow = task_workflow(TaskDefinition("payroll_wide", PayrollInput, (PAY_WIDE, REPORT)))
 
 # The bench's pair: one task of many items, against as many tasks of one step each.
 PAY_ALL = ForEach(
