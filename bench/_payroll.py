@@ -106,3 +106,18 @@ class PaymentInput(TaskInput):
 
 PAY_ONE = StepDefinition("pay", PAY.forward, PAY.undo)
 PaymentWorkflow = task_workflow(TaskDefinition("one_payment", PaymentInput, (PAY_ONE,)), "PaymentWorkflow")
+
+# One batch of 8 items, two at a time, whose held calls are waited for as long as a test needs:
+# the batch told to start no more items while its first two are held (tests/fanout/test_fan_out_stop_starting.py).
+PAY_NARROW = ForEach(
+    "pay",
+    PAY.forward,
+    PAY.undo,
+    items=lambda ctx: ctx.input["recipients"],
+    key=lambda item: item["id"],
+    policy=StepPolicyValues(complete_by_s=120, max_attempts=1),
+    max_concurrency=2,
+    tolerate=Tolerance(count=1),
+    batch_size=8,
+)
+PayrollNarrowWorkflow = task_workflow(TaskDefinition("payroll_narrow", PayrollInput, (PAY_NARROW, REPORT)))

@@ -6,7 +6,11 @@ for a decision, the parent weighs the failures against the step's tolerance.
 
 A batch holds its items' calls in its own history (a few events each), so that a thousand items
 cost the parent a few events per batch. Nothing here reads the task type: the batch is given
-the Agent's name, the items and the policy, so it replays whatever the type has become."""
+the Agent's name, the items and the policy, so it replays whatever the type has become.
+
+Told to stop starting (the parent's ``stop_starting`` signal: the task is being undone, or the
+step is past its tolerance), a forward batch starts no more items: those under way are waited
+for and answered as ever, those not begun are answered ``not_started``, never called."""
 
 from __future__ import annotations
 
@@ -19,18 +23,38 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from sas.breaker.model import BREAKER_OPEN
     from sas.task_models import MirrorStamp, StepCall
-    from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW, FanOutBatch, FanOutBatchResult, FanOutItem, ItemOutcome
+    from sas.task_models.fanout import (
+        FAN_OUT_BATCH_WORKFLOW,
+        STOP_STARTING,
+        FanOutBatch,
+        FanOutBatchResult,
+        FanOutItem,
+        ItemOutcome,
+    )
     from sas.workflows.shell.agents import describe, start_agent
 
 
 @workflow.defn(name=FAN_OUT_BATCH_WORKFLOW)
 class FanOutBatchWorkflow:
+    def __init__(self) -> None:
+        self._stop_starting = False
+
+    @workflow.signal(name=STOP_STARTING)
+    def stop_starting(self) -> None:
+        """Start no more items. It carries nothing to validate; the parent, which knows whether
+        it asked, takes a ``not_started`` answer it did not ask for as a failure."""
+        self._stop_starting = True
+
     @workflow.run
     async def run(self, batch: FanOutBatch) -> FanOutBatchResult:
         slots = asyncio.Semaphore(batch.max_concurrency)
 
         async def one(item: FanOutItem) -> ItemOutcome:
             async with slots:
+                # Checked before the item's first call only: an item once started may have had its
+                # effect, and is answered (and so undone) as ever.
+                if self._stop_starting and not batch.undo:
+                    return ItemOutcome(key=item.key, state="not_started")
                 return await self._call(batch, item)
 
         return FanOutBatchResult(outcomes=list(await asyncio.gather(*(one(i) for i in batch.items))))

@@ -13,6 +13,9 @@ from sas.task_models.text import ErrorText
 
 # The workflow type of a fan-out's batches (workflows/fanout_batch.py).
 FAN_OUT_BATCH_WORKFLOW = "FanOutBatch"
+# The signal by which the parent tells its running batches to start no more items: the task is
+# being undone, or the step is past its tolerance.
+STOP_STARTING = "stop_starting"
 
 
 class FanOutItem(BaseModel):
@@ -39,11 +42,14 @@ class FanOutBatch(BaseModel):
 
 # processing: its batch has begun and not answered yet (it may have had its effect).
 ItemState = Literal["processing", "processed", "failed", "compensated", "compensation_failed"]
+# What a batch answers for an item: its state, or not_started (told to start no more items before
+# the item's turn came, it never called the item's Agent).
+ItemAnswer = Literal[ItemState, "not_started"]
 
 
 class ItemOutcome(BaseModel):
     key: str
-    state: ItemState
+    state: ItemAnswer
     error: ErrorText | None = None
     error_type: str | None = None
 

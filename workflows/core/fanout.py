@@ -66,6 +66,11 @@ class FanOutTally:
 
     def take(self, outcomes: Sequence[ItemOutcome]) -> None:
         for outcome in outcomes:
+            if outcome.state == "not_started":
+                # Never called: not attempted after all, so never undone.
+                self.states.pop(outcome.key, None)
+                self.errors.pop(outcome.key, None)
+                continue
             self.states[outcome.key] = outcome.state
             if outcome.error:
                 self.errors[outcome.key] = f"{outcome.error_type}: {outcome.error}"

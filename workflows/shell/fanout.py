@@ -17,11 +17,18 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepPlan, StepState, StepStatus, TaskState
-    from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW, FanOutBatch, FanOutBatchResult, FanOutItem, ItemOutcome
+    from sas.task_models.fanout import (
+        FAN_OUT_BATCH_WORKFLOW,
+        STOP_STARTING,
+        FanOutBatch,
+        FanOutBatchResult,
+        FanOutItem,
+        ItemOutcome,
+    )
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.core.fanout import FanOutTally, batches, concurrency, keyed_items
     from sas.workflows.definitions import ForEach, StepContext, TaskDefinition
@@ -37,6 +44,17 @@ PAST_TOLERANCE = "FanOutPastTolerance"
 ITEM_UNDO_FAILED = "FanOutUndoFailed"
 # The task undoes itself when a fan-out fails past its tolerance: recorded as the request's author.
 FAN_OUT_ACTOR = "sas"
+_STOP_STARTING_PATCH = "fan-out-batches-told-to-stop-starting"
+NOT_STARTED_FROM_OUTSIDE = "BatchStoppedFromOutside"
+
+
+def _told_from_outside(key: str) -> ItemOutcome:
+    return ItemOutcome(
+        key=key,
+        state="failed",
+        error="its batch was told to start no more items, not by this task (a signal from outside)",
+        error_type=NOT_STARTED_FROM_OUTSIDE,
+    )
 
 
 class FanOut:
@@ -77,14 +95,7 @@ class FanOut:
             wave = cut[start : start + at_once]
             for items in wave:
                 tally.begin(items)
-            answers = await asyncio.gather(
-                *(
-                    self._batch(name, items, undo=False, per_batch=per_batch, index=start + i)
-                    for i, items in enumerate(wave)
-                )
-            )
-            for outcomes in answers:
-                tally.take(outcomes)
+            await self._wave(name, wave, start, per_batch, tally)
             self._show(status, tally)
             # The counts in the mirror too, once a wave: `sas show` reads them there.
             records.advance()
@@ -166,6 +177,39 @@ class FanOut:
             self.run.event(f"{name}: undoing the {len(keys)} failed items, within the {tally.allowed} it may fail")
             await self._undo_items(name, tally, keys, per_batch, plan)
 
+    async def _wave(
+        self, name: str, wave: list[list[FanOutItem]], start: int, per_batch: int, tally: FanOutTally
+    ) -> None:
+        """The wave's batches at once, each one's answer taken as it comes. Once the task is being
+        undone, or the step is past its tolerance, the batches still running are told to start no
+        more items: what has begun is waited for (and undone with the rest), what has not is
+        never called."""
+        core = self.run.core
+        running: list[str] = []
+        told = False
+
+        async def answered(index: int, items: list[FanOutItem]) -> None:
+            outcomes = await self._batch(name, items, undo=False, per_batch=per_batch, index=index, running=running)
+            if not told:
+                # Not asked by this task: someone else signalled the batch. Its items were never
+                # called, but the step will not go on as if they had been paid: they are failures.
+                outcomes = [o if o.state != "not_started" else _told_from_outside(o.key) for o in outcomes]
+            tally.take(outcomes)
+
+        answering = asyncio.gather(*(answered(start + i, items) for i, items in enumerate(wave)))
+        await workflow.wait_condition(lambda: answering.done() or core.compensating or tally.past_tolerance())
+        # A history recorded before batches were told this replays as it ran: no signal.
+        if running and not answering.done() and workflow.patched(_STOP_STARTING_PATCH):
+            told = True
+            await asyncio.gather(*(self._stop_starting(child_id) for child_id in running))
+        await answering
+
+    async def _stop_starting(self, child_id: str) -> None:
+        try:
+            await workflow.get_external_workflow_handle(child_id).signal(STOP_STARTING)
+        except FailureError:
+            pass  # it answered meanwhile: nothing left to start
+
     async def _undo_items(self, name: str, tally: FanOutTally, keys: list[str], per_batch: int, plan: StepPlan) -> None:
         if plan.compensation is None:
             # Read-only or irreversible items: nothing to call, nothing to undo.
@@ -188,7 +232,14 @@ class FanOut:
                 tally.take(outcomes)
 
     async def _batch(
-        self, name: str, items: list[FanOutItem], *, undo: bool, per_batch: int, index: int
+        self,
+        name: str,
+        items: list[FanOutItem],
+        *,
+        undo: bool,
+        per_batch: int,
+        index: int,
+        running: list[str] | None = None,
     ) -> list[ItemOutcome]:
         """One batch as a child workflow; its items' outcomes. A batch that ended otherwise than
         by answering (terminated from outside) counts each of its items as failed: each may have
@@ -212,11 +263,14 @@ class FanOut:
             chain_id=self.run.records.chain_id,
             items=items,
         )
+        child_id = f"{plan.idempotency_key}:{kind}-{self._batch_rounds}"
+        if running is not None:
+            running.append(child_id)
         try:
             answer = await workflow.execute_child_workflow(
                 FAN_OUT_BATCH_WORKFLOW,
                 batch,
-                id=f"{plan.idempotency_key}:{kind}-{self._batch_rounds}",
+                id=child_id,
                 result_type=FanOutBatchResult,
                 static_summary=f"{name}: {kind} {index + 1}, {len(items)} items",
             )
@@ -225,6 +279,9 @@ class FanOut:
             state = "compensation_failed" if undo else "failed"
             message = bounded(f"its batch ended: {err.cause or err}", MAX_ERROR_TEXT)
             return [ItemOutcome(key=i.key, state=state, error=message, error_type="BatchEnded") for i in items]
+        finally:
+            if running is not None:
+                running.remove(child_id)
 
     def _show(self, status: StepStatus, tally: FanOutTally) -> None:
         """The counts in the task's status (``sas status``, the query, the UI), as they change."""

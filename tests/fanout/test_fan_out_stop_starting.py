@@ -1,0 +1,107 @@
+"""A fan-out batch that is told to start no more items: once its task is being undone, a running
+batch waits for the items under way and never calls the ones still waiting for their turn, so a
+payroll undone mid-batch pays (and refunds) only what had begun. A batch told so by anyone else
+(a signal from outside) does not make the step go on as if its items had been paid: they are
+failures, and past the tolerance the task is undone."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from bench._payroll_service import Ledger
+from sas.api import TaskClient
+from sas.task_models import StepState, TaskResult, TaskState
+from sas.task_models.fanout import STOP_STARTING
+from tests.fanout.test_fan_out_e2e import payroll_stack, payroll_type
+from tests.fanout.test_fan_out_in_flight import PATIENT_UNDO, held_payroll, payments, people, refunds
+from tests.helpers import fresh_id, wait_until
+
+pytestmark = pytest.mark.slow
+__all__ = ["held_payroll", "payroll_type"]  # fixtures, used by name
+NARROW = "PayrollNarrowWorkflow"
+# Two held at the service fill the batch's two slots; the six after them wait for a slot.
+PAYLOAD = people("hang0", "hang1", "r2", "r3", "r4", "r5", "r6", "r7")
+
+
+async def both_held(ledger: Ledger) -> None:
+    async def holding() -> set[str]:
+        return set(ledger.holding)
+
+    await wait_until(holding, lambda now: now == {"hang0", "hang1"}, what="both slots held at the service")
+
+
+async def signalled(handle: WorkflowHandle[Any, Any], event: EventType.ValueType) -> None:
+    async def events() -> list[EventType.ValueType]:
+        return [e.event_type async for e in handle.fetch_history_events()]
+
+    await wait_until(events, lambda found: event in found, what=f"{EventType.Name(event)} in {handle.id}")
+
+
+async def the_batch(client: Client, task_id: str) -> WorkflowHandle[Any, Any]:
+    """The fan-out's one running batch, a child workflow of the task."""
+
+    async def children() -> list[str]:
+        query = f"ParentWorkflowId = '{task_id}' AND WorkflowType = 'FanOutBatch' AND ExecutionStatus = 'Running'"
+        return [w.id async for w in client.list_workflows(query)]
+
+    [batch_id] = await wait_until(children, lambda ids: len(ids) == 1, what="the running batch")
+    return client.get_workflow_handle(batch_id)
+
+
+async def test_a_batch_undone_mid_way_never_calls_the_items_waiting_their_turn(
+    payroll_type: None,
+    held_payroll: tuple[str, Ledger],
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    url, ledger = held_payroll
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
+        task_id = fresh_id("payroll-stop-starting")
+        handle = await stack.submit(task_id, PAYLOAD, NARROW)
+        await both_held(ledger)
+        await TaskClient(stack.client, stack.settings).compensate(task_id, by="ops", reason="wrong run")
+        # The task tells its batch to start no more items before anything more could land.
+        await signalled(handle, EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED)
+        ledger.released.set()
+        result: TaskResult = await handle.result()
+    assert result.state == TaskState.COMPENSATED
+    # The two under way were waited for, paid and refunded; the six waiting were never called.
+    assert payments(ledger) == refunds(ledger) == Counter(["hang0", "hang1"])
+    assert not [key for key in ledger.lookups if not key.endswith((":hang0", ":hang1"))]
+    pay = result.steps[0]
+    assert pay.state == StepState.COMPENSATED
+    assert pay.result is not None and pay.result["not_started"] == 6 and pay.result["compensated"] == 2
+
+
+async def test_a_batch_told_to_stop_from_outside_does_not_let_the_step_go_on_unpaid(
+    payroll_type: None,
+    held_payroll: tuple[str, Ledger],
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    url, ledger = held_payroll
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
+        task_id = fresh_id("payroll-stop-forged")
+        handle = await stack.submit(task_id, PAYLOAD, NARROW)
+        await both_held(ledger)
+        # Anyone with access to the namespace can send it: `temporal workflow signal`.
+        batch = await the_batch(stack.client, task_id)
+        await batch.signal(STOP_STARTING)
+        await signalled(batch, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+        ledger.released.set()
+        result: TaskResult = await handle.result()
+    # Six items never paid are six failures, more than the one tolerated: undone as a whole.
+    assert result.state == TaskState.COMPENSATED
+    pay = result.steps[0]
+    assert pay.error_type == "FanOutPastTolerance"
+    assert "not by this task" in (pay.last_error or "")
+    assert payments(ledger) == refunds(ledger) == Counter(["hang0", "hang1"])
