@@ -3,7 +3,9 @@
 ``sas --help``, ``sas COMMAND --help`` and ``sas --version`` answer at once: this module and
 every command module import only typer, rich and the standard library at the top; Temporal's
 client, SQLAlchemy, alembic, httpx and the settings are imported inside the commands that use
-them (``tests/cli/test_startup_imports.py`` holds that, ``bench/startup.py`` times it).
+them, and a command's module only when that command runs (``sas.cli.commands``).
+``tests/cli/test_startup_imports.py`` holds that; ``bench/startup.py`` and
+``bench/show_latency.py`` time it.
 """
 
 from __future__ import annotations
@@ -97,10 +99,10 @@ def supervisor() -> None:
     run_entry(run_supervisor, debug=context.DEBUG)
 
 
-# ------------------------------------------------------------ every command
+# ------------------------------------------------------------ every other command
 
-# The other commands live each in the module named after it (`sas show` in show_cmd.py; `sas up`
-# and `sas demo` in up_demo_cmd.py), imported when the command runs (sas.cli.commands).
+# Each lives in the module named after it (`sas show` in show_cmd.py; `sas up` and `sas demo` in
+# up_demo_cmd.py), imported when the command is asked for: sas.cli.commands lists them.
 
 # Where sas runs: POSIX process groups and signals (sas.runtime.processes, .lifeline), and
 # flock for SQLite migrations. Linux and macOS; elsewhere one line says so (docs: README).
