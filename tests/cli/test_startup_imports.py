@@ -77,7 +77,7 @@ def test_help_and_version_import_nothing_heavy(args: tuple[str, ...]) -> None:
     assert heavy(imported_by(*args)) == []
 
 
-def test_no_commands_help_imports_anything_heavy() -> None:
+def test_each_commands_help_imports_nothing_heavy_nor_another_command() -> None:
     top = subprocess.run(
         [sys.executable, "-m", "sas.cli.main", "--help"], capture_output=True, text=True, timeout=60
     ).stdout
