@@ -117,18 +117,18 @@ async def measure(stack: BenchStack, pids: list[int], items: int) -> dict[str, A
     )
     figures["sas_show_s"] = round(time.monotonic() - started, 2)
     assert shown.returncode == 0 and f"{items} items" in shown.stdout, shown.stdout + shown.stderr
-    figures["sas_show_read_s"] = round(await show_read_s(stack, task_id), 3)
+    figures["sas_show_read_s"] = round(await show_read_s(stack.db_url, task_id), 3)
     return figures
 
 
-async def show_read_s(stack: BenchStack, task_id: str) -> float:
+async def show_read_s(db_url: str, task_id: str) -> float:
     """What ``sas show`` does apart from starting Python: its read of the task from the state
     store, timed in this process (the best of three)."""
     from sas.cli.show_cmd import task_history
     from sas.settings import DatabaseSettings
     from sas.state_store.engine import create_engine, session_factory
 
-    engine = create_engine(DatabaseSettings(url=stack.db_url))
+    engine = create_engine(DatabaseSettings(url=db_url))
     sessions = session_factory(engine, read_only=True)
     took = []
     try:

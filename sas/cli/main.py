@@ -3,7 +3,9 @@
 ``sas --help``, ``sas COMMAND --help`` and ``sas --version`` answer at once: this module and
 every command module import only typer, rich and the standard library at the top; Temporal's
 client, SQLAlchemy, alembic, httpx and the settings are imported inside the commands that use
-them (``tests/cli/test_startup_imports.py`` holds that, ``bench/startup.py`` times it).
+them, and a command's module only when that command runs (``sas.cli.commands``).
+``tests/cli/test_startup_imports.py`` holds that; ``bench/startup.py`` and
+``bench/show_latency.py`` time it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any
 import typer
 
 from sas.cli import context
+from sas.cli.commands import LazyGroup, plain_flags
 from sas.cli.output import CliError, console, err_console, shown
 
 app = typer.Typer(
     name="sas",
+    cls=LazyGroup,
     help="Scheduler Agent Supervisor on Temporal: tasks that complete or are undone as a whole.",
     no_args_is_help=True,
     rich_markup_mode=None,
@@ -95,56 +99,10 @@ def supervisor() -> None:
     run_entry(run_supervisor, debug=context.DEBUG)
 
 
-# ------------------------------------------------------------ every command
+# ------------------------------------------------------------ every other command
 
-# Each command's module is named after it: `sas show` is show_cmd.py, `sas up` and `sas demo`
-# are up_demo_cmd.py; each registers its commands.
-from sas.cli import (  # noqa: E402
-    alerts_cmd,
-    approve_reject_cmd,
-    cancel_reschedule_cmd,
-    check_service_cmd,
-    codec_server_cmd,
-    compensate_cmd,
-    health_cmd,
-    incidents_cmd,
-    list_cmd,
-    park_cmd,
-    reconcile_cmd,
-    resubmit_cmd,
-    retry_cmd,
-    show_cmd,
-    status_cmd,
-    submit_cmd,
-    types_cmd,
-    up_demo_cmd,
-)
-from sas.cli.schedule_cmd import schedule_app  # noqa: E402
-from sas.cli.services_cmd import services_app  # noqa: E402
-
-for module in (
-    submit_cmd,
-    status_cmd,
-    list_cmd,
-    retry_cmd,
-    resubmit_cmd,
-    compensate_cmd,
-    park_cmd,
-    approve_reject_cmd,
-    alerts_cmd,
-    up_demo_cmd,
-    show_cmd,
-    codec_server_cmd,
-    health_cmd,
-    incidents_cmd,
-    reconcile_cmd,
-    types_cmd,
-    check_service_cmd,
-    cancel_reschedule_cmd,
-):
-    module.register(app)
-app.add_typer(schedule_app, name="schedule")
-app.add_typer(services_app, name="services")
+# Each lives in the module named after it (`sas show` in show_cmd.py; `sas up` and `sas demo` in
+# up_demo_cmd.py), imported when the command is asked for: sas.cli.commands lists them.
 
 # Where sas runs: POSIX process groups and signals (sas.runtime.processes, .lifeline), and
 # flock for SQLite migrations. Linux and macOS; elsewhere one line says so (docs: README).
@@ -203,24 +161,11 @@ def _run() -> int:
 
 
 def command() -> Any:
-    """The click command tree of ``app``, with flags shown as flags in the help (typer 0.29 gives
-    every boolean option, ``--help`` included, a ``<bool>`` metavar, as if it took a value), and
-    each flag defaulting to False: typer coerces a None through pydantic (a group's ``--help``
-    not given is None), which would load pydantic for every ``sas COMMAND --help``."""
-    from typer._click import Context
+    """The click command tree of ``app``: the commands defined here built, the others built when
+    asked for (``sas.cli.commands``), each with its flags shown as flags (``plain_flags``)."""
     from typer.main import get_command
 
     built = get_command(app)
-
-    def plain_flags(cmd: Any) -> None:
-        help_option = cmd.get_help_option(Context(cmd))
-        for param in [*cmd.params, *([help_option] if help_option is not None else [])]:
-            if getattr(param, "is_flag", False):
-                param.metavar = "" if param.metavar is None else param.metavar
-                param.default = False if param.default is None else param.default
-        for sub in getattr(cmd, "commands", {}).values():
-            plain_flags(sub)
-
     plain_flags(built)
     return built
 

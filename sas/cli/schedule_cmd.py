@@ -26,6 +26,10 @@ schedule_app = typer.Typer(
 )
 
 
+def register(app: typer.Typer) -> None:
+    app.add_typer(schedule_app, name="schedule")
+
+
 def build_schedule(
     task_type: str,
     payload: dict[str, Any],

@@ -19,6 +19,12 @@ services_app = typer.Typer(
     help="Remote services: circuit breakers and queues (force a breaker open or closed); `serve` runs them.",
     invoke_without_command=True,
 )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(services_app, name="services")
+
+
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 

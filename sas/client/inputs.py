@@ -7,30 +7,42 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
-from temporalio.common import Priority
 
 from sas.client.errors import InvalidInput
 from sas.task_models import validate_task_id
 from sas.task_models.outbound import OutboundPolicy, outbound_context
-from sas.workflows.definitions import TaskDefinition
-from sas.workflows.registry import task_types
+
+if TYPE_CHECKING:
+    from temporalio.common import Priority
+
+    from sas.workflows.definitions import TaskDefinition
+
+# The task types' registry (and with it Temporal's SDK and every registered package) is imported
+# when a type is first looked up, not with this module: the operator commands that only check a
+# task id (`sas show`, `sas status`, `sas retry`...) never load it.
 
 
-class _TaskTypes(Mapping[str, tuple[TaskDefinition, str]]):
+class _TaskTypes(Mapping[str, "tuple[TaskDefinition, str]"]):
     """Task type -> (its definition, its workflow type name): the registry's, read each time it
     is looked at (a copy made at import would miss a type registered since)."""
 
     def __getitem__(self, name: str) -> tuple[TaskDefinition, str]:
+        from sas.workflows.registry import task_types
+
         found = task_types()[name]
         return found.definition, found.workflow_name
 
     def __iter__(self) -> Iterator[str]:
+        from sas.workflows.registry import task_types
+
         return iter(task_types())
 
     def __len__(self) -> int:
+        from sas.workflows.registry import task_types
+
         return len(task_types())
 
 
@@ -111,6 +123,8 @@ PRIORITY_RANGE = (1, 5)
 
 def check_priority(priority: int | None, name: str = "priority") -> Priority:
     """Temporal's task priority for 1 (most urgent) to 5 (least); None is the server's default."""
+    from temporalio.common import Priority
+
     if priority is None:
         return Priority.default
     low, high = PRIORITY_RANGE

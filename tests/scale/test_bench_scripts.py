@@ -119,6 +119,17 @@ def test_breaker_runs_both_modes() -> None:
     assert summary["outage_s"] == "6"
 
 
+def test_show_latency_runs_on_every_backend() -> None:
+    backends = "sqlite,postgres" if postgres_available() or in_ci() else "sqlite"
+    summary = run_bench("show_latency.py", "--items", "30", "--runs", "2", "--backends", backends)
+    # Every `sas show` exited 0 with the items counted by state and none listed (the script checks
+    # each run); the line carries both commands' figures and their ratio, none asserted.
+    assert (summary["items"], summary["runs"]) == ("30", "2")
+    for backend in backends.split(","):
+        for key in ("python_median_s", "show_median_s", "show_p90_s", "ratio", "read_s"):
+            assert float(summary[f"{backend}_{key}"]) > 0, (backend, key)
+
+
 def test_profile_diff_reads_py_spy_raw_stacks(tmp_path: Path) -> None:
     # Two rounds' raw stacks, as py-spy writes them for bench/throughput.py --profile; "bare" must
     # not pick up "bare-queues" files.
