@@ -6,7 +6,10 @@ failures, and past the tolerance the task is undone."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +23,12 @@ from sas.task_models.fanout import STOP_STARTING
 from tests.fanout.test_fan_out_e2e import payroll_stack, payroll_type
 from tests.fanout.test_fan_out_in_flight import PATIENT_UNDO, held_payroll, payments, people, refunds
 from tests.helpers import fresh_id, wait_until
+from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 __all__ = ["held_payroll", "payroll_type"]  # fixtures, used by name
 NARROW = "PayrollNarrowWorkflow"
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 # Two held at the service fill the batch's two slots; the six after them wait for a slot.
 PAYLOAD = people("hang0", "hang1", "r2", "r3", "r4", "r5", "r6", "r7")
 
@@ -53,6 +58,20 @@ async def the_batch(client: Client, task_id: str) -> WorkflowHandle[Any, Any]:
     return client.get_workflow_handle(batch_id)
 
 
+async def undone_mid_batch(stack: Stack, ledger: Ledger, name: str) -> tuple[TaskResult, str]:
+    """A payroll compensated while its batch holds two calls and six items wait for a slot: its
+    result, and the batch's workflow id."""
+    task_id = fresh_id(name)
+    handle = await stack.submit(task_id, PAYLOAD, NARROW)
+    await both_held(ledger)
+    batch = await the_batch(stack.client, task_id)
+    await TaskClient(stack.client, stack.settings).compensate(task_id, by="ops", reason="wrong run")
+    # The task tells its batch to start no more items before anything more could land.
+    await signalled(handle, EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED)
+    ledger.released.set()
+    return await handle.result(), batch.id
+
+
 async def test_a_batch_undone_mid_way_never_calls_the_items_waiting_their_turn(
     payroll_type: None,
     held_payroll: tuple[str, Ledger],
@@ -63,14 +82,7 @@ async def test_a_batch_undone_mid_way_never_calls_the_items_waiting_their_turn(
 ) -> None:
     url, ledger = held_payroll
     async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        task_id = fresh_id("payroll-stop-starting")
-        handle = await stack.submit(task_id, PAYLOAD, NARROW)
-        await both_held(ledger)
-        await TaskClient(stack.client, stack.settings).compensate(task_id, by="ops", reason="wrong run")
-        # The task tells its batch to start no more items before anything more could land.
-        await signalled(handle, EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED)
-        ledger.released.set()
-        result: TaskResult = await handle.result()
+        result, _ = await undone_mid_batch(stack, ledger, "payroll-stop-starting")
     assert result.state == TaskState.COMPENSATED
     # The two under way were waited for, paid and refunded; the six waiting were never called.
     assert payments(ledger) == refunds(ledger) == Counter(["hang0", "hang1"])
@@ -78,6 +90,25 @@ async def test_a_batch_undone_mid_way_never_calls_the_items_waiting_their_turn(
     pay = result.steps[0]
     assert pay.state == StepState.COMPENSATED
     assert pay.result is not None and pay.result["not_started"] == 6 and pay.result["compensated"] == 2
+
+
+@pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
+async def test_record_a_batch_told_to_stop_starting(
+    payroll_type: None,
+    held_payroll: tuple[str, Ledger],
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    """Histories for tests/replay: the task that told its batch, and the batch told."""
+    url, ledger = held_payroll
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
+        result, batch_id = await undone_mid_batch(stack, ledger, "fan-out-stop-starting")
+        for suffix, workflow_id in (("", result.task_id), ("_batch", batch_id)):
+            history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
+            text = json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+            (HISTORIES / f"fan_out_stop_starting{suffix}.json").write_text(text)
 
 
 async def test_a_batch_told_to_stop_from_outside_does_not_let_the_step_go_on_unpaid(

@@ -21,7 +21,7 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def all_workflows() -> list[type]:
-    from bench._payroll import PayrollRunWorkflow
+    from bench._payroll import PayrollNarrowWorkflow, PayrollRunWorkflow
     from sas.supervisor.workflow import SupervisorWorkflow
     from tests.e2e.children import GiftOrderWorkflow
     from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
@@ -31,6 +31,7 @@ def all_workflows() -> list[type]:
         *ALL_WORKFLOWS,
         SupervisorWorkflow,
         PayrollRunWorkflow,
+        PayrollNarrowWorkflow,
         KitWorkflow,
         ApprovedOrderWorkflow,
         PickupOrderWorkflow,
@@ -64,6 +65,9 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
     # A fan-out and its batches (tests/fanout/test_fan_out_e2e.py records them).
     assert {"PayrollRunWorkflow", "FanOutBatch"} <= types
+    # A fan-out that told its running batch to start no more items (tests/fanout/test_fan_out_stop_starting.py).
+    told = json.loads((HISTORIES / "fan_out_stop_starting.json").read_text())["events"]
+    assert any(e["eventType"] == "EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED" for e in told)
     # Child tasks (tests/supervisor/test_child_tasks.py records them).
     assert "GiftOrderWorkflow" in types
 
