@@ -49,6 +49,7 @@ from sas.state_store.queries import TaskRecord, decisions_for, get_task
 from sas.state_store.tables import Alert
 from sas.task_models.activity_defs import CleanupDefs, implements
 from sas.task_models.cleanup import CleanupInput, CleanupRequest, CleanupStep
+from sas.task_models.ids import cleanup_workflow_id
 from sas.task_models.queues import service_of, service_queue
 
 # The failure type of a clean-up refused before it undid anything: never retried.
@@ -126,7 +127,7 @@ class CleanupPlans(CleanupDefs):
         Temporal and in the state store, or refused."""
         task_id = request.task_id
         started_by = await self._started_by()
-        if started_by not in (parent_id, f"cleanup-{parent_id}"):
+        if started_by not in (parent_id, cleanup_workflow_id(parent_id)):
             who = f"workflow {started_by}" if started_by else "no workflow (started by hand)"
             raise await self._refuse(task_id, f"it names parent {parent_id}, but was started by {who}")
         async with self._sessions() as session:
@@ -195,7 +196,7 @@ class CleanupPlans(CleanupDefs):
             message=message,
             last_error=None,
             suggested_action=(
-                f"nothing was undone; find who started cleanup-{task_id} (its history in the Temporal UI names the "
+                f"nothing was undone; find who started {cleanup_workflow_id(task_id)} (its history in the Temporal UI names the "
                 "client's identity), then `sas alerts resolve`"
             ),
             status="open",

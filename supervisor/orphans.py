@@ -31,11 +31,12 @@ from sas.supervisor.activity_defs import OrphanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
 from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
-from sas.supervisor.outbox import Outbox, cleanup_workflow_id
+from sas.supervisor.outbox import Outbox
 from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_finished, reconcile_task
 from sas.supervisor.resets import ResetFollower
 from sas.supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
+from sas.task_models.ids import cleanup_workflow_id
 from sas.workflows.cleanup import UNDO_STATES
 
 

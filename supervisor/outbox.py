@@ -27,6 +27,7 @@ from sas.supervisor.activity_support import beat, bounded
 from sas.supervisor.per_task import isolated
 from sas.supervisor.task_faults import TaskFault
 from sas.task_models import OperatorRequest
+from sas.task_models.ids import cleanup_workflow_id
 from sas.workflows.definitions import TaskDefinition
 from sas.workflows.registry import TaskTypeError, task_types
 from sas.workflows.summaries import cleanup_details, cleanup_summary
@@ -35,10 +36,6 @@ log = logging.getLogger("sas.supervisor")
 
 # Decisions sent per flush; the rest wait for the next sweep.
 _FLUSH_BATCH = 500
-
-
-def cleanup_workflow_id(task_id: str) -> str:
-    return f"cleanup-{task_id}"
 
 
 async def unsent(session: AsyncSession, limit: int, buckets: tuple[int, int] | None) -> list[tables.Decision]:

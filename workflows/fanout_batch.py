@@ -8,6 +8,10 @@ A batch holds its items' calls in its own history (a few events each), so that a
 cost the parent a few events per batch. Nothing here reads the task type: the batch is given
 the Agent's name, the items and the policy, so it replays whatever the type has become.
 
+A batch runs only for its task: started by the task's Scheduler, or (an undo batch) by the
+task's clean-up. One started by hand (``temporal workflow start --type FanOutBatch``), or by
+another workflow, calls nothing and fails, non-retryably, saying who started it.
+
 Told to stop starting (the parent's ``stop_starting`` signal: the task is being undone, or the
 step is past its tolerance), a forward batch starts no more items: those under way are waited
 for and answered as ever, those not begun are answered ``not_started``, never called."""
@@ -24,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.breaker.model import BREAKER_OPEN
     from sas.task_models import MirrorStamp, StepCall
     from sas.task_models.fanout import (
+        BATCH_REFUSED,
         FAN_OUT_BATCH_WORKFLOW,
         STOP_STARTING,
         FanOutBatch,
@@ -31,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         FanOutItem,
         ItemOutcome,
     )
+    from sas.task_models.ids import cleanup_workflow_id
     from sas.workflows.shell.agents import describe, start_agent
 
 
@@ -47,6 +53,9 @@ class FanOutBatchWorkflow:
 
     @workflow.run
     async def run(self, batch: FanOutBatch) -> FanOutBatchResult:
+        refused = _not_its_tasks(batch, workflow.info().parent)
+        if refused is not None:
+            raise ApplicationError(refused, type=BATCH_REFUSED, non_retryable=True)
         slots = asyncio.Semaphore(batch.max_concurrency)
 
         async def one(item: FanOutItem) -> ItemOutcome:
@@ -95,6 +104,16 @@ class FanOutBatchWorkflow:
                 message, error_type, _ = describe(err)
                 state = "compensation_failed" if batch.undo else "failed"
                 return ItemOutcome(key=item.key, state=state, error=message, error_type=error_type)
+
+
+def _not_its_tasks(batch: FanOutBatch, parent: workflow.ParentInfo | None) -> str | None:
+    """Why this batch must call nothing (who started it is not its task), or None."""
+    may_start = (batch.task_id, cleanup_workflow_id(batch.task_id)) if batch.undo else (batch.task_id,)
+    if parent is not None and parent.workflow_id in may_start:
+        return None
+    who = f"workflow {parent.workflow_id}" if parent is not None else "no workflow (it was started by hand)"
+    whose = "its task's Scheduler or clean-up" if batch.undo else "its task's Scheduler"
+    return f"a fan-out batch of task {batch.task_id} runs only for {whose}; this one was started by {who}"
 
 
 def _held(err: ActivityError) -> bool:

@@ -14,15 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sas.task_models.ids import CLEANUP_PREFIX as CLEANUP_PREFIX
+from sas.task_models.ids import cleanup_workflow_id as cleanup_id
+
 if TYPE_CHECKING:
     from temporalio.client import Client
-
-CLEANUP_PREFIX = "cleanup-"
-
-
-def cleanup_id(task_id: str) -> str:
-    """The clean-up workflow's id for a task (as the Supervisor names it: ``supervisor/outbox.py``)."""
-    return f"{CLEANUP_PREFIX}{task_id}"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ FAN_OUT_BATCH_WORKFLOW = "FanOutBatch"
 # The signal by which the parent tells its running batches to start no more items: the task is
 # being undone, or the step is past its tolerance.
 STOP_STARTING = "stop_starting"
+# How a batch started by anything but its task fails (never retried).
+BATCH_REFUSED = "FanOutBatchRefused"
 
 
 class FanOutItem(BaseModel):

@@ -19,6 +19,15 @@ MAX_INCARNATION = 9999
 SCHEDULE_RUN_SUFFIX = len("-2026-01-01T00:00:00Z")
 MAX_SCHEDULE_ID = MAX_TASK_ID - SCHEDULE_RUN_SUFFIX
 
+# The clean-up workflow of a task: the Supervisor starts it for a task closed from outside, a
+# parent for a completed child task it undoes.
+CLEANUP_PREFIX = "cleanup-"
+
+
+def cleanup_workflow_id(task_id: str) -> str:
+    return f"{CLEANUP_PREFIX}{task_id}"
+
+
 # Printable ASCII only: the id ends up in HTTP headers, log lines and URLs.
 TASK_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._:-]{{0,{MAX_TASK_ID - 1}}}$"
 _TASK_ID = re.compile(TASK_ID_PATTERN)

@@ -30,6 +30,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepState, TaskResult, TaskState
+    from sas.task_models.ids import cleanup_workflow_id
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.core.children import PARENT_MEMO, child_task_id, outcome_of, waiting_note
     from sas.workflows.core.machine import DECISION_STATES
@@ -197,7 +198,7 @@ class Children:
                         "parent_task_id": core.status.task_id,
                         "parent_step": name,
                     },
-                    id=f"cleanup-{child_id}",
+                    id=cleanup_workflow_id(child_id),
                     task_queue=workflow.info().task_queue,
                     # An undo under way is finished even if this workflow is closed meanwhile.
                     parent_close_policy=ParentClosePolicy.ABANDON,
