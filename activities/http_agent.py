@@ -54,13 +54,19 @@ class HttpAgent(Agent):
             )
             return await self.nothing_to_undo(call)
         try:
-            path = declared.build_path(call, known)
-            extras = {"query": declared.build_query(call, known), "headers": declared.build_headers(call, known)}
+            request = declared.request(call, known)
         except UnsafeValue as err:
             # The same on every attempt: the task's input (or an earlier answer) is at fault.
             raise ApplicationError(str(err), type=INVALID_INPUT, non_retryable=True) from None
-        body = None if declared.method == "GET" else declared.build_body(call, known)
-        return await self.perform(call, path, body, method=declared.method, picked=declared.picked, **extras)
+        return await self.perform(
+            call,
+            request.path,
+            request.body,
+            method=request.method,
+            query=request.query,
+            headers=request.headers,
+            picked=declared.picked,
+        )
 
     async def _forward_fields(self, declared: HttpCall, call: StepCall) -> dict[str, Any] | None:
         """For an undo: its forward step's result, completed by the service's lookup when the

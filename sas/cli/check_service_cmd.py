@@ -27,7 +27,7 @@ def check_service(
     input_json: str | None = typer.Option(
         None,
         "--input-json",
-        help="A sample task input (a JSON object, or @FILE) for the body fields taken from the input.",
+        help="A sample task input (a JSON object, or @FILE) for what a call takes from the input (body, path...).",
     ),
     refusing: str | None = typer.Option(
         None,

@@ -15,10 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sas.conformance.exchange import Answer, Exchange, is_refusal, is_voided, model_problem
+from sas.conformance.exchange import SUCCESS, Answer, Exchange, is_refusal, is_voided, model_problem
 from sas.conformance.report import Verdict
-from sas.conformance.target import CheckTarget, ServiceCheckError, new_task_id, render
+from sas.conformance.target import CallSpec, CheckTarget, ServiceCheckError, new_task_id
 from sas.task_models.results import secret_fields
+from sas.task_types.services import HttpRequest, UnsafeValue
 
 Judged = tuple[Verdict, str]
 _VOIDED = '409 {"error": "voided"}'
@@ -69,30 +70,70 @@ class Session:
 
     def new_key(self) -> tuple[str, str]:
         task_id = new_task_id()
-        return task_id, f"{task_id}:{self.target.step}"
+        return task_id, self.target.key(task_id)
 
-    def forward_body(self, task_id: str, *, refusing: bool = False) -> dict[str, Any]:
+    def forward_request(self, task_id: str, key: str, *, refusing: bool = False) -> HttpRequest:
+        """The forward's request, built as sas's HTTP Agent builds it for the step."""
         target = self.target
-        if refusing and target.refused_body is not None:
-            return render(target.refused_body, task_id=task_id, payload=target.refused_payload)
-        return render(target.forward.body, task_id=task_id, payload=target.payload)
+        spec = target.forward
+        if refusing and target.refused_body is not None and spec.declared is None:
+            spec = replace(spec, body=target.refused_body)
+        call = target.step_call(task_id, key, refusing=refusing and target.refused_body is not None)
+        try:
+            return spec.request(call)
+        except UnsafeValue as err:
+            raise ServiceCheckError(f"the sample input cannot be sent: {err}") from None
 
     async def forward(self, task_id: str, key: str, *, refusing: bool = False) -> Answer:
         spec = self.target.forward
-        body = self.forward_body(task_id, refusing=refusing)
-        answer = await self.exchange.send(spec.method, spec.path, body, key, spec.result)
+        answer = await self._send(spec, self.forward_request(task_id, key, refusing=refusing), key)
         self.seen.append((answer, spec.result))
         return answer
 
     async def undo(self, task_id: str, key: str) -> Answer:
         """The undo of ``key``'s forward, sent as sas sends it when the forward's answer is not
-        known: under ``<key>:undo``, with null for the effect's id."""
+        known: under ``<key>:undo``, with null for the effect's id. An undo whose path names the
+        effect cannot be sent so: as sas's Agent does, the lookup is asked first, and when it
+        says nothing was done (which voids the key) the undo is not sent."""
         spec = self.target.undo
         assert spec is not None
-        body = render(spec.body, task_id=task_id, payload=self.target.payload, forward_key=key)
-        answer = await self.exchange.send(spec.method, spec.path, body, f"{key}:undo", spec.result)
+        known: dict[str, Any] | None = None
+        if spec.takes_forward_in_path() and self.target.lookup is not None:
+            found = await self.look_up(key)
+            said = self.says(found)
+            if said == "nothing":
+                return Answer(
+                    f"{spec.method} {spec.path}",
+                    None,
+                    "",
+                    {},
+                    SUCCESS,
+                    f"not sent, as by sas: the lookup said nothing was done under {key} ({found.shown()})",
+                )
+            if said != "done":
+                return found
+            known = dict(found.data)
+        return await self.undo_of(task_id, key, known)
+
+    async def undo_of(self, task_id: str, key: str, forward: dict[str, Any] | None) -> Answer:
+        """The undo of ``key``'s forward whose result is ``forward`` (None: not known)."""
+        spec = self.target.undo
+        assert spec is not None
+        call = self.target.step_call(task_id, key, undo=True, forward=forward)
+        try:
+            request = spec.request(call, forward)
+        except UnsafeValue as err:
+            # sas's Agent fails the undo for good on this: nothing could be sent.
+            answer = Answer(f"{spec.method} {spec.path}", None, "", None, "InvalidInput", f"not sendable: {err}")
+        else:
+            answer = await self._send(spec, request, f"{key}:undo")
         self.seen.append((answer, spec.result))
         return answer
+
+    async def _send(self, spec: CallSpec, request: HttpRequest, key: str) -> Answer:
+        answer = await self.exchange.send(request, key, spec.result)
+        # A result picked out of a nested answer is what the step keeps, and what is judged.
+        return replace(answer, data=spec.result_of(answer.data)) if answer.ok else answer
 
     async def look_up(self, key: str) -> Answer:
         assert self.target.lookup is not None
@@ -203,6 +244,8 @@ async def undo_first(s: Session) -> Judged:
 async def undo_nothing(s: Session) -> Judged:
     if s.target.undo is None:
         return Verdict.NOT_EXERCISED, f"not exercised: step {s.target.step} has no undo"
+    if s.target.undo.takes_forward_in_path() and s.target.lookup is not None:
+        return await _undo_done(s)
     task_id, key = s.new_key()
     first = await s.undo(task_id, key)
     if not first.ok:
@@ -214,6 +257,32 @@ async def undo_nothing(s: Session) -> Judged:
     if not second.ok or second.data != first.data:
         return Verdict.FAIL, f"the undo's repeat answered {second.shown()}; the first {first.shown()}"
     return Verdict.PASS, f"answered {first.shown()}, twice"
+
+
+async def _undo_done(s: Session) -> Judged:
+    """An undo whose path names the effect is never sent for a key never used (sas asks the
+    lookup first: undo-first checks that answer voids the key). What sas does send is the undo
+    of a done effect, named from the forward's answer: it must succeed, and a repeat under its
+    key answer alike."""
+    spec = s.target.undo
+    assert spec is not None
+    if s.done is None:
+        return Verdict.NOT_EXERCISED, "not exercised: no forward call succeeded to undo"
+    key, done = s.done
+    task_id = key.partition(":")[0]
+    first = await s.undo_of(task_id, key, done.data)
+    if not first.ok:
+        return Verdict.FAIL, f"the undo of a done effect {s.ids(done)} answered {first.shown()}, not a success"
+    problem = model_problem(first, spec.result)
+    if problem is not None:
+        return Verdict.FAIL, problem
+    second = await s.undo_of(task_id, key, done.data)
+    if not second.ok or second.data != first.data:
+        return Verdict.FAIL, f"the undo's repeat answered {second.shown()}; the first {first.shown()}"
+    return (
+        Verdict.PASS,
+        f"an unused key is looked up, not undone; the undo of {s.ids(done)} answered {first.shown()}, twice",
+    )
 
 
 async def refusal(s: Session) -> Judged:
@@ -242,9 +311,10 @@ async def in_flight(s: Session) -> Judged:
         return Verdict.NOT_EXERCISED, "not exercised: no way to slow a call (--fault-token-file)"
     task_id, key = s.new_key()
     spec = s.target.forward
-    body = s.forward_body(task_id)
+    request = s.forward_request(task_id, key)
+    slow = SlowCall(s.url, s.service, spec.name, request.path, task_id, key, request.body or {}, s.slow_s)
     try:
-        await s.slow_forward(SlowCall(s.url, s.service, spec.name, spec.path, task_id, key, body, s.slow_s))
+        await s.slow_forward(slow)
     except ServiceCheckError as err:
         return Verdict.NOT_EXERCISED, f"not exercised: the forward could not be slowed: {err}"
     sending = asyncio.ensure_future(s.forward(task_id, key))

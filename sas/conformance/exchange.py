@@ -23,6 +23,7 @@ from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post
 from sas.activities.remote import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, _classify
 from sas.task_models.results import MAX_RESULT_BYTES, secret_fields
 from sas.task_models.text import bounded
+from sas.task_types.services import HttpRequest
 
 SUCCESS = "success"
 _SHOWN = 300  # characters of what a service said that a result's detail quotes
@@ -86,12 +87,20 @@ class Exchange:
         self._base = base_url.rstrip("/")
         self._headers = dict(headers or {})
 
-    async def send(
-        self, method: str, path: str, body: dict[str, Any], key: str, model: type[BaseModel] | None = None
-    ) -> Answer:
-        """A business call under ``key``; ``model``'s secret fields are never shown."""
-        headers = {**self._headers, "Idempotency-Key": key}
-        answer = await self._ask(f"{method} {path}", path, method=method, json=body, headers=headers)
+    async def send(self, request: HttpRequest, key: str, model: type[BaseModel] | None = None) -> Answer:
+        """A business call under ``key``, as sas's Agent sends it (``activities/remote.py``: the
+        declared headers under the service's own and the Idempotency-Key); ``model``'s secret
+        fields are never shown."""
+        headers = {**request.headers, **self._headers, "Idempotency-Key": key}
+        content: dict[str, Any] = {} if request.body is None else {"json": request.body}
+        answer = await self._ask(
+            f"{request.method} {request.path}",
+            request.path,
+            method=request.method,
+            params=dict(request.query),
+            headers=headers,
+            **content,
+        )
         return replace(answer, hidden=secret_fields(model)) if model is not None else answer
 
     async def look_up(self, path: str, key: str) -> Answer:
@@ -125,8 +134,8 @@ class Exchange:
 def model_problem(answer: Answer, model: type[BaseModel] | None) -> str | None:
     """Why a success would be garbage to the step that declared ``model``: not a valid result, or
     over the 64 KiB a step's result may be as JSON (as ``activities/agent.py`` judges it)."""
-    if not answer.ok:
-        return None
+    if not answer.ok or answer.status is None:
+        return None  # a refusal, or an undo sas would not send: nothing to read
     size = len(json.dumps(answer.data, ensure_ascii=True, separators=(",", ":")))
     if size > MAX_RESULT_BYTES:
         return f"{answer.request} answered a result of {size:,} bytes as JSON, over {MAX_RESULT_BYTES:,}"

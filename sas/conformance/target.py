@@ -1,8 +1,10 @@
 """Which calls of a service the kit exercises, and the bodies it sends them.
 
 Derived from the task types sas knows: every step whose forward call is declared as data
-(``HttpCall``) on the service gives its method, path, body template and result model, its undo
-the same, and the service's declaration its lookup path. A hand-written Agent's paths are in
+(``HttpCall``) on the service gives its declaration, its undo the same, and the service's
+declaration its lookup path. A REST-shaped call (path parameters, declared query and headers, a
+result picked out of a nested answer) is sent as sas's HTTP Agent sends it: the request is built
+by the declaration itself (``HttpCall.request``) for a ``StepCall`` the kit makes up. A hand-written Agent's paths are in
 its code, where sas cannot see them: for those, :class:`ExplicitCalls` says them, with a sample
 body whose strings ``{task_id}``, ``{forward_key}`` and ``{forward.FIELD}`` stand for what sas
 would send there.
@@ -21,9 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from sas.task_models.steps import MirrorStamp, StepCall
+from sas.task_types.definitions import ForEach, StepContext, TaskDefinition
 from sas.task_types.discovery import Catalog
-from sas.task_types.services import DEFAULT_LOOKUP, HttpCall, Service
-from sas.task_types.sources import BodyValue, Const, Forward, ForwardKey, Input, Result, TaskId
+from sas.task_types.services import DEFAULT_LOOKUP, HttpCall, HttpRequest, Service
+from sas.task_types.sources import BodyValue, Const, Forward, ForwardKey, Input, Result, TaskId, value_of
 
 KEY_PREFIX = "sas-check-"
 _FORWARD_FIELD = re.compile(r"\{forward\.([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -42,13 +46,35 @@ class ServiceCheckError(Exception):
 
 @dataclass(frozen=True)
 class CallSpec:
-    """One call the kit sends: method, path, body template and the model of a success."""
+    """One call the kit sends: method, path, body template and the model of a success;
+    ``declared``: the step's declaration, which builds the request (None: said outright)."""
 
     method: str
     path: str
     body: Mapping[str, BodyValue]
     result: type[BaseModel] | None
     name: str
+    declared: HttpCall | None = None
+
+    def request(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> HttpRequest:
+        """What is sent for ``call``: as sas's HTTP Agent builds it for a declared call
+        (UnsafeValue for a value that cannot go where it is declared to); a JSON body to a
+        fixed path for calls said outright."""
+        if self.declared is not None:
+            return self.declared.request(call, forward)
+        body = {key: value_of(source, call, forward or {}) for key, source in self.body.items()}
+        return HttpRequest(self.method, self.path, body, {}, {})
+
+    def result_of(self, answer: Any) -> Any:
+        """The step's result in a successful answer: the declared ``pick``, as the Agent reads it."""
+        if self.declared is not None and isinstance(answer, dict):
+            return self.declared.picked(answer)
+        return answer
+
+    def takes_forward_in_path(self) -> bool:
+        """An undo whose path names the effect (``DELETE /payments/{payment_id}``): it cannot be
+        sent without the forward's answer, so sas asks the lookup first, as the Agent does."""
+        return self.declared is not None and any(isinstance(v, Forward) for v in self.declared.params.values())
 
 
 @dataclass(frozen=True)
@@ -66,6 +92,10 @@ class CheckTarget:
         refused_payload: The task input that refused body is rendered from.
         id_fields: The fields an undo names the effect by (its ``Forward`` fields): how a lookup's
             answer is compared with the forward's.
+        task_type: The task type the step is of.
+        item_key: For a step run for each item (``ForEach``): the sample item's key, the last
+            part of its keys, as a task's.
+        results: Made-up results of the earlier steps, for a body's ``Result`` fields.
     """
 
     step: str
@@ -76,10 +106,48 @@ class CheckTarget:
     refused_body: Mapping[str, BodyValue] | None = None
     refused_payload: Mapping[str, Any] = field(default_factory=dict)
     id_fields: tuple[str, ...] = ()
+    task_type: str = "sas-check"
+    item_key: str | None = None
+    results: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def key(self, task_id: str) -> str:
+        """The forward's key in a task ``task_id``: ``<task>:<step>``, ``<task>:<step>:<item>``."""
+        key = f"{task_id}:{self.step}"
+        return key if self.item_key is None else f"{key}:{self.item_key}"
+
+    def step_call(
+        self,
+        task_id: str,
+        key: str,
+        *,
+        refusing: bool = False,
+        undo: bool = False,
+        forward: Mapping[str, Any] | None = None,
+    ) -> StepCall:
+        """The ``StepCall`` the Scheduler would give the Agent for this step in task ``task_id``
+        under ``key`` (its undo: under ``<key>:undo``, ``forward`` its forward's result)."""
+        return StepCall(
+            task_id=task_id,
+            task_type=self.task_type,
+            step=self.step,
+            position=0,
+            idempotency_key=f"{key}:undo" if undo else key,
+            target_key=key if undo else None,
+            compensation=undo,
+            payload=dict(self.refused_payload if refusing else self.payload),
+            stamp=MirrorStamp(seq=0),
+            results={step: dict(fields) for step, fields in self.results.items()},
+            forward_result=dict(forward) if forward is not None else None,
+            item_key=self.item_key,
+        )
 
     def describe(self) -> str:
-        """``flights.book: POST /flights/book, undo /flights/cancel, lookup /flights/lookup``."""
-        undo = f"undo {self.undo.path}" if self.undo else "no undo"
+        """``flights.book: POST /flights/book, undo /flights/cancel, lookup /flights/lookup``
+        (an undo's method is said when it is not POST: ``undo DELETE /payments/{payment_id}``)."""
+        undo = "no undo"
+        if self.undo is not None:
+            method = "" if self.undo.method == "POST" else f"{self.undo.method} "
+            undo = f"undo {method}{self.undo.path}"
         lookup = f"lookup {self.lookup}" if self.lookup else "no lookup"
         return f"{self.forward.name}: {self.forward.method} {self.forward.path}, {undo}, {lookup}"
 
@@ -114,37 +182,6 @@ def new_task_id() -> str:
     return f"{KEY_PREFIX}{uuid.uuid4().hex[:16]}"
 
 
-def render(
-    template: Mapping[str, BodyValue],
-    *,
-    task_id: str,
-    payload: Mapping[str, Any],
-    forward_key: str | None = None,
-    forward: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The JSON body for ``template``, each field taken from where it is declared to come, as
-    sas's HTTP Agent takes it: ``Forward`` fields are null when the forward's answer is not
-    known, and an earlier step's ``Result`` is a made-up value (the kit runs no earlier step)."""
-    body: dict[str, Any] = {}
-    for key, source in template.items():
-        if isinstance(source, Input):
-            value: Any = payload
-            for part in source.path.split("."):
-                value = value.get(part) if isinstance(value, Mapping) else None
-        elif isinstance(source, Result):
-            value = f"{KEY_PREFIX}{source.step}-{source.field}"
-        elif isinstance(source, Forward):
-            value = (forward or {}).get(source.field)
-        elif isinstance(source, Const):
-            value = source.value
-        elif isinstance(source, TaskId):
-            value = task_id
-        else:  # ForwardKey
-            value = forward_key
-        body[key] = value
-    return body
-
-
 def derived_targets(
     name: str,
     catalog: Catalog,
@@ -164,34 +201,78 @@ def derived_targets(
             forward = getattr(step, "forward", None)
             if not isinstance(forward, HttpCall) or forward.service.name != name or forward.name in targets:
                 continue
-            if not _plain(forward):
-                continue  # a REST-shaped call: the kit drives it only as explicit calls
+            _known_standalone(forward)
             undo = getattr(step, "undo", None)
-            undo = undo if isinstance(undo, HttpCall) and _plain(undo) else None
-            used = [v.path for v in forward.body.values() if isinstance(v, Input)]
-            payload = _sample(definition.input_model, sample_input, used, forward.name)
-            refused = _sample(definition.input_model, {**payload, **refusing}, used, forward.name) if refusing else None
+            undo = undo if isinstance(undo, HttpCall) else None
+            used = [v.path for part in forward.sources().values() for v in part.values() if isinstance(v, Input)]
+            task_input = _sample(definition.input_model, sample_input, used, forward.name)
+            payload, item_key = _item(definition, step, task_input)
+            refused: dict[str, Any] | None = None
+            if refusing:
+                refused_input = _sample(definition.input_model, {**task_input, **refusing}, used, forward.name)
+                refused = _item(definition, step, refused_input)[0]
             targets[forward.name] = CheckTarget(
                 step=step.name,
                 forward=_spec(forward),
-                undo=_spec(undo) if isinstance(undo, HttpCall) else None,
+                undo=_spec(undo) if undo is not None else None,
                 lookup=service.lookup_path,
                 payload=payload,
                 refused_body=dict(forward.body) if refused is not None else None,
                 refused_payload=refused or {},
                 id_fields=tuple(
                     v.field
-                    for v in (undo.body.values() if isinstance(undo, HttpCall) else ())
+                    for part in (undo.sources().values() if undo is not None else ())
+                    for v in part.values()
                     if isinstance(v, Forward)
                 ),
+                task_type=definition.task_type,
+                item_key=item_key,
+                results={
+                    v.step: {v.field: f"{KEY_PREFIX}{v.step}-{v.field}"}
+                    for v in forward.body.values()
+                    if isinstance(v, Result)
+                },
             )
     if not targets:
-        written = ", ".join(catalog.hand_written(name)) or "REST-shaped calls"
+        written = ", ".join(catalog.hand_written(name)) or "none declared as data"
         raise ServiceCheckError(
-            f"service {name!r} is called by hand-written Agents or REST-shaped calls only ({written}), which the"
+            f"service {name!r} is called by hand-written Agents only ({written}), which the"
             " kit does not derive: say them with --forward PATH --undo PATH --body-json JSON (ExplicitCalls)"
         )
     return list(targets.values())
+
+
+def _known_standalone(call: HttpCall) -> None:
+    """An earlier step's result in the path, query or headers cannot be made up: it names
+    something at the service that only that step made. (In a body, a made-up value is sent.)"""
+    for part, sources in call.sources().items():
+        if part == "body":
+            continue
+        for key, source in sources.items():
+            if isinstance(source, Result):
+                raise ServiceCheckError(
+                    f"{call.name}: {part} {key!r} is step {source.step}'s {source.field}, which the kit cannot know"
+                    f" without running that step: check {call.name} with --forward PATH --body-json JSON"
+                    " (ExplicitCalls), the path filled with a real one"
+                )
+
+
+def _item(definition: TaskDefinition, step: Any, task_input: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A step's payload for a task input: the input, or for a ``ForEach`` its first item (the
+    item is what its calls read), with that item's key."""
+    if not isinstance(step, ForEach):
+        return dict(task_input), None
+    try:
+        items = step.items(StepContext(input=task_input, results={}))
+    except (LookupError, TypeError, ValueError) as err:  # a team's function, over a sample input
+        raise ServiceCheckError(
+            f"{definition.task_type}.{step.name}'s items could not be read from the sample input:"
+            f" {type(err).__name__}: {str(err)[:120]}"
+        ) from None
+    if not items:
+        raise ServiceCheckError(f"{definition.task_type}.{step.name} has no item for the sample input: give one")
+    first = dict(items[0])
+    return first, str(step.key(first))
 
 
 def explicit_target(
@@ -230,14 +311,8 @@ def explicit_target(
     )
 
 
-def _plain(call: HttpCall) -> bool:
-    """A call the kit derives as declared: a JSON body to a fixed path (no path parameters,
-    declared query or headers, nor a result picked out of a nested answer)."""
-    return call.method != "GET" and not (call.params or call.query or call.headers or call.pick)
-
-
 def _spec(call: HttpCall) -> CallSpec:
-    return CallSpec(call.method, call.path, dict(call.body), call.result, call.name)
+    return CallSpec(call.method, call.path, dict(call.body), call.result, call.name, declared=call)
 
 
 def _template(body: Mapping[str, Any]) -> dict[str, BodyValue]:
@@ -277,7 +352,7 @@ def _sample(model: type[BaseModel], given: Mapping[str, Any] | None, used: list[
     except ValidationError as err:
         if given is None:
             raise ServiceCheckError(
-                f"{call}'s body takes {', '.join(used)} from the task input ({model.__name__}): give a sample"
+                f"{call} takes {', '.join(used)} from the task input ({model.__name__}): give a sample"
                 " input with --input-json (check_service(sample_input=...))"
             ) from None
         first = err.errors(include_url=False)[0]

@@ -188,6 +188,26 @@ class UnsafeValue(ValueError):
     change the path, a header value with a line break): the task's input is at fault."""
 
 
+@dataclass(frozen=True)
+class HttpRequest:
+    """What a declared call sends for one ``StepCall``, built by :meth:`HttpCall.request`: the one
+    place a declaration becomes a request (sas's HTTP Agent and the conformance kit both use it).
+
+    Attributes:
+        method: The HTTP method.
+        path: The path, its parameters filled and URL-encoded.
+        body: The JSON body; None for a GET.
+        query: The declared query parameters, as text.
+        headers: The declared headers, as text (sas adds its own).
+    """
+
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    query: dict[str, str]
+    headers: dict[str, str]
+
+
 @dataclass(frozen=True, eq=False)
 class HttpCall:
     """A step's remote call, declared as data, run by sas's generic HTTP Agent.
@@ -297,6 +317,17 @@ class HttpCall:
     def sources(self) -> dict[str, Mapping[str, BodyValue]]:
         """Every value the call sends, by where it goes: body, params, query, headers."""
         return {"body": self.body, "params": self.params, "query": self.query, "headers": self.headers}
+
+    def request(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> HttpRequest:
+        """Everything this call sends for ``call`` (``forward``: for an undo, its forward step's
+        result); UnsafeValue for a value that cannot go where it was declared to."""
+        return HttpRequest(
+            method=self.method,
+            path=self.build_path(call, forward),
+            body=None if self.method == "GET" else self.build_body(call, forward),
+            query=self.build_query(call, forward),
+            headers=self.build_headers(call, forward),
+        )
 
     def build_body(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body this call sends for ``call``: each field from where it is declared to

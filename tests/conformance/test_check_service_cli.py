@@ -180,3 +180,16 @@ def test_the_url_and_auth_header_come_from_the_service_s_settings(
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[0] == f"widgets at {url}"
     assert token in state["good"].auth
+
+
+def test_a_rest_shaped_service_is_checked_from_its_declaration_with_the_same_json(payout_services: str) -> None:
+    sample = '{"currency": "EUR", "recipients": [{"payee_id": "emp-cli", "amount_cents": 300}]}'
+    done = sas("payout_bank", "--url", payout_services, "--input-json", sample, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert sorted(report) == ["calls", "ok", "results", "service", "url"]
+    assert report["ok"] is True and report["calls"][0].startswith("payout_bank.pay: POST /payees/{payee_id}/payments")
+    verdicts = {r["clause"]: r["verdict"] for r in report["results"]}
+    assert list(verdicts) == CLAUSES
+    assert [v for c, v in verdicts.items() if c not in ("refusal", "in-flight")] == ["pass"] * 6
+    assert all(sorted(r) == ["call", "clause", "detail", "title", "verdict"] for r in report["results"])

@@ -49,7 +49,7 @@ async def test_the_hand_written_cards_agent_is_checked_from_its_paths(trip_servi
 
 
 async def test_a_hand_written_agent_s_service_asks_for_its_paths(trip_services: str) -> None:
-    with pytest.raises(ServiceCheckError, match=r"hand-written Agents or REST-shaped calls only .*--forward PATH"):
+    with pytest.raises(ServiceCheckError, match=r"hand-written Agents only .*--forward PATH"):
         await check_service("cards", trip_services)
 
 
