@@ -54,14 +54,16 @@ async def check_service(
     """Drive the service ``name`` at ``url`` through every clause of the HTTP contract.
 
     Its calls come from the registered task types (every step whose call on the service is
-    declared as data), or from ``calls`` for a service whose Agents are hand-written. Only keys
+    declared as data, each request built as sas's HTTP Agent builds it), or from ``calls`` for
+    a service whose Agents are hand-written. Only keys
     made up for the check are used (``sas-check-<hex>:<step>``).
 
     Args:
         name: The service's name as declared (``Service("flights")``).
         url: Its base URL (http or https).
         calls: The calls to check, said outright (hand-written Agents).
-        sample_input: A task input for the fields a body takes from the input (``Input``).
+        sample_input: A task input for what the calls take from the input (``Input``: body
+            fields, path parameters, query, headers; a ``ForEach`` step's first item).
         refusing: Fields that make the service refuse the forward for good, laid over the sample
             input (or over ``calls.body``); without them the refusal clause is not exercised.
         slow_forward: A hook that has the service hold one forward call (its fault injection);
