@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from bench._payroll_service import Ledger
 from sas.api import TaskClient
@@ -92,6 +92,40 @@ async def test_a_batch_undone_mid_way_never_calls_the_items_waiting_their_turn(
     assert pay.result is not None and pay.result["not_started"] == 6 and pay.result["compensated"] == 2
 
 
+async def cancelled_mid_batch(stack: Stack, ledger: Ledger, name: str) -> tuple[TaskResult, str]:
+    """A payroll whose workflow is cancelled (`temporal workflow cancel`) while its batch holds
+    two calls and six items wait for a slot: its result, and the batch's workflow id."""
+    task_id = fresh_id(name)
+    handle = await stack.submit(task_id, PAYLOAD, NARROW)
+    await both_held(ledger)
+    batch = await the_batch(stack.client, task_id)
+    await handle.cancel()
+    # The batch is cancelled with the task: it starts nothing more.
+    await wait_until(
+        lambda: batch.describe(),
+        lambda d: d.status == WorkflowExecutionStatus.CANCELED,
+        what="the batch cancelled",
+    )
+    ledger.released.set()
+    return await handle.result(), batch.id
+
+
+async def test_a_task_cancelled_mid_batch_cancels_its_batch(
+    payroll_type: None,
+    held_payroll: tuple[str, Ledger],
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    url, ledger = held_payroll
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
+        result, _ = await cancelled_mid_batch(stack, ledger, "payroll-cancel-mid-batch")
+    assert result.state == TaskState.COMPENSATED
+    # The two held calls landed once let go, and were refunded; the six waiting never paid.
+    assert payments(ledger) == refunds(ledger) == Counter(["hang0", "hang1"])
+
+
 @pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
 async def test_record_a_batch_told_to_stop_starting(
     payroll_type: None,
@@ -101,14 +135,17 @@ async def test_record_a_batch_told_to_stop_starting(
     services: Any,
     sqlite_url: str,
 ) -> None:
-    """Histories for tests/replay: the task that told its batch, and the batch told."""
+    """Histories for tests/replay: the task that told its batch, and the batch told; the task
+    cancelled mid-batch, and its batch cancelled."""
     url, ledger = held_payroll
     async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        result, batch_id = await undone_mid_batch(stack, ledger, "fan-out-stop-starting")
-        for suffix, workflow_id in (("", result.task_id), ("_batch", batch_id)):
-            history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
-            text = json.dumps(json.loads(history.to_json()), indent=1) + "\n"
-            (HISTORIES / f"fan_out_stop_starting{suffix}.json").write_text(text)
+        for name, scenario in (("fan_out_stop_starting", undone_mid_batch), ("fan_out_cancelled", cancelled_mid_batch)):
+            ledger.released.clear()
+            result, batch_id = await scenario(stack, ledger, name.replace("_", "-"))
+            for suffix, workflow_id in (("", result.task_id), ("_batch", batch_id)):
+                history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
+                text = json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+                (HISTORIES / f"{name}{suffix}.json").write_text(text)
 
 
 async def test_a_batch_told_to_stop_from_outside_does_not_let_the_step_go_on_unpaid(

@@ -68,6 +68,9 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     # A fan-out that told its running batch to start no more items (tests/fanout/test_fan_out_stop_starting.py).
     told = json.loads((HISTORIES / "fan_out_stop_starting.json").read_text())["events"]
     assert any(e["eventType"] == "EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED" for e in told)
+    # A task cancelled mid-batch, before and after batches were told to stop: its batch cancelled.
+    for name in ("fan_out_cancelled_batch", "fan_out_cancelled_mid_batch_before_stop_starting"):
+        assert (HISTORIES / f"{name}.json").is_file()
     # Child tasks (tests/supervisor/test_child_tasks.py records them).
     assert "GiftOrderWorkflow" in types
 

@@ -14,7 +14,9 @@ retry undoes only the items still to undo."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError, FailureError
@@ -46,6 +48,22 @@ ITEM_UNDO_FAILED = "FanOutUndoFailed"
 FAN_OUT_ACTOR = "sas"
 _STOP_STARTING_PATCH = "fan-out-batches-told-to-stop-starting"
 NOT_STARTED_FROM_OUTSIDE = "BatchStoppedFromOutside"
+
+
+@dataclass
+class _Told:
+    """A wave's running batches (their handles, once started), and whether they were told to stop
+    starting items."""
+
+    running: dict[str, workflow.ChildWorkflowHandle[Any, FanOutBatchResult]] = field(default_factory=dict)
+    stopping: bool = False
+
+
+async def _stop_starting(handle: workflow.ChildWorkflowHandle[Any, FanOutBatchResult]) -> None:
+    try:
+        await handle.signal(STOP_STARTING)
+    except FailureError:
+        pass  # it answered meanwhile: nothing left to start
 
 
 def _told_from_outside(key: str) -> ItemOutcome:
@@ -183,32 +201,30 @@ class FanOut:
         """The wave's batches at once, each one's answer taken as it comes. Once the task is being
         undone, or the step is past its tolerance, the batches still running are told to start no
         more items: what has begun is waited for (and undone with the rest), what has not is
-        never called."""
+        never called. Cancelled (the workflow's cancellation), the batches are cancelled with it."""
         core = self.run.core
-        running: list[str] = []
-        told = False
+        told = _Told()
 
         async def answered(index: int, items: list[FanOutItem]) -> None:
-            outcomes = await self._batch(name, items, undo=False, per_batch=per_batch, index=index, running=running)
-            if not told:
+            outcomes = await self._batch(name, items, undo=False, per_batch=per_batch, index=index, told=told)
+            if not told.stopping:
                 # Not asked by this task: someone else signalled the batch. Its items were never
                 # called, but the step will not go on as if they had been paid: they are failures.
                 outcomes = [o if o.state != "not_started" else _told_from_outside(o.key) for o in outcomes]
             tally.take(outcomes)
 
         answering = asyncio.gather(*(answered(start + i, items) for i, items in enumerate(wave)))
-        await workflow.wait_condition(lambda: answering.done() or core.compensating or tally.past_tolerance())
-        # A history recorded before batches were told this replays as it ran: no signal.
-        if running and not answering.done() and workflow.patched(_STOP_STARTING_PATCH):
-            told = True
-            await asyncio.gather(*(self._stop_starting(child_id) for child_id in running))
-        await answering
-
-    async def _stop_starting(self, child_id: str) -> None:
         try:
-            await workflow.get_external_workflow_handle(child_id).signal(STOP_STARTING)
-        except FailureError:
-            pass  # it answered meanwhile: nothing left to start
+            await workflow.wait_condition(lambda: answering.done() or core.compensating or tally.past_tolerance())
+        except asyncio.CancelledError:
+            answering.cancel()
+            await asyncio.gather(answering, return_exceptions=True)
+            raise
+        # A history recorded before batches were told this replays as it ran: no signal.
+        if not answering.done() and workflow.patched(_STOP_STARTING_PATCH):
+            told.stopping = True
+            await asyncio.gather(*(_stop_starting(handle) for handle in list(told.running.values())))
+        await answering
 
     async def _undo_items(self, name: str, tally: FanOutTally, keys: list[str], per_batch: int, plan: StepPlan) -> None:
         if plan.compensation is None:
@@ -239,7 +255,7 @@ class FanOut:
         undo: bool,
         per_batch: int,
         index: int,
-        running: list[str] | None = None,
+        told: _Told | None = None,
     ) -> list[ItemOutcome]:
         """One batch as a child workflow; its items' outcomes. A batch that ended otherwise than
         by answering (terminated from outside) counts each of its items as failed: each may have
@@ -264,24 +280,28 @@ class FanOut:
             items=items,
         )
         child_id = f"{plan.idempotency_key}:{kind}-{self._batch_rounds}"
-        if running is not None:
-            running.append(child_id)
         try:
-            answer = await workflow.execute_child_workflow(
+            handle = await workflow.start_child_workflow(
                 FAN_OUT_BATCH_WORKFLOW,
                 batch,
                 id=child_id,
                 result_type=FanOutBatchResult,
                 static_summary=f"{name}: {kind} {index + 1}, {len(items)} items",
             )
+            if told is not None:
+                told.running[child_id] = handle
+                if told.stopping:
+                    # Started after the others were told: told at once, before it answers.
+                    await _stop_starting(handle)
+            answer = await handle
             return answer.outcomes
         except ChildWorkflowError as err:
             state = "compensation_failed" if undo else "failed"
             message = bounded(f"its batch ended: {err.cause or err}", MAX_ERROR_TEXT)
             return [ItemOutcome(key=i.key, state=state, error=message, error_type="BatchEnded") for i in items]
         finally:
-            if running is not None:
-                running.remove(child_id)
+            if told is not None:
+                told.running.pop(child_id, None)
 
     def _show(self, status: StepStatus, tally: FanOutTally) -> None:
         """The counts in the task's status (``sas status``, the query, the UI), as they change."""
