@@ -19,6 +19,7 @@ from sas.client.inputs import in_words
 from sas.client.store import StateStore
 from sas.client.submitting import resubmit_finished
 from sas.task_models import Approval, OperatorAnswer, OperatorRequest, StepState, TaskStatus
+from sas.task_models.ids import cleanup_workflow_id
 
 _CLOSED_FROM_OUTSIDE = (
     WorkflowExecutionStatus.TERMINATED,
@@ -70,7 +71,7 @@ async def _finished(client: Client, task_id: str, workflow_id: str) -> NotApplic
     if status in _CLOSED_FROM_OUTSIDE:
         return NotApplicable(
             f"{task_id}'s workflow was closed from outside sas ({status.name.lower()}): the Supervisor's clean-up"
-            f" cleanup-{task_id} undoes what it did, at its next sweep",
+            f" {cleanup_workflow_id(task_id)} undoes what it did, at its next sweep",
             f"see `sas status {task_id}`; once the clean-up runs, `sas retry` and `sas compensate` go to it",
         )
     return NotApplicable(f"{task_id} has already finished", f"see `sas status {task_id}`")
