@@ -44,6 +44,21 @@ async def held_payroll() -> AsyncIterator[tuple[str, Ledger]]:
         ledger.released.set()
 
 
+@pytest_asyncio.fixture
+async def held_stack(
+    payroll_type: None,
+    held_payroll: tuple[str, Ledger],
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> AsyncIterator[tuple[Stack, Ledger]]:
+    """A stack whose payroll service can hold a call, with an undo patient enough to wait for it."""
+    url, ledger = held_payroll
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
+        yield stack, ledger
+
+
 def people(*ids: str) -> dict[str, Any]:
     return {"recipients": [{"id": who, "cents": 100 + n} for n, who in enumerate(ids)]}
 
@@ -94,24 +109,18 @@ async def let_go_and_settle(stack: Stack, ledger: Ledger, task_id: str, held_one
 
 
 async def test_past_the_tolerance_while_another_batch_holds_a_call(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
-    url, ledger = held_payroll
+    stack, ledger = held_stack
     # The first wave is two batches: refuse0 and refuse1 (one more than tolerated) in the first,
     # hang0's payment held at the service in the second.
     payload = people("refuse0", "refuse1", "r2", "r3", "hang0", "r5", "r6", "r7", *(f"r{n}" for n in range(8, 16)))
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        task_id = fresh_id("payroll-held-past")
-        handle = await stack.submit(task_id, payload, WIDE)
-        await held(ledger, "hang0")
-        await asked_while_held(ledger, "hang0")
-        await let_go_and_settle(stack, ledger, task_id, "hang0")
-        result: TaskResult = await handle.result()
+    task_id = fresh_id("payroll-held-past")
+    handle = await stack.submit(task_id, payload, WIDE)
+    await held(ledger, "hang0")
+    await asked_while_held(ledger, "hang0")
+    await let_go_and_settle(stack, ledger, task_id, "hang0")
+    result: TaskResult = await handle.result()
     assert result.state == TaskState.COMPENSATED
     assert result.steps[0].state == StepState.COMPENSATED and result.steps[0].error_type == "FanOutPastTolerance"
     # The second wave never began; of the first, everything paid was refunded, the held one too.
@@ -119,24 +128,18 @@ async def test_past_the_tolerance_while_another_batch_holds_a_call(
 
 
 async def test_compensated_by_an_operator_while_a_call_is_held(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
-    url, ledger = held_payroll
+    stack, ledger = held_stack
     payload = people("r0", "r1", "r2", "r3", "hang0", "r5", "r6", "r7", *(f"r{n}" for n in range(8, 16)))
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        task_id = fresh_id("payroll-held-compensate")
-        handle = await stack.submit(task_id, payload, WIDE)
-        await held(ledger, "hang0")
-        await paid(ledger, 7)  # the rest of the first wave: r0 to r3, r5 to r7
-        await TaskClient(stack.client, stack.settings).compensate(task_id, by="ops", reason="stop the run")
-        await asked_while_held(ledger, "hang0")
-        await let_go_and_settle(stack, ledger, task_id, "hang0")
-        result: TaskResult = await handle.result()
+    task_id = fresh_id("payroll-held-compensate")
+    handle = await stack.submit(task_id, payload, WIDE)
+    await held(ledger, "hang0")
+    await paid(ledger, 7)  # the rest of the first wave: r0 to r3, r5 to r7
+    await TaskClient(stack.client, stack.settings).compensate(task_id, by="ops", reason="stop the run")
+    await asked_while_held(ledger, "hang0")
+    await let_go_and_settle(stack, ledger, task_id, "hang0")
+    result: TaskResult = await handle.result()
     assert result.state == TaskState.COMPENSATED
     assert payments(ledger)["hang0"] == 1
     assert payments(ledger) == refunds(ledger) and set(payments(ledger).values()) == {1}
@@ -144,25 +147,19 @@ async def test_compensated_by_an_operator_while_a_call_is_held(
 
 
 async def test_terminated_while_a_call_is_held_the_clean_up_waits_for_it(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
-    url, ledger = held_payroll
+    stack, ledger = held_stack
     payload = people("r0", "r1", "r2", "r3", "hang0", "r5", "r6", "r7", *(f"r{n}" for n in range(8, 16)))
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        task_id = fresh_id("payroll-held-terminated")
-        handle = await stack.submit(task_id, payload, WIDE)
-        await held(ledger, "hang0")
-        await paid(ledger, 7)  # the rest of the first wave: r0 to r3, r5 to r7
-        await handle.terminate("closed from outside while a payment is held")
-        # The Supervisor finds the task dead and starts its clean-up, which undoes the items.
-        await asked_while_held(ledger, "hang0")
-        await let_go_and_settle(stack, ledger, task_id, "hang0")
-        record = await stack.record(task_id)
+    task_id = fresh_id("payroll-held-terminated")
+    handle = await stack.submit(task_id, payload, WIDE)
+    await held(ledger, "hang0")
+    await paid(ledger, 7)  # the rest of the first wave: r0 to r3, r5 to r7
+    await handle.terminate("closed from outside while a payment is held")
+    # The Supervisor finds the task dead and starts its clean-up, which undoes the items.
+    await asked_while_held(ledger, "hang0")
+    await let_go_and_settle(stack, ledger, task_id, "hang0")
+    record = await stack.record(task_id)
     assert record is not None
     assert {s.name: s.state for s in record.steps} == {"pay": StepState.COMPENSATED, "report": StepState.SKIPPED}
     assert payments(ledger)["hang0"] == 1
@@ -171,26 +168,20 @@ async def test_terminated_while_a_call_is_held_the_clean_up_waits_for_it(
 
 
 async def test_cancelled_from_temporal_while_a_call_is_held(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
     # The one way in which the items' calls are cancelled rather than waited for: the batches are
     # cancelled with the workflow, and the held call is left at the service; the lookup decides.
-    url, ledger = held_payroll
+    stack, ledger = held_stack
     payload = people("r0", "r1", "r2", "r3", "hang0", "r5", "r6", "r7", *(f"r{n}" for n in range(8, 16)))
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        task_id = fresh_id("payroll-held-cancelled")
-        handle = await stack.submit(task_id, payload, WIDE)
-        await held(ledger, "hang0")
-        await paid(ledger, 7)  # the rest of the first wave: r0 to r3, r5 to r7
-        await handle.cancel()
-        await asked_while_held(ledger, "hang0")
-        await let_go_and_settle(stack, ledger, task_id, "hang0")
-        result: TaskResult = await handle.result()
+    task_id = fresh_id("payroll-held-cancelled")
+    handle = await stack.submit(task_id, payload, WIDE)
+    await held(ledger, "hang0")
+    await paid(ledger, 7)  # the rest of the first wave: r0 to r3, r5 to r7
+    await handle.cancel()
+    await asked_while_held(ledger, "hang0")
+    await let_go_and_settle(stack, ledger, task_id, "hang0")
+    result: TaskResult = await handle.result()
     assert result.state == TaskState.COMPENSATED
     assert payments(ledger)["hang0"] == 1
     assert payments(ledger) == refunds(ledger) and set(payments(ledger).values()) == {1}

@@ -20,13 +20,13 @@ from bench._payroll_service import Ledger
 from sas.api import TaskClient
 from sas.task_models import StepState, TaskResult, TaskState
 from sas.task_models.fanout import STOP_STARTING
-from tests.fanout.test_fan_out_e2e import payroll_stack, payroll_type
-from tests.fanout.test_fan_out_in_flight import PATIENT_UNDO, held_payroll, payments, people, refunds
+from tests.fanout.test_fan_out_e2e import payroll_type
+from tests.fanout.test_fan_out_in_flight import held_payroll, held_stack, payments, people, refunds
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
-__all__ = ["held_payroll", "payroll_type"]  # fixtures, used by name
+__all__ = ["held_payroll", "held_stack", "payroll_type"]  # fixtures, used by name
 NARROW = "PayrollNarrowWorkflow"
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 # Two held at the service fill the batch's two slots; the six after them wait for a slot.
@@ -58,13 +58,22 @@ async def the_batch(client: Client, task_id: str) -> WorkflowHandle[Any, Any]:
     return client.get_workflow_handle(batch_id)
 
 
-async def undone_mid_batch(stack: Stack, ledger: Ledger, name: str) -> tuple[TaskResult, str]:
-    """A payroll compensated while its batch holds two calls and six items wait for a slot: its
-    result, and the batch's workflow id."""
+async def both_held_in_one_batch(
+    stack: Stack, ledger: Ledger, name: str
+) -> tuple[WorkflowHandle[Any, TaskResult], WorkflowHandle[Any, Any]]:
+    """A payroll whose one batch holds two calls at the service while six items wait for a slot:
+    the task's handle and the batch's."""
     task_id = fresh_id(name)
     handle = await stack.submit(task_id, PAYLOAD, NARROW)
     await both_held(ledger)
-    batch = await the_batch(stack.client, task_id)
+    return handle, await the_batch(stack.client, task_id)
+
+
+async def undone_mid_batch(stack: Stack, ledger: Ledger, name: str) -> tuple[TaskResult, str]:
+    """A payroll compensated while its batch holds two calls and six items wait for a slot: its
+    result, and the batch's workflow id."""
+    handle, batch = await both_held_in_one_batch(stack, ledger, name)
+    task_id = handle.id
     await TaskClient(stack.client, stack.settings).compensate(task_id, by="ops", reason="wrong run")
     # The task tells its batch to start no more items before anything more could land.
     await signalled(handle, EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED)
@@ -73,16 +82,10 @@ async def undone_mid_batch(stack: Stack, ledger: Ledger, name: str) -> tuple[Tas
 
 
 async def test_a_batch_undone_mid_way_never_calls_the_items_waiting_their_turn(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
-    url, ledger = held_payroll
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        result, _ = await undone_mid_batch(stack, ledger, "payroll-stop-starting")
+    stack, ledger = held_stack
+    result, _ = await undone_mid_batch(stack, ledger, "payroll-stop-starting")
     assert result.state == TaskState.COMPENSATED
     # The two under way were waited for, paid and refunded; the six waiting were never called.
     assert payments(ledger) == refunds(ledger) == Counter(["hang0", "hang1"])
@@ -95,10 +98,7 @@ async def test_a_batch_undone_mid_way_never_calls_the_items_waiting_their_turn(
 async def cancelled_mid_batch(stack: Stack, ledger: Ledger, name: str) -> tuple[TaskResult, str]:
     """A payroll whose workflow is cancelled (`temporal workflow cancel`) while its batch holds
     two calls and six items wait for a slot: its result, and the batch's workflow id."""
-    task_id = fresh_id(name)
-    handle = await stack.submit(task_id, PAYLOAD, NARROW)
-    await both_held(ledger)
-    batch = await the_batch(stack.client, task_id)
+    handle, batch = await both_held_in_one_batch(stack, ledger, name)
     await handle.cancel()
     # The batch is cancelled with the task: it starts nothing more.
     await wait_until(
@@ -111,16 +111,10 @@ async def cancelled_mid_batch(stack: Stack, ledger: Ledger, name: str) -> tuple[
 
 
 async def test_a_task_cancelled_mid_batch_cancels_its_batch(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
-    url, ledger = held_payroll
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        result, _ = await cancelled_mid_batch(stack, ledger, "payroll-cancel-mid-batch")
+    stack, ledger = held_stack
+    result, _ = await cancelled_mid_batch(stack, ledger, "payroll-cancel-mid-batch")
     assert result.state == TaskState.COMPENSATED
     # The two held calls landed once let go, and were refunded; the six waiting never paid.
     assert payments(ledger) == refunds(ledger) == Counter(["hang0", "hang1"])
@@ -128,45 +122,30 @@ async def test_a_task_cancelled_mid_batch_cancels_its_batch(
 
 @pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
 async def test_record_a_batch_told_to_stop_starting(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
     """Histories for tests/replay: the task that told its batch, and the batch told; the task
     cancelled mid-batch, and its batch cancelled."""
-    url, ledger = held_payroll
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        for name, scenario in (("fan_out_stop_starting", undone_mid_batch), ("fan_out_cancelled", cancelled_mid_batch)):
-            ledger.released.clear()
-            result, batch_id = await scenario(stack, ledger, name.replace("_", "-"))
-            for suffix, workflow_id in (("", result.task_id), ("_batch", batch_id)):
-                history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
-                text = json.dumps(json.loads(history.to_json()), indent=1) + "\n"
-                (HISTORIES / f"{name}{suffix}.json").write_text(text)
+    stack, ledger = held_stack
+    for name, scenario in (("fan_out_stop_starting", undone_mid_batch), ("fan_out_cancelled", cancelled_mid_batch)):
+        ledger.released.clear()
+        result, batch_id = await scenario(stack, ledger, name.replace("_", "-"))
+        for suffix, workflow_id in (("", result.task_id), ("_batch", batch_id)):
+            history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
+            text = json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+            (HISTORIES / f"{name}{suffix}.json").write_text(text)
 
 
 async def test_a_batch_told_to_stop_from_outside_does_not_let_the_step_go_on_unpaid(
-    payroll_type: None,
-    held_payroll: tuple[str, Ledger],
-    client: Client,
-    temporal_address: str,
-    services: Any,
-    sqlite_url: str,
+    held_stack: tuple[Stack, Ledger],
 ) -> None:
-    url, ledger = held_payroll
-    async with payroll_stack(url, client, temporal_address, services, sqlite_url, compensation=PATIENT_UNDO) as stack:
-        task_id = fresh_id("payroll-stop-forged")
-        handle = await stack.submit(task_id, PAYLOAD, NARROW)
-        await both_held(ledger)
-        # Anyone with access to the namespace can send it: `temporal workflow signal`.
-        batch = await the_batch(stack.client, task_id)
-        await batch.signal(STOP_STARTING)
-        await signalled(batch, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
-        ledger.released.set()
-        result: TaskResult = await handle.result()
+    stack, ledger = held_stack
+    handle, batch = await both_held_in_one_batch(stack, ledger, "payroll-stop-forged")
+    # Anyone with access to the namespace can send it: `temporal workflow signal`.
+    await batch.signal(STOP_STARTING)
+    await signalled(batch, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    ledger.released.set()
+    result: TaskResult = await handle.result()
     # Six items never paid are six failures, more than the one tolerated: undone as a whole.
     assert result.state == TaskState.COMPENSATED
     pay = result.steps[0]
