@@ -50,7 +50,7 @@ from sas.state_store.tables import Alert
 from sas.task_models.activity_defs import CleanupDefs, implements
 from sas.task_models.cleanup import CleanupInput, CleanupRequest, CleanupStep
 from sas.task_models.ids import cleanup_workflow_id
-from sas.task_models.queues import service_of, service_queue
+from sas.task_models.queues import agent_queue, service_of
 
 # The failure type of a clean-up refused before it undid anything: never retried.
 CLEANUP_REFUSED = "CleanupRefused"
@@ -78,11 +78,10 @@ def cleanup_input(record: TaskRecord, settings: Settings, reason: str) -> Cleanu
                 state=s.state,
                 compensation=s.compensation,
                 idempotency_key=s.idempotency_key,
-                # The undo runs where the Scheduler's would: on its service's queue, behind
-                # its bulkhead and breaker (task_models/queues.py, as mirror.accept plans it).
-                task_queue=service_queue(record.task.task_queue, service_of(s.compensation))
-                if s.compensation
-                else None,
+                # The undo runs where the Scheduler's would: on the workflow's queue, or on its
+                # service's own, behind its limits and breaker (task_models/queues.py, as
+                # mirror.accept plans it).
+                task_queue=_undo_queue(record.task.task_queue, s.compensation, settings),
                 version=s.version,
                 agent=s.agent,
             )
@@ -92,6 +91,13 @@ def cleanup_input(record: TaskRecord, settings: Settings, reason: str) -> Cleanu
         reason=reason,
         chain_id=record.task.chain_id,
     )
+
+
+def _undo_queue(task_queue: str, compensation: str | None, settings: Settings) -> str | None:
+    if compensation is None:
+        return None
+    service = service_of(compensation)
+    return agent_queue(task_queue, service, settings.services.has_own_queue(service))
 
 
 class CleanupPlans(CleanupDefs):

@@ -27,7 +27,7 @@ from sas.task_models import (
 )
 from sas.task_models.activity_defs import MirrorDefs, implements
 from sas.task_models.outbound import OutboundRefused, check_url
-from sas.task_models.queues import service_of, service_queue
+from sas.task_models.queues import agent_queue, service_of
 
 
 class MirrorActivities(MirrorDefs):
@@ -47,13 +47,14 @@ class MirrorActivities(MirrorDefs):
     @implements(MirrorDefs.accept)
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
         self._check_callback_url(accepted)
-        # Each step's Agents run on their service's own task queue (task_models/queues.py):
-        # decided here, once, and recorded in history with the plan.
+        # Each step's Agents run on the workflow's queue or on their service's own, as its
+        # settings ask (task_models/queues.py): decided here, once, and recorded in history
+        # with the plan.
         steps = [
             plan.model_copy(
                 update={
                     "policy": self._policy(accepted.task_type, plan),
-                    "task_queue": service_queue(accepted.task_queue, service_of(plan.agent)),
+                    "task_queue": self._agent_queue(accepted.task_queue, plan.agent),
                 }
             )
             for plan in accepted.steps
@@ -104,6 +105,10 @@ class MirrorActivities(MirrorDefs):
                 type="InvalidInput",  # the Scheduler's INVALID_INPUT: refused, never retried
                 non_retryable=True,
             ) from None
+
+    def _agent_queue(self, task_queue: str, agent: str) -> str | None:
+        service = service_of(agent)
+        return agent_queue(task_queue, service, self._settings.services.has_own_queue(service))
 
     def _policy(self, task_type: str, plan: StepPlan) -> StepPolicyValues:
         """Where a step's policy comes from: SAS_STEPS__<TYPE>__<STEP>__*, else

@@ -66,6 +66,13 @@ def test_every_service_has_a_worker_scaled_on_its_own_queue(monkeypatch: pytest.
         assert int(meta["targetQueueSize"]) >= 1
 
 
+def test_the_scheduler_plans_every_service_on_its_own_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The queue is decided where a task is accepted: by the Scheduler's Deployment's settings.
+    settings = settings_of(DEPLOYMENTS["sas-worker-workflows"], monkeypatch)
+    for service in ORDER_SERVICES:
+        assert settings.services.has_own_queue(service), service
+
+
 def test_the_scheduler_runs_apart_and_every_queue_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[str] = []
     for deployment in DEPLOYMENTS.values():

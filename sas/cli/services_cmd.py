@@ -61,7 +61,7 @@ async def _rows(session: Any) -> list[dict[str, Any]]:
     from sas.activities.services import AGENTS
     from sas.breaker.model import BreakerView
     from sas.breaker.rows import read_breakers, recent_windows
-    from sas.task_models.queues import service_queue
+    from sas.task_models.queues import agent_queue
 
     settings = context.settings()
     now = datetime.now(UTC)
@@ -78,7 +78,9 @@ async def _rows(session: Any) -> list[dict[str, Any]]:
         rows.append(
             {
                 "service": name,
-                "queue": service_queue(settings.temporal.task_queue, name),
+                # Where its Agents are planned now: its own queue, or the workflow's.
+                "queue": agent_queue(settings.temporal.task_queue, name, service.own_queue)
+                or settings.temporal.task_queue,
                 "enabled": service.breaker.enabled,
                 "state": view.state,
                 "since": view.outage_since if view.state != "closed" else view.since,

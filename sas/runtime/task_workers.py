@@ -1,13 +1,15 @@
 """The task worker's Temporal workers: one on the workflow queue, and one per remote service on
-that service's own queue (``task_models/queues.py``), so that Temporal itself keeps the services
-apart - a backlog, pollers and a rate limit per service, and workers that can be scaled per
-service on that backlog (docs/operator.md, "Scaling workers per service").
+that service's own queue (``task_models/queues.py``).
 
 The workflow queue's worker runs the Scheduler workflows, their local activities, the callbacks,
-and still every Agent: tasks accepted before service queues existed have their Agents there.
-Each service's worker runs only that service's Agents, at most ``max_concurrency`` at a time,
-with Temporal's rate limit ``max_per_second`` on the queue, and behind the service's breaker
-gate (``sas/breaker/gate.py``): it does not poll while the breaker holds.
+and every Agent of a service without a queue of its own: Temporal hands it each such call with
+the workflow task that scheduled it. Each service's worker runs that service's Agents planned on
+its own queue, at most ``max_concurrency`` at a time, with Temporal's rate limit
+``max_per_second`` on the queue, and behind the service's breaker gate (``sas/breaker/gate.py``):
+it does not poll while the breaker holds. Every service's queue is served, whether or not its
+settings ask for one now: a task planned under other settings (before a deploy, or by another
+worker) still has its Agents served there, and a backlog, pollers and a rate limit per service
+are Temporal's own (docs/operator.md, "Scaling workers per service").
 """
 
 from __future__ import annotations

@@ -47,8 +47,8 @@ class TemporalSettings(BaseModel):
     namespace: str = Field(default="default", description="Namespace of the task workflows and the Supervisor.")
     task_queue: str = Field(
         default="sas-tasks",
-        description="Queue of the Scheduler workflows; each service's Agents run on its own queue,"
-        " <task_queue>.<service> (sas-tasks.payment).",
+        description="Queue of the Scheduler workflows and of the Agents of every service without a queue of its"
+        " own; a service with one (SAS_SERVICES__<NAME>__OWN_QUEUE) has <task_queue>.<service> (sas-tasks.payment).",
     )
     supervisor_task_queue: str = Field(default="sas-supervisor", description="Queue of the Supervisor.")
     identity: str | None = Field(

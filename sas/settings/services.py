@@ -54,6 +54,24 @@ class ServiceSettings(BaseModel):
     )
     pollers: int = Field(default=5, ge=1, le=100, description="Pollers each worker runs on the service's task queue.")
     breaker: BreakerSettings = BreakerSettings()
+    own_queue: bool = Field(
+        default=False,
+        description="Run this service's Agents on a task queue of their own (<task_queue>.<service>): calls"
+        " waiting for it hold none of the workflow worker's slots, and its backlog and workers are its own."
+        " Implied by max_concurrency, max_per_second or breaker.enabled; else its Agents share the workflow's"
+        " queue, where Temporal hands a call to the worker with the workflow task that scheduled it.",
+    )
+
+    @property
+    def wants_own_queue(self) -> bool:
+        """Whether anything set for this service needs a queue of its own: a limit on calls in
+        flight or per second, or a breaker, each enforced where the service's work waits."""
+        return (
+            self.own_queue
+            or self.max_concurrency is not None
+            or self.max_per_second is not None
+            or self.breaker.enabled
+        )
 
     @field_validator("url")
     @classmethod
@@ -85,6 +103,10 @@ class ServicesSettings(BaseModel):
         le=10_000,
         description="HTTP connections a worker keeps open to each remote service. All are kept alive between calls,"
         " so a busy worker does not reconnect; about its number of concurrent activities is right.",
+    )
+    own_queues: bool = Field(
+        default=False,
+        description="Every service's Agents on a task queue of their own, as if each set own_queue.",
     )
     admin_token: SecretStr | None = Field(
         default=None,
@@ -118,6 +140,11 @@ class ServicesSettings(BaseModel):
         """The services given settings of their own, by name."""
         return dict(self.__pydantic_extra__ or {})
 
+    def has_own_queue(self, name: str) -> bool:
+        """Whether service ``name``'s Agents run on a task queue of their own (task_models/queues.py)."""
+        own = self.named.get(name)
+        return self.own_queues or (own is not None and own.wants_own_queue)
+
     def service(self, name: str) -> ResolvedService:
         """The settings of service ``name``, with the group's defaults filled in."""
         own = self.named.get(name, ServiceSettings())
@@ -133,6 +160,7 @@ class ServicesSettings(BaseModel):
             max_per_second=own.max_per_second,
             pollers=own.pollers,
             breaker=own.breaker,
+            own_queue=self.has_own_queue(name),
         )
 
 
@@ -151,3 +179,5 @@ class ResolvedService(BaseModel):
     max_per_second: float | None = None
     pollers: int = 5
     breaker: BreakerSettings = BreakerSettings()
+    # Whether its Agents run on its own task queue rather than the workflow's (task_models/queues.py).
+    own_queue: bool = False

@@ -1,10 +1,19 @@
-"""Where an Agent's activity is queued: one task queue per remote service (a bulkhead in Temporal).
+"""Where an Agent's activity is queued: on the workflow's own queue, or on a queue of its
+service's own (a bulkhead in Temporal) where the service's settings ask for one.
 
-A service's queue is the workflow's own queue with the service's name after a dot
+A service's own queue is the workflow's queue with the service's name after a dot
 (``sas-tasks.payment``), so every deployment that runs its own workflow queue gets its own
-service queues. The name is decided when a task is accepted and recorded in its plan
-(``StepPlan.task_queue``): replay never derives it again, and a task accepted before service
-queues existed keeps its Agents on the workflow's queue, which every worker still serves.
+service queues. A service gets one when its settings limit it (``max_concurrency``,
+``max_per_second``), give it a breaker, or say ``own_queue``: its waiting calls then wait in
+Temporal, holding none of the workflow worker's slots, and its workers can be scaled on its
+backlog. Any other service's Agents share the workflow's queue, as a plain Temporal worker's
+activities do: the worker that completes a workflow task is handed the activity it scheduled in
+the same answer (eager dispatch), with no trip through matching - what the per-service queue
+costs (docs/benchmarks.md, section 1).
+
+The queue is decided when a task is accepted and recorded in its plan (``StepPlan.task_queue``,
+None for the workflow's own): replay never derives it again, and every worker serves both kinds,
+so a plan made under other settings still runs.
 """
 
 from __future__ import annotations
@@ -21,3 +30,8 @@ def service_of(activity_name: str) -> str:
 def service_queue(task_queue: str, service: str) -> str:
     """The task queue of ``service``'s Agents for workflows on ``task_queue``."""
     return f"{task_queue}.{service}"
+
+
+def agent_queue(task_queue: str, service: str, own_queue: bool) -> str | None:
+    """Where the plan puts ``service``'s Agents: its own queue, or None for the workflow's."""
+    return service_queue(task_queue, service) if own_queue else None

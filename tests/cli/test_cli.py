@@ -36,13 +36,17 @@ ORDER_FLAGS = [
 ]
 
 
-async def sas(stack: Stack, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
+async def sas(
+    stack: Stack, *args: str, columns: int = 200, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``env``: more settings for the command (the stack's own, where a command needs them)."""
     env = {
         **os.environ,
         "SAS_TEMPORAL__ADDRESS": stack.settings.temporal.address,
         "SAS_TEMPORAL__TASK_QUEUE": stack.settings.temporal.task_queue,
         "SAS_DATABASE__URL": stack.settings.database.url,
         "COLUMNS": str(columns),
+        **(env or {}),
     }
     argv = [sys.executable, "-m", "sas.cli.main", *args]
     return await asyncio.to_thread(cli_process.run, argv, capture_output=True, text=True, env=env, timeout=120)

@@ -246,6 +246,8 @@ async def sas(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
         **os.environ,
         "SAS_DATABASE__URL": stack.settings.database.url,
         "SAS_TEMPORAL__TASK_QUEUE": stack.settings.temporal.task_queue,
+        # The stack's own service settings: payment's breaker gives it a queue of its own.
+        "SAS_SERVICES__PAYMENT__BREAKER__ENABLED": "true",
         "COLUMNS": "80",
     }
     return await asyncio.to_thread(

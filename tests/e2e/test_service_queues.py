@@ -1,7 +1,8 @@
-"""Each remote service's Agents on its own task queue (task_models/queues.py), on real parts.
+"""A remote service's Agents on its own task queue (task_models/queues.py), on real parts.
 
-The stack's worker polls the workflow queue and inventory's and shipping's queues only
-(SAS_WORKER__QUEUES); payment's calls wait in payment's queue. The Supervisor raises the
+Payment's settings give it a queue of its own; the stack's worker polls the workflow queue and
+inventory's and shipping's queues only (SAS_WORKER__QUEUES), so payment's calls wait in
+payment's queue. The Supervisor raises the
 no-worker incident for that queue - but not while payment's breaker is holding the work on
 purpose - and a payment-only worker, started apart, serves it: the order completes, the
 incident resolves.
@@ -9,6 +10,7 @@ incident resolves.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -19,14 +21,15 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from sas.breaker.rows import force
-from sas.settings import SupervisorSettings, WorkerSettings
+from sas.settings import ServicesSettings, SupervisorSettings, WorkerSettings
 from sas.state_store.alerts import list_alerts
 from sas.supervisor.models import SweepStats
 from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState
 from sas.workflows import ALL_WORKFLOWS
 from sas_demo_services.launcher import ServiceProcess
+from tests.cli.test_cli import sas
 from tests.helpers import fresh_id, wait_until
-from tests.stack import Stack, more_workers, order, start_stack
+from tests.stack import ADMIN_TOKEN, Stack, more_workers, order, start_stack
 
 
 @pytest_asyncio.fixture
@@ -49,6 +52,8 @@ async def no_payment_worker(
         services.url,
         db_url,
         supervisor_settings=supervisor,
+        # Payment's Agents on its own queue (its settings ask for one), which this worker leaves unpolled.
+        services=ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, payment={"own_queue": True}),
         worker=WorkerSettings(queues=["workflows", "inventory", "shipping"]),
     ) as running:
         yield running
@@ -149,3 +154,36 @@ async def test_agents_of_tasks_from_before_service_queues_are_still_served(stack
         )
     assert result.data["reservation_id"].startswith("rsv_")
     assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve"]
+
+
+@pytest_asyncio.fixture
+async def shipping_limited(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> AsyncIterator[Stack]:
+    registry = ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, shipping={"max_concurrency": 5})
+    async with start_stack(client, temporal_address, services.url, sqlite_url, services=registry) as running:
+        yield running
+
+
+async def test_only_a_service_whose_settings_ask_for_one_gets_its_own_queue(shipping_limited: Stack) -> None:
+    """Shipping has a limit on calls in flight, so its Agents wait in a queue of their own; the
+    other services' Agents share the workflow's queue, where the worker that schedules a call is
+    handed it with the same workflow task's answer."""
+    stack = shipping_limited
+    queue = stack.settings.temporal.task_queue
+    task_id = fresh_id("where")
+    assert (await (await stack.submit(task_id)).result()).state == TaskState.PROCESSED
+    history = await stack.client.get_workflow_handle(task_id).fetch_history()
+    scheduled = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: e.activity_task_scheduled_event_attributes.task_queue.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    assert scheduled["inventory.reserve"] == queue and scheduled["payment.charge"] == queue, scheduled
+    assert scheduled["shipping.ship"] == f"{queue}.shipping", scheduled
+    # `sas services` says where each service's Agents are planned, under the same settings.
+    shown = await sas(stack, "services", "--json", env={"SAS_SERVICES__SHIPPING__MAX_CONCURRENCY": "5"})
+    assert shown.returncode == 0, shown.stderr
+    rows = {r["service"]: r["queue"] for r in json.loads(shown.stdout)}
+    order_services = {name: rows[name] for name in ("inventory", "payment", "shipping")}
+    assert order_services == {"inventory": queue, "payment": queue, "shipping": f"{queue}.shipping"}

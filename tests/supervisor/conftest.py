@@ -17,13 +17,13 @@ from temporalio.worker import Worker
 from sas import state_store
 from sas.activities import build_activities, service_breakers
 from sas.runtime.task_workers import TaskWorkers, build_task_workers
-from sas.settings import Settings, SupervisorSettings
+from sas.settings import ServicesSettings, Settings, SupervisorSettings
 from sas.state_store.agent_writes import make_step_writer
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
-from tests.stack import STEADY_STEP, Stack, migrated, test_settings
+from tests.stack import ADMIN_TOKEN, STEADY_STEP, Stack, migrated, test_settings
 
 
 @dataclass
@@ -114,9 +114,15 @@ async def make_rig(client: Client, temporal_address: str, services, db_url: str)
     engines = []
 
     async def make(
-        extra_workflows: list[type] | None = None, step: StepPolicyValues = STEADY_STEP, **supervisor: Any
+        extra_workflows: list[type] | None = None,
+        step: StepPolicyValues = STEADY_STEP,
+        own_queues: bool = False,
+        **supervisor: Any,
     ) -> Rig:
-        settings = rig_settings(test_settings(temporal_address, services.url, db_url, default_step=step), **supervisor)
+        # own_queues: every service's Agents on its own task queue (task_models/queues.py).
+        registry = ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, own_queues=own_queues)
+        base = test_settings(temporal_address, services.url, db_url, default_step=step, services=registry)
+        settings = rig_settings(base, **supervisor)
         await migrated(db_url)
         engine = state_store.create_engine(settings.database)
         engines.append(engine)

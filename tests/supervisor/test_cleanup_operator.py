@@ -19,7 +19,7 @@ from tests.supervisor.conftest import Rig
 
 
 async def test_a_cleanup_undo_on_its_service_queue_is_parked_then_retried_with_sas_retry(make_rig) -> None:  # type: ignore[no-untyped-def]
-    rig: Rig = await make_rig(retries=1, step=FAST_STEP)
+    rig: Rig = await make_rig(retries=1, step=FAST_STEP, own_queues=True)
     await rig.start_supervisor("sup-cleanup-op", rig.settings.supervisor.workflow_id)
     task_id = fresh_id("cl-op")
     await rig.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, match_order_id=task_id)

@@ -46,7 +46,8 @@ async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make
     # A complete-by long enough that the worker is surely stopped within ship's first attempt (on
     # a loaded machine, 2 s could pass before the stop: the attempt timed out and was retried).
     step = FAST_STEP.model_copy(update={"complete_by_s": 8.0})
-    rig: Rig = await make_rig(retries=1, poller_stale_s=2.0, step=step)
+    # Each service on its own queue: the ship's retry waits in shipping's, an incident of its own.
+    rig: Rig = await make_rig(retries=1, poller_stale_s=2.0, step=step, own_queues=True)
     await rig.start_supervisor("sup-bc", rig.settings.supervisor.workflow_id)
     task_id = fresh_id("bc-dead")
     await rig.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, times=1, match_order_id=task_id)
