@@ -169,7 +169,7 @@ def build_activities(
 
 def by_service(activities: list[Callable[..., Any]]) -> dict[str, list[Callable[..., Any]]]:
     """The Agents among ``activities``, by the remote service they call: what each service's
-    own task queue runs (``task_models/queues.py``)."""
+    own task queue runs, when it has one (``task_models/queues.py``)."""
     grouped: dict[str, list[Callable[..., Any]]] = {name: [] for name in AGENTS}
     for fn in activities:
         name = activity_name_of(fn)

@@ -173,7 +173,7 @@ class RemoteCaller:
         error: str | None = None
         if self._breaker is not None and not self._breaker.admit():
             # No request while the breaker holds. Such a task was polled just before the breaker
-            # opened (or sits on the workflow's queue, from before service queues). Non-retryable,
+            # opened (or sits on the workflow's queue, where nothing holds it). Non-retryable,
             # so that no attempt of Temporal's retry policy is spent on it: the Scheduler starts the
             # step's activity again, and it waits in the service's queue, which the gate keeps unpolled.
             _record_call(self._service, path, BREAKER_OPEN, 0.0)

@@ -4,7 +4,7 @@ collaborators: its run (``TaskRun``), its ``Decisions`` and its undo engine (``U
 ``workflows/shell/undo.py``), and the same operator handlers (``shell/operator.py``).
 
 The Supervisor starts it (id ``cleanup-<task id>``) when it finds a task the mirror says is
-open but whose workflow is dead (detection d). Each undo runs on its step's service queue,
+open but whose workflow is dead (detection d). Each undo runs where its step's would,
 with the same idempotency key as the Scheduler's (``<forward key>:undo``), so an undo the dead
 workflow had already begun is not done twice. A fan-out step's items, which write no row, are
 undone each under its own key (``shell/cleanup_fanout.py``), as ``cleanup.plan`` listed them from

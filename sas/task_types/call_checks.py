@@ -21,7 +21,7 @@ def calls_problem(definition: TaskDefinition) -> str | None:
         if step.undo is not None and step.compensation is not None and service_of(step.compensation) != forward_service:
             return (
                 f"step {step.name!r} is undone on service {service_of(step.compensation)!r} but runs on"
-                f" {forward_service!r}; an undo runs on its step's service queue, so declare it on {forward_service!r}"
+                f" {forward_service!r}; an undo runs where its step does, so declare it on {forward_service!r}"
             )
         if isinstance(step.forward, HttpCall):
             for part, key, value in _sources(step.forward):

@@ -132,7 +132,7 @@ class Service:
         Returns:
             A decorator for ``async def charge(call: StepCall, agent: AgentContext) -> StepResult``.
             What it returns is what a step names (``forward=charge``, ``undo=refund``); the worker
-            runs the function under that name on the service's own queue. The function's module
+            runs the function under that name, behind the service's bulkhead. The function's module
             is imported in the workflow sandbox with the task type: keep its imports light (sas.api,
             pydantic, the team's models).
         """

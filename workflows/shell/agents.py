@@ -1,5 +1,6 @@
 """Where the Scheduler calls an Agent: one activity per attempt of a step or of its undo, on
-the step's service queue, with the step's complete-by as its start-to-close timeout. Also how
+the queue the plan names for it (the workflow's, or its service's own), with the step's
+complete-by as its start-to-close timeout. Also how
 an Agent's failure reads (message, type, permanent) and whether it was only held by its
 service's circuit breaker."""
 
@@ -40,7 +41,7 @@ def start_agent(
         name,
         call,
         result_type=StepResult,
-        task_queue=task_queue,  # its service's queue; None (older plans): the workflow's own
+        task_queue=task_queue,  # its service's own queue; None: the workflow's
         start_to_close_timeout=policy.complete_by,
         heartbeat_timeout=policy.heartbeat,
         retry_policy=retry_policy(policy),
@@ -110,8 +111,9 @@ async def held_by_breaker(plan: StepPlan | None, step: str, err: ActivityError, 
     """Whether the Agent refused to call because its service's circuit breaker is open
     (activities/breaker.py): not a failure of the step, which is then started again without
     spending an attempt or a Supervisor decision. On a service's own queue the new attempt waits
-    there, unpolled, until the breaker lets it go; on the workflow's queue (a plan from before
-    service queues) nothing holds it, so the Scheduler waits for the breaker's next probe first."""
+    there, unpolled, until the breaker lets it go; on the workflow's queue (a service whose
+    settings ask for no queue of its own, as one forced open by an operator) nothing holds it, so
+    the Scheduler waits for the breaker's next probe first."""
     cause = err.cause
     if not (isinstance(cause, ApplicationError) and cause.type == BREAKER_OPEN):
         return False

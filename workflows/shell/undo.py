@@ -1,6 +1,6 @@
 """The one undo engine, for the Scheduler and the clean-up alike: every attempted step is
 undone in the order the core gives (``TaskCore.undo_order``: unfinished first, then the
-completed ones in reverse order of completion), each undo on its service's queue, with its
+completed ones in reverse order of completion), each undo where its forward step ran, with its
 bulkhead and breaker. An undo that fails after its quick retries is CompensationFailed and
 waits for a decision (the Supervisor's ladder, or an operator's ``retry``/``compensate``), or
 is parked as Error; the same signals and updates reach it in either workflow."""

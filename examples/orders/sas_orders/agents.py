@@ -3,7 +3,7 @@
 Hand-written rather than declared as data because the ship step sends one call per parcel,
 keeping a checkpoint between them. Each is one function, declared on its service; an undo names
 the service's own id of the effect it undoes, from its forward step's result, or looked up by
-the forward key (``agent.forward_id``). The worker runs each on its service's own queue.
+the forward key (``agent.forward_id``). The worker runs each for its service, behind its bulkhead.
 
 Imported with the task types (``sas_orders/steps.py``), in the workflow sandbox too: only
 sas.api, pydantic and the order's models here.

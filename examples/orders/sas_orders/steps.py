@@ -1,6 +1,6 @@
 """The order example's steps: each names its forward Agent and its undo (``sas_orders/agents.py``).
 
-``charge`` runs as the activity ``payment.charge`` on the payment service's own queue, and its
+``charge`` runs as the activity ``payment.charge``, a call to the payment service, and its
 answer is a ``ChargeResult``.
 """
 
