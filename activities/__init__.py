@@ -21,7 +21,7 @@ from sas.activities.services import AGENTS
 from sas.breaker.service import Breakers
 from sas.settings import ServicesSettings, Settings
 from sas.state_store.agent_writes import StepWriter, make_step_writer
-from sas.task_models.queues import service_of
+from sas.task_models.queues import service_of, service_queue
 from sas.task_models.sdk_internals import activity_name_of
 from sas.task_types.discovery import discover
 
@@ -112,12 +112,15 @@ async def service_callers(
     services: ServicesSettings,
     instrument: Callable[[httpx.AsyncClient], None] | None = None,
     breakers: Breakers | None = None,
+    workflow_queue: str | None = None,
 ) -> AsyncIterator[dict[str, RemoteCaller]]:
     """One caller per remote service, each over its own HTTP client (bulkheads), all closed on exit.
 
     ``instrument`` is given each client before use (tracing). Callbacks to submitters have a
     pool of their own as well (``WebhookSender``), never one of these. With ``breakers``, each
-    caller sends nothing while its service's breaker holds."""
+    caller sends nothing while its service's breaker holds. With ``workflow_queue`` (the
+    worker's), a call served outside its service's own queue that finds every slot of the
+    service busy is refused, to wait in that queue instead (``task_models/queues.py``)."""
     check_service_names(services)
     async with AsyncExitStack() as clients:
         callers: dict[str, RemoteCaller] = {}
@@ -128,7 +131,8 @@ async def service_callers(
             client = await clients.enter_async_context(httpx.AsyncClient(limits=limits))
             if instrument is not None:
                 instrument(client)
-            callers[name] = RemoteCaller.for_service(client, service, breakers[name] if breakers else None)
+            own_queue = service_queue(workflow_queue, name) if workflow_queue is not None else None
+            callers[name] = RemoteCaller.for_service(client, service, breakers[name] if breakers else None, own_queue)
         yield callers
 
 

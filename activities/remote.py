@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
 from sas.breaker.model import BREAKER_OPEN
+from sas.task_models.queues import SLOTS_FULL
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ IN_FLIGHT = "in_flight"
 # What the service's breaker counts against it: it did not answer, or not as a service does.
 _SERVICE_FAULTS = (TRANSIENT, GARBAGE)
 # Outcomes that say nothing of the service: no request went out.
-_NOT_SENT = (DEADLINE, BREAKER_OPEN, "cancelled")
+_NOT_SENT = (DEADLINE, BREAKER_OPEN, SLOTS_FULL, "cancelled")
 
 # Below this much time left there is no point in sending: the answer would come too late.
 _MIN_TIME_LEFT_S = 0.05
@@ -63,8 +64,12 @@ class RemoteCaller:
         headers: Mapping[str, str] | None = None,
         breaker: ServiceBreaker | None = None,
         service: str | None = None,
+        own_queue: str | None = None,
     ) -> None:
         self._client = client
+        # The service's own task queue: a call served anywhere else shares its worker's slots.
+        self._own_queue = own_queue
+        self._max_concurrency = max_concurrency
         # The service's name for the metrics; else the path's first part (/<service>/<action>).
         self._service = service
         self._breaker = breaker
@@ -75,10 +80,16 @@ class RemoteCaller:
 
     @classmethod
     def for_service(
-        cls, client: httpx.AsyncClient, service: ResolvedService, breaker: ServiceBreaker | None = None
+        cls,
+        client: httpx.AsyncClient,
+        service: ResolvedService,
+        breaker: ServiceBreaker | None = None,
+        own_queue: str | None = None,
     ) -> RemoteCaller:
         """The caller of one service from its settings (``settings.services.service(name)``),
-        behind the service's circuit breaker if given (``sas/breaker/service.py``)."""
+        behind the service's circuit breaker if given (``sas/breaker/service.py``). ``own_queue``:
+        the service's own task queue; a call served on another that finds every slot busy is
+        refused (``SLOTS_FULL``) rather than kept waiting there."""
         token = service.auth_token
         return cls(
             client,
@@ -88,6 +99,7 @@ class RemoteCaller:
             headers={service.auth_header: token.get_secret_value()} if token is not None else None,
             breaker=breaker,
             service=service.name,
+            own_queue=own_queue,
         )
 
     async def post(
@@ -153,6 +165,9 @@ class RemoteCaller:
         finally:
             self._slots.release()
 
+    def _on_a_shared_queue(self) -> bool:
+        return self._own_queue is not None and activity.in_activity() and activity.info().task_queue != self._own_queue
+
     @staticmethod
     def _time_left(path: str, complete_by: datetime) -> float:
         time_left = (complete_by - datetime.now(UTC)).total_seconds()
@@ -181,6 +196,19 @@ class RemoteCaller:
                 f"{path}: not sent, the circuit breaker of its service is open",
                 {"retry_in_s": self._breaker.retry_in_s()},
                 type=BREAKER_OPEN,
+                non_retryable=True,
+            )
+        if self._slots.locked() and self._on_a_shared_queue():
+            # Every slot of the service busy, on a queue it shares with the other services: a
+            # call waiting here would hold one of the workflow worker's slots, and a hung service
+            # would soon hold them all. Refused at once, non-retryable, so no attempt is spent:
+            # the Scheduler starts it again on the service's own queue, where it waits in
+            # Temporal for the service's own worker (task_models/queues.py).
+            _record_call(self._service, path, SLOTS_FULL, 0.0)
+            raise ApplicationError(
+                f"{path}: not sent yet, all {self._max_concurrency} slots of its service are busy;"
+                " it waits in the service's own queue",
+                type=SLOTS_FULL,
                 non_retryable=True,
             )
         try:

@@ -99,7 +99,9 @@ async def run_sas_variant(search_attributes: bool) -> None:
     try:
         async with (
             service_breakers(settings.services, identity, sessions) as breakers,
-            service_callers(settings.services, breakers=breakers) as remotes,  # the same pools as worker.py
+            service_callers(
+                settings.services, breakers=breakers, workflow_queue=settings.temporal.task_queue
+            ) as remotes,  # the same pools as worker.py
         ):
             workers = build_task_workers(
                 client,

@@ -84,7 +84,9 @@ async def run_worker() -> None:
             ) as breakers,
             # One pool and concurrency limit per remote service (bulkheads), traced; the
             # callbacks' pool is separate and not traced.
-            service_callers(settings.services, traces.instrument_http, breakers) as remotes,
+            service_callers(
+                settings.services, traces.instrument_http, breakers, settings.temporal.task_queue
+            ) as remotes,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
             # The workflow queue's worker, and one per service on its own queue.

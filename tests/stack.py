@@ -209,7 +209,7 @@ async def start_stack(
     try:
         async with (
             service_breakers(settings.services, identity, sessions) as breakers,
-            service_callers(settings.services, instrument_http, breakers) as remotes,
+            service_callers(settings.services, instrument_http, breakers, settings.temporal.task_queue) as remotes,
             WebhookSender(settings.outbound, settings.callbacks.secret) as callbacks,
         ):
             task_worker = build_task_workers(
@@ -245,7 +245,7 @@ async def more_workers(
     its own breakers and service callers, the stack's client and state store."""
     async with (
         service_breakers(settings.services, identity, stack.sessions) as breakers,
-        service_callers(settings.services, breakers=breakers) as remotes,
+        service_callers(settings.services, breakers=breakers, workflow_queue=settings.temporal.task_queue) as remotes,
         build_task_workers(
             stack.client,
             settings,

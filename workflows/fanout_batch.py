@@ -25,7 +25,6 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from sas.breaker.model import BREAKER_OPEN
     from sas.task_models import MirrorStamp, StepCall
     from sas.task_models.fanout import (
         BATCH_REFUSED,
@@ -37,7 +36,8 @@ with workflow.unsafe.imports_passed_through():
         ItemOutcome,
     )
     from sas.task_models.ids import cleanup_workflow_id
-    from sas.workflows.shell.agents import describe, start_agent
+    from sas.task_models.queues import service_of, service_queue
+    from sas.workflows.shell.agents import HELD_IN_SERVICE_QUEUE, describe, held_cause, start_agent
 
 
 @workflow.defn(name=FAN_OUT_BATCH_WORKFLOW)
@@ -83,11 +83,12 @@ class FanOutBatchWorkflow:
             item_key=item.key,
         )
         verb = "undo" if batch.undo else batch.agent.partition(".")[2] or batch.step
+        queue = batch.task_queue
         while True:
             handle = start_agent(
                 batch.agent,
                 call,
-                task_queue=batch.task_queue,
+                task_queue=queue,
                 policy=batch.policy,
                 summary=f"{verb} {batch.step} item {item.key}",
             )
@@ -95,10 +96,14 @@ class FanOutBatchWorkflow:
                 await handle
                 return ItemOutcome(key=item.key, state="compensated" if batch.undo else "processed")
             except ActivityError as err:
-                if _held(err):
-                    # Not a failure: its service's breaker is open. Started again, it waits in the
-                    # service's queue, unpolled, until the breaker lets it go.
-                    if batch.task_queue is None:
+                if held_cause(err) is not None:
+                    # Not a failure: its service's breaker holds it, or every slot of its service
+                    # is busy. Started again, it waits in the service's own queue until the
+                    # service's worker takes it (on the workflow's queue before this patch, after
+                    # a pause: histories so recorded replay so).
+                    if queue is None and workflow.patched(HELD_IN_SERVICE_QUEUE):
+                        queue = service_queue(workflow.info().task_queue, service_of(batch.agent))
+                    elif queue is None:
                         await workflow.sleep(timedelta(seconds=5))
                     continue
                 message, error_type, _ = describe(err)
@@ -114,8 +119,3 @@ def _not_its_tasks(batch: FanOutBatch, parent: workflow.ParentInfo | None) -> st
     who = f"workflow {parent.workflow_id}" if parent is not None else "no workflow (it was started by hand)"
     whose = "its task's Scheduler or clean-up" if batch.undo else "its task's Scheduler"
     return f"a fan-out batch of task {batch.task_id} runs only for {whose}; this one was started by {who}"
-
-
-def _held(err: ActivityError) -> bool:
-    cause = err.cause
-    return isinstance(cause, ApplicationError) and cause.type == BREAKER_OPEN

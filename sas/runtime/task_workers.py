@@ -34,6 +34,9 @@ from sas.workflows.shell.arguments import OneArgument
 _WORKFLOW_SLOTS = 100
 _LOCAL_ACTIVITY_SLOTS = 100
 _NEXUS_SLOTS = 100
+# The workflow queue's worker's activity slots for its own activities (the SDK's default), beside
+# those of the services sharing its queue.
+_OWN_ACTIVITY_SLOTS = 100
 
 
 class TaskWorkers:
@@ -90,6 +93,18 @@ def build_task_workers(
     # Every worker refuses an activity its workflow does not own (a standalone one, a forward
     # call named as a clean-up's undo): only sas starts sas's work.
     owned = OwnedActivities(owners_of(workflows))
+    agents_by_service = by_service(activities)
+    if "tuner" not in main_options:
+        # The workflow queue's worker also runs the Agents of every service sharing its queue:
+        # room for each one's calls in flight beside its own activities, so a hung service holds
+        # no more than its share (a call finding its service's slots busy is refused, to wait in
+        # the service's own queue: activities/remote.py).
+        shared = sum(
+            settings.services.service(name).max_concurrency
+            for name, agents in agents_by_service.items()
+            if agents and not settings.services.has_own_queue(name)
+        )
+        main_options.setdefault("max_concurrent_activities", _OWN_ACTIVITY_SLOTS + shared)
     workers = []
     if wanted is None or WORKFLOW_QUEUE in wanted:
         workers.append(
@@ -103,7 +118,7 @@ def build_task_workers(
                 **main_options,
             )
         )
-    for name, agents in by_service(activities).items():
+    for name, agents in agents_by_service.items():
         if not agents or (wanted is not None and name not in wanted):
             continue
         service = settings.services.service(name)

@@ -14,9 +14,18 @@ costs (docs/benchmarks.md, section 1).
 The queue is decided when a task is accepted and recorded in its plan (``StepPlan.task_queue``,
 None for the workflow's own): replay never derives it again, and every worker serves both kinds,
 so a plan made under other settings still runs.
+
+A service sharing the workflow's queue keeps its bulkhead there too: a call that finds every one
+of its service's slots busy, or its breaker holding, is not kept waiting in a slot of the
+workflow worker's. It refuses at once (``SLOTS_FULL``, ``BREAKER_OPEN``), spending no attempt,
+and the Scheduler starts it again on the service's own queue (``workflows/shell/agents.py``),
+where it waits in Temporal for the service's own worker.
 """
 
 from __future__ import annotations
+
+# The error type of a call that found every slot of its service busy on a queue it shares.
+SLOTS_FULL = "ServiceSlotsFull"
 
 
 def service_of(activity_name: str) -> str:

@@ -11,6 +11,8 @@ while the other services' queues are served.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -21,10 +23,12 @@ from temporalio.client import Client
 from sas.activities import check_service_names, service_callers
 from sas.settings import ServicesSettings
 from sas.task_models import StepPolicyValues, TaskState
+from sas.task_models.queues import SLOTS_FULL
 from sas_demo_services.launcher import ServiceProcess
 from sas_orders.models import PreorderInput
 from tests.helpers import fresh_id, wait_until
 from tests.outbound.receivers import Receiver, serve_receiver
+from tests.replay.test_replay import HISTORIES
 from tests.stack import ADMIN_TOKEN, Stack, start_stack
 
 # The hang lasts until the test removes its faults (removing a rule ends the calls it holds), however
@@ -161,3 +165,87 @@ async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead
     for task_id in hung:
         actions = [e["action"] for e in await stack.ledger(task_id)]
         assert actions == ["reserve", "charge", "ship"], actions
+
+
+@pytest_asyncio.fixture
+async def shared_queue_stack(
+    client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> AsyncIterator[Stack]:
+    # No limit, breaker or own_queue for shipping: its Agents share the workflow's queue, with
+    # its pool (two connections) as its limit on calls in flight.
+    registry = ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, max_connections=2)
+    async with start_stack(
+        client, temporal_address, services.url, sqlite_url, services=registry, steps={"ship": PATIENT_SHIP}
+    ) as running:
+        yield running
+
+
+async def test_a_hung_service_sharing_the_workflow_queue_waits_in_its_own(shared_queue_stack: Stack) -> None:
+    """Shipping shares the workflow's queue and hangs: two ship calls hold its two slots, and the
+    third, finding them busy, is refused before it calls and started again on shipping's own
+    queue, to wait there in Temporal rather than in a slot of the workflow worker. The other
+    services' steps go on meanwhile; once shipping answers, every order completes, none undone,
+    each shipped once."""
+    stack = shared_queue_stack
+    queue = stack.settings.temporal.task_queue
+    hung = [fresh_id("hung-shared") for _ in range(HUNG_ORDERS)]
+    faults = [
+        await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=HANG_MS, match_order_id=task_id)
+        for task_id in hung
+    ]
+    hung_handles = [await stack.submit(task_id) for task_id in hung]
+
+    async def ship_queues(task_id: str) -> list[tuple[str, str]]:
+        """Where each ship attempt was scheduled, and how each that failed ended."""
+        seen = []
+        async for event in stack.client.get_workflow_handle(task_id).fetch_history_events():
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                scheduled = event.activity_task_scheduled_event_attributes
+                if scheduled.activity_type.name == "shipping.ship":
+                    seen.append(("scheduled", scheduled.task_queue.name))
+            elif event.HasField("activity_task_failed_event_attributes"):
+                failure = event.activity_task_failed_event_attributes.failure
+                seen.append(("failed", failure.application_failure_info.type))
+        return seen
+
+    async def all_queues() -> list[list[tuple[str, str]]]:
+        return sorted([await ship_queues(task_id) for task_id in hung], key=len)
+
+    # Two in their first attempt on the workflow's queue; the third refused there, now on shipping's.
+    moved = [("scheduled", queue), ("failed", SLOTS_FULL), ("scheduled", f"{queue}.shipping")]
+    await wait_until(
+        all_queues,
+        lambda q: q == [[("scheduled", queue)], [("scheduled", queue)], moved],
+        what="two ship calls in flight, the third moved to shipping's own queue",
+    )
+
+    preorders = [fresh_id("pre-shared") for _ in range(PREORDERS)]
+    pre_handles = [
+        await stack.submit(
+            task_id,
+            payload=PreorderInput(customer_id="cust-1", sku="SKU-1", quantity=1, amount_cents=500),
+            workflow="PreorderWorkflow",
+        )
+        for task_id in preorders
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in pre_handles)), timeout=180)
+    assert [r.state for r in results] == [TaskState.PROCESSED] * PREORDERS
+    for task_id in hung:
+        assert await stack.task_state(task_id) == "Processing"
+        assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve", "charge"]
+    # The refusal spent nothing: no failure counted, no decision taken.
+    for task_id in hung:
+        assert [d.kind for d in await stack.decisions(task_id) if d.kind != "wait"] == [], task_id
+
+    for fault_id in faults:
+        await stack.remove_fault(fault_id)
+    done = await asyncio.wait_for(asyncio.gather(*(h.result() for h in hung_handles)), timeout=90)
+    assert [r.state for r in done] == [TaskState.PROCESSED] * HUNG_ORDERS
+    for task_id in hung:
+        actions = [e["action"] for e in await stack.ledger(task_id)]
+        assert actions == ["reserve", "charge", "ship"], actions
+    if os.environ.get("SAS_RECORD_HISTORIES") == "1":  # for tests/replay: the order whose ship moved
+        [moved_id] = [task_id for task_id in hung if len(await ship_queues(task_id)) == len(moved)]
+        history = await stack.client.get_workflow_handle(moved_id).fetch_history()
+        text = json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+        (HISTORIES / "order_held_in_service_queue.json").write_text(text)

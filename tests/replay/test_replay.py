@@ -71,6 +71,9 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     # A task cancelled mid-batch, before and after batches were told to stop: its batch cancelled.
     for name in ("fan_out_cancelled_batch", "fan_out_cancelled_mid_batch_before_stop_starting"):
         assert (HISTORIES / f"{name}.json").is_file()
+    # A call held on the workflow's queue, started again on its service's own (tests/e2e/test_bulkheads.py).
+    held = (HISTORIES / "order_held_in_service_queue.json").read_text()
+    assert "ServiceSlotsFull" in held
     # Child tasks (tests/supervisor/test_child_tasks.py records them).
     assert "GiftOrderWorkflow" in types
 

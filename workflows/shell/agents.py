@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +20,12 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from sas.breaker.model import BREAKER_OPEN
     from sas.task_models import MirrorStamp, StepCall, StepPlan, StepPolicyValues, StepResult, TaskState, TaskStatus
+    from sas.task_models.queues import SLOTS_FULL, service_of, service_queue
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.shell.records import Records
+
+# A held attempt on the workflow's queue starts again on its service's own queue (held_by_service).
+HELD_IN_SERVICE_QUEUE = "held-calls-wait-in-their-service-queue"
 
 
 def start_agent(
@@ -107,21 +112,50 @@ def cancelled(err: ActivityError) -> bool:
     return isinstance(err.cause, CancelledError)
 
 
-async def held_by_breaker(plan: StepPlan | None, step: str, err: ActivityError, note: Callable[[str], None]) -> bool:
-    """Whether the Agent refused to call because its service's circuit breaker is open
-    (activities/breaker.py): not a failure of the step, which is then started again without
-    spending an attempt or a Supervisor decision. On a service's own queue the new attempt waits
-    there, unpolled, until the breaker lets it go; on the workflow's queue (a service whose
-    settings ask for no queue of its own, as one forced open by an operator) nothing holds it, so
-    the Scheduler waits for the breaker's next probe first."""
+@dataclass(frozen=True)
+class Held:
+    """An attempt the Agent refused before calling, to start again on ``queue``."""
+
+    queue: str | None
+
+
+def held_cause(err: ActivityError) -> ApplicationError | None:
+    """The refusal, if the Agent only refused to call: its service's circuit breaker holds it
+    (``BREAKER_OPEN``), or every slot of a service sharing the workflow's queue is busy
+    (``SLOTS_FULL``, task_models/queues.py)."""
     cause = err.cause
-    if not (isinstance(cause, ApplicationError) and cause.type == BREAKER_OPEN):
-        return False
-    note(f"{step}: held, the circuit breaker of its service is open; started again")
-    if plan is None or plan.task_queue is None:
+    if isinstance(cause, ApplicationError) and cause.type in (BREAKER_OPEN, SLOTS_FULL):
+        return cause
+    return None
+
+
+async def held_by_service(
+    queue: str | None, agent: str, step: str, err: ActivityError, note: Callable[[str], None]
+) -> Held | None:
+    """Whether the attempt on ``queue`` was only refused (``held_cause``): not a failure of the
+    step, which is then started again without spending an attempt or a Supervisor decision; and
+    where. On a service's own queue the new attempt waits there, unpolled while the breaker
+    holds, until the service's worker takes it. On the workflow's queue (a service sharing it) it
+    starts again on the service's own queue, which every worker serves: it waits there, in
+    Temporal, holding none of the workflow worker's slots. (Histories from before this waited
+    for the breaker's next probe on the workflow's queue, and replay so.)"""
+    cause = held_cause(err)
+    if cause is None:
+        return None
+    why = (
+        "every slot of its service is busy"
+        if cause.type == SLOTS_FULL
+        else "the circuit breaker of its service is open"
+    )
+    if queue is None and workflow.patched(HELD_IN_SERVICE_QUEUE):
+        own = service_queue(workflow.info().task_queue, service_of(agent))
+        note(f"{step}: held, {why}; started again in its service's own queue")
+        return Held(own)
+    note(f"{step}: held, {why}; started again")
+    if queue is None:
         details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
         await workflow.sleep(timedelta(seconds=float(details.get("retry_in_s", 5.0))))
-    return True
+    return Held(queue)
 
 
 async def shielded(task: asyncio.Future[Any]) -> Any:

@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES
     from sas.workflows.definitions import ChildTask, ForEach, Parallel, StepContext, TaskDefinition, Wait
-    from sas.workflows.shell.agents import cancelled, held_by_breaker, start_agent, step_call, until_ended
+    from sas.workflows.shell.agents import cancelled, held_by_service, start_agent, step_call, until_ended
     from sas.workflows.shell.branches import BranchRunner
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
@@ -164,6 +164,7 @@ class StepRunner:
         resumed = core.step(name).state in DECISION_STATES
         if resumed and await self.decisions.wait_for(name, compensating=False) == "compensate":
             return
+        queue = plan.task_queue  # a held attempt starts again on its service's own (held_by_service)
         while not core.compensating:
             records.advance()
             step = core.start(name)
@@ -182,7 +183,7 @@ class StepRunner:
             handle = start_agent(
                 plan.agent,
                 call,
-                task_queue=plan.task_queue,
+                task_queue=queue,
                 policy=plan.resolved_policy,
                 summary=step_summary(name, plan.agent, run.payload, run=step.runs, failure_count=step.failure_count),
                 wait_when_cancelled=waits,
@@ -202,7 +203,9 @@ class StepRunner:
                     if core.compensating:
                         return  # undone below, with the others: the attempt may have had its effect
                     raise asyncio.CancelledError() from err  # the workflow itself is being cancelled
-                if await held_by_breaker(plan, name, err, run.event):
+                held = await held_by_service(queue, plan.agent, name, err, run.event)
+                if held is not None:
+                    queue = held.queue
                     continue  # not a failure: started again, to wait in the service's queue
                 await run.record_failure(name, StepState.FAILED, err)
             finally:

@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import StepState, StepTransition, TaskState
     from sas.workflows.core.children import CHILD_AGENT
-    from sas.workflows.shell.agents import held_by_breaker, shielded, start_agent, step_call
+    from sas.workflows.shell.agents import held_by_service, shielded, start_agent, step_call
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.task_run import TaskRun
@@ -99,6 +99,7 @@ class Undo:
                 run.publish()
             return False
         runs = 0
+        queue = plan.task_queue  # a held attempt starts again on its service's own (held_by_service)
         while True:
             records.advance()
             runs += 1
@@ -106,7 +107,7 @@ class Undo:
             undo = start_agent(
                 plan.compensation,
                 step_call(core.status, plan, records, run.payload, run.results, compensation=True),
-                task_queue=plan.task_queue,
+                task_queue=queue,
                 policy=run.compensation_policy,
                 summary=step_summary(
                     name, plan.compensation, run.payload, run=runs, failure_count=step.failure_count, undo=True
@@ -117,7 +118,9 @@ class Undo:
                 run.set(name, StepState.COMPENSATED)
                 return True
             except ActivityError as err:
-                if await held_by_breaker(plan, name, err, run.event):
+                held = await held_by_service(queue, plan.compensation, name, err, run.event)
+                if held is not None:
+                    queue = held.queue
                     continue
                 await run.record_failure(name, StepState.COMPENSATION_FAILED, err)
             await self.decisions.wait_for(name, compensating=True)
