@@ -466,6 +466,25 @@ async def test_permanent_fault(http: httpx.AsyncClient, admin: RemoteServicesAdm
     assert await admin.ledger(order) == []
 
 
+async def test_order_prefix_fault_hits_only_matching_orders(
+    http: httpx.AsyncClient, admin: RemoteServicesAdmin
+) -> None:
+    prefix = f"{order_id()}-fail-"
+    await admin.add_fault("payment.charge", "permanent", match_order_prefix=prefix)
+    hit = await post(http, "/payment/charge", charge_body(f"{prefix}1"), new_key())
+    assert hit.status_code == 422 and hit.json()["error"] == "rejected"
+    spared = order_id()
+    missed = await post(http, "/payment/charge", charge_body(spared), new_key())
+    assert missed.status_code == 200
+    assert len(await admin.ledger(spared)) == 1 and await admin.ledger(f"{prefix}1") == []
+
+
+async def test_an_empty_order_prefix_is_refused(http: httpx.AsyncClient) -> None:
+    rule = {"endpoint": "payment.charge", "kind": "permanent", "match_order_prefix": ""}
+    response = await http.post("/admin/faults", json=rule)
+    assert response.status_code == 422
+
+
 async def test_lost_response_then_retry_replays(http: httpx.AsyncClient, admin: RemoteServicesAdmin) -> None:
     order, key = order_id(), new_key()
     await admin.add_fault("payment.charge", "lost_response", times=1, match_order_id=order)

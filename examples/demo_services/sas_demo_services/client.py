@@ -109,6 +109,7 @@ class RemoteServicesAdmin:
         error: str | None = None,
         message: str | None = None,
         match_order_id: str | None = None,
+        match_order_prefix: str | None = None,
     ) -> str:
         """Add a fault rule (see :class:`sas_demo_services.faults.FaultSpec` for the fields).
 
@@ -126,6 +127,7 @@ class RemoteServicesAdmin:
             "error": error,
             "message": message,
             "match_order_id": match_order_id,
+            "match_order_prefix": match_order_prefix,
         }
         # Leave unset fields out so the service applies its own defaults.
         rule.update({name: value for name, value in optional.items() if value is not None})

@@ -35,6 +35,8 @@ class FaultSpec(BaseModel):
         message_repeat: The message is said this many times over: a service that answers with a
             huge error (up to about 1 MB), which the Agents must bound before they keep it.
         match_order_id: Only calls whose body ``order_id`` equals this.
+        match_order_prefix: Only calls whose body ``order_id`` starts with this: one group of
+            orders (a load whose ids share a prefix) failing while the others go through.
         match_parcel: Only calls whose body ``parcel`` equals this (one parcel of a shipment).
     """
 
@@ -52,6 +54,7 @@ class FaultSpec(BaseModel):
     message: str | None = Field(default=None, max_length=1000)
     message_repeat: int = Field(default=1, ge=1, le=1_000_000)
     match_order_id: str | None = None
+    match_order_prefix: str | None = Field(default=None, min_length=1, max_length=200)
     match_parcel: int | None = Field(default=None, ge=1)
 
     @field_validator("endpoint")
@@ -84,6 +87,8 @@ class FaultSpec(BaseModel):
     def matches(self, endpoint: str, order_id: str, parcel: int | None = None) -> bool:
         """Whether a call to ``endpoint`` for ``order_id`` (and ``parcel``, if any) falls under this rule."""
         if self.match_order_id is not None and self.match_order_id != order_id:
+            return False
+        if self.match_order_prefix is not None and not order_id.startswith(self.match_order_prefix):
             return False
         if self.match_parcel is not None and self.match_parcel != parcel:
             return False
