@@ -1,28 +1,35 @@
-"""The Supervisor under load: with --tasks orders failing on one service, how long an unrelated
-permanent failure waits for its decision, in Supervisor intervals.
+"""The Supervisor under load: with --tasks orders failing on one service (and --open more open and
+healthy), how long an unrelated permanent failure waits for its decision, in Supervisor intervals.
 
     python bench/supervisor_load.py                         # 1,000 tasks; SQLite and PostgreSQL
     python bench/supervisor_load.py --backends sqlite --concurrency 1,16
     python bench/supervisor_load.py --poison                # with one poisoned task in front of it
+    python bench/supervisor_load.py --tasks 5000 --open 5000 --settle-timeout-s 3600   # 10,000 open
 
 Each run is a fresh stack: the Temporal dev server, the remote services with fault injection, one
 ``worker.py`` and ``python -m sas.supervisor``, with the default settings but these: the steps'
 quick retries off (``SAS_DEFAULT_STEP__MAX_ATTEMPTS=1``, so every failure reaches the Supervisor
 at once), a ladder whose cool-down tries never run out (``COOLDOWN_TRIES=1000``, every
 ``--cooldown-s``: the failing orders come due again and again, in waves), and the Supervisor's
-``SAS_SUPERVISOR__CONCURRENCY`` set per run. Every ``payment.charge`` answers 503.
+``SAS_SUPERVISOR__CONCURRENCY`` set per run, and the ship step's complete-by a day
+(``SAS_STEPS__SHIP__COMPLETE_BY_S=86400``). Every ``payment.charge`` of the failing orders answers
+503 and every ``shipping.ship`` of the open ones hangs: fault rules matching the orders' id prefix
+(``load-<run>-fail-`` and ``load-<run>-open-``), so neither fault touches the other group.
 
-The load: --tasks orders, all failing at charge. Once most of them are in their cool-downs, a
+The load: --tasks orders, all failing at charge, and --open orders (default 0) stalled at ship: open
+and healthy, Processing tasks the Supervisor's scan reads beside the failing ones. Once most of them are in their cool-downs, a
 probe order is submitted every --probe-every-s seconds, --probes of them; each one's reserve is
 refused for good (a permanent fault matching that order alone). Its wait is the time from the
 reserve's failure (the ActivityTaskFailed event in its history) to the Supervisor's decision
 (``decisions.decided_at``). Also counted: decisions per second over the probes' window. One line
 per run, and a summary line:
 
-    backend=sqlite concurrency=16 tasks=1000 interval_s=5 probe_wait_median_s=… probe_wait_max_s=…
-    probe_wait_max_intervals=… decisions_per_s=…
+    backend=sqlite concurrency=16 tasks=1000 open=0 interval_s=5 probe_wait_median_s=… probe_wait_max_s=…
+    probe_wait_max_intervals=… decisions_per_s=… open_at_end=…
 
-The goal: probe_wait_max_intervals <= 2. Measured, not asserted.
+``open_at_end`` counts the open orders still Processing at ship once every probe is decided; the
+run stops if it is under 90% of --open (the load it claims would not have been there). The goal:
+probe_wait_max_intervals <= 2. Measured, not asserted.
 """
 
 from __future__ import annotations
@@ -54,6 +61,21 @@ async def in_cooldown(sessions: Any) -> int:
     async with sessions() as session:
         found = await session.scalar(
             select(func.count()).select_from(Step).where(Step.name == "charge", Step.failure_count >= 2)
+        )
+        return int(found or 0)
+
+
+async def open_at_ship(sessions: Any, prefix: str) -> int:
+    """The open orders still in flight at ship: Processing, neither done nor failed."""
+    from sqlalchemy import func, select
+
+    from sas.state_store.mirror_tables import Task
+
+    async with sessions() as session:
+        found = await session.scalar(
+            select(func.count())
+            .select_from(Task)
+            .where(Task.task_id.startswith(prefix), Task.state == "Processing", Task.current_step == "ship")
         )
         return int(found or 0)
 
@@ -140,6 +162,8 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
             "SAS_SUPERVISOR__COOLDOWN_TRIES": "1000",
             "SAS_SUPERVISOR__INTERVAL_S": str(args.interval_s),
             "SAS_SUPERVISOR__CONCURRENCY": str(concurrency),
+            # The open orders' ship hangs at the service; its complete-by must outlast the run.
+            "SAS_STEPS__SHIP__COMPLETE_BY_S": "86400",
         }
         engine = None
         try:
@@ -154,16 +178,33 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
             sessions = state_store.session_factory(engine)
             run_id = uuid.uuid4().hex[:6]
             async with httpx.AsyncClient(base_url=stack.services_url, headers=stack.admin_headers, timeout=10) as http:
-                await http.post("/admin/faults", json={"endpoint": "payment.charge", "kind": "transient"})
+                failing, healthy = f"load-{run_id}-fail-", f"load-{run_id}-open-"
+                charge = {"endpoint": "payment.charge", "kind": "transient", "match_order_prefix": failing}
+                (await http.post("/admin/faults", json=charge)).raise_for_status()
+                ship = {"endpoint": "shipping.ship", "kind": "hang", "hang_s": 86_400, "match_order_prefix": healthy}
+                (await http.post("/admin/faults", json=ship)).raise_for_status()
                 gate = asyncio.Semaphore(32)
 
-                async def submit(i: int) -> None:
+                async def submit(i: int, prefix: str) -> None:
                     async with gate:
                         await client.start_workflow(
-                            "OrderWorkflow", order_payload(i), id=f"load-{run_id}-{i}", task_queue=queue
+                            "OrderWorkflow", order_payload(i), id=f"{prefix}{i}", task_queue=queue
                         )
 
-                await asyncio.gather(*(submit(i) for i in range(args.tasks)))
+                await asyncio.gather(
+                    *(submit(i, failing) for i in range(args.tasks)),
+                    *(submit(args.tasks + i, healthy) for i in range(args.open)),
+                )
+                if args.open:
+                    await poll(
+                        # At ship in the mirror, not hits on the rule: past shipping's bulkhead the
+                        # calls wait in its queue, open all the same, without reaching the service.
+                        lambda: open_at_ship(sessions, healthy),
+                        lambda n: n >= 0.9 * args.open,
+                        args.settle_timeout_s,
+                        1.0,
+                        "the open orders to reach ship",
+                    )
                 await poll(
                     lambda: in_cooldown(sessions),
                     lambda n: n >= 0.9 * args.tasks,
@@ -172,7 +213,7 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
                     "the failing orders to reach their cool-downs",
                 )
                 if args.poison:
-                    await add_poison(sessions, f"load-{run_id}-0")
+                    await add_poison(sessions, f"{failing}0")
                 start = datetime.now().astimezone()
                 probes = [f"probe-{run_id}-{i}" for i in range(args.probes)]
                 for i, task_id in enumerate(probes):
@@ -196,6 +237,9 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
                 waits.append((decided - await failed_at(client, task_id)).total_seconds())
             end = datetime.now().astimezone()
             rate = await decisions_between(sessions, start, end) / max((end - start).total_seconds(), 1e-9)
+            open_at_end = await open_at_ship(sessions, healthy)
+            if open_at_end < 0.9 * args.open:
+                raise RuntimeError(f"only {open_at_end} of {args.open} open orders were still open at the end")
         finally:
             if engine is not None:
                 await engine.dispose()
@@ -205,12 +249,14 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
         "backend": backend,
         "concurrency": concurrency,
         "tasks": args.tasks,
+        "open": args.open,
         "poison": args.poison,
         "interval_s": f"{args.interval_s:g}",
         "probe_wait_median_s": round(median(waits), 2),
         "probe_wait_max_s": round(max(waits), 2),
         "probe_wait_max_intervals": round(max(waits) / args.interval_s, 2),
         "decisions_per_s": round(rate, 1),
+        "open_at_end": open_at_end,
     }
 
 
@@ -224,12 +270,16 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             key = f"{backend}_c{concurrency}"
             summary[f"{key}_max_intervals"] = figures["probe_wait_max_intervals"]
             summary[f"{key}_decisions_per_s"] = figures["decisions_per_s"]
+            summary[f"{key}_open_at_end"] = figures["open_at_end"]
     return summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=1000, help="orders failing at payment (default 1000)")
+    parser.add_argument(
+        "--open", type=int, default=0, help="more orders, healthy and held open at ship during the probes (default 0)"
+    )
     parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both (default)")
     parser.add_argument("--concurrency", default="16", help="SAS_SUPERVISOR__CONCURRENCY of each run: 1,16 compares")
     parser.add_argument("--interval-s", type=float, default=5.0, help="the Supervisor's interval (default 5)")

@@ -20,3 +20,15 @@ def test_supervisor_load_runs_with_a_poisoned_task() -> None:
         timeout=300,
     )  # fmt: skip
     assert float(summary["sqlite_c16_max_intervals"]) >= 0 and float(summary["sqlite_c16_decisions_per_s"]) >= 0
+
+
+def test_supervisor_load_runs_with_open_orders() -> None:
+    """With healthy orders held open at ship beside the failing ones the probes are still decided,
+    and the open ones are still open at the end (the bench stops if under 90% are)."""
+    summary = run_bench(
+        "supervisor_load.py",
+        "--tasks", "4", "--open", "4", "--probes", "2", "--probe-every-s", "1", "--cooldown-s", "5",
+        "--backends", "sqlite",
+        timeout=300,
+    )  # fmt: skip
+    assert float(summary["sqlite_c16_max_intervals"]) >= 0 and int(summary["sqlite_c16_open_at_end"]) >= 4
