@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -61,6 +62,41 @@ async def receiver() -> AsyncIterator[Receiver]:
         yield running
 
 
+async def orders_hung_at_ship(stack: Stack, prefix: str) -> tuple[list[str], list[str], list[Any]]:
+    """HUNG_ORDERS orders submitted, each with its ship call held at shipping: ids, faults, handles."""
+    hung = [fresh_id(prefix) for _ in range(HUNG_ORDERS)]
+    faults = [
+        await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=HANG_MS, match_order_id=task_id)
+        for task_id in hung
+    ]
+    return hung, faults, [await stack.submit(task_id) for task_id in hung]
+
+
+async def preorders_complete(stack: Stack, prefix: str) -> None:
+    """PREORDERS preorders (reserve, charge: no shipping) submitted, and each processed."""
+    handles = [
+        await stack.submit(
+            fresh_id(prefix),
+            payload=PreorderInput(customer_id="cust-1", sku="SKU-1", quantity=1, amount_cents=500),
+            workflow="PreorderWorkflow",
+        )
+        for _ in range(PREORDERS)
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=180)
+    assert [r.state for r in results] == [TaskState.PROCESSED] * PREORDERS
+
+
+async def shipping_back(stack: Stack, faults: list[str], hung: list[str], handles: list[Any]) -> None:
+    """Shipping answers again: every hung order completes, none undone, each shipped once."""
+    for fault_id in faults:
+        await stack.remove_fault(fault_id)
+    done = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=90)
+    assert [r.state for r in done] == [TaskState.PROCESSED] * HUNG_ORDERS
+    for task_id in hung:
+        actions = [e["action"] for e in await stack.ledger(task_id)]
+        assert actions == ["reserve", "charge", "ship"], actions
+
+
 async def test_each_service_has_its_own_url_auth_header_and_pool(receiver: Receiver) -> None:
     base = receiver.url.removesuffix("/hook")
     registry = ServicesSettings(
@@ -99,12 +135,7 @@ def test_each_service_is_declared_by_name_over_the_defaults() -> None:
 
 async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead_stack: Stack) -> None:
     stack = bulkhead_stack
-    hung = [fresh_id("hung") for _ in range(HUNG_ORDERS)]
-    faults = [
-        await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=HANG_MS, match_order_id=task_id)
-        for task_id in hung
-    ]
-    hung_handles = [await stack.submit(task_id) for task_id in hung]
+    hung, faults, hung_handles = await orders_hung_at_ship(stack, "hung")
 
     async def ship_attempts() -> list[tuple[str, int] | None]:
         rows = []
@@ -136,17 +167,7 @@ async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead
         in_ship, lambda seen: seen == (in_first_attempt, [("shipping.ship", 1)]), what="orders in ship, one queued"
     )
 
-    preorders = [fresh_id("pre") for _ in range(PREORDERS)]
-    pre_handles = [
-        await stack.submit(
-            task_id,
-            payload=PreorderInput(customer_id="cust-1", sku="SKU-1", quantity=1, amount_cents=500),
-            workflow="PreorderWorkflow",
-        )
-        for task_id in preorders
-    ]
-    results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in pre_handles)), timeout=180)
-    assert [r.state for r in results] == [TaskState.PROCESSED] * PREORDERS
+    await preorders_complete(stack, "pre")
 
     # The preorders finished while every hung order was still in the first attempt of its ship
     # step, with nothing undone. (With one pool shared by all services, the preorders' calls would
@@ -158,13 +179,7 @@ async def test_a_hung_service_does_not_hold_up_steps_that_do_not_use_it(bulkhead
 
     # Shipping comes back: the hung calls end, the order that waited for a slot gets one, and all
     # complete; none was compensated.
-    for fault_id in faults:
-        await stack.remove_fault(fault_id)
-    done = await asyncio.wait_for(asyncio.gather(*(h.result() for h in hung_handles)), timeout=90)
-    assert [r.state for r in done] == [TaskState.PROCESSED] * HUNG_ORDERS
-    for task_id in hung:
-        actions = [e["action"] for e in await stack.ledger(task_id)]
-        assert actions == ["reserve", "charge", "ship"], actions
+    await shipping_back(stack, faults, hung, hung_handles)
 
 
 @pytest_asyncio.fixture
@@ -188,12 +203,7 @@ async def test_a_hung_service_sharing_the_workflow_queue_waits_in_its_own(shared
     each shipped once."""
     stack = shared_queue_stack
     queue = stack.settings.temporal.task_queue
-    hung = [fresh_id("hung-shared") for _ in range(HUNG_ORDERS)]
-    faults = [
-        await stack.add_fault(endpoint="shipping.ship", kind="latency", latency_ms=HANG_MS, match_order_id=task_id)
-        for task_id in hung
-    ]
-    hung_handles = [await stack.submit(task_id) for task_id in hung]
+    hung, faults, hung_handles = await orders_hung_at_ship(stack, "hung-shared")
 
     async def ship_queues(task_id: str) -> list[tuple[str, str]]:
         """Where each ship attempt was scheduled, and how each that failed ended."""
@@ -219,17 +229,7 @@ async def test_a_hung_service_sharing_the_workflow_queue_waits_in_its_own(shared
         what="two ship calls in flight, the third moved to shipping's own queue",
     )
 
-    preorders = [fresh_id("pre-shared") for _ in range(PREORDERS)]
-    pre_handles = [
-        await stack.submit(
-            task_id,
-            payload=PreorderInput(customer_id="cust-1", sku="SKU-1", quantity=1, amount_cents=500),
-            workflow="PreorderWorkflow",
-        )
-        for task_id in preorders
-    ]
-    results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in pre_handles)), timeout=180)
-    assert [r.state for r in results] == [TaskState.PROCESSED] * PREORDERS
+    await preorders_complete(stack, "pre-shared")
     for task_id in hung:
         assert await stack.task_state(task_id) == "Processing"
         assert [e["action"] for e in await stack.ledger(task_id)] == ["reserve", "charge"]
@@ -237,13 +237,7 @@ async def test_a_hung_service_sharing_the_workflow_queue_waits_in_its_own(shared
     for task_id in hung:
         assert [d.kind for d in await stack.decisions(task_id) if d.kind != "wait"] == [], task_id
 
-    for fault_id in faults:
-        await stack.remove_fault(fault_id)
-    done = await asyncio.wait_for(asyncio.gather(*(h.result() for h in hung_handles)), timeout=90)
-    assert [r.state for r in done] == [TaskState.PROCESSED] * HUNG_ORDERS
-    for task_id in hung:
-        actions = [e["action"] for e in await stack.ledger(task_id)]
-        assert actions == ["reserve", "charge", "ship"], actions
+    await shipping_back(stack, faults, hung, hung_handles)
     if os.environ.get("SAS_RECORD_HISTORIES") == "1":  # for tests/replay: the order whose ship moved
         [moved_id] = [task_id for task_id in hung if len(await ship_queues(task_id)) == len(moved)]
         history = await stack.client.get_workflow_handle(moved_id).fetch_history()
