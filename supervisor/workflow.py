@@ -53,6 +53,9 @@ _RECENT_DECISIONS = 10
 _RUN_EVENTS = 1_000
 _RUN_BYTES = 1_000_000
 _SHORT_RUNS = "supervisor-short-runs"
+# A wake that comes while a sweep runs (a failure recorded after its scan) is kept for the next
+# sweep, at once; runs from before it dropped such a wake and slept the interval.
+_KEEPS_WAKES = "supervisor-keeps-wakes-during-a-sweep"
 
 _Arg = TypeVar("_Arg")
 _Result = TypeVar("_Result")
@@ -79,6 +82,9 @@ class SupervisorWorkflow:
         delivery: workflow.ActivityHandle[DeliveryResult] | None = None
         sweeps_this_run = 0
         while True:
+            keeps_wakes = workflow.patched(_KEEPS_WAKES)
+            if keeps_wakes:
+                self._woken = False
             scan = await _run(ScanDefs.scan, ScanInput(shard=shard), "find the steps due and the alerts to send")
             policy = scan.policy
             now = workflow.now()
@@ -151,11 +157,14 @@ class SupervisorWorkflow:
             if waits:
                 # Be there when the earliest cool-down or backoff ends, however idle the rest is.
                 sleep = max(min(sleep, (min(waits) - workflow.now()).total_seconds()), 0.0)
-            if len(scan.due) >= policy.batch_size and work and self._stats.last and self._stats.last.claimed:
-                # A full batch that moved: more are due behind it. Sweep again at once rather than
-                # let a backlog drain one batch per interval (the timer stays, only shorter).
+            last = self._stats.last if work else None
+            if last and ((len(scan.due) >= policy.batch_size and last.claimed) or last.left):
+                # A full batch that moved, or one whose time ran out: more are due behind it. Sweep
+                # again at once rather than let a backlog drain one batch per interval (the timer
+                # stays, only shorter).
                 sleep = 0.0
-            self._woken = False
+            if not keeps_wakes:
+                self._woken = False
             try:
                 await workflow.wait_condition(lambda: self._woken, timeout=timedelta(seconds=max(sleep, 0.001)))
             except TimeoutError:
