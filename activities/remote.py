@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
@@ -197,6 +197,9 @@ class RemoteCaller:
                 {"retry_in_s": self._breaker.retry_in_s()},
                 type=BREAKER_OPEN,
                 non_retryable=True,
+                # Not a failure of the call but a hand-over: no warning and traceback per call
+                # held (thousands in an outage), and no failure in the SDK's metrics.
+                category=ApplicationErrorCategory.BENIGN,
             )
         if self._slots.locked() and self._on_a_shared_queue():
             # Every slot of the service busy, on a queue it shares with the other services: a
@@ -210,6 +213,7 @@ class RemoteCaller:
                 " it waits in the service's own queue",
                 type=SLOTS_FULL,
                 non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,  # a hand-over to its queue, as above
             )
         try:
             try:
