@@ -199,7 +199,10 @@ def _details(
         f"**Supervisor, shard {shard}** · last sweep {now.isoformat(timespec='seconds')} · "
         f"sweep {stats.sweeps + 1} · next in about {stats.interval_s or scan.policy.interval_s:.0f} s",
         f"**Last sweep:** {len(scan.due)} steps due · decided {decided} · "
-        f"{alerts} alerts raised · {scan.resolved} alerts resolved",
+        f"{alerts} alerts raised · {scan.resolved} alerts resolved"
+        + (
+            f" · {stats.last.left} left due for the next sweep (time ran out)" if stats.last and stats.last.left else ""
+        ),
         f"**Outbox:** {scan.unsent} decisions not yet sent · {scan.undelivered} alerts waiting for the webhook",
         f"**Incidents:** {scan.incidents} open, {scan.incident_tasks} tasks in them (`sas incidents`)",
         f"**Since start:** {stats.orphans_found} orphaned tasks found · {stats.queue_checks} queue checks",
