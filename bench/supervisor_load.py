@@ -22,11 +22,12 @@ probe order is submitted every --probe-every-s seconds, --probes of them; each o
 refused for good (a permanent fault matching that order alone). Its wait is the time from the
 reserve's failure (the ActivityTaskFailed event in its history) to the Supervisor's decision
 (``decisions.decided_at``); ``probe_taken_in_max_s`` is the longest part of it spent before a
-worker started the workflow task that took the failure in. Also counted: decisions per second
+worker started the workflow task that took the failure in, ``probe_recorded_max_s`` the longest
+before the workflow had recorded it in the state store (each probe's parts go to stderr). Also counted: decisions per second
 over the probes' window. One line per run, and a summary line:
 
     backend=sqlite concurrency=16 tasks=1000 open=0 interval_s=5 probe_wait_median_s=… probe_wait_max_s=…
-    probe_wait_max_intervals=… probe_taken_in_max_s=… decisions_per_s=… open_at_end=…
+    probe_wait_max_intervals=… probe_taken_in_max_s=… probe_recorded_max_s=… decisions_per_s=… open_at_end=…
 
 ``open_at_end`` counts the open orders still Processing at ship once every probe is decided; the
 run stops if it is under 90% of --open (the load it claims would not have been there). The goal:
@@ -113,11 +114,13 @@ async def decisions_between(sessions: Any, start: datetime, end: datetime) -> in
         return int(found or 0)
 
 
-async def failed_at(client: Any, task_id: str) -> tuple[datetime, datetime | None]:
+async def failed_at(client: Any, task_id: str) -> tuple[datetime, datetime | None, datetime | None]:
     """When the probe's reserve failed, by its workflow's history (refused, or, on a loaded
-    machine, before its call got an answer, timed out at its complete-by), and when a worker
-    started the workflow task that took the failure in (None if none has yet)."""
-    failed = None
+    machine, before its call got an answer, timed out at its complete-by); when a worker started
+    the workflow task that took the failure in; and when that workflow had recorded it in the
+    state store (the first marker after the failure: its local activity's write). None: not yet."""
+    failed: datetime | None = None
+    started: datetime | None = None
     async for event in client.get_workflow_handle(task_id).fetch_history_events():
         at = event.event_time.ToDatetime().astimezone()
         if failed is None and (
@@ -125,11 +128,13 @@ async def failed_at(client: Any, task_id: str) -> tuple[datetime, datetime | Non
             or event.HasField("activity_task_timed_out_event_attributes")
         ):
             failed = at
-        elif failed is not None and event.HasField("workflow_task_started_event_attributes"):
-            return failed, at
+        elif failed is not None and started is None and event.HasField("workflow_task_started_event_attributes"):
+            started = at
+        elif failed is not None and started is not None and event.HasField("marker_recorded_event_attributes"):
+            return failed, started, at
     if failed is None:
         raise RuntimeError(f"{task_id}: no failed or timed-out activity in its history")
-    return failed, None
+    return failed, started, None
 
 
 async def add_poison(sessions: Any, task_id: str) -> None:
@@ -240,13 +245,20 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
                         "OrderWorkflow", order_payload(10_000 + i), id=task_id, task_queue=queue
                     )
                     await asyncio.sleep(args.probe_every_s)  # the probes' spacing: spread over the waves
-            waits, taken_in = [], []
+            waits, taken_in, recorded = [], [], []
             for task_id in probes:
                 decided = await decision_of(sessions, task_id, args.settle_timeout_s)
-                failed, started = await failed_at(client, task_id)
+                failed, started, written = await failed_at(client, task_id)
                 waits.append((decided - failed).total_seconds())
                 if started is not None:
                     taken_in.append((started - failed).total_seconds())
+                if written is not None:
+                    recorded.append((written - failed).total_seconds())
+                print(
+                    f"probe={task_id} wait_s={waits[-1]:.2f} taken_in_s={taken_in[-1] if started else None}"
+                    f" recorded_s={recorded[-1] if written else None}",
+                    file=sys.stderr,
+                )
             end = datetime.now().astimezone()
             rate = await decisions_between(sessions, start, end) / max((end - start).total_seconds(), 1e-9)
             open_at_end = await open_at_ship(sessions, healthy)
@@ -270,6 +282,8 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
         # The part of the wait spent before a worker took the failure in (the Supervisor decides
         # only once the workflow has): the task worker's lag, not the Supervisor's.
         "probe_taken_in_max_s": round(max(taken_in), 2) if taken_in else None,
+        # ...and before the workflow had recorded it in the state store, where the Supervisor reads it.
+        "probe_recorded_max_s": round(max(recorded), 2) if recorded else None,
         "decisions_per_s": round(rate, 1),
         "open_at_end": open_at_end,
     }
