@@ -119,7 +119,7 @@ class MirrorActivities(MirrorDefs):
     async def record(self, batch: TransitionBatch) -> int:
         try:
             async with self._sessions() as session:
-                return await record_transitions(session, batch.transitions)
+                written = await record_transitions(session, batch.transitions)
         except Exception as err:
             if refused_for_good(err) and batch.transitions:
                 first = batch.transitions[0]
@@ -127,6 +127,9 @@ class MirrorActivities(MirrorDefs):
                     first.task_id, first.step, f"{first.step} {first.state}", err
                 ) from None
             raise
+        if batch.wake:
+            await _wake(batch.wake)
+        return written
 
     @implements(MirrorDefs.audit)
     async def audit(self, record: AuditRecord) -> bool:
@@ -137,3 +140,12 @@ class MirrorActivities(MirrorDefs):
             if refused_for_good(err):
                 raise await self._refused.refuse(record.task_id, record.step, f"audit {record.action}", err) from None
             raise
+
+
+async def _wake(supervisor_id: str) -> None:
+    """Tell the Supervisor a failure is recorded, so it sweeps now rather than at its next tick.
+    Waking only saves time: a Supervisor not running, or Temporal not answering, changes nothing."""
+    try:
+        await activity.client().get_workflow_handle(supervisor_id).signal("wake")
+    except Exception as err:  # noqa: BLE001 - the next sweep finds the failure all the same
+        activity.logger.debug("could not wake the Supervisor %s: %s", supervisor_id, err)

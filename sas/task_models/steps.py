@@ -244,6 +244,11 @@ class TransitionBatch(BaseModel):
     """Transitions the Scheduler records together, in one transaction."""
 
     transitions: list[StepTransition]
+    wake: str | None = Field(
+        default=None,
+        description="The Supervisor workflow to wake once they are recorded (a failure), signalled from the"
+        " activity: the task's own history gains no event and no workflow task from it.",
+    )
 
 
 class AuditRecord(BaseModel):

@@ -40,6 +40,29 @@ async def test_a_failed_step_climbs_the_ladder_and_shows_in_history(make_rig) ->
     assert all(d["decided_by"] == "sup-a" and d["reason"] for d in shown["decisions"])
 
 
+async def test_a_failure_wakes_the_supervisor_from_its_record_not_from_the_task(make_rig) -> None:  # type: ignore[no-untyped-def]
+    """A Supervisor asleep for a minute is woken by the failure's record, and retries the step
+    well before its next tick; the task's own history has no signal to it (a signal's answer would
+    be an event, and a workflow task that made the task look busy to the Supervisor)."""
+    rig: Rig = await make_rig(interval_s=60.0, max_interval_s=60.0)
+    await rig.start_supervisor("sup-wake", rig.settings.supervisor.workflow_id)
+    supervisor = rig.client.get_workflow_handle(rig.settings.supervisor.workflow_id)
+    await wait_until(lambda: supervisor.query("sweeps", result_type=int), lambda n: n >= 1, what="a first sweep")
+    task_id = fresh_id("a-wake")
+    await rig.add_fault(endpoint="shipping.ship", kind="transient", times=2, match_order_id=task_id)
+    handle = await rig.submit(task_id)
+    # Within the minute the Supervisor would otherwise sleep: only the wake can bring it sooner.
+    result = await asyncio.wait_for(handle.result(), timeout=45)
+    assert result.state == TaskState.PROCESSED
+    assert [d.kind for d in await rig.decisions(task_id) if d.kind != "wait"] == ["retry"]
+    signalled = [
+        event
+        async for event in handle.fetch_history_events()
+        if event.HasField("signal_external_workflow_execution_initiated_event_attributes")
+    ]
+    assert signalled == []
+
+
 async def test_b_c_dead_worker_waits_for_a_worker_not_overdue_then_recovery(make_rig) -> None:  # type: ignore[no-untyped-def]
     """Workers down mid-step (a deploy gap): the step waits for a worker - complete-by counts only
     time an attempt runs - so nothing is counted or undone; the no-worker queue is one alert."""

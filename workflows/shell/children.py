@@ -152,8 +152,7 @@ class Children:
         run.event(f"{name}: {state} ({error_type}): {message}")
         if state == StepState.FAILED:
             run.notify("failed", name, f"{error_type}: {message}")
-        await records.mirror([records.transition(step, task_state=task_state, complete_by=workflow.now())])
-        await run.wake_supervisor()
+        await run.mirror_failure([records.transition(step, task_state=task_state, complete_by=workflow.now())])
 
     # ------------------------------------------------------------------ undo
 

@@ -67,11 +67,12 @@ class Records:
             result=result,
         )
 
-    async def mirror(self, transitions: list[StepTransition]) -> None:
+    async def mirror(self, transitions: list[StepTransition], wake: str | None = None) -> None:
+        """Record ``transitions``; then, if ``wake`` names the Supervisor, wake it (from the activity)."""
         with unless_refused(activity_name(MirrorDefs.record)):
             await workflow.execute_local_activity_method(
                 MirrorDefs.record,
-                TransitionBatch(transitions=transitions),
+                TransitionBatch(transitions=transitions, wake=wake),
                 start_to_close_timeout=_MIRROR_TIMEOUT,
                 retry_policy=_MIRROR_RETRY,
                 summary="record "

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         StepPolicyValues,
         StepState,
         StepStatus,
+        StepTransition,
         TaskState,
         TaskStatus,
     )
@@ -38,6 +39,8 @@ _MAX_EVENTS = 200
 # sent them. Every request is audited now; the state store tells the Supervisor's own.
 AUDIT_EVERY_REQUEST = "audit-every-request"
 _AUTOMATIC = ("supervisor", "temporal")
+# A failure's wake is sent by the activity that records it; runs from before it signal from the workflow.
+WAKE_FROM_THE_RECORD = "supervisor-woken-by-the-failure-record"
 
 
 def _no_task() -> TaskCore:
@@ -101,8 +104,17 @@ class TaskRun:
         self.event(f"{name}: {state} ({error_type}): {message}")
         self.notify("failed", name, f"{error_type}: {message}")
         # CompleteBy of a Failed step: when the Supervisor should look at it - now.
-        await self.records.mirror([self.records.transition(step, task_state=task_state, complete_by=workflow.now())])
-        await self.wake_supervisor()
+        await self.mirror_failure([self.records.transition(step, task_state=task_state, complete_by=workflow.now())])
+
+    async def mirror_failure(self, transitions: list[StepTransition]) -> None:
+        """Record a failure and wake the Supervisor. The record's activity wakes it: a signal from
+        the workflow came back as an event, whose workflow task, waiting behind a busy queue, made
+        the task look busy to the Supervisor just when it came to decide, and put it off."""
+        if self.supervisor_id and workflow.patched(WAKE_FROM_THE_RECORD):
+            await self.records.mirror(transitions, wake=self.supervisor_id)
+        else:
+            await self.records.mirror(transitions)
+            await self.wake_supervisor()
 
     async def wake_supervisor(self) -> None:
         """Tell the Supervisor now rather than at its next tick; harmless if it is not running."""
