@@ -64,17 +64,8 @@ class ApplyActivities(ApplyDefs):
         result = ApplyResult()
         started = time.monotonic()
         held = await holding(self._sessions, datetime.now(UTC)) if request.decisions else {}
-        # Under a backlog a sweep's decisions can take many intervals (each asks a loaded Temporal):
-        # past this, the rest are left due, and the next sweep, at once, reads what failed meanwhile
-        # before them (a permanent failure first) instead of after the whole batch.
-        # The first round of them always starts, so every sweep moves however slow Temporal is.
-        stop_starting_at = started + self._settings.supervisor.decide_for_s
-        first_round = self._settings.supervisor.concurrency
 
-        async def one(index: int, decision: Decision) -> None:
-            if index >= first_round and time.monotonic() >= stop_starting_at:
-                result.left += 1
-                return
+        async def one(decision: Decision) -> None:
             # One decision's failure (its task's query, a write refused) is alerted for its task;
             # the others are carried out all the same.
             outcome = await isolated(
@@ -95,9 +86,7 @@ class ApplyActivities(ApplyDefs):
             else:
                 result.skipped += 1
 
-        await bounded(
-            self._settings.supervisor.concurrency, [partial(one, i, d) for i, d in enumerate(request.decisions)]
-        )
+        await bounded(self._settings.supervisor.concurrency, [partial(one, d) for d in request.decisions])
         result.signalled = await self._outbox.flush(shard_buckets(self._settings, request.shard))
         record_sweep("apply", time.monotonic() - started)
         return result

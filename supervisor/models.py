@@ -111,7 +111,6 @@ class ApplyResult(BaseModel):
     signalled: int = 0
     alerts: int = 0
     failed: int = Field(default=0, description="Not carried out: its task's own fault, alerted (task_check_failed)")
-    left: int = Field(default=0, description="Not started: the sweep's time for decisions ran out; still due")
 
 
 class OrphanCheckInput(BaseModel):

@@ -157,11 +157,9 @@ class SupervisorWorkflow:
             if waits:
                 # Be there when the earliest cool-down or backoff ends, however idle the rest is.
                 sleep = max(min(sleep, (min(waits) - workflow.now()).total_seconds()), 0.0)
-            last = self._stats.last if work else None
-            if last and ((len(scan.due) >= policy.batch_size and last.claimed) or last.left):
-                # A full batch that moved, or one whose time ran out: more are due behind it. Sweep
-                # again at once rather than let a backlog drain one batch per interval (the timer
-                # stays, only shorter).
+            if len(scan.due) >= policy.batch_size and work and self._stats.last and self._stats.last.claimed:
+                # A full batch that moved: more are due behind it. Sweep again at once rather than
+                # let a backlog drain one batch per interval (the timer stays, only shorter).
                 sleep = 0.0
             if not keeps_wakes:
                 self._woken = False
@@ -199,10 +197,7 @@ def _details(
         f"**Supervisor, shard {shard}** · last sweep {now.isoformat(timespec='seconds')} · "
         f"sweep {stats.sweeps + 1} · next in about {stats.interval_s or scan.policy.interval_s:.0f} s",
         f"**Last sweep:** {len(scan.due)} steps due · decided {decided} · "
-        f"{alerts} alerts raised · {scan.resolved} alerts resolved"
-        + (
-            f" · {stats.last.left} left due for the next sweep (time ran out)" if stats.last and stats.last.left else ""
-        ),
+        f"{alerts} alerts raised · {scan.resolved} alerts resolved",
         f"**Outbox:** {scan.unsent} decisions not yet sent · {scan.undelivered} alerts waiting for the webhook",
         f"**Incidents:** {scan.incidents} open, {scan.incident_tasks} tasks in them (`sas incidents`)",
         f"**Since start:** {stats.orphans_found} orphaned tasks found · {stats.queue_checks} queue checks",

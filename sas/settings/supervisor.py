@@ -110,13 +110,6 @@ class SupervisorSettings(Ladder):
         le=256,
         description="Decisions a sweep carries out at once (each asks Temporal, claims its row, sends its signal).",
     )
-    decide_for_s: float = Field(
-        default=2.5,
-        gt=0,
-        le=60,
-        description="A sweep starts decisions for at most this long; the rest are left due for the next sweep,"
-        " which follows at once: a failure recorded meanwhile (permanent ones first) is read within about this.",
-    )
     incident_min_tasks: int = Field(
         default=5,
         ge=2,

@@ -160,14 +160,12 @@ async def test_idle_sweeps_back_off_and_a_wake_returns_to_the_base_interval(skip
 
 
 class Backlog:
-    """``size`` steps refused for good, all due at once, and an apply whose time for decisions runs
-    out after ``per_sweep`` of them (as ``SAS_SUPERVISOR__DECIDE_FOR_S`` does): the rest stay due.
-    ``says_left``: whether it reports them (``ApplyResult.left``) or, like an apply from before
-    that field, does not."""
+    """``size`` steps refused for good, all due at once; each apply carries out the first
+    ``per_sweep`` of its decisions."""
 
-    def __init__(self, size: int, per_sweep: int, says_left: bool, policy: SupervisorPolicy) -> None:
+    def __init__(self, size: int, per_sweep: int, policy: SupervisorPolicy) -> None:
         self.due = [f"t{i}" for i in range(size)]
-        self.per_sweep, self.says_left, self.policy = per_sweep, says_left, policy
+        self.per_sweep, self.policy = per_sweep, policy
         self.decided: list[tuple[str, str, datetime]] = []
 
     @activity.defn(name="supervisor.scan")
@@ -196,49 +194,18 @@ class Backlog:
     @activity.defn(name="supervisor.apply")
     async def apply(self, request: ApplyInput) -> ApplyResult:
         now = activity.info().current_attempt_scheduled_time
-        started, left = request.decisions[: self.per_sweep], request.decisions[self.per_sweep :]
+        started = request.decisions[: self.per_sweep]
         for d in started:
             self.decided.append((d.task_id, d.kind, now))
             self.due.remove(d.task_id)
-        return ApplyResult(claimed=len(started), left=len(left) if self.says_left else 0)
-
-
-@pytest.mark.parametrize("says_left", [True, False], ids=["left-reported", "left-unreported"])
-async def test_a_sweep_whose_time_for_decisions_ran_out_is_followed_at_once(
-    skipping_env: WorkflowEnvironment, says_left: bool
-) -> None:
-    # A backlog smaller than a batch: only the apply's "left" says more are due behind it.
-    policy = SupervisorPolicy(interval_s=60.0, max_interval_s=600.0, orphan_check_s=0, queue_check_s=0, batch_size=100)
-    store = Backlog(size=12, per_sweep=3, says_left=says_left, policy=policy)
-    queue = f"sup-left-{uuid.uuid4().hex[:8]}"
-    client = skipping_env.client
-    async with Worker(client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, store.apply]):
-        handle = await client.start_workflow(
-            "SupervisorWorkflow", SupervisorInput(), id=f"sup-{queue}", task_queue=queue
-        )
-        for _ in range(10):
-            if not store.due:
-                break
-            await skipping_env.sleep(policy.interval_s)
-        await handle.terminate("done")
-
-    assert not store.due
-    assert sorted(t for t, _, _ in store.decided) == sorted(f"t{i}" for i in range(12))
-    assert {kind for _, kind, _ in store.decided} == {"compensate"}
-    # Four sweeps of three. On the server's (skipped) clock: back to back when the apply says
-    # what it left, an interval apart when it does not.
-    span = store.decided[-1][2] - store.decided[0][2]
-    if says_left:
-        assert span < timedelta(seconds=policy.interval_s)
-    else:
-        assert span >= timedelta(seconds=3 * policy.interval_s)
+        return ApplyResult(claimed=len(started))
 
 
 async def test_a_wake_during_a_sweep_brings_the_next_sweep_at_once(skipping_env: WorkflowEnvironment) -> None:
     """A failure recorded after a sweep's scan wakes the Supervisor while it applies: the next
     sweep reads it at once, not an interval later."""
     policy = SupervisorPolicy(interval_s=60.0, max_interval_s=600.0, orphan_check_s=0, queue_check_s=0)
-    store = Backlog(size=1, per_sweep=1, says_left=False, policy=policy)
+    store = Backlog(size=1, per_sweep=1, policy=policy)
     queue = f"sup-wake-{uuid.uuid4().hex[:8]}"
     client = skipping_env.client
     workflow_id = f"sup-{queue}"
