@@ -35,6 +35,9 @@ class Publisher:
         # plans from before it existed say yes, so their histories replay with their upserts).
         self.progress = True
         self._published: dict[str, Any] = {}
+        # The story last told, and what it was told from: it changes only when a step's result
+        # does, while the details are set again on every transition of the task.
+        self._told: tuple[str, dict[str, Any], dict[str, Any], str] | None = None
 
     def publish(self, status: TaskStatus, payload: dict[str, Any]) -> None:
         """Keep the UI's view in step with the task (only what changed, to keep history small)."""
@@ -58,8 +61,7 @@ class Publisher:
             workflow.upsert_search_attributes(changed)
             self._published.update({key.name: value for key, value in wanted.items()})
 
-    @staticmethod
-    def _story(status: TaskStatus, payload: dict[str, Any]) -> str:
+    def _story(self, status: TaskStatus, payload: dict[str, Any]) -> str:
         """The task's story, from its type's definition and its validated input; "" for a
         workflow that runs no task type (the clean-up: its static details say why it runs)."""
         instance = workflow.instance()
@@ -67,7 +69,12 @@ class Publisher:
         if not isinstance(definition, TaskDefinition):
             return ""
         results = {s.name: s.result for s in status.steps if s.result is not None}
-        return task_story(definition, status.task_id, payload, results)
+        told = self._told
+        if told is not None and told[0] == status.task_id and told[1] == payload and told[2] == results:
+            return told[3]
+        story = task_story(definition, status.task_id, payload, results)
+        self._told = (status.task_id, dict(payload), results, story)
+        return story
 
     @staticmethod
     def _nothing_to_look_at(wanted: dict[SearchAttributeKey[Any], Any]) -> bool:
