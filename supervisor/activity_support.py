@@ -61,4 +61,6 @@ def policy_from_settings(settings: Settings) -> SupervisorPolicy:
         orphan_check_s=s.orphan_check_s,
         shards=s.shards,
         webhook=bool(s.webhook.url),
+        # Two rounds of the concurrent decisions: a refusal waits for one chunk at most, not a batch.
+        apply_chunk=2 * s.concurrency,
     )

@@ -30,6 +30,11 @@ class SupervisorPolicy(BaseModel):
     orphan_check_s: float = 15.0
     shards: int = 1
     webhook: bool = False
+    apply_chunk: int = Field(
+        default=32,
+        ge=1,
+        description="Decisions applied per activity; between two, refusals recorded since the scan are decided first",
+    )
 
 
 class DueStep(BaseModel):
@@ -86,6 +91,9 @@ class Decision(BaseModel):
 class ScanInput(BaseModel):
     shard: int = 0
     orphan_cursor: dict[str, str] = Field(default_factory=dict)
+    refusals_only: bool = Field(
+        default=False, description="Only the steps refused for good that are due: a look between a sweep's chunks"
+    )
 
 
 class ScanResult(BaseModel):

@@ -37,28 +37,22 @@ class ScanActivities(ScanDefs):
 
     @activity.defn(name="supervisor.scan")
     async def scan(self, request: ScanInput | None = None) -> ScanResult:
-        """Due steps (one bounded index scan), the outbox's size, and alerts whose task recovered."""
+        """Due steps (one bounded index scan), the outbox's size, and alerts whose task recovered;
+        with ``refusals_only``, the due steps refused for good and nothing else (a look between
+        the chunks of a sweep's decisions, which must stay cheap)."""
         request = request or ScanInput()
         s = self._settings.supervisor
         now = datetime.now(UTC)
         started = time.monotonic()
         buckets = shard_buckets(self._settings, request.shard)
+        if request.refusals_only:
+            async with self._sessions() as session:
+                return ScanResult(policy=self.policy(), due=await self._due_steps(session, now, buckets, True))
         incidents = None
         if request.shard == 0:
             incidents = await check_incidents(self._sessions, s.incident_min_tasks, now)
         async with self._sessions() as session:
-            rows = await due_steps(session, now, timedelta(seconds=s.overdue_grace_s), s.batch_size, buckets)
-            due = []
-            for step, task in rows:
-                beat()
-                if task.version >= CLEANUP_VERSION > step.version:
-                    continue  # a dead workflow's row: its clean-up workflow rewrites it
-                undo = (
-                    await undo_retries(session, step.task_id, step.name)
-                    if step.state == StepState.COMPENSATION_FAILED
-                    else 0
-                )
-                due.append(self._due(step, task, undo))
+            due = await self._due_steps(session, now, buckets, False)
             pending = len(await unsent(session, 1, buckets))
         async with self._sessions() as session:
             resolved = await resolve_recovered(session, now, buckets)
@@ -79,6 +73,25 @@ class ScanActivities(ScanDefs):
             incidents=incidents.open if incidents else 0,
             incident_tasks=incidents.members if incidents else 0,
         )
+
+    async def _due_steps(
+        self, session: AsyncSession, now: datetime, buckets: tuple[int, int] | None, refusals_only: bool
+    ) -> list[DueStep]:
+        s = self._settings.supervisor
+        grace = timedelta(seconds=s.overdue_grace_s)
+        rows = await due_steps(session, now, grace, s.batch_size, buckets, refusals_only=refusals_only)
+        due = []
+        for step, task in rows:
+            beat()
+            if task.version >= CLEANUP_VERSION > step.version:
+                continue  # a dead workflow's row: its clean-up workflow rewrites it
+            undo = (
+                await undo_retries(session, step.task_id, step.name)
+                if step.state == StepState.COMPENSATION_FAILED
+                else 0
+            )
+            due.append(self._due(step, task, undo))
+        return due
 
     def _due(self, step: StepRow, task: TaskRow, undo: int) -> DueStep:
         ladder = self._settings.supervisor.ladder_for(task.task_type, step.name)

@@ -24,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from sas.supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
     from sas.supervisor.models import (
         ApplyInput,
+        ApplyResult,
+        Decision,
         DeliveryResult,
         OrphanCheckInput,
         QueueCheckInput,
@@ -56,6 +58,10 @@ _SHORT_RUNS = "supervisor-short-runs"
 # A wake that comes while a sweep runs (a failure recorded after its scan) is kept for the next
 # sweep, at once; runs from before it dropped such a wake and slept the interval.
 _KEEPS_WAKES = "supervisor-keeps-wakes-during-a-sweep"
+# A sweep applies its decisions a chunk at a time, and between two chunks decides first the steps
+# refused for good since its scan: under a backlog of cool-downs a batch takes seconds to apply,
+# which a refusal (an undo to start) should not wait out. Runs from before applied a batch at once.
+_CHUNKED = "supervisor-decides-refusals-between-chunks"
 
 _Arg = TypeVar("_Arg")
 _Result = TypeVar("_Result")
@@ -65,6 +71,8 @@ _Result = TypeVar("_Result")
 class SupervisorWorkflow:
     def __init__(self) -> None:
         self._woken = False
+        # A failure was recorded since the last look for refusals (the scan, or one between chunks).
+        self._failures_since_look = False
         self._stats = SweepStats()
         # The latest decisions, newest first, for the UI's current details (this run's only).
         self._recent: list[str] = []
@@ -85,12 +93,15 @@ class SupervisorWorkflow:
             keeps_wakes = workflow.patched(_KEEPS_WAKES)
             if keeps_wakes:
                 self._woken = False
+            self._failures_since_look = False
             scan = await _run(ScanDefs.scan, ScanInput(shard=shard), "find the steps due and the alerts to send")
             policy = scan.policy
             now = workflow.now()
             decisions = [decide(step, policy, now) for step in scan.due]
             work = bool(decisions or scan.unsent)
-            if work:
+            if work and workflow.patched(_CHUNKED):
+                self._stats.last = await self._apply_in_chunks(decisions, policy, shard)
+            elif work:
                 self._stats.last = await _run(
                     ApplyDefs.apply,
                     ApplyInput(decisions=decisions, shard=shard),
@@ -170,10 +181,46 @@ class SupervisorWorkflow:
             if self._woken:
                 interval = policy.interval_s
 
+    async def _apply_in_chunks(self, decisions: list[Decision], policy: SupervisorPolicy, shard: int) -> ApplyResult:
+        """Apply ``decisions`` (extended with any decided on the way) ``policy.apply_chunk`` at a
+        time. Before each chunk after the first, if a failure was recorded since the last look,
+        the steps refused for good that are due now are decided and applied first."""
+        total = ApplyResult()
+        size, count = policy.apply_chunk, len(decisions)
+        chunks = [decisions[i : i + size] for i in range(0, len(decisions), size)] or [[]]
+        looked_at = {(d.task_id, d.step) for d in decisions}
+        for number, chunk in enumerate(chunks):
+            if number and self._failures_since_look:
+                self._failures_since_look = False
+                found = await _run(
+                    ScanDefs.scan,
+                    ScanInput(shard=shard, refusals_only=True),
+                    "find the steps refused for good since this sweep's scan",
+                )
+                now = workflow.now()
+                refusals = [decide(s, found.policy, now) for s in found.due if (s.task_id, s.step) not in looked_at]
+                if refusals:
+                    looked_at.update((d.task_id, d.step) for d in refusals)
+                    decisions.extend(refusals)
+                    total = _added(total, await self._apply(refusals, shard, "refused for good since the scan"))
+            first = number * size + 1
+            which = f"{first}-{first + len(chunk) - 1} of {count}" if chunk else "none due"
+            total = _added(total, await self._apply(chunk, shard, which))
+        return total
+
+    @staticmethod
+    async def _apply(decisions: list[Decision], shard: int, which: str) -> ApplyResult:
+        return await _run(
+            ApplyDefs.apply,
+            ApplyInput(decisions=decisions, shard=shard),
+            f"apply {len(decisions)} decision(s) ({which}), each after asking Temporal; send the outbox",
+        )
+
     @workflow.signal(name="wake")
     def wake(self) -> None:
         """A Scheduler recorded a failure: sweep now rather than at the next tick."""
         self._woken = True
+        self._failures_since_look = True
 
     @workflow.query(name="sweeps")
     def sweeps(self) -> int:
@@ -219,6 +266,10 @@ async def _run(declared: Callable[[Any, _Arg], Awaitable[_Result]], arg: _Arg, s
         heartbeat_timeout=_HEARTBEAT,
         retry_policy=_RETRY,
     )
+
+
+def _added(a: ApplyResult, b: ApplyResult) -> ApplyResult:
+    return ApplyResult(**{name: getattr(a, name) + getattr(b, name) for name in ApplyResult.model_fields})
 
 
 def _long() -> bool:

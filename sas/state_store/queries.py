@@ -115,14 +115,20 @@ def permanent_due_query(now: datetime, limit: int, bucket_range: tuple[int, int]
 
 
 async def due_steps(
-    session: AsyncSession, now: datetime, grace: timedelta, limit: int, bucket_range: tuple[int, int] | None = None
+    session: AsyncSession,
+    now: datetime,
+    grace: timedelta,
+    limit: int,
+    bucket_range: tuple[int, int] | None = None,
+    *,
+    refusals_only: bool = False,
 ) -> list[tuple[StepRow, TaskRow]]:
     """The steps due, permanent failures first (``permanent_due_query``), then the rest
-    (``due_steps_query``), at most ``limit``."""
+    (``due_steps_query``), at most ``limit``; ``refusals_only``: the permanent failures alone."""
     first = list((await session.scalars(permanent_due_query(now, limit, bucket_range))).all())
     seen = {(s.task_id, s.name) for s in first}
-    rest = await session.scalars(due_steps_query(now, grace, limit, bucket_range))
-    steps = (first + [s for s in rest.all() if (s.task_id, s.name) not in seen])[:limit]
+    rest = [] if refusals_only else (await session.scalars(due_steps_query(now, grace, limit, bucket_range))).all()
+    steps = (first + [s for s in rest if (s.task_id, s.name) not in seen])[:limit]
     if not steps:
         return []
     tasks = {

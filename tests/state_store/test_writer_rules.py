@@ -9,12 +9,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio.testing import ActivityEnvironment
 
+from sas.settings import DatabaseSettings, Settings, SupervisorSettings
 from sas.state_store import mirror
 from sas.state_store.agent_writes import StepWriter
 from sas.state_store.mirror import record_transitions
 from sas.state_store.queries import due_steps, finished_page, get_task, waiting_tasks_by_queue
 from sas.state_store.rows import StepRow
+from sas.supervisor.models import ScanInput
+from sas.supervisor.scan import ScanActivities
 from sas.task_models import StepState, StepTransition, TaskState
 from sas.task_models.versions import Phase, version_of
 from tests.helpers import fresh_id
@@ -202,3 +206,47 @@ async def test_a_compensated_task_with_a_step_still_processed_disagrees(sessions
         processed = await finished_page(session, "Processed", start, end, 10)
     assert [task_id for _, task_id in compensated.disagreeing] == [lost]
     assert processed.disagreeing == [] and processed.last is None
+
+
+async def test_a_look_for_refusals_finds_only_the_steps_refused_for_good(sessions, writer) -> None:
+    """The Supervisor's look between the chunks of a sweep: the due steps refused for good, and
+    not the ones failing for now (which the sweep's own scan finds)."""
+    refused, failing = fresh_id("refused"), fresh_id("failing")
+    for task_id, permanent in ((refused, True), (failing, False)):
+        await writer.accept(accepted(task_id))
+        async with sessions() as session:
+            await record_transitions(
+                session,
+                [transition(task_id, 1, StepState.FAILED, failure_count=1, permanent=permanent, complete_by=NOW)],
+            )
+    later = NOW + timedelta(days=30)
+    ours = {refused, failing}
+    async with sessions() as session:
+        every = await due_steps(session, later, timedelta(0), 1000)
+        refusals = await due_steps(session, later, timedelta(0), 1000, refusals_only=True)
+    assert {s.task_id for s, _ in every} & ours == ours
+    assert {s.task_id for s, _ in refusals} & ours == {refused}
+    assert all(s.permanent for s, _ in refusals)
+
+
+async def test_the_scan_between_chunks_reads_refusals_and_nothing_else(sessions, writer, db_url: str) -> None:
+    """``supervisor.scan`` with ``refusals_only``: the due steps refused for good, with the policy,
+    and none of the full scan's other reads (its outbox, alerts and incidents stay at zero)."""
+    refused, failing = fresh_id("refused"), fresh_id("failing")
+    for task_id, permanent in ((refused, True), (failing, False)):
+        await writer.accept(accepted(task_id))
+        async with sessions() as session:
+            await record_transitions(
+                session,
+                [transition(task_id, 1, StepState.FAILED, failure_count=1, permanent=permanent, complete_by=NOW)],
+            )
+    settings = Settings(
+        _env_file=None, database=DatabaseSettings(url=db_url), supervisor=SupervisorSettings(batch_size=1000)
+    )  # type: ignore[call-arg]
+    scan = ScanActivities(sessions, settings)
+    found = await ActivityEnvironment().run(scan.scan, ScanInput(refusals_only=True))
+    assert refused in {s.task_id for s in found.due} and failing not in {s.task_id for s in found.due}
+    assert all(s.permanent for s in found.due)
+    assert found.policy.apply_chunk == 2 * settings.supervisor.concurrency
+    whole = await ActivityEnvironment().run(scan.scan, ScanInput())
+    assert {refused, failing} <= {s.task_id for s in whole.due}

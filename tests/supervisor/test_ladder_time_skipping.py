@@ -4,6 +4,8 @@ store registered under the same names. Nothing here waits for real."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
 import uuid
@@ -31,6 +33,7 @@ from sas.supervisor.models import (
 from sas.supervisor.workflow import SupervisorWorkflow
 from sas.task_models.ladder import Ladder
 from tests.helpers import wait_until
+from tests.replay.test_replay import HISTORIES
 
 HOUR = 3600.0
 
@@ -160,11 +163,12 @@ async def test_idle_sweeps_back_off_and_a_wake_returns_to_the_base_interval(skip
 
 
 class Backlog:
-    """``size`` steps refused for good, all due at once; each apply carries out the first
-    ``per_sweep`` of its decisions."""
+    """``size`` steps, all due at once, refused for good (or failing for now: ``permanent``);
+    each apply carries out the first ``per_sweep`` of its decisions."""
 
-    def __init__(self, size: int, per_sweep: int, policy: SupervisorPolicy) -> None:
+    def __init__(self, size: int, per_sweep: int, policy: SupervisorPolicy, permanent: bool = True) -> None:
         self.due = [f"t{i}" for i in range(size)]
+        self.refused = set(self.due) if permanent else set()
         self.per_sweep, self.policy = per_sweep, policy
         self.decided: list[tuple[str, str, datetime]] = []
 
@@ -183,11 +187,12 @@ class Backlog:
                 version=1,
                 complete_by=now,
                 complete_by_s=5,
-                permanent=True,
+                permanent=task_id in self.refused,
                 updated_at=now,
                 ladder=Ladder(),
             )
             for task_id in self.due
+            if task_id in self.refused or not request.refusals_only
         ]
         return ScanResult(policy=self.policy, due=due)
 
@@ -233,3 +238,44 @@ async def test_a_wake_during_a_sweep_brings_the_next_sweep_at_once(skipping_env:
 
     assert [t for t, _, _ in store.decided] == ["t0", "late"]
     assert store.decided[1][2] - store.decided[0][2] < timedelta(seconds=policy.interval_s)
+
+
+async def test_a_refusal_recorded_during_a_sweep_is_decided_before_the_rest_of_its_batch(
+    skipping_env: WorkflowEnvironment,
+) -> None:
+    """A sweep applies its batch a chunk at a time. A step refused for good after the scan, while
+    the first chunk is applied, is decided before the second chunk, not after the whole batch
+    (under a backlog of cool-downs a batch takes seconds)."""
+    policy = SupervisorPolicy(interval_s=60.0, max_interval_s=600.0, orphan_check_s=0, queue_check_s=0, apply_chunk=4)
+    store = Backlog(size=12, per_sweep=100, policy=policy, permanent=False)
+    queue = f"sup-chunks-{uuid.uuid4().hex[:8]}"
+    client = skipping_env.client
+    workflow_id = f"sup-{queue}"
+    applies: list[list[str]] = []
+
+    @activity.defn(name="supervisor.apply")
+    async def apply_then_a_refusal(request: ApplyInput) -> ApplyResult:
+        applies.append([d.task_id for d in request.decisions])
+        result = await store.apply(request)
+        if len(applies) == 1:  # another task's step is refused for good now, after the scan
+            store.due.append("refused")
+            store.refused.add("refused")
+            await client.get_workflow_handle(workflow_id).signal("wake")
+        return result
+
+    async with Worker(
+        client, task_queue=queue, workflows=[SupervisorWorkflow], activities=[store.scan, apply_then_a_refusal]
+    ):
+        handle = await client.start_workflow("SupervisorWorkflow", SupervisorInput(), id=workflow_id, task_queue=queue)
+        for _ in range(5):
+            if any(t == "refused" for t, _, _ in store.decided):
+                break
+            await skipping_env.sleep(1)
+        await handle.terminate("done")
+        if os.environ.get("SAS_RECORD_HISTORIES") == "1":
+            history = await handle.fetch_history()
+            (HISTORIES / "supervisor_refusal_between_chunks.json").write_text(
+                json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+            )
+
+    assert applies[:4] == [["t0", "t1", "t2", "t3"], ["refused"], ["t4", "t5", "t6", "t7"], ["t8", "t9", "t10", "t11"]]
