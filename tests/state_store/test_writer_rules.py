@@ -208,9 +208,8 @@ async def test_a_compensated_task_with_a_step_still_processed_disagrees(sessions
     assert processed.disagreeing == [] and processed.last is None
 
 
-async def test_a_look_for_refusals_finds_only_the_steps_refused_for_good(sessions, writer) -> None:
-    """The Supervisor's look between the chunks of a sweep: the due steps refused for good, and
-    not the ones failing for now (which the sweep's own scan finds)."""
+async def one_refused_one_failing(sessions: async_sessionmaker[AsyncSession], writer: StepWriter) -> tuple[str, str]:
+    """Two tasks whose reserve is Failed and due: one refused for good, one failing for now."""
     refused, failing = fresh_id("refused"), fresh_id("failing")
     for task_id, permanent in ((refused, True), (failing, False)):
         await writer.accept(accepted(task_id))
@@ -219,6 +218,13 @@ async def test_a_look_for_refusals_finds_only_the_steps_refused_for_good(session
                 session,
                 [transition(task_id, 1, StepState.FAILED, failure_count=1, permanent=permanent, complete_by=NOW)],
             )
+    return refused, failing
+
+
+async def test_a_look_for_refusals_finds_only_the_steps_refused_for_good(sessions, writer) -> None:
+    """The Supervisor's look between the chunks of a sweep: the due steps refused for good, and
+    not the ones failing for now (which the sweep's own scan finds)."""
+    refused, failing = await one_refused_one_failing(sessions, writer)
     later = NOW + timedelta(days=30)
     ours = {refused, failing}
     async with sessions() as session:
@@ -230,16 +236,9 @@ async def test_a_look_for_refusals_finds_only_the_steps_refused_for_good(session
 
 
 async def test_the_scan_between_chunks_reads_refusals_and_nothing_else(sessions, writer, db_url: str) -> None:
-    """``supervisor.scan`` with ``refusals_only``: the due steps refused for good, with the policy,
-    and none of the full scan's other reads (its outbox, alerts and incidents stay at zero)."""
-    refused, failing = fresh_id("refused"), fresh_id("failing")
-    for task_id, permanent in ((refused, True), (failing, False)):
-        await writer.accept(accepted(task_id))
-        async with sessions() as session:
-            await record_transitions(
-                session,
-                [transition(task_id, 1, StepState.FAILED, failure_count=1, permanent=permanent, complete_by=NOW)],
-            )
+    """``supervisor.scan`` with ``refusals_only``: the due steps refused for good, not the ones
+    failing for now (which the full scan finds too), with the policy and its chunk size."""
+    refused, failing = await one_refused_one_failing(sessions, writer)
     settings = Settings(
         _env_file=None, database=DatabaseSettings(url=db_url), supervisor=SupervisorSettings(batch_size=1000)
     )  # type: ignore[call-arg]
