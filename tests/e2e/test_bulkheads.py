@@ -36,9 +36,11 @@ from tests.stack import ADMIN_TOKEN, Stack, start_stack
 # The hang lasts until the test removes its faults (removing a rule ends the calls it holds), however
 # slow a loaded machine is; a ship attempt outlasts it (so the hung calls stay in their first
 # attempt) and is retried enough that an outage is waited out rather than turned into a refund.
+# Its heartbeat timeout is long too: on a loaded machine a late beat timed out a hung attempt, and
+# its retry took a second slot beside the first (which keeps its slot until its request ends).
 HANG_MS = 300_000
 PATIENT_SHIP = StepPolicyValues(
-    complete_by_s=600.0, heartbeat_s=2.0, max_attempts=10, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
+    complete_by_s=600.0, heartbeat_s=20.0, max_attempts=10, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
 )
 HUNG_ORDERS = 3  # one more than shipping's slots: the third waits in shipping's queue, unstarted
 PREORDERS = 4
