@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,8 @@ from sas.state_store.mirror_rules import (
 )
 from sas.state_store.tables import UTCDateTime
 from sas.task_models import AcceptOutcome, StepTransition, TaskAccepted
+
+log = logging.getLogger("sas.state_store")
 
 
 class StepWriter(Protocol):
@@ -136,25 +139,44 @@ _SQLITE = HotPath("sqlite")
 _PG = HotPath("postgresql")
 
 
+# A write waiting for its batch: what it runs on the connection, its outcome, whether it syncs.
+_Queued = tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], bool]
+
+
 class SqliteStepWriter:
-    """Group commit on one connection, owned by one thread.
+    """Group commit on one connection, applied where it costs least.
 
     SQLite serialises writers anyway, so concurrent writes are queued and applied
-    together, in one transaction per batch, with a single hop to the writer thread -
-    instead of an event-loop/thread round trip per statement. A write that fails for its
-    own reasons fails alone: the batch is rolled back and applied again with a savepoint
-    per write. A failure of the database itself (locked, I/O) fails the batch, and each
-    Agent then retries its own write, which is safe because the writes are versioned.
+    together, in one transaction per batch. A small batch of step transitions on a free
+    database is applied on the event loop itself: it only writes pages to the WAL (no
+    sync), which costs less than handing it to a thread and back (bench/write_cost.py).
+    Everything that may wait goes to the writer thread instead: a batch holding an accept
+    (it syncs to disk), a large batch, a batch that finds the database's write lock held
+    elsewhere (the thread waits for it; the event loop never does) and the WAL checkpoints.
+    A write that fails for its own reasons fails alone: the batch is rolled back and applied
+    again on the thread, with a savepoint per write. A failure of the database itself
+    (locked for too long, I/O) fails the batch, and each Agent then retries its own write,
+    which is safe because the writes are versioned.
     """
 
     _BATCH = 256
+    # A larger batch goes to the thread: the hand-off is then shared by many writes, and the
+    # event loop is never held for long (32 writes at once: about 2 ms of statements).
+    _ON_LOOP_MAX = 32
+    # Commits between two checkpoints of the WAL. The connection's own automatic checkpoint is
+    # off, so that no commit on the event loop copies the WAL back and syncs the file: the
+    # writer thread checkpoints instead, after about as many pages as SQLite's default of 1,000.
+    _CHECKPOINT_EVERY = 128
+    _BUSY_TIMEOUT_MS = 30000
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._db: sqlite3.Connection | None = None  # used only on the writer thread
+        # Used by one batch at a time: on the event loop or on the writer thread, never both.
+        self._db: sqlite3.Connection | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="sas-step-writer")
-        self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], bool]] = []
-        self._synchronous = ""  # the connection's current PRAGMA synchronous, on the writer thread
+        self._queue: list[_Queued] = []
+        self._settings: tuple[str, int] | None = None  # the connection's (synchronous, busy timeout)
+        self._commits = 0  # since the last checkpoint
         self._flusher: asyncio.Task[None] | None = None
 
     async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:
@@ -202,17 +224,18 @@ class SqliteStepWriter:
         loop = asyncio.get_running_loop()
         while self._queue:
             batch, self._queue = self._queue[: self._BATCH], self._queue[self._BATCH :]
+            runs = [run for run, _, _ in batch]
+            durable = any(d for _, _, d in batch)
             try:
-                durable = any(d for _, _, d in batch)
-                outcomes = await loop.run_in_executor(self._thread, self._apply, [run for run, _, _ in batch], durable)
+                outcomes = None
+                if self._db is not None and not durable and len(runs) <= self._ON_LOOP_MAX:
+                    outcomes = self._apply_on_loop(runs)
+                if outcomes is None:
+                    outcomes = await loop.run_in_executor(self._thread, self._apply, runs, durable)
             except Exception as err:  # noqa: BLE001 - handed to every write in the batch
                 outcomes = [(False, err)] * len(batch)
             except BaseException:
-                # Cancelled (the worker is shutting down): no one will flush what is waiting,
-                # so its writers must not wait for ever either.
-                for _, done, _ in batch + self._queue:
-                    done.cancel()
-                self._queue = []
+                self._cancel_waiting(batch)
                 raise
             for (_, done, _), (ok, value) in zip(batch, outcomes, strict=False):
                 if done.done():  # its Agent was cancelled meanwhile
@@ -221,9 +244,44 @@ class SqliteStepWriter:
                     done.set_result(value)
                 else:
                     done.set_exception(value)
+            if self._commits >= self._CHECKPOINT_EVERY:
+                self._commits = 0
+                try:
+                    await loop.run_in_executor(self._thread, self._checkpoint)
+                except BaseException:
+                    self._cancel_waiting([])
+                    raise
+
+    def _cancel_waiting(self, batch: list[_Queued]) -> None:
+        """Cancelled (the worker is shutting down): no one will flush what is waiting, so its
+        writers must not wait for ever either."""
+        for _, done, _ in batch + self._queue:
+            done.cancel()
+        self._queue = []
+
+    def _apply_on_loop(self, runs: list[Callable[[sqlite3.Connection], Any]]) -> list[tuple[bool, Any]] | None:
+        """On the event loop: the batch in one transaction, committed with ``synchronous=NORMAL``,
+        without ever waiting. None when the thread must apply it instead: the write lock is held
+        by another connection (this one does not wait for it here), or a write failed for its own
+        reasons (the batch was rolled back; the thread applies it again, each write alone)."""
+        db = self._db
+        assert db is not None
+        try:
+            self._configure(db, "NORMAL", busy_timeout_ms=0)
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as err:
+            if err.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                return None
+            self._close()
+            raise
+        try:
+            return self._transaction(db, runs, alone=False, begun=True)
+        except BaseException:
+            self._close()
+            raise
 
     def _apply(self, runs: list[Callable[[sqlite3.Connection], Any]], durable: bool) -> list[tuple[bool, Any]]:
-        """On the writer thread: one transaction for the whole batch.
+        """On the writer thread: one transaction for the whole batch, waiting for the write lock.
 
         A batch holding an accept commits with ``synchronous=FULL``: the WAL is on disk before
         any accept of it returns, so an accepted task survives power loss (and so does every
@@ -233,16 +291,14 @@ class SqliteStepWriter:
         back (docs/reliability.md). That saves an fsync per batch on the hot path.
         """
         if self._db is None:
-            self._db = sqlite3.connect(self._path, isolation_level=None, timeout=30)
-            for pragma in ("busy_timeout=30000", "journal_mode=WAL"):  # wait for a lock, even here
-                self._db.execute(f"PRAGMA {pragma}")
-            self._synchronous = ""
+            db = sqlite3.connect(self._path, isolation_level=None, timeout=30, check_same_thread=False)
+            # Wait for a lock, even here; the WAL is checkpointed by _checkpoint, not by a commit.
+            for pragma in (f"busy_timeout={self._BUSY_TIMEOUT_MS}", "journal_mode=WAL", "wal_autocheckpoint=0"):
+                db.execute(f"PRAGMA {pragma}")
+            self._db, self._settings = db, None
         db = self._db
-        synchronous = "FULL" if durable else "NORMAL"
-        if synchronous != self._synchronous:
-            db.execute(f"PRAGMA synchronous={synchronous}")
-            self._synchronous = synchronous
         try:
+            self._configure(db, "FULL" if durable else "NORMAL", busy_timeout_ms=self._BUSY_TIMEOUT_MS)
             outcomes = self._transaction(db, runs, alone=False)
             if outcomes is None:
                 # A write failed for its own reasons, and the batch was rolled back: applied
@@ -255,15 +311,33 @@ class SqliteStepWriter:
         assert outcomes is not None
         return outcomes
 
-    @staticmethod
+    def _configure(self, db: sqlite3.Connection, synchronous: str, busy_timeout_ms: int) -> None:
+        if self._settings != (synchronous, busy_timeout_ms):
+            db.execute(f"PRAGMA synchronous={synchronous}")
+            db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+            self._settings = (synchronous, busy_timeout_ms)
+
+    def _checkpoint(self) -> None:
+        """On the writer thread: copy the WAL's committed pages back into the database file, as
+        far as readers allow (PASSIVE: it waits for no one). A checkpoint that fails is no write
+        lost; the next one copies those pages too."""
+        if self._db is None:
+            return
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as err:
+            log.warning("state store: WAL checkpoint failed, retried after the next writes: %s", err)
+
     def _transaction(
-        db: sqlite3.Connection, runs: list[Callable[[sqlite3.Connection], Any]], alone: bool
+        self, db: sqlite3.Connection, runs: list[Callable[[sqlite3.Connection], Any]], alone: bool, begun: bool = False
     ) -> list[tuple[bool, Any]] | None:
         """Apply ``runs`` in one transaction and commit it. ``alone``: each under its own savepoint,
         a write's own failure rolled back to it and reported as its outcome; otherwise such a failure
-        rolls the whole transaction back and returns None. A failure of the database raises."""
+        rolls the whole transaction back and returns None. A failure of the database raises.
+        ``begun``: the caller has begun the transaction."""
         outcomes: list[tuple[bool, Any]] = []
-        db.execute("BEGIN IMMEDIATE")
+        if not begun:
+            db.execute("BEGIN IMMEDIATE")
         for run in runs:
             if alone:
                 db.execute("SAVEPOINT w")
@@ -280,6 +354,7 @@ class SqliteStepWriter:
             if alone:
                 db.execute("RELEASE w")
         db.execute("COMMIT")
+        self._commits += 1
         return outcomes
 
     def _close(self) -> None:

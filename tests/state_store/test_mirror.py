@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from sas import state_store
-from sas.settings import DatabaseSettings
-from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.mirror import record_transitions
 from sas.state_store.queries import get_task
 from sas.state_store.tables import shard_of
@@ -320,33 +317,6 @@ async def test_control_characters_in_relayed_text_are_stored_cleaned(sessions, w
     reserve = next(r for r in record.steps if r.name == "reserve")
     assert (reserve.last_error, reserve.error_type) == ("card\ufffddeclined\ufffd[31m", "Remote\ufffdError")
     assert [(a.actor, a.reason, a.changed) for a in audit] == [("al\ufffdice", "x\ufffd", "y\ufffd")]
-
-
-async def test_on_sqlite_an_accept_is_synced_to_disk_and_transitions_are_not(tmp_path) -> None:
-    """The durability split of docs/reliability.md: a commit holding an accept runs with
-    ``synchronous=FULL`` (on disk before the accept returns); a batch of step transitions
-    alone runs with ``NORMAL`` (reconciliation writes a lost one back from Temporal)."""
-    from sas.state_store.agent_writes import SqliteStepWriter
-
-    url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
-    await state_store.upgrade_async(url)
-    writer = make_step_writer(DatabaseSettings(url=url))
-    assert isinstance(writer, SqliteStepWriter)
-
-    def mode(db) -> int:
-        return int(db.execute("PRAGMA synchronous").fetchone()[0])
-
-    try:
-        task_id = fresh_id("dur")
-        # Queued together, the accept and the probe share one batch, so one commit.
-        outcome, in_accept_batch = await asyncio.gather(writer.accept(accepted(task_id)), writer._submit(mode))
-        assert outcome.status == "new" and in_accept_batch == 2  # FULL
-        _, in_transition_batch = await asyncio.gather(
-            writer.write(transition(task_id, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED)), writer._submit(mode)
-        )
-        assert in_transition_batch == 1  # NORMAL
-    finally:
-        await writer.aclose()
 
 
 async def test_an_agents_write_keeps_its_step_task_and_attempt_together(sessions, writer) -> None:
