@@ -39,6 +39,9 @@ from tests.stack import ADMIN_TOKEN, Stack, start_stack
 # Its heartbeat timeout is long too: on a loaded machine a late beat timed out a hung attempt, and
 # its retry took a second slot beside the first (which keeps its slot until its request ends).
 HANG_MS = 300_000
+# The HTTP timeout of one call outlasts the hang too: at the default 30 s, a loaded machine's slow
+# start let a hung call time out and retry, finding its slot taken by the call that had waited.
+CALL_TIMEOUT_S = 2 * HANG_MS / 1000
 PATIENT_SHIP = StepPolicyValues(
     complete_by_s=600.0, heartbeat_s=20.0, max_attempts=10, initial_interval_s=0.2, backoff=1.5, max_interval_s=0.5
 )
@@ -51,7 +54,10 @@ async def bulkhead_stack(
     client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
 ) -> AsyncIterator[Stack]:
     registry = ServicesSettings(
-        url=services.url, admin_token=ADMIN_TOKEN, max_connections=2, shipping={"max_concurrency": 2}
+        url=services.url,
+        admin_token=ADMIN_TOKEN,
+        max_connections=2,
+        shipping={"max_concurrency": 2, "timeout_s": CALL_TIMEOUT_S},
     )
     async with start_stack(
         client, temporal_address, services.url, sqlite_url, services=registry, steps={"ship": PATIENT_SHIP}
@@ -191,7 +197,9 @@ async def shared_queue_stack(
 ) -> AsyncIterator[Stack]:
     # No limit, breaker or own_queue for shipping: its Agents share the workflow's queue, with
     # its pool (two connections) as its limit on calls in flight.
-    registry = ServicesSettings(url=services.url, admin_token=ADMIN_TOKEN, max_connections=2)
+    registry = ServicesSettings(
+        url=services.url, admin_token=ADMIN_TOKEN, max_connections=2, shipping={"timeout_s": CALL_TIMEOUT_S}
+    )
     async with start_stack(
         client, temporal_address, services.url, sqlite_url, services=registry, steps={"ship": PATIENT_SHIP}
     ) as running:
