@@ -270,7 +270,9 @@ class SqliteStepWriter:
             self._configure(db, "NORMAL", busy_timeout_ms=0)
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as err:
-            if err.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+            # The primary code: an extended one (another connection recovering the WAL, say)
+            # is a busy database all the same, for the thread to wait out.
+            if err.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                 return None
             self._close()
             raise
