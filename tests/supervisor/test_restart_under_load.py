@@ -90,6 +90,23 @@ async def sweeping_since(handle: Any, since: datetime) -> int:
     return n
 
 
+def exited(process: subprocess.Popen[bytes], log_path: Path, timeout: float = 60) -> None:
+    """Wait for the stopped Supervisor to exit; if it does not, fail with where it is stuck (its
+    Python stacks, from py-spy) and the end of its log, not a bare timeout."""
+    try:
+        process.wait(timeout)
+        return
+    except subprocess.TimeoutExpired:
+        dump = subprocess.run(
+            [str(Path(sys.executable).parent / "py-spy"), "dump", "--pid", str(process.pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        tail = log_path.read_text(errors="replace")[-4000:]
+        pytest.fail(f"the Supervisor did not exit within {timeout}s of its signal\n{dump.stdout}{dump.stderr}\n{tail}")
+
+
 async def polling(log_path: Path, since: int) -> bool:
     return b"polling" in log_path.read_bytes()[since:]
 
@@ -122,7 +139,7 @@ async def test_a_restarted_supervisor_sweeps_again_under_load(
                 # running two suites at once meets (ten sweeps in 300 s fell short at load 20).
                 await wait_until(stats, lambda s: s.sweeps >= 4, timeout=300, what="four sweeps under load")
                 first.send_signal(stop)
-                first.wait(60)
+                exited(first, log_path)
             await asyncio.sleep(OUTAGE_S)  # the orders keep failing and waking the Supervisor meanwhile
             before = await supervisor.describe()
             offset = log_path.stat().st_size
