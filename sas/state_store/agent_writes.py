@@ -377,6 +377,10 @@ class SqliteStepWriter:
         thread.shutdown(wait=False)
 
 
+# An accept's transaction waits for its WAL to be flushed, whatever the session's default.
+_DURABLE_TRANSACTION = "SET LOCAL synchronous_commit TO on"
+
+
 async def _session_state_kept(_conn: Any) -> None:
     """The pool's reset of a released connection, beyond the rollback of an open transaction
     that asyncpg always does: nothing. Its default (advisory unlocks, CLOSE ALL, UNLISTEN,
@@ -384,7 +388,14 @@ async def _session_state_kept(_conn: Any) -> None:
 
 
 class PostgresStepWriter:
-    """A small asyncpg pool: PostgreSQL takes concurrent writers, so no batching is needed."""
+    """A small asyncpg pool: PostgreSQL takes concurrent writers, so no batching is needed.
+
+    The durability split of the SQLite writer, in PostgreSQL's terms: the pool's sessions commit
+    with ``synchronous_commit=off``, so a step transition returns once it is in PostgreSQL's WAL
+    buffers, without waiting for the WAL's flush to disk (the WAL writer flushes it within a few
+    hundred milliseconds). A crash of the server can lose the last few transitions, never half
+    of one; the Supervisor's reconciliation writes them back from Temporal. An accept sets
+    ``synchronous_commit`` back on for its own transaction: it is on disk before it returns."""
 
     def __init__(self, db: DatabaseSettings) -> None:
         url = make_url(db.url)
@@ -399,6 +410,7 @@ class PostgresStepWriter:
         ids = {"task_id": accepted.task_id, "run_id": accepted.run_id, "chain_id": accepted.chain_id}
         pool = await self._get_pool()
         async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(_DURABLE_TRANSACTION)
             task = _PG.new_task.args(_PG.prepared(new_task_params(accepted, at)))
             if await conn.execute(_PG.new_task.sql, *task) != "INSERT 0 0":
                 steps = _PG.new_step.many([_PG.prepared(row) for row in new_step_params(accepted, at)])
@@ -425,7 +437,12 @@ class PostgresStepWriter:
         async with self._starting:
             if self._pool is None:
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=1, max_size=self._size, ssl=self._ssl, reset=_session_state_kept
+                    self._dsn,
+                    min_size=1,
+                    max_size=self._size,
+                    ssl=self._ssl,
+                    reset=_session_state_kept,
+                    server_settings={"synchronous_commit": "off"},
                 )
         return self._pool
 
