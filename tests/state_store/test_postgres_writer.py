@@ -75,3 +75,26 @@ async def test_an_accept_waits_for_the_flush_to_disk_and_a_transition_does_not(w
     assert {setting for _, _, setting in await _seen(conn)} == {"on"}
     await writer.write(transition(again, 1, StepState.PROCESSING, 1, Phase.AGENT_STARTED))
     assert {setting for _, _, setting in await _seen(conn)} == {"off"}
+
+
+async def test_an_accept_that_fails_midway_leaves_nothing_and_the_session_is_reused(watched) -> None:
+    """The accept's transaction is its own (BEGIN with the durable setting in one round trip):
+    a failure after the task's row is written rolls it back, and the pooled session goes on."""
+    writer, conn = watched
+    await conn.execute("""
+        CREATE FUNCTION refuse_steps() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.task_id LIKE 'refused-%' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse BEFORE INSERT ON steps FOR EACH ROW EXECUTE FUNCTION refuse_steps();
+    """)
+    refused = fresh_id("refused")
+    with pytest.raises(asyncpg.RaiseError, match="refused by the test"):
+        await writer.accept(accepted(refused))
+    assert await conn.fetchval("SELECT count(*) FROM tasks WHERE task_id = $1", refused) == 0
+
+    kept = fresh_id("pgdur")
+    assert (await writer.accept(accepted(kept))).status == "new"
+    assert await conn.fetchval("SELECT count(*) FROM steps WHERE task_id = $1", kept) == len(accepted(kept).steps)
+    assert {setting for _, _, setting in await _seen(conn)} == {"on"}
