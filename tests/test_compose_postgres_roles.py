@@ -245,4 +245,8 @@ async def test_an_order_goes_through_with_the_worker_and_supervisor_as_sas_app(
         record = await stack.record(task_id)
         assert record is not None and record.task.state == "Processed"
         decisions = [(d.kind, d.observed_state) for d in await stack.decisions(task_id) if d.kind != "wait"]
-        assert decisions == [("retry", "Failed")]
+        # The failed step's retry, written under sas_app. On a loaded machine an attempt can also
+        # overrun its complete-by first, and the Supervisor nudges it (a retry seen Processing);
+        # nothing was undone or parked either way.
+        assert ("retry", "Failed") in decisions, decisions
+        assert {kind for kind, _ in decisions} == {"retry"}, decisions
