@@ -68,6 +68,10 @@ def up(
         command_line(f"  . {env_file}")
         console.print("Ctrl-C stops everything.")
         _hold(stack, max_restarts)
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM before the hold began (while the stack was being described): the
+        # same clean stop as during it.
+        console.print("stopping")
     finally:
         stack.stop()
 
