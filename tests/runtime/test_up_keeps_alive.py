@@ -156,7 +156,20 @@ async def test_a_worker_that_keeps_dying_stops_the_stack_with_one_line(tmp_path:
 
 async def test_sigterm_stops_the_whole_stack_before_sas_up_exits(tmp_path: Path) -> None:
     async with sas_up(tmp_path) as up:
-        running = stack_processes(up.state_dir, but=up.process.pid)
+
+        async def running_now() -> dict[int, str]:
+            return stack_processes(up.state_dir, but=up.process.pid)
+
+        # On a loaded machine a process may be between a start and its restart when sas up says
+        # it is up: the signal goes once the whole stack runs, so there is something to stop.
+        running = await wait_until(
+            running_now,
+            lambda found: (
+                any("temporal" in c for c in found.values()) and any("sas.supervisor" in c for c in found.values())
+            ),
+            timeout=120,
+            what="the dev server and the Supervisor running",
+        )
         up.process.send_signal(signal.SIGTERM)
         code = await _exited(up)
         # At once, with no grace: what a lifeline would stop later has outlived sas up.
