@@ -149,14 +149,23 @@ class ServiceBreaker:
     # ------------------------------------------------------------- transitions
 
     def _transition(self, write: Callable[[], Awaitable[None]]) -> None:
+        # One transition write at a time: many failures in a row ask to trip once.
         if self._writing:
             return
         self._writing = True
-        task = asyncio.ensure_future(write())
+        task = asyncio.ensure_future(self._write_then_read(write))
         task.add_done_callback(self._written)
 
+    async def _write_then_read(self, write: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await write()
+        finally:
+            # Free as soon as the row is written, not once it is read back: a probe's outcome
+            # recorded while that read is still on its way is a transition of its own.
+            self._writing = False
+        await self.refresh()
+
     def _written(self, task: asyncio.Future[None]) -> None:
-        self._writing = False
         if not task.cancelled() and task.exception() is not None:
             log.warning("breaker %s: could not write its transition: %s", self.service, task.exception())
 
@@ -186,7 +195,6 @@ class ServiceBreaker:
                     calls,
                     opened.retry_at.isoformat(timespec="seconds") if opened.retry_at else "?",
                 )
-            await self.refresh()
 
         return write
 
@@ -198,7 +206,6 @@ class ServiceBreaker:
             async with self._sessions() as session:
                 if await store.close(session, self.service, _now(), why, seen_version=seen):
                     log.warning("breaker %s closed: %s", self.service, why)
-            await self.refresh()
 
         return write
 
@@ -214,6 +221,10 @@ class ServiceBreaker:
     def update(self, view: BreakerView) -> None:
         """Take the shared row as read; a new state or probe owner resets what this worker did."""
         before = self.view
+        if view.version < before.version:
+            # A read that began before a newer transition this worker already holds (its own
+            # write's read-back racing a probe claim): taking it would undo the newer state.
+            return
         if (view.state, view.probe_by, view.version) != (before.state, before.probe_by, before.version):
             if view.state != "half_open" or view.probe_by != self.worker or before.version != view.version:
                 self._probe_sent = self._probe_polled = False

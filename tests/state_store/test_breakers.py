@@ -142,6 +142,66 @@ async def test_two_workers_share_one_breaker(db_url: str) -> None:
         await engine.dispose()
 
 
+def test_a_read_older_than_the_view_held_is_not_taken() -> None:
+    breaker = ServiceBreaker("inventory", BreakerSettings(enabled=True), "w1", None)
+    claimed = BreakerView(service="inventory", state="half_open", probe_by="w1", version=2)
+    breaker.update(claimed)
+    # A read that began before the claim committed comes back after it.
+    breaker.update(BreakerView(service="inventory", state="open", version=1))
+    assert breaker.view == claimed
+
+
+async def test_a_probe_outcome_recorded_while_the_trip_is_read_back_is_written(db_url: str) -> None:
+    """The trip's write is followed by a read of the row. A probe whose outcome comes in while
+    that read is still on its way (a slow database, a loaded machine) must still close the
+    breaker: the read-back is not a write in progress."""
+    import asyncio
+
+    from tests.helpers import wait_until
+
+    await state_store.upgrade_async(db_url)
+    engine = state_store.create_engine(DatabaseSettings(url=db_url))
+    sessions = state_store.session_factory(engine)
+    settings = BreakerSettings(enabled=True, min_calls=3, failure_rate=0.5, open_s=0.1, sync_s=0.1)
+    breaker = ServiceBreaker("inventory", settings, "w1", sessions)
+    reads_released = asyncio.Event()
+    real_refresh = breaker.refresh
+
+    async def held_refresh() -> None:
+        await reads_released.wait()
+        await real_refresh()
+
+    async def claim() -> bool:
+        await breaker.maybe_claim_probe()  # not through refresh: that is what is held
+        return breaker.view.state == "half_open"
+
+    breaker.refresh = held_refresh  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            breaker.record(False, "503")
+        opened = await wait_for_row(sessions, lambda v: v.state == "open")
+        breaker.update(opened)
+        await wait_until(claim, timeout=10, interval=0.05, what="the probe claimed")  # after open_s
+        assert breaker.view.state == "half_open" and breaker.view.probe_by == "w1"
+        assert breaker.admit()
+        breaker.record(True)
+        closed = await wait_for_row(sessions, lambda v: v.state == "closed")
+        assert closed.version == opened.version + 2  # claimed, then closed by its probe
+    finally:
+        reads_released.set()
+        await engine.dispose()
+
+
+async def wait_for_row(sessions, ok) -> BreakerView:  # type: ignore[no-untyped-def]
+    from tests.helpers import wait_until
+
+    async def read() -> BreakerView:
+        async with sessions() as session:
+            return (await read_breakers(session)).get("inventory", BreakerView(service="inventory"))
+
+    return await wait_until(read, ok, timeout=10, interval=0.05, what="the shared row")
+
+
 async def wait_for(breaker: ServiceBreaker, ok) -> BreakerView:  # type: ignore[no-untyped-def]
     from tests.helpers import wait_until
 
