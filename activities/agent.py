@@ -122,14 +122,20 @@ class Agent:
         # without its secret fields. An undo's result is not stored: the step keeps its forward one.
         stored = shown(model, data) if model is not None and not call.compensation else None
         done = StepState.COMPENSATED if call.compensation else StepState.PROCESSED
-        await self._record(
-            call,
-            Phase.AGENT_DONE,
-            activity.info().attempt,
-            state=done,
-            task_state=call.stamp.task_state_on_done,
-            result=stored,
-        )
+        attempt = activity.info().attempt
+        fields: dict[str, Any] = {"state": done, "task_state": call.stamp.task_state_on_done, "result": stored}
+        if call.compensation or call.stamp.task_state_on_done is not None:
+            # An undo's outcome, and the step that completes the task, are in the mirror before
+            # Temporal hears of them: a clean-up and a client reading the row after the result
+            # must find them.
+            await self._record(call, Phase.AGENT_DONE, attempt, **fields)
+        else:
+            # Any other forward success goes on while Temporal starts the next step: nothing
+            # waits on it. If it is lost (the worker dies first), the row still says Processing,
+            # which is what an undo needs to know (the call may have reached the service), and
+            # reconciliation writes Processed from Temporal. Being versioned, it cannot overwrite
+            # the next step's later writes.
+            self._writer.behind(self._record(call, Phase.AGENT_DONE, attempt, beating=False, **fields))
         return StepResult(data=data)
 
     async def forward_id(self, call: StepCall, service: str, field: str) -> str | None:
@@ -154,7 +160,9 @@ class Agent:
         value = found.get(field)
         return value if isinstance(value, str) and value else None
 
-    async def _record(self, call: StepCall, phase: Phase, attempt: int, **fields: Any) -> None:
+    async def _record(self, call: StepCall, phase: Phase, attempt: int, *, beating: bool = True, **fields: Any) -> None:
+        """Write a transition of the step's row, trying again while the attempt can spare the
+        time. ``beating``: heartbeat while waiting (not for a write the activity does not wait for)."""
         if call.item_key is not None:
             # A fan-out's items share one step row, which the Scheduler writes with their counts:
             # a thousand Agents writing it would only race each other.
@@ -184,7 +192,7 @@ class Agent:
         delay = 0.2
         while True:
             try:
-                await self._write_beating(transition, give_up_at)
+                await self._write_beating(transition, give_up_at, beating)
                 return
             except Exception as err:  # noqa: BLE001 - any failure of the store: the step goes on regardless
                 if refused_for_good(err):
@@ -205,11 +213,12 @@ class Agent:
                     )
                     return
                 log.warning("state store write failed, retrying in %.1fs: %s: %s", delay, type(err).__name__, err)
-                beat()
+                if beating:
+                    beat()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    async def _write_beating(self, transition: StepTransition, give_up_at: datetime) -> None:
+    async def _write_beating(self, transition: StepTransition, give_up_at: datetime, beating: bool) -> None:
         """One write, heartbeating while it waits (a locked or slow store can hold it for longer
         than the step's heartbeat timeout); TimeoutError if it has not landed by ``give_up_at``."""
         write = asyncio.ensure_future(self._writer.write(transition))
@@ -219,7 +228,7 @@ class Agent:
                 if left <= 0:
                     raise TimeoutError("the state store did not answer in time")
                 await asyncio.wait({write}, timeout=min(left, _BEAT_S))
-                if not write.done():
+                if beating and not write.done():
                     beat()
             write.result()
         finally:

@@ -24,17 +24,18 @@ from sas.activities.function_agents import FunctionAgents
 from sas.activities.http_agent import HttpAgent
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
-from sas.state_store.agent_writes import AcceptOutcome
+from sas.state_store.agent_writes import AcceptOutcome, WritesBehind
 from sas.task_models import MirrorStamp, StepCall, StepResult, StepTransition, TaskAccepted
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
 from sas.task_types.services import HttpCall, agent_function
 
 
-class _NoMirror:
+class _NoMirror(WritesBehind):
     """The mirror writes of an Agent tested alone: kept, for a test that wants to see them."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.transitions: list[StepTransition] = []
 
     async def accept(self, accepted: TaskAccepted) -> AcceptOutcome:  # pragma: no cover - Agents never accept

@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from operator import itemgetter
@@ -52,7 +52,31 @@ class StepWriter(Protocol):
 
     async def write(self, t: StepTransition) -> None: ...
 
+    def behind(self, write: Awaitable[None]) -> None:
+        """Run a write its caller does not wait for; ``aclose`` waits for it first."""
+        ...
+
     async def aclose(self) -> None: ...
+
+
+class WritesBehind:
+    """The writes nobody waits for (``StepWriter.behind``): kept referenced until they end, so
+    that none is collected half done, and waited for, within ``_SETTLE_S``, when the writer
+    closes, so that a worker stopping does not drop what it has already answered."""
+
+    _SETTLE_S = 30.0
+
+    def __init__(self) -> None:
+        self._behind: set[asyncio.Future[None]] = set()
+
+    def behind(self, write: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(write)
+        self._behind.add(task)
+        task.add_done_callback(self._behind.discard)
+
+    async def _settle(self) -> None:
+        if self._behind:
+            await asyncio.wait(set(self._behind), timeout=self._SETTLE_S)
 
 
 def make_step_writer(db: DatabaseSettings) -> StepWriter:
@@ -144,7 +168,7 @@ _PG = HotPath("postgresql")
 _Queued = tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], bool]
 
 
-class SqliteStepWriter:
+class SqliteStepWriter(WritesBehind):
     """Group commit on one connection, applied where it costs least.
 
     SQLite serialises writers anyway, so concurrent writes are queued and applied
@@ -171,6 +195,7 @@ class SqliteStepWriter:
     _BUSY_TIMEOUT_MS = 30000
 
     def __init__(self, path: str) -> None:
+        super().__init__()
         self._path = path
         # Used by one batch at a time: on the event loop or on the writer thread, never both.
         self._db: sqlite3.Connection | None = None
@@ -370,6 +395,7 @@ class SqliteStepWriter:
                 pass
 
     async def aclose(self) -> None:
+        await self._settle()
         if self._flusher is not None and not self._flusher.done():
             await asyncio.wait([self._flusher], timeout=30)
         await asyncio.get_running_loop().run_in_executor(self._thread, self._close)
@@ -389,7 +415,7 @@ async def _session_state_kept(_conn: Any) -> None:
     RESET ALL) is a round trip per write, for session state these connections never set."""
 
 
-class PostgresStepWriter:
+class PostgresStepWriter(WritesBehind):
     """A small asyncpg pool: PostgreSQL takes concurrent writers, so no batching is needed.
 
     The durability split of the SQLite writer, in PostgreSQL's terms: the pool's sessions commit
@@ -400,6 +426,7 @@ class PostgresStepWriter:
     ``synchronous_commit`` back on for its own transaction: it is on disk before it returns."""
 
     def __init__(self, db: DatabaseSettings) -> None:
+        super().__init__()
         url = make_url(db.url)
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False).split("?")[0]
         self._ssl = url.query.get("ssl") or url.query.get("sslmode")
@@ -462,6 +489,7 @@ class PostgresStepWriter:
         return self._pool
 
     async def aclose(self) -> None:
+        await self._settle()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None

@@ -249,3 +249,25 @@ async def test_the_scan_between_chunks_reads_refusals_and_nothing_else(sessions,
     assert found.policy.apply_chunk == 2 * settings.supervisor.concurrency
     whole = await ActivityEnvironment().run(scan.scan, ScanInput())
     assert {refused, failing} <= {s.task_id for s in whole.due}
+
+
+async def test_a_write_put_behind_has_landed_once_the_writer_is_closed(sessions, writer: StepWriter) -> None:
+    """What an Agent does not wait for (a forward step's Processed row) is still written before
+    its worker's writer closes: a worker stopping does not drop what it has already answered."""
+    import asyncio
+
+    task_id = fresh_id("behind")
+    await writer.accept(accepted(task_id))
+    allowed = asyncio.Event()
+
+    async def after_a_while() -> None:
+        await allowed.wait()  # still on its way when the writer is asked to close
+        await writer.write(transition(task_id, 5, StepState.PROCESSED, 1, Phase.AGENT_DONE))
+
+    writer.behind(after_a_while())
+    closing = asyncio.ensure_future(writer.aclose())
+    await asyncio.sleep(0)
+    assert not closing.done()
+    allowed.set()
+    await asyncio.wait_for(closing, timeout=30)
+    assert (await reserve(sessions, task_id)).state == "Processed"
