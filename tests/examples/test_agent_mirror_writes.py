@@ -18,6 +18,7 @@ from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
 from sas.state_store.agent_writes import WritesBehind
 from sas.task_models import MirrorStamp, StepCall, StepResult, StepState, StepTransition, TaskState
+from sas.task_types.services import HttpCall
 from sas_trip.workflows import FLIGHT
 from tests.helpers import fresh_id
 
@@ -62,6 +63,7 @@ async def attempt(url: str, writer: HeldWriter, *, undo: bool = False, completes
         forward_result={"booking_id": "none-such"} if undo else None,
     )
     declared = FLIGHT.undo if undo else FLIGHT.forward
+    assert isinstance(declared, HttpCall)
     environment = ActivityEnvironment()
     environment.info = dataclasses.replace(
         environment.info,
