@@ -1,7 +1,9 @@
 """What every Agent does around its remote call: record the attempt, call, record the outcome.
 
 The Agent itself writes Processing/LockedBy/CompleteBy when an attempt starts and
-Processed when it succeeds, so the happy path needs no separate mirror writes.
+Processed when it succeeds, so the happy path needs no separate mirror writes. The attempt's
+start is written before its call; a forward step's Processed is written behind its answer,
+unless the step completes the task (``_finish``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ INVALID_INPUT = "InvalidInput"
 log = logging.getLogger("sas.agent")
 # How often an Agent waiting on the state store tells Temporal it is alive (below any heartbeat timeout).
 _BEAT_S = 0.5
+# How long a write the attempt does not wait for is tried: it holds nothing up, and a worker
+# stopping waits for it (StepWriter.behind) for as long.
+_BEHIND_FOR = timedelta(seconds=30)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -135,7 +140,7 @@ class Agent:
             # which is what an undo needs to know (the call may have reached the service), and
             # reconciliation writes Processed from Temporal. Being versioned, it cannot overwrite
             # the next step's later writes.
-            self._writer.behind(self._record(call, Phase.AGENT_DONE, attempt, beating=False, **fields))
+            self._writer.behind(self._record(call, Phase.AGENT_DONE, attempt, behind=True, **fields))
         return StepResult(data=data)
 
     async def forward_id(self, call: StepCall, service: str, field: str) -> str | None:
@@ -160,9 +165,10 @@ class Agent:
         value = found.get(field)
         return value if isinstance(value, str) and value else None
 
-    async def _record(self, call: StepCall, phase: Phase, attempt: int, *, beating: bool = True, **fields: Any) -> None:
+    async def _record(self, call: StepCall, phase: Phase, attempt: int, *, behind: bool = False, **fields: Any) -> None:
         """Write a transition of the step's row, trying again while the attempt can spare the
-        time. ``beating``: heartbeat while waiting (not for a write the activity does not wait for)."""
+        time. ``behind``: a write the attempt does not wait for, which neither heartbeats nor
+        counts against the attempt's time, but is tried for ``_BEHIND_FOR`` instead."""
         if call.item_key is not None:
             # A fan-out's items share one step row, which the Scheduler writes with their counts:
             # a thousand Agents writing it would only race each other.
@@ -188,7 +194,8 @@ class Agent:
         deadline = info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
         now = datetime.now(UTC)
         spare = (deadline - now) / 2 if phase == Phase.AGENT_STARTED else deadline - now - timedelta(seconds=1)
-        give_up_at = now + max(spare, timedelta(0))
+        give_up_at = now + (_BEHIND_FOR if behind else max(spare, timedelta(0)))
+        beating = not behind
         delay = 0.2
         while True:
             try:

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 
 from sas.activities.remote import REJECTED, TRANSIENT, _classify
-from sas.task_models import StepTransition
+from sas.state_store.agent_writes import WritesBehind
+from sas.task_models import StepState, StepTransition
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded, json_size
 
 
@@ -70,14 +71,18 @@ def test_the_state_store_never_gets_more_than_the_bound() -> None:
     assert "\x00" not in written.last_error
 
 
-class _Writer:
+class _Writer(WritesBehind):
     """Keeps the Agent's writes (the state store, for this test)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.written: list[StepTransition] = []
 
     async def write(self, transition: StepTransition) -> None:
         self.written.append(transition)
+
+    async def aclose(self) -> None:
+        await self._settle()
 
 
 @pytest.mark.parametrize("char", ["é", "a"])
@@ -104,3 +109,5 @@ async def test_a_result_too_large_for_the_tasks_status_is_garbage(char: str) -> 
     assert writer.written == []
     small = {"note": char * 100}
     assert (await ActivityEnvironment().run(agent._finish, call, small, None)).data == small
+    await writer.aclose()
+    assert [t.state for t in writer.written] == [StepState.PROCESSED]  # written behind its answer
