@@ -146,13 +146,17 @@ async def _park_waiting(
     from sas.task_models import OperatorRequest
 
     request = OperatorRequest(by=by, reason=reason or "parked by an operator", step=target.step)
+    parks_before = await _parks_audited(store, target)
     await client.get_workflow_handle(target.workflow_id).signal("park", request)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + confirm_within_s
     while True:
         record = await store.read(lambda s: get_task(s, target.task_id))
         state = next((s.state for s in record.steps if s.name == target.step), None) if record else None
-        if state == StepState.ERROR:
+        # The Error row can be gone by the next look: a service that compensates what waits for
+        # an operator (docs/api.md) moves the step on at once. The audit entry the Scheduler
+        # writes after it stays.
+        if state == StepState.ERROR or await _parks_audited(store, target) > parks_before:
             break
         if loop.time() > deadline:
             raise NotConfirmed(
@@ -162,6 +166,14 @@ async def _park_waiting(
         await asyncio.sleep(0.3)
     # The workflow that applied the signal audits it (every request is audited where it is applied).
     return f"step {target.step} parked as Error"
+
+
+async def _parks_audited(store: StateStore, target: Target) -> int:
+    """How many parks of the step the task has audited (each applied park is, once applied)."""
+    from sas.state_store.queries import audit_for
+
+    entries = await store.read(lambda s: audit_for(s, target.task_id))
+    return sum(1 for e in entries if e.action == "park" and e.step == target.step)
 
 
 async def _park_running(

@@ -123,3 +123,44 @@ async def test_a_bulk_compensation_from_code_acts_on_exactly_the_selection(stack
         [entry] = [e for e in await _audit(stack, task_id) if e.action == "compensate"]
         assert entry.actor == "ops-bot"
         assert entry.reason == f"card processor refuses everything (bulk {done.bulk_id})"
+
+
+async def test_a_park_is_confirmed_even_when_the_step_moves_on_at_once(stack_no_supervisor: Stack) -> None:
+    """A park waits for the Scheduler to apply it. The Error row is not all it can look for: a
+    service that compensates what waits for an operator (docs/api.md) moves the step on before
+    the next look. The park's audit entry, written after the Error row, stays."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import EventType
+
+    from sas.task_models import OperatorRequest
+
+    stack = stack_no_supervisor
+    tasks = TaskClient(stack.client, stack.settings, actor="billing-service")
+    task_id = fresh_id("client-park-moved-on")
+    await stack.add_fault(endpoint="payment.charge", kind="permanent", match_order_id=task_id)
+    await tasks.submit("order", order(), task_id=task_id)
+    await _charge_failed(tasks, task_id, runs=1)
+    handle = stack.client.get_workflow_handle(task_id)
+
+    async def park_signalled() -> bool:
+        history = await handle.fetch_history()
+        return any(
+            e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            and e.workflow_execution_signaled_event_attributes.signal_name == "park"
+            for e in history.events
+        )
+
+    parking: asyncio.Future[ActionResult] = asyncio.ensure_future(
+        tasks.park(task_id, reason="card blocked", confirm_within_s=60)
+    )
+    await wait_until(park_signalled, what="the park signal in the task's history")
+    # Right behind it, the compensate a service sends once it sees Error.
+    await handle.signal("compensate", OperatorRequest(by="support@shop", reason="the customer gave up waiting"))
+
+    parked = await parking
+    assert "parked" in parked.message
+    assert (await tasks.result(task_id)).state == TaskState.COMPENSATED
+    entries = {e.action: e for e in await _audit(stack, task_id)}
+    assert (entries["park"].actor, entries["park"].reason) == ("billing-service", "card blocked")
+    assert entries["compensate"].actor == "support@shop"
