@@ -161,9 +161,14 @@ class RemoteCaller:
                 f"{path}: every slot of its service stayed busy until complete-by", type=TRANSIENT
             ) from None
         try:
-            return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
+            return await self._send(path, request, complete_by)
         finally:
             self._slots.release()
+
+    async def _send(
+        self, path: str, request: Callable[[float], Awaitable[httpx.Response]], complete_by: datetime
+    ) -> httpx.Response:
+        return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
 
     def _on_a_shared_queue(self) -> bool:
         return self._own_queue is not None and activity.in_activity() and activity.info().task_queue != self._own_queue
@@ -201,7 +206,8 @@ class RemoteCaller:
                 # held (thousands in an outage), and no failure in the SDK's metrics.
                 category=ApplicationErrorCategory.BENIGN,
             )
-        if self._slots.locked() and self._on_a_shared_queue():
+        shared = self._on_a_shared_queue()
+        if shared and self._slots.locked():
             # Every slot of the service busy, on a queue it shares with the other services: a
             # call waiting here would hold one of the workflow worker's slots, and a hung service
             # would soon hold them all. Refused at once, non-retryable, so no attempt is spent:
@@ -215,11 +221,17 @@ class RemoteCaller:
                 non_retryable=True,
                 category=ApplicationErrorCategory.BENIGN,  # a hand-over to its queue, as above
             )
+        if shared:
+            # The slot is taken here, with no await between the look above and the taking
+            # (the semaphore's acquire does not wait when it is free): calls started together
+            # cannot all find a slot free, then all queue for the slots in the shared worker.
+            await self._slots.acquire()
         try:
             try:
-                response = await _heartbeating(
-                    self._in_slot(path, request, complete_by), interval_s=_heartbeat_interval(time_left)
+                sending = (
+                    self._send(path, request, complete_by) if shared else self._in_slot(path, request, complete_by)
                 )
+                response = await _heartbeating(sending, interval_s=_heartbeat_interval(time_left))
             except httpx.TimeoutException as err:
                 raise ApplicationError(
                     f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT
@@ -238,6 +250,8 @@ class RemoteCaller:
             outcome = "cancelled"
             raise
         finally:
+            if shared:
+                self._slots.release()  # _heartbeating returns only once the request has ended
             _record_call(self._service, path, outcome, time.monotonic() - started)
             if self._breaker is not None and outcome not in _NOT_SENT:
                 self._breaker.record(outcome not in _SERVICE_FAULTS, error)
