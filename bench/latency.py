@@ -16,6 +16,10 @@ over every order of every round, per design, and sas's as a multiple of plain ba
 saga a team would write by hand (``p50_bare_ratio``...; goal: p50 at most 1.1 x, p99 at most
 1.2 x), and of bare-queues' (``p50_ratio``..., the same workflow on per-service queues). Ends
 with one line of key=value figures.
+
+``--breakdown K`` also reads the history of every K-th order of each round and prints where its
+time went (bench/_breakdown.py: workflow tasks waiting and running, activities waiting and
+running, each in turn), and adds each design's medians to the line (``sas_wft_wait_ms``...).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import _breakdown
 from bench._designs import ALL, completed, start, start_order
 from bench._stack import BenchStack, print_summary, sas_client
 
@@ -91,12 +96,18 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             print(f"{baseline} peak {peak:.1f} orders/s", flush=True)
         rate = args.rate or args.fraction * (peak or 0.0)
         latencies: dict[str, list[float]] = {v: [] for v in variants}
+        parts: dict[str, list[_breakdown.Breakdown]] = {v: [] for v in variants}
         for r in range(args.rounds):
             for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
                 got = await steady(client, v, rate, args.duration_s, f"{run}-{r}")
                 latencies[v] += got
                 figures = " ".join(f"p{p}={percentile(got, p):.0f}ms" for p in PERCENTILES)
                 print(f"round {r} {v:11s} orders={len(got)} {figures}", flush=True)
+                if args.breakdown:
+                    ids = [f"{v}-{run}-{r}-{i}" for i in range(0, len(got), args.breakdown)]
+                    found = await _breakdown.sample(client, ids)
+                    parts[v] += found
+                    print(f"  where the time went, ms: {_breakdown.line(found)}", flush=True)
     out: dict[str, object] = {"rounds": args.rounds, "duration_s": args.duration_s, "rate": round(rate, 2)}
     if peak is not None:
         out[f"{baseline.replace('-', '_')}_peak_wps"] = round(peak, 1)
@@ -106,6 +117,9 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         out[f"{key}_orders"] = len(latencies[v])
         for p in PERCENTILES:
             out[f"{key}_p{p}_ms"] = round(percentile(latencies[v], p), 1)
+        if parts[v]:
+            medians = _breakdown.medians(parts[v])
+            out.update({f"{key}_{part}_ms": round(medians[part], 1) for part in _breakdown.PARTS})
     for base, suffix in (("bare", "_bare_ratio"), ("bare-queues", "_ratio")):
         if "sas" in variants and base in variants:
             for p in PERCENTILES:
@@ -125,6 +139,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20, help="orders per design before measuring (default 20)")
     parser.add_argument(
         "--variants", default="bare,bare-queues,sas", help=f"comma-separated designs from {','.join(ALL)}"
+    )
+    parser.add_argument(
+        "--breakdown", type=int, default=0, metavar="K", help="read every K-th order's history: where its time went"
     )
     parser.add_argument("--database-url", help="state store URL (default: SQLite in the run's temporary directory)")
     parser.add_argument("--json", help="also write every order's latency to this file (for bench/plot.py)")

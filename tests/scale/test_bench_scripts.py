@@ -74,7 +74,19 @@ def test_throughput_runs_every_design() -> None:
 
 def test_latency_runs_every_design() -> None:
     summary = run_bench(
-        "latency.py", "--rounds", "1", "--duration-s", "1", "--peak-orders", "4", "--warmup", "1", "--fraction", "0.5"
+        "latency.py",
+        "--rounds",
+        "1",
+        "--duration-s",
+        "1",
+        "--peak-orders",
+        "4",
+        "--warmup",
+        "1",
+        "--fraction",
+        "0.5",
+        "--breakdown",
+        "1",
     )
     # Each design was offered the same steady load (half of bare's peak, measured in the run)
     # and every order it was offered completed; the percentiles and sas's multiples are printed.
@@ -85,6 +97,14 @@ def test_latency_runs_every_design() -> None:
         assert 0 < p50 <= p95 <= p99, design
     for p in (50, 95, 99):
         assert float(summary[f"p{p}_bare_ratio"]) > 0 and float(summary[f"p{p}_ratio"]) > 0
+    # --breakdown read the orders' histories: every design's workflow tasks waited and ran, and
+    # its activities ran (an order is three of them), none of it longer than the order took.
+    for design in ("bare", "bare_queues", "sas"):
+        wft_wait, wft_run, activity_run = (
+            float(summary[f"{design}_{p}_ms"]) for p in ("wft_wait", "wft_run", "activity_run")
+        )
+        assert wft_wait > 0 and wft_run > 0 and activity_run > 0, design
+        assert wft_wait + wft_run + activity_run <= float(summary[f"{design}_p99_ms"]), design
 
 
 def test_recovery_runs() -> None:
