@@ -11,6 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from sas.activities.refused_writes import RefusedWrites
+from sas.activities.supervisor_wakes import SupervisorWakes
 from sas.settings import Settings
 from sas.state_store.agent_writes import StepWriter
 from sas.state_store.incarnations import refusal, resubmit_task
@@ -43,6 +44,7 @@ class MirrorActivities(MirrorDefs):
         self._settings = settings
         self._search_attributes = search_attributes
         self._refused = RefusedWrites(sessions)
+        self._wakes = SupervisorWakes()
 
     @implements(MirrorDefs.accept)
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
@@ -128,7 +130,7 @@ class MirrorActivities(MirrorDefs):
                 ) from None
             raise
         if batch.wake:
-            await _wake(batch.wake)
+            self._wakes.wake(activity.client(), batch.wake)
         return written
 
     @implements(MirrorDefs.audit)
@@ -140,12 +142,3 @@ class MirrorActivities(MirrorDefs):
             if refused_for_good(err):
                 raise await self._refused.refuse(record.task_id, record.step, f"audit {record.action}", err) from None
             raise
-
-
-async def _wake(supervisor_id: str) -> None:
-    """Tell the Supervisor a failure is recorded, so it sweeps now rather than at its next tick.
-    Waking only saves time: a Supervisor not running, or Temporal not answering, changes nothing."""
-    try:
-        await activity.client().get_workflow_handle(supervisor_id).signal("wake")
-    except Exception as err:  # noqa: BLE001 - the next sweep finds the failure all the same
-        activity.logger.debug("could not wake the Supervisor %s: %s", supervisor_id, err)
