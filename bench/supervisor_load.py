@@ -28,6 +28,10 @@ over the probes' window. One line per run, and a summary line:
 
     backend=sqlite concurrency=16 tasks=1000 open=0 interval_s=5 probe_wait_median_s=… probe_wait_max_s=…
     probe_wait_max_intervals=… probe_taken_in_max_s=… probe_recorded_max_s=… decisions_per_s=… open_at_end=…
+    supervisor_wakes=… supervisor_events=…
+
+``supervisor_wakes`` counts the wake signals the Supervisor's workflow received over the run (every
+run of it), ``supervisor_events`` the events its histories hold.
 
 ``open_at_end`` counts the open orders still Processing at ship once every probe is decided; the
 run stops if it is under 90% of --open (the load it claims would not have been there). The goal:
@@ -261,6 +265,7 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
                 )
             end = datetime.now().astimezone()
             rate = await decisions_between(sessions, start, end) / max((end - start).total_seconds(), 1e-9)
+            wakes, supervisor_events = await supervisor_signals(client)
             open_at_end = await open_at_ship(sessions, healthy)
             if open_at_end < 0.9 * args.open:
                 raise RuntimeError(f"only {open_at_end} of {args.open} open orders were still open at the end")
@@ -286,7 +291,29 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
         "probe_recorded_max_s": round(max(recorded), 2) if recorded else None,
         "decisions_per_s": round(rate, 1),
         "open_at_end": open_at_end,
+        # What the failures' wakes cost the Supervisor's workflow over the run, all its runs.
+        "supervisor_wakes": wakes,
+        "supervisor_events": supervisor_events,
     }
+
+
+async def supervisor_signals(client: Any) -> tuple[int, int]:
+    """The wake signals the Supervisor's workflow received and the events its histories hold,
+    over every run of it (it continues as new)."""
+    from sas.settings import SupervisorSettings
+
+    workflow_id = SupervisorSettings().workflow_id
+    wakes = events = 0
+    async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+        events += len(history.events)
+        wakes += sum(
+            1
+            for e in history.events
+            if e.HasField("workflow_execution_signaled_event_attributes")
+            and e.workflow_execution_signaled_event_attributes.signal_name == "wake"
+        )
+    return wakes, events
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -300,6 +327,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             summary[f"{key}_max_intervals"] = figures["probe_wait_max_intervals"]
             summary[f"{key}_decisions_per_s"] = figures["decisions_per_s"]
             summary[f"{key}_open_at_end"] = figures["open_at_end"]
+            summary[f"{key}_supervisor_wakes"] = figures["supervisor_wakes"]
     return summary
 
 
