@@ -49,10 +49,15 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
+def order_id(variant: str, tag: str, i: int) -> str:
+    """The workflow id of a design's i-th order of a burst or round (``--breakdown`` reads it back)."""
+    return f"{variant}-{tag}-{i}"
+
+
 async def burst(client, variant: str, n: int, tag: str) -> float:  # type: ignore[no-untyped-def]
     """Submit n orders at once and wait for them all; returns orders per second (the peak)."""
     started = time.monotonic()
-    handles = await asyncio.gather(*(start_order(client, variant, i, f"{variant}-{tag}-{i}") for i in range(n)))
+    handles = await asyncio.gather(*(start_order(client, variant, i, order_id(variant, tag, i)) for i in range(n)))
     results = await asyncio.gather(*(h.result() for h in handles))
     if not all(completed(r) for r in results):
         raise RuntimeError(f"{variant}: not every order of the burst completed")
@@ -67,7 +72,7 @@ async def steady(client, variant: str, rate: float, duration_s: float, tag: str)
     async def one(i: int) -> float:
         planned = t0 + i / rate
         await asyncio.sleep(max(0.0, planned - time.monotonic()))
-        handle = await start_order(client, variant, i, f"{variant}-{tag}-{i}")
+        handle = await start_order(client, variant, i, order_id(variant, tag, i))
         result = await handle.result()
         if not completed(result):
             raise RuntimeError(f"{variant}: order {i} did not complete: {result!r}")
@@ -99,12 +104,13 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         parts: dict[str, list[_breakdown.Breakdown]] = {v: [] for v in variants}
         for r in range(args.rounds):
             for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
-                got = await steady(client, v, rate, args.duration_s, f"{run}-{r}")
+                tag = f"{run}-{r}"
+                got = await steady(client, v, rate, args.duration_s, tag)
                 latencies[v] += got
                 figures = " ".join(f"p{p}={percentile(got, p):.0f}ms" for p in PERCENTILES)
                 print(f"round {r} {v:11s} orders={len(got)} {figures}", flush=True)
                 if args.breakdown:
-                    ids = [f"{v}-{run}-{r}-{i}" for i in range(0, len(got), args.breakdown)]
+                    ids = [order_id(v, tag, i) for i in range(0, len(got), args.breakdown)]
                     found = await _breakdown.sample(client, ids)
                     parts[v] += found
                     print(f"  where the time went, ms: {_breakdown.line(found)}", flush=True)
@@ -151,6 +157,8 @@ def main() -> None:
     unknown = set(args.variants) - set(ALL)
     if unknown:
         parser.error(f"unknown designs {sorted(unknown)}; choose from {ALL}")
+    if args.breakdown < 0:
+        parser.error("--breakdown takes 0 (off) or K >= 1: every K-th order's history is read")
     if args.rate is None and not {"bare", "bare-queues"} & set(args.variants):
         parser.error("without --rate the load is a fraction of a baseline's peak: include bare or bare-queues")
     print_summary(asyncio.run(bench(args)))
