@@ -411,23 +411,77 @@ async def test_a_lookup_that_finds_the_effect_leaves_the_key_alone(
     assert again.status_code == 200 and again.content == first.content
 
 
-async def test_a_lookup_racing_a_slow_forward_never_says_nothing_of_an_effect(
+async def test_a_lookup_while_a_slow_forward_is_served_waits_for_it_and_names_its_effect(
     http: httpx.AsyncClient, admin: RemoteServicesAdmin
 ) -> None:
-    """Whatever the order they are served in: the lookup finds the charge, or the charge is
-    refused as voided; never "nothing done" and a charge."""
-    for _ in range(5):
-        order, key = order_id(), new_key()
-        await admin.add_fault("payment.charge", "latency", latency_ms=100, match_order_id=order)
-        charge, found = await asyncio.gather(
-            post(http, "/payment/charge", charge_body(order), key),
-            http.get("/payment/lookup", params={"idempotency_key": key}),
+    """The contract's in-flight rule: a lookup of a key whose request is still being served
+    waits for it (or answers in_flight), never "nothing". The lookup is sent only once the
+    forward is inside its injected delay, holding its key, and the delay is lifted only once
+    the lookup is seen waiting for that key: so the lookup meets the forward mid-flight."""
+    order, key = order_id(), new_key()
+    fault = await admin.add_fault("payment.charge", "latency", latency_ms=60_000, match_order_id=order)
+    charge = asyncio.ensure_future(post(http, "/payment/charge", charge_body(order), key))
+    try:
+        # The rule is counted under the key's lock: one hit is the forward holding the key.
+        await eventually(
+            admin.faults,
+            lambda rules: any(r["id"] == fault and r["hits"] == 1 for r in rules),
+            timeout=10,
+            what="the forward in its fault",
         )
-        actions = [entry.action for entry in await admin.ledger(order)]
-        if found.json()["charge_id"] is None:
-            assert charge.status_code == 409 and charge.json()["error"] == "voided" and actions == []
-        else:
-            assert charge.json()["charge_id"] == found.json()["charge_id"] and actions == ["charge"]
+        assert not charge.done()
+        found = asyncio.ensure_future(http.get("/payment/lookup", params={"idempotency_key": key}))
+        # Either the lookup answered already (it did not wait: wrong, asserted below), or it
+        # waits for the key beside the forward that holds it.
+        await eventually(
+            admin.in_flight,
+            lambda held: found.done() or held.get(key) == 2,
+            timeout=10,
+            what="the lookup waiting for the key",
+        )
+        assert not charge.done()
+        await admin.remove_fault(fault)  # the delay ends: the forward is served
+        charged, looked_up = await charge, await found
+    finally:
+        charge.cancel()
+    assert charged.status_code == 200, charged.text
+    assert looked_up.status_code == 200 and looked_up.json() == {"charge_id": charged.json()["charge_id"]}
+    assert [entry.action for entry in await admin.ledger(order)] == ["charge"]
+    assert await admin.in_flight() == {}
+
+
+async def test_a_lookup_while_a_forward_hangs_waits_for_it_to_end(
+    http: httpx.AsyncClient, admin: RemoteServicesAdmin
+) -> None:
+    """A hang is served under the key as a delay is: the lookup waits until the hung request
+    ends (here it gives up with no effect), and only then says nothing and voids the key."""
+    order, key = order_id(), new_key()
+    fault = await admin.add_fault("payment.charge", "hang", hang_s=60, match_order_id=order)
+    charge = asyncio.ensure_future(post(http, "/payment/charge", charge_body(order), key))
+    try:
+        await eventually(
+            admin.faults,
+            lambda rules: any(r["id"] == fault and r["hits"] == 1 for r in rules),
+            timeout=10,
+            what="the forward in its fault",
+        )
+        found = asyncio.ensure_future(http.get("/payment/lookup", params={"idempotency_key": key}))
+        await eventually(
+            admin.in_flight,
+            lambda held: found.done() or held.get(key) == 2,
+            timeout=10,
+            what="the lookup waiting for the key",
+        )
+        assert not found.done(), found.result().text
+        await admin.remove_fault(fault)  # the hang ends, with no effect
+        hung, looked_up = await charge, await found
+    finally:
+        charge.cancel()
+    assert hung.status_code == 504
+    assert looked_up.json() == {"charge_id": None}
+    late = await post(http, "/payment/charge", charge_body(order), key)
+    assert late.status_code == 409 and late.json()["error"] == "voided"
+    assert await admin.ledger(order) == []
 
 
 # --- faults -----------------------------------------------------------------------

@@ -170,19 +170,22 @@ def _business_route(endpoint: Endpoint, state: ServiceState) -> Route:
         key = _idempotency_key(request)
         body = await _parse_json(request, endpoint.model)
         parcel = getattr(body, "parcel", None)
-        rule = state.faults.pick(endpoint.name, body.order_id, parcel) if state.faults is not None else None
-        fault = rule.spec if rule is not None else None
-        if rule is not None:
-            refusal = await _before_effect(rule, request, endpoint)
-            if refusal is not None:
-                return refusal
         target = endpoint.target_key(body)
-        try:
-            async with state.locks.hold(key, *([target] if target else [])):
-                outcome = await state.ledger.run(perform(endpoint, key, body))
-            response = _outcome_response(outcome)
-        except ServiceError as err:
-            response = err.response()
+        # The key is held for the whole request, an injected delay or hang included: the request
+        # is being served from here on, so a lookup of the key waits for it (the contract's
+        # in-flight rule) instead of answering "nothing" and voiding a key about to take effect.
+        # The fault is picked under the lock too, so a rule's hits show the key is held.
+        async with state.locks.hold(key, *([target] if target else [])):
+            rule = state.faults.pick(endpoint.name, body.order_id, parcel) if state.faults is not None else None
+            fault = rule.spec if rule is not None else None
+            if rule is not None:
+                refusal = await _before_effect(rule, request, endpoint)
+                if refusal is not None:
+                    return refusal
+            try:
+                response = _outcome_response(await state.ledger.run(perform(endpoint, key, body)))
+            except ServiceError as err:
+                response = err.response()
         if fault is not None and fault.kind == "lost_response":
             # The effect (if any) is committed; only the answer goes missing.
             logger.info("fault lost_response on %s key=%s", endpoint.name, key)
@@ -320,6 +323,9 @@ def _admin_routes(state: ServiceState, faults: FaultBook, admin_token: str) -> l
             raise ServiceError(404, "fault_not_found", f"no fault rule with id {rule_id!r}")
         return JSONResponse({"deleted": rule_id})
 
+    async def in_flight(_: Request) -> Response:
+        return JSONResponse({"in_flight": state.locks.in_flight()})
+
     async def reset(_: Request) -> Response:
         faults.clear()
         await state.ledger.reset()
@@ -331,6 +337,7 @@ def _admin_routes(state: ServiceState, faults: FaultBook, admin_token: str) -> l
         Route("/admin/faults", guarded(list_faults), methods=["GET"]),
         Route("/admin/faults", guarded(clear_faults), methods=["DELETE"]),
         Route("/admin/faults/{fault_id}", guarded(delete_fault), methods=["DELETE"]),
+        Route("/admin/in_flight", guarded(in_flight), methods=["GET"]),
         Route("/admin/reset", guarded(reset), methods=["POST"]),
     ]
 

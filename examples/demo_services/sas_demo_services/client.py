@@ -148,6 +148,11 @@ class RemoteServicesAdmin:
             raise
         return True
 
+    async def in_flight(self) -> dict[str, int]:
+        """Each idempotency key a request is being served under, and how many requests hold or
+        wait for it (a lookup waiting for a forward makes it 2)."""
+        return dict(_check(await self._http.get(f"{self.base_url}/admin/in_flight", headers=self._auth))["in_flight"])
+
     async def clear_faults(self) -> int:
         """Delete every fault rule; returns how many there were."""
         return int(_check(await self._http.delete(f"{self.base_url}/admin/faults", headers=self._auth))["cleared"])

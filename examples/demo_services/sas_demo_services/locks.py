@@ -58,3 +58,8 @@ class KeyLocks:
 
     def __len__(self) -> int:
         return len(self._slots)
+
+    def in_flight(self) -> dict[str, int]:
+        """Each key held or waited for, and by how many requests (the holder among them): what a
+        test waits on to know a request is being served under a key, and that another waits."""
+        return {name: slot.users for name, slot in self._slots.items()}
