@@ -17,6 +17,7 @@ from sas.cli.task_input import SET_OPTION, InputCommand
 
 if TYPE_CHECKING:
     from temporalio.client import Client, Schedule
+    from temporalio.common import Priority
 
 # sas.task_models.ids.MAX_SCHEDULE_ID, written out so that `--help` loads no model (a test checks they agree).
 MAX_SCHEDULE_ID = 107
@@ -38,20 +39,22 @@ def build_schedule(
     cron: str | None,
     every: str | None,
     min_interval_s: int = 60,
+    priority: Priority | None = None,
 ) -> Schedule:
-    """The Schedule for ``sas schedule create``; its timing within the bounds of ``schedule_spec``."""
+    """The Schedule for ``sas schedule create``; its timing within the bounds of ``schedule_spec``.
+    Each run is started as every task is (``sas.client.submitting.schedule_action``): the
+    deployment's queue, the priority, the UI's summary."""
     from temporalio.client import (
         Schedule,
-        ScheduleActionStartWorkflow,
         ScheduleIntervalSpec,
         ScheduleOverlapPolicy,
         SchedulePolicy,
         ScheduleSpec,
         ScheduleState,
     )
+    from temporalio.common import Priority
 
-    from sas.cli.tasks import TASK_TYPES
-    from sas.workflows.summaries import task_details, task_summary
+    from sas.client.submitting import new_task, schedule_action
 
     if bool(cron) == bool(every):
         raise CliError("give exactly one of --cron or --every")
@@ -61,14 +64,8 @@ def build_schedule(
         else ScheduleSpec(intervals=[ScheduleIntervalSpec(every=parse_every(every or "", min_interval_s))])
     )
     return Schedule(
-        action=ScheduleActionStartWorkflow(
-            TASK_TYPES[task_type][1],
-            payload,
-            id=schedule_id,
-            task_queue=task_queue,
-            # Each run's id is <schedule>-<time>; the summary names the schedule that started it.
-            static_summary=task_summary(TASK_TYPES[task_type][0], f"{schedule_id}-<time>", payload),
-            static_details=task_details(TASK_TYPES[task_type][0], f"{schedule_id}-<time>", payload),
+        action=schedule_action(
+            new_task(task_type, schedule_id, payload, task_queue, priority=priority or Priority.default)
         ),
         spec=spec,
         # A run still going when the next is due is not doubled up; the next waits its turn.
@@ -93,6 +90,9 @@ def create(
         None, "--type", help="The task type, required: any registered one (`sas types` lists them)."
     ),
     sets: list[str] = SET_OPTION,
+    priority: int | None = typer.Option(
+        None, "--priority", help="Each run's priority, 1 (most urgent) to 5, as sas submit's. Default: 3."
+    ),
 ) -> None:
     """Create a schedule: each run is a task of --type with the input of --input and --set.
     Example: sas schedule create nightly --every 1d --type TYPE --input task.json"""
@@ -102,9 +102,17 @@ def create(
     tasks.check_schedule_id(schedule_id)
     task_type = require_type(task_type)
     payload = build_input(task_type, file, sets or ())
+    urgency = tasks.check_priority(priority)
     settings = context.settings()
     schedule = build_schedule(
-        task_type, payload, schedule_id, settings.temporal.task_queue, cron, every, settings.schedules.min_interval_s
+        task_type,
+        payload,
+        schedule_id,
+        settings.temporal.task_queue,
+        cron,
+        every,
+        settings.schedules.min_interval_s,
+        priority=urgency,
     )
 
     async def go() -> None:

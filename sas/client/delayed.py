@@ -6,9 +6,10 @@ nothing run and no rows in the state store, until the delay ends. Temporal canno
 start delay, so
 
 - cancel = terminate that run: nothing had started, so there is nothing to undo;
-- reschedule = terminate it and start the same task (type, input, queue) under the same id
-  with the new delay. The reuse policy allows a new run only after a terminated or failed
-  one, so a task that has meanwhile finished is never started again.
+- reschedule = terminate it and start the same task (type, input, queue, priority) under the
+  same id with the new delay (``sas.client.submitting.start_task``, as every start). The reuse
+  policy allows a new run only after a terminated or failed one, so a task that has meanwhile
+  finished is never started again.
 
 Both act only while Temporal shows the run not started (its history is the start event
 alone) and not about to start (``MIN_LEAD``): a task that has begun is undone with
@@ -23,15 +24,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.common import Priority
 from temporalio.service import RPCError, RPCStatusCode
 
 from sas.client import audit
 from sas.client.errors import NotApplicable, TaskIdTaken, TaskNotFound
 from sas.client.store import StateStore
+from sas.client.submitting import TaskStart, priority_of, start_task
 from sas.workflows.registry import by_workflow_name
-from sas.workflows.summaries import delayed_start, task_details, task_summary
 
 # Closer to its start than this, a delayed task may begin before the termination lands.
 MIN_LEAD = timedelta(seconds=5)
@@ -47,6 +47,7 @@ class Pending:
     task_queue: str
     payload: dict[str, Any]
     starts_at: datetime
+    priority: Priority = Priority.default
 
 
 async def pending(client: Client, task_id: str) -> Pending | None:
@@ -89,6 +90,7 @@ async def pending(client: Client, task_id: str) -> Pending | None:
         task_queue=described.task_queue,
         payload=payload,
         starts_at=starts_at,
+        priority=priority_of(described.raw_description.workflow_execution_info.priority),
     )
 
 
@@ -133,39 +135,31 @@ async def reschedule(
     task = await pending(client, task_id)
     if task is None:
         raise TaskNotFound(f"no delayed task {task_id!r}", "check the id with `sas list`")
-    registered = by_workflow_name(task.workflow_type)
-    if registered is None:
+    if by_workflow_name(task.workflow_type) is None:
         raise NotApplicable(f"{task_id} is a {task.workflow_type}, which sas does not start: not rescheduled")
-    definition = registered.definition
     new_start = datetime.now(UTC) + delay
-    summary, details = delayed_start(
-        task_id,
-        task_summary(definition, task_id, task.payload),
-        task_details(definition, task_id, task.payload),
-        new_start,
-    )
     changed = f"start moved from {_when(task.starts_at)} to {_when(new_start)}"
     async with audit.audited(store, task_id, "reschedule", by, reason) as entry:
         await _terminate(client, task, f"rescheduled by {by} to {_when(new_start)}")
-        try:
-            handle = await client.start_workflow(
-                task.workflow_type,
-                task.payload,
-                id=task_id,
+        # The same task (type, input, queue, priority) under the same id, only later; the UI
+        # says the new start (the old run's summary said the old one).
+        handle = await start_task(
+            client,
+            TaskStart(
+                task_id=task_id,
+                workflow_type=task.workflow_type,
+                payload=task.payload,
                 task_queue=task.task_queue,
-                # Only after a terminated (or failed) run: a task that finished is never run again.
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                priority=task.priority,
                 start_delay=delay,
-                # The UI says the new start (the old run's summary said the old one).
-                static_summary=summary,
-                static_details=details,
-            )
-        except WorkflowAlreadyStartedError:
+                reuse="after_terminated",
+            ),
+        )
+        if handle is None:
             raise TaskIdTaken(
                 f"{task_id}: its delayed start was cancelled, but another run of the id started meanwhile",
                 f"see `sas status {task_id}`",
-            ) from None
+            )
         entry.changed = changed
     return {
         "task_id": task_id,

@@ -1,27 +1,190 @@
 """Starting a task the one right way, and starting a finished one again as its next incarnation.
 
+Every run of a task that sas starts - ``sas submit`` and ``TaskClient.submit``, the demo, a
+reschedule, a resubmission (one task or bulk) and each run of a schedule - is started by
+``start_task`` (a schedule's runs by the action ``schedule_action`` builds), from one
+``TaskStart``: so the id rules, the task queue, the priority, the UI's summary, the memo and
+the search attributes cannot differ between them, and the client must use sas's data converter.
+
 A task id is one task, forever: a start never reuses an id (``REJECT_DUPLICATE``, ``FAIL`` on
-conflict), and a refused start says which task the id names and what to do instead. A
-resubmission is the one exception, and it is the accepting run that allows it (``mirror.accept``)."""
+conflict), and a refused start says which task the id names and what to do instead. Two starts
+may reuse one: a reschedule, only after the delayed run it terminated (``ALLOW_DUPLICATE_FAILED_ONLY``),
+and a resubmission, which the accepting run allows or refuses (``mirror.accept``)."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from sas.client.answering import run_status
 from sas.client.errors import NotApplicable, NotConfirmed, TaskIdTaken, TaskNotFound
 from sas.client.inputs import TASK_TYPES
 from sas.client.store import StateStore
-from sas.task_models import TaskState
+from sas.task_models import RESUBMIT_MEMO, Resubmission, TaskState
 from sas.task_models.ids import MAX_INCARNATION
 from sas.workflows.registry import by_workflow_name
 from sas.workflows.summaries import delayed_start, task_details, task_summary
+
+if TYPE_CHECKING:
+    from temporalio.api.common.v1 import Priority as PriorityProto
+    from temporalio.client import ScheduleActionStartWorkflow
+
+# How a start may meet a run already under its id.
+Reuse = Literal["never", "after_terminated", "resubmission"]
+_REUSE = {
+    # A task id is one task: nothing new starts under an id that names one, running or finished.
+    "never": WorkflowIDReusePolicy.REJECT_DUPLICATE,
+    # A reschedule: only after the delayed run it terminated; a task that finished is never run again.
+    "after_terminated": WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    # A resubmission: the accepting run allows it, or refuses it (mirror.accept).
+    "resubmission": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+}
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    """One run of a task, as it is started: what every start path fills in, and nothing else.
+
+    ``priority`` is Temporal's task priority (a backlogged queue hands out urgent tasks first;
+    the steps inherit it): a run started again (rescheduled, resubmitted) keeps the one it had.
+    ``resubmission`` (with ``incarnation``): the operator's request, carried in the memo for the
+    accepting run, and said in the UI's summary."""
+
+    task_id: str
+    workflow_type: str
+    payload: dict[str, Any]
+    task_queue: str
+    priority: Priority = Priority.default
+    start_delay: timedelta | None = None
+    reuse: Reuse = "never"
+    resubmission: Resubmission | None = None
+    incarnation: int = 1
+    search_attributes: TypedSearchAttributes = field(default_factory=lambda: TypedSearchAttributes.empty)
+
+
+def new_task(
+    task_type: str,
+    task_id: str,
+    payload: dict[str, Any],
+    task_queue: str,
+    *,
+    start_delay: timedelta | None = None,
+    priority: Priority = Priority.default,
+) -> TaskStart:
+    """The start of a new task of a registered ``task_type`` (id = task id)."""
+    return TaskStart(
+        task_id=task_id,
+        workflow_type=TASK_TYPES[task_type][1],
+        payload=payload,
+        task_queue=task_queue,
+        priority=priority,
+        start_delay=start_delay or None,
+    )
+
+
+def _options(start: TaskStart) -> dict[str, Any]:
+    """What a run is started with, for a start now and a schedule's action alike: its queue, its
+    priority, the UI's summary and details (what the list and the workflow page show before the
+    Scheduler has said anything) and its memo; its search attributes are passed beside them
+    (the two calls name that argument differently)."""
+    summary, details = _metadata(start)
+    memo = {RESUBMIT_MEMO: start.resubmission.model_dump()} if start.resubmission is not None else None
+    return {
+        "task_queue": start.task_queue,
+        "priority": start.priority,
+        "static_summary": summary,
+        "static_details": details,
+        "memo": memo,
+    }
+
+
+def _metadata(start: TaskStart) -> tuple[str | None, str | None]:
+    registered = by_workflow_name(start.workflow_type)
+    if registered is None:
+        return None, None  # not a type of this deployment's: nothing to say of it
+    definition, task_id, payload = registered.definition, start.task_id, start.payload
+    if start.resubmission is not None:
+        return resubmission_metadata(start.workflow_type, task_id, payload, start.incarnation, start.resubmission.by)
+    summary, details = task_summary(definition, task_id, payload), task_details(definition, task_id, payload)
+    if start.start_delay:
+        # Until it starts, these are all the UI can show of it: say when.
+        summary, details = delayed_start(task_id, summary, details, datetime.now(UTC) + start.start_delay)
+    return summary, details
+
+
+def _check_converter(client: Client) -> None:
+    """The input, the memo and every result travel as sas's pydantic JSON (encrypted when keys
+    are set): a client with another converter would start runs no worker can read."""
+    from temporalio.contrib.pydantic import PydanticPayloadConverter
+
+    if not issubclass(client.data_converter.payload_converter_class, PydanticPayloadConverter):
+        raise NotApplicable(
+            "this Temporal client does not use sas's data converter: nothing started",
+            "build it with sas.runtime.connect.connect (or TaskClient.connect)",
+        )
+
+
+async def start_task(client: Client, start: TaskStart) -> WorkflowHandle[Any, Any] | None:
+    """Start the run (workflow id = task id); None if the id's rules refuse it (a run under the
+    id that ``start.reuse`` does not allow): nothing new started. The one place sas starts a
+    task's workflow (tests/client/test_one_start.py keeps it so)."""
+    _check_converter(client)
+    try:
+        return await client.start_workflow(
+            start.workflow_type,
+            start.payload,
+            id=start.task_id,
+            id_reuse_policy=_REUSE[start.reuse],
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            start_delay=start.start_delay,
+            search_attributes=start.search_attributes,
+            **_options(start),
+        )
+    except WorkflowAlreadyStartedError:
+        return None
+
+
+def schedule_action(start: TaskStart) -> ScheduleActionStartWorkflow:
+    """What a schedule starts at each run: the run ``start`` says, under the id
+    ``<schedule>-<time>`` Temporal makes from ``start.task_id`` (the schedule's id), so each run
+    is its own task. The only place sas builds a schedule's action."""
+    from temporalio.client import ScheduleActionStartWorkflow
+
+    if start.start_delay or start.resubmission is not None or start.reuse != "never":
+        raise ValueError("a schedule's runs are new tasks, started when due")
+    # Each run's id is <schedule>-<time>; the summary names the schedule that started it.
+    options = _options(
+        TaskStart(
+            task_id=f"{start.task_id}-<time>",
+            workflow_type=start.workflow_type,
+            payload=start.payload,
+            task_queue=start.task_queue,
+            priority=start.priority,
+            search_attributes=start.search_attributes,
+        )
+    )
+    return ScheduleActionStartWorkflow(
+        start.workflow_type,
+        start.payload,
+        id=start.task_id,
+        typed_search_attributes=start.search_attributes,
+        **options,
+    )
+
+
+def priority_of(proto: PriorityProto) -> Priority:
+    """The priority a run was started with, as Temporal describes it (unset fields: the default)."""
+    return Priority(
+        priority_key=proto.priority_key or None,
+        fairness_key=proto.fairness_key or None,
+        fairness_weight=proto.fairness_weight or None,
+    )
 
 
 async def start(
@@ -33,31 +196,12 @@ async def start(
     start_delay: timedelta | None = None,
     priority: Priority = Priority.default,
 ) -> bool:
-    """Start the task's workflow (id = task id) on ``task_queue``. False if the id already names
-    a task (running or finished): nothing new started. ``priority`` is Temporal's task priority:
-    a backlogged queue hands out urgent tasks first."""
-    definition, workflow_name = TASK_TYPES[task_type]
-    summary, details = task_summary(definition, task_id, payload), task_details(definition, task_id, payload)
-    if start_delay:
-        # Until it starts, these are all the UI can show of it: say when.
-        summary, details = delayed_start(task_id, summary, details, datetime.now(UTC) + start_delay)
-    try:
-        await client.start_workflow(
-            workflow_name,
-            payload,
-            id=task_id,
-            task_queue=task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            start_delay=start_delay,
-            priority=priority,
-            # What the UI's list and workflow page show before the Scheduler has said anything.
-            static_summary=summary,
-            static_details=details,
-        )
-        return True
-    except WorkflowAlreadyStartedError:
-        return False
+    """Start a new task of ``task_type`` on ``task_queue`` (``start_task``). False if the id
+    already names a task (running or finished): nothing new started."""
+    started = await start_task(
+        client, new_task(task_type, task_id, payload, task_queue, start_delay=start_delay, priority=priority)
+    )
+    return started is not None
 
 
 async def existing_task(client: Client, store: StateStore, task_id: str) -> TaskIdTaken:
@@ -101,7 +245,6 @@ async def resubmit_finished(
     (another resubmission, a Processed task). We wait for that answer so the caller knows."""
     from sas.state_store.incarnations import RESUBMITTABLE
     from sas.state_store.queries import get_task
-    from sas.task_models import RESUBMIT_MEMO, Resubmission
 
     record = await store.read(lambda s: get_task(s, task_id))
     if record is None:
@@ -130,22 +273,22 @@ async def resubmit_finished(
             f"{task_id} has been run {task.incarnation} times, the most a task id can be: not resubmitted",
             "submit it under a new id",
         )
-    request = Resubmission(of=task.chain_id, by=by, reason=reason)
-    summary, details = resubmission_metadata(task.workflow_type, task_id, task.payload, task.incarnation + 1, by)
-    try:
-        handle = await client.start_workflow(
-            task.workflow_type,
-            task.payload,
-            id=task_id,
+    handle = await start_task(
+        client,
+        TaskStart(
+            task_id=task_id,
+            workflow_type=task.workflow_type,
+            payload=task.payload,
             task_queue=task.task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            memo={RESUBMIT_MEMO: request.model_dump()},
-            static_summary=summary,
-            static_details=details,
-        )
-    except WorkflowAlreadyStartedError:
-        raise await existing_task(client, store, task_id) from None
+            # The task is the same task: as urgent as its finished run was.
+            priority=await _priority_of_run(client, task_id, task.run_id),
+            reuse="resubmission",
+            resubmission=Resubmission(of=task.chain_id, by=by, reason=reason),
+            incarnation=task.incarnation + 1,
+        ),
+    )
+    if handle is None:
+        raise await existing_task(client, store, task_id)
     new_chain = handle.first_execution_run_id or handle.result_run_id
 
     async def answer() -> int | NotApplicable | None:
@@ -170,6 +313,20 @@ async def resubmit_finished(
     if isinstance(outcome, NotApplicable):
         raise outcome
     return outcome
+
+
+async def _priority_of_run(client: Client, task_id: str, run_id: str | None) -> Priority:
+    """The priority the task's last run was started with (the default if Temporal no longer
+    keeps that run)."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        described = await client.get_workflow_handle(task_id, run_id=run_id).describe()
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return Priority.default
+    return priority_of(described.raw_description.workflow_execution_info.priority)
 
 
 def resubmission_metadata(
