@@ -90,17 +90,30 @@ def definition(task_type: str) -> TaskDefinition:
 def validate_input(task_type: str, data: BaseModel | Mapping[str, Any], outbound: OutboundPolicy) -> dict[str, Any]:
     """The task input as it travels (JSON-ready), validated by the type's model and its callback
     URL against ``outbound``. A model instance is validated again, as a dict would be: the
-    outbound policy is the deployment's, which the instance's maker may not have applied."""
+    outbound policy is the deployment's, which the instance's maker may not have applied.
+
+    What travels is standard JSON, by the rule every path in keeps (``json_problems``): a NaN or
+    an infinity is refused naming its field, whether it was given (a model would dump an infinity
+    inside a dict as ``null``) or the model made it (a float field reads the text ``"NaN"``)."""
+    from sas.workflows.inputs import json_problems
+
     model = definition(task_type).input_model
+    if problems := json_problems(data.model_dump() if isinstance(data, BaseModel) else data, loose=True):
+        raise _invalid(task_type, problems)
     raw = data.model_dump(mode="json") if isinstance(data, BaseModel) else dict(data)
     try:
-        return model.model_validate(raw, context=outbound_context(outbound)).model_dump(mode="json")
+        payload = model.model_validate(raw, context=outbound_context(outbound)).model_dump(mode="json")
     except ValidationError as err:
-        problems = [(tuple(e["loc"]), in_words(e)) for e in err.errors(include_input=False)]
-        listed = "\n".join(f"  {'.'.join(map(str, loc)) or 'input'!r}: {why}" for loc, why in problems)
-        raise InvalidInput(
-            f"invalid {task_type}:\n{listed}", "fix the values above", field="payload", problems=problems
-        ) from None
+        raise _invalid(task_type, [(tuple(e["loc"]), in_words(e)) for e in err.errors(include_input=False)]) from None
+    if problems := json_problems(payload):
+        raise _invalid(task_type, problems)
+    return payload
+
+
+def _invalid(task_type: str, problems: list[tuple[tuple[int | str, ...], str]]) -> InvalidInput:
+    """InvalidInput listing each field and what is wrong with it."""
+    listed = "\n".join(f"  {'.'.join(map(str, loc)) or 'input'!r}: {why}" for loc, why in problems)
+    return InvalidInput(f"invalid {task_type}:\n{listed}", "fix the values above", field="payload", problems=problems)
 
 
 def new_task_id(task_type: str) -> str:
