@@ -208,10 +208,42 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+class AnswerOverdue(Exception):
+    """An answer not in whole by the deadline of its request: sending, the status line, the
+    headers and the body together (httpx's own timeouts are per read, which a service that
+    trickles its answer never trips)."""
+
+
 async def post_capped(
-    client: httpx.AsyncClient, url: str, limit: int, *, method: str = "POST", **kwargs: Any
+    client: httpx.AsyncClient,
+    url: str,
+    limit: int,
+    *,
+    method: str = "POST",
+    within_s: float | None = None,
+    **kwargs: Any,
 ) -> httpx.Response:
-    """POST (or ``method``) and read the answer with a cap; the returned response holds the body read."""
+    """POST (or ``method``) and read the answer with a cap; the returned response holds the body read.
+
+    ``within_s``: the whole exchange, from sending to the body's last byte, ends within this
+    long, else AnswerOverdue, and the connection is closed (a half-read answer cannot be reused)."""
+    if within_s is None:
+        return await _exchange_capped(client, url, limit, method, kwargs)
+    deadline = asyncio.timeout(within_s)
+    try:
+        async with deadline:
+            return await _exchange_capped(client, url, limit, method, kwargs)
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        raise AnswerOverdue(f"did not answer in whole within {within_s:.1f} s") from None
+
+
+async def _exchange_capped(
+    client: httpx.AsyncClient, url: str, limit: int, method: str, kwargs: dict[str, Any]
+) -> httpx.Response:
+    # Cancelled anywhere in here (the deadline above), httpcore closes a connection whose
+    # exchange did not finish, and the finally blocks close the response being read.
     request = client.build_request(method, url, **kwargs)
     response = await client.send(request, stream=True)
     declared = response.headers.get("content-length")

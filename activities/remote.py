@@ -1,6 +1,7 @@
 """The one place an Agent's request leaves the process: an HTTP call to a remote service.
 
-It never sends after the attempt's complete-by, heartbeats while it waits, and
+It never sends after the attempt's complete-by, ends every exchange (sending, and reading the
+whole answer) by complete-by plus ``ANSWER_GRACE_S``, heartbeats while it waits, and
 classifies what went wrong: transient faults are retryable (Temporal's retry
 policy takes them), permanent ones raise a non-retryable ApplicationError whose
 type says why.
@@ -19,7 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from sas.activities.heartbeats import beat
-from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped, read_capped
+from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, ResponseTooLarge, post_capped
 from sas.breaker.model import BREAKER_OPEN
 from sas.task_models.queues import SLOTS_FULL
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded
@@ -44,6 +45,12 @@ _NOT_SENT = (DEADLINE, BREAKER_OPEN, SLOTS_FULL, "cancelled")
 
 # Below this much time left there is no point in sending: the answer would come too late.
 _MIN_TIME_LEFT_S = 0.05
+# How long past the attempt's budget (its complete-by, or the service's timeout if sooner) an
+# exchange may run before it is cut off and its connection closed. httpx's own timeouts, set to
+# the budget, are per read: they end a service that falls silent, with their own error, and this
+# grace lets them go first; the overall deadline then ends one that keeps trickling bytes, which
+# no per-read timeout ever does.
+ANSWER_GRACE_S = 0.5
 
 
 class RemoteCaller:
@@ -129,6 +136,7 @@ class RemoteCaller:
                 params=dict(query or {}),
                 headers={**(headers or {}), **self._headers, "Idempotency-Key": idempotency_key},
                 timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
+                within_s=time_left + ANSWER_GRACE_S,
                 **content,
             )
 
@@ -138,12 +146,15 @@ class RemoteCaller:
         """A read (an undo looking up the service's id of its forward effect); same rules as ``post``."""
 
         def request(time_left: float) -> Awaitable[httpx.Response]:
-            return _get_capped(
+            return post_capped(
                 self._client,
                 f"{self._base_url}{path}",
+                SERVICE_RESPONSE_CAP,
+                method="GET",
                 params=params,
                 headers=self._headers,
                 timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
+                within_s=time_left + ANSWER_GRACE_S,
             )
 
         return await self._exchange(path, request, complete_by)
@@ -232,7 +243,7 @@ class RemoteCaller:
                     self._send(path, request, complete_by) if shared else self._in_slot(path, request, complete_by)
                 )
                 response = await _heartbeating(sending, interval_s=_heartbeat_interval(time_left))
-            except httpx.TimeoutException as err:
+            except (httpx.TimeoutException, AnswerOverdue) as err:
                 raise ApplicationError(
                     f"{path} did not answer before complete-by ({type(err).__name__})", type=TRANSIENT
                 ) from err
@@ -255,18 +266,6 @@ class RemoteCaller:
             _record_call(self._service, path, outcome, time.monotonic() - started)
             if self._breaker is not None and outcome not in _NOT_SENT:
                 self._breaker.record(outcome not in _SERVICE_FAULTS, error)
-
-
-async def _get_capped(client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:
-    """GET and read the answer with the same cap as a business call."""
-    request = client.build_request("GET", url, **kwargs)
-    response = await client.send(request, stream=True)
-    try:
-        body = await read_capped(response, SERVICE_RESPONSE_CAP)
-    finally:
-        await response.aclose()
-    headers = [(k, v) for k, v in response.headers.multi_items() if k not in ("content-encoding", "content-length")]
-    return httpx.Response(response.status_code, headers=headers, content=body, request=request)
 
 
 def _record_call(service: str | None, path: str, outcome: str, seconds: float) -> None:
@@ -354,8 +353,9 @@ async def _answered(sent: Awaitable[httpx.Response]) -> httpx.Response:
     """Await a request that has left, through a cancellation of the attempt, and only then
     stop as cancelled. Dropping the connection would not take the request back from the
     service, which may still act on it; the Scheduler waits for a cancelled attempt to end, so
-    the undo that follows is decided on what the service did. Bounded: the request's own
-    timeout ends at the attempt's complete-by."""
+    the undo that follows is decided on what the service did. Bounded: the exchange itself ends
+    by the attempt's complete-by plus ANSWER_GRACE_S, answered or not (``post_capped``'s
+    ``within_s``)."""
     call = asyncio.ensure_future(sent)
     cancelled = False
     while True:
