@@ -23,6 +23,7 @@ from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, ResponseTooLarge, post_capped
 from sas.breaker.model import BREAKER_OPEN
 from sas.task_models.queues import SLOTS_FULL
+from sas.task_models.strict_json import StrictJsonError, loads_strict
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ IN_FLIGHT = "in_flight"
 
 # What the service's breaker counts against it: it did not answer, or not as a service does.
 _SERVICE_FAULTS = (TRANSIENT, GARBAGE)
-# Outcomes that say nothing of the service: no request went out.
-_NOT_SENT = (DEADLINE, BREAKER_OPEN, SLOTS_FULL, "cancelled")
+# Outcomes that say nothing of the service: no request went out, or what failed was ours.
+_NOT_SENT = (DEADLINE, BREAKER_OPEN, SLOTS_FULL, "cancelled", "unexpected")
 
 # Below this much time left there is no point in sending: the answer would come too late.
 _MIN_TIME_LEFT_S = 0.05
@@ -253,12 +254,21 @@ class RemoteCaller:
                 ) from err
             except ResponseTooLarge as err:
                 raise ApplicationError(f"{path} {err}", type=GARBAGE) from err
+            except httpx.DecodingError as err:
+                # A body its own Content-Encoding does not decode: an answer, but not one.
+                raise ApplicationError(
+                    bounded(f"{path} answered a body that does not decode: {err}", MAX_ERROR_TEXT), type=GARBAGE
+                ) from err
             return _classify(path, response)
         except ApplicationError as err:
             outcome, error = err.type or "error", err.message
             raise
-        except BaseException:
+        except asyncio.CancelledError:
             outcome = "cancelled"
+            raise
+        except BaseException:
+            # A fault of ours, not a reading of the service: filed apart, and the breaker not told.
+            outcome = "unexpected"
             raise
         finally:
             if shared:
@@ -296,10 +306,13 @@ def nothing_done(err: ApplicationError) -> bool:
 
 def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
     status = response.status_code
+    unread = ""
     try:
-        content: Any = response.json() if "json" in response.headers.get("content-type", "") else None
-    except ValueError:  # broken JSON, or bytes that are not even UTF-8
-        content = None
+        # Standard JSON, nested at most MAX_JSON_DEPTH deep: any deeper would meet Python's
+        # recursion limit, which is no reading of the answer at all.
+        content: Any = loads_strict(response.content) if "json" in response.headers.get("content-type", "") else None
+    except StrictJsonError as err:  # broken JSON, nested too deep, or bytes that are not even UTF-8
+        content, unread = None, f" ({err})"
     if status >= 500 or status in (408, 425, 429):
         message = content.get("message") if isinstance(content, dict) else None
         text, full = _said(f"{path} answered {status}: ", message or response.reason_phrase)
@@ -307,8 +320,9 @@ def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
     if not isinstance(content, dict):
         # A service that answers with HTML or broken JSON is misbehaving, not saying no;
         # retrying may well succeed.
+        said = response.headers.get("content-type", "no content type")
         raise ApplicationError(
-            f"{path} answered {status} with {response.headers.get('content-type', 'no content type')!r}, not a JSON object",
+            bounded(f"{path} answered {status} with {said!r}, not a JSON object{unread}", MAX_ERROR_TEXT),
             type=GARBAGE,
         )
     if status >= 400 and content.get("error") == IN_FLIGHT:

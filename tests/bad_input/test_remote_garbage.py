@@ -2,13 +2,17 @@
 
 The Agent classifies every answer (activities/remote.py): a JSON object is data, a 4xx
 JSON error is a permanent refusal, and anything else - HTML, broken JSON, a JSON array,
-the wrong content type - is RemoteGarbage, retryable. End to end: garbage for a couple
-of calls still completes the order with one effect; permanent garbage ends the step
-Failed, and the Supervisor retries it up to its threshold, then compensates."""
+the wrong content type, JSON nested deeper than MAX_JSON_DEPTH, a body its Content-Encoding
+does not decode - is RemoteGarbage, retryable, and counts against the service's breaker. End
+to end: garbage for a couple of calls still completes the order with one effect; permanent
+garbage ends the step Failed, and the Supervisor retries it up to its threshold, then
+compensates."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -17,9 +21,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 
-from sas.activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, _classify, nothing_done
+from sas import state_store
+from sas.activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, RemoteCaller, _classify, nothing_done
+from sas.breaker.service import ServiceBreaker
+from sas.settings import BreakerSettings, DatabaseSettings
 from sas.task_models import TaskState, TaskStatus
 from tests.helpers import fresh_id
+from tests.outbound.hostile import Fixed, Hostile, Plan, hostile
 from tests.stack import Stack
 
 CONTENT_TYPES = st.sampled_from(
@@ -162,3 +170,58 @@ def test_a_lookup_answered_404_says_nothing_was_done() -> None:
     with pytest.raises(ApplicationError) as caught:
         _classify("/flights/lookup", response(404, "application/json", b'{"error": "not_found"}'))
     assert nothing_done(caught.value)
+
+
+# --- over real HTTP: every answer that is no answer is garbage, and the breaker hears of it ---
+
+# 200 KB of one array in another: deeper than any reader's recursion limit.
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.fixture(scope="module")
+def garbage_service() -> Iterator[Hostile]:
+    plans: dict[str, Plan] = {
+        "/deep/charge": Fixed(NESTED),
+        "/deep-object/charge": Fixed(b'{"charge_id": ' + NESTED + b"}"),
+        "/gzip/charge": Fixed(b"these bytes are not gzip", headers=(("Content-Encoding", "gzip"),)),
+    }
+    with hostile(plans) as service:
+        yield service
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/deep/charge", "nested deeper than 64 levels"),
+        ("/deep-object/charge", "nested deeper than 64 levels"),
+        ("/gzip/charge", "does not decode"),
+    ],
+)
+async def test_an_answer_nested_too_deep_or_undecodable_is_garbage_and_counts_against_the_service(
+    garbage_service: Hostile, sqlite_url: str, path: str, said: str
+) -> None:
+    engine = state_store.create_engine(DatabaseSettings(url=sqlite_url))
+    # Enabled (it counts calls) with a threshold out of reach: what it counted is all we read.
+    breaker = ServiceBreaker(
+        "payment", BreakerSettings(enabled=True, min_calls=1000), "w1", state_store.session_factory(engine)
+    )
+    try:
+        async with httpx.AsyncClient() as client:
+            caller = RemoteCaller(client, garbage_service.url, breaker=breaker, service="payment")
+            complete_by = datetime.now(UTC) + timedelta(seconds=30)
+            with pytest.raises(ApplicationError) as failed:
+                await caller.post(path, {"amount_cents": 5}, "garbage-1:charge", complete_by)
+    finally:
+        await engine.dispose()
+    assert failed.value.type == GARBAGE and not failed.value.non_retryable
+    assert path in failed.value.message and said in failed.value.message
+    assert breaker.counts() == (1, 1)  # one call, one failure of the service
+
+
+def test_a_nested_answer_is_read_as_garbage_not_a_recursion_error() -> None:
+    with pytest.raises(ApplicationError) as caught:
+        _classify("/payment/charge", response(200, "application/json", NESTED))
+    assert caught.value.type == GARBAGE and "nested deeper than 64 levels" in caught.value.message
+    with pytest.raises(ApplicationError) as caught:
+        _classify("/payment/charge", response(503, "application/json", NESTED))
+    assert caught.value.type == TRANSIENT  # a 5xx is transient whatever its body
