@@ -130,3 +130,39 @@ async def test_signals_and_updates_to_a_finished_workflow_are_refused_clearly(st
         assert "already completed" in refused.value.message
     assert [e["action"] for e in await stack.ledger(handle.id)] == ["reserve", "charge", "ship"]
     assert await stack.task_state(handle.id) == "Processed"
+
+
+NOT_JSON: list[tuple[Any, str]] = [
+    ({"by": "alice", "failure_count": float("nan")}, "failure_count: NaN"),
+    ({"reason": float("inf")}, "reason: Infinity"),
+    ({"step": "ship", "by": [float("-inf")]}, "by[0]: -Infinity"),
+]
+
+
+async def test_a_non_finite_number_in_a_signal_is_refused_naming_the_field(stack_no_supervisor: Stack) -> None:
+    """The workflow holds every signal it decodes to the strict JSON rule (sas.workflows.inputs):
+    a NaN or an infinity, which pydantic's converter writes as the bare literal, is refused as not
+    JSON, named, before any model reads it; the task goes on with the next good request."""
+    stack = stack_no_supervisor
+    handle = await waiting_for_a_decision(stack)
+    for payload, _ in NOT_JSON:
+        await handle.signal("retry", payload)
+
+    async def rejected() -> list[str]:
+        status = await handle.query("status", result_type=TaskStatus)
+        return [e for e in status.events if "retry signal rejected: invalid request" in e]
+
+    seen = await wait_until(rejected, lambda found: len(found) >= len(NOT_JSON), what="each signal to be rejected")
+    for (_, named), event in zip(NOT_JSON, seen, strict=True):
+        assert event.endswith(f"{named} is not a JSON number; give a finite number"), event
+    for update in ("request_retry", "request_compensate"):
+        for payload, _ in NOT_JSON:
+            # An update is decoded by the SDK: its model refuses the number, naming the field.
+            with pytest.raises(WorkflowUpdateFailedError) as caught:
+                await handle.execute_update(update, payload, result_type=OperatorAnswer)
+            assert "finite" in failure_chain(caught.value.cause) or "valid string" in failure_chain(caught.value.cause)
+    status = await handle.query("status", result_type=TaskStatus)
+    assert status.state == TaskState.FAILED and [s.runs for s in status.steps] == [1, 1, 1]
+    await handle.signal("retry", {"by": "alice", "reason": "fixed"})
+    assert (await handle.result()).state == TaskState.PROCESSED
+    await no_failed_workflow_task(handle)
