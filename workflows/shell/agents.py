@@ -27,6 +27,11 @@ with workflow.unsafe.imports_passed_through():
 # A held attempt on the workflow's queue starts again on its service's own queue (held_by_service).
 HELD_IN_SERVICE_QUEUE = "held-calls-wait-in-their-service-queue"
 
+# How a forward attempt is cancelled when undoing begins: the cancel resolves only once the
+# attempt has really ended, so its undo is decided on what the service did, never while the
+# request may still land (tests/e2e/test_cancelled_attempt_waited.py fails with TRY_CANCEL).
+FORWARD_CANCELLATION = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+
 
 def start_agent(
     name: str,
@@ -50,11 +55,7 @@ def start_agent(
         start_to_close_timeout=policy.complete_by,
         heartbeat_timeout=policy.heartbeat,
         retry_policy=retry_policy(policy),
-        cancellation_type=(
-            ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-            if wait_when_cancelled
-            else ActivityCancellationType.TRY_CANCEL
-        ),
+        cancellation_type=FORWARD_CANCELLATION if wait_when_cancelled else ActivityCancellationType.TRY_CANCEL,
         summary=summary,
     )
 
