@@ -56,7 +56,8 @@ def reschedule(
     """Move a delayed task's start to another time (--at or --in)."""
     from sas.cli import audit, tasks
 
-    tasks.check_task_id(task_id)
+    # Refused before its delayed run is terminated: the new run could not start under it.
+    tasks.check_new_task_id(task_id)
     delay = tasks.parse_when(at, after)
     if delay is None:
         raise CliError("give the new start with --at TIME or --in DURATION", "e.g. --in 2h")

@@ -47,9 +47,9 @@ def submit(
     file = file if file is not None else input_file
     task_type = require_type(task_type)
     if task_id:
-        tasks.check_task_id(task_id, "--id")
+        tasks.check_new_task_id(task_id, "--id")
     payload = build_input(task_type, file, sets or ())
-    task_id = tasks.check_task_id(task_id, "--id") if task_id else tasks.new_task_id(task_type)
+    task_id = tasks.check_new_task_id(task_id, "--id") if task_id else tasks.new_task_id(task_type)
     delay = tasks.parse_when(at, after)
     tasks.check_priority(priority)  # refused here, naming --priority
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sas.cli.output import CliError
 from sas.client.inputs import MAX_START_DELAY, PATTERN_WORDS, TASK_TYPES, in_words, new_task_id
 from sas.client.inputs import check_task_id as _check_task_id
-from sas.task_models.ids import validate_schedule_id
+from sas.task_models.ids import validate_new_task_id, validate_schedule_id
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -25,6 +25,7 @@ __all__ = [
     "PATTERN_WORDS",
     "PRIORITY_RANGE",
     "TASK_TYPES",
+    "check_new_task_id",
     "check_priority",
     "check_schedule_id",
     "check_task_id",
@@ -44,6 +45,16 @@ def check_task_id(task_id: str, flag: str | None = None) -> str:
         return _check_task_id(task_id)
     except InvalidInput as err:
         raise CliError(f"{flag}: {err.message}" if flag else err.message) from None
+
+
+def check_new_task_id(task_id: str, flag: str | None = None) -> str:
+    """The id of a new run (a submission, a reschedule), or a CliError saying why it may not be
+    one: an invalid id, or one of a shape sas keeps for its own (``sas.task_models.ids``)."""
+    check_task_id(task_id, flag)
+    try:
+        return validate_new_task_id(task_id)
+    except ValueError as err:
+        raise CliError(f"{flag}: {err}" if flag else str(err)) from None
 
 
 def operator_request(**fields: Any) -> OperatorRequest:

@@ -23,11 +23,11 @@ from temporalio.common import Priority, TypedSearchAttributes, WorkflowIDConflic
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from sas.client.answering import run_status
-from sas.client.errors import NotApplicable, NotConfirmed, TaskIdTaken, TaskNotFound
+from sas.client.errors import InvalidInput, NotApplicable, NotConfirmed, TaskIdTaken, TaskNotFound
 from sas.client.inputs import TASK_TYPES
 from sas.client.store import StateStore
 from sas.task_models import RESUBMIT_MEMO, Resubmission, TaskState
-from sas.task_models.ids import MAX_INCARNATION
+from sas.task_models.ids import MAX_INCARNATION, validate_new_task_id, validate_schedule_id
 from sas.workflows.registry import by_workflow_name
 from sas.workflows.summaries import delayed_start, task_details, task_summary
 
@@ -136,6 +136,11 @@ async def start_task(client: Client, start: TaskStart) -> WorkflowHandle[Any, An
     task's workflow (tests/client/test_one_start.py keeps it so)."""
     _check_converter(client)
     try:
+        # No run under an id of a shape sas keeps for its own (sas.task_models.ids).
+        validate_new_task_id(start.task_id)
+    except ValueError as err:
+        raise InvalidInput(str(err), field="task_id") from None
+    try:
         return await client.start_workflow(
             start.workflow_type,
             start.payload,
@@ -158,6 +163,7 @@ def schedule_action(start: TaskStart) -> ScheduleActionStartWorkflow:
 
     if start.start_delay or start.resubmission is not None or start.reuse != "never":
         raise ValueError("a schedule's runs are new tasks, started when due")
+    validate_schedule_id(start.task_id)
     # Each run's id is <schedule>-<time>; the summary names the schedule that started it.
     options = _options(
         TaskStart(

@@ -1,4 +1,13 @@
-"""Task ids are Temporal workflow ids, idempotency-key prefixes and primary keys at once."""
+"""Task ids are Temporal workflow ids, idempotency-key prefixes and primary keys at once.
+
+sas derives ids of its own from a task's (its clean-up workflow's, its child tasks', its fan-out
+batches', its idempotency keys), and Temporal derives each scheduled run's from its schedule's.
+A task given one of those shapes would be taken for what sas derived: an order named
+``cleanup-<victim>`` for the victim's clean-up, an order named ``<parent>:<step>`` for that
+step's child. So those shapes are reserved: :func:`reserved_shape` is the one rule, and every
+way a task is started (the task client, the CLI, a schedule, a workflow started directly, whose
+input check is ``workflows/shell/acceptance.py``) refuses them through
+:func:`validate_new_task_id`."""
 
 from __future__ import annotations
 
@@ -28,6 +37,14 @@ def cleanup_workflow_id(task_id: str) -> str:
     return f"{CLEANUP_PREFIX}{task_id}"
 
 
+# Each run of a schedule is named by Temporal: <schedule id>-<its time, RFC 3339 to the second, UTC>.
+_SCHEDULED_RUN = re.compile(r"(?P<schedule>.+)-\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+# What sas adds to a task id to name what it derives: a child task <task>:<step> (or
+# <task>:<step>.<incarnation>), a fan-out batch <task>:<step>:batch-<n> (undo-<n>,
+# cleanup-undo-<n>), every idempotency key <task>:<step> (<task>#<n>:<step>; '#' is never in a
+# task id). A task id that held it could be taken for any of these.
+DERIVED_SEPARATOR = ":"
+
 # Printable ASCII only: the id ends up in HTTP headers, log lines and URLs.
 TASK_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._:-]{{0,{MAX_TASK_ID - 1}}}$"
 _TASK_ID = re.compile(TASK_ID_PATTERN)
@@ -47,11 +64,68 @@ def validate_task_id(task_id: str) -> str:
 
 
 def validate_schedule_id(schedule_id: str) -> str:
-    """A schedule id is a task id short enough that its runs' ids (``<id>-<time>``) are too."""
+    """A schedule id is a task id short enough that its runs' ids (``<id>-<time>``) are too, and
+    of no reserved shape, nor one that makes its runs' ids reserved (``cleanup``: cleanup-<time>)."""
     validate_task_id(schedule_id)
+    _refuse_reserved("schedule id", schedule_id)
+    if f"{schedule_id}-".startswith(CLEANUP_PREFIX):
+        raise ValueError(
+            f"schedule id {schedule_id!r} is reserved: its runs' ids, {schedule_id}-<time>, would start with"
+            f" {CLEANUP_PREFIX!r}, the clean-up workflows' ids"
+        )
     if len(schedule_id) > MAX_SCHEDULE_ID:
         raise ValueError(
             f"schedule id too long ({len(schedule_id)} characters): at most {MAX_SCHEDULE_ID}, so that each run's "
             f"task id, <schedule id>-<time>, fits in {MAX_TASK_ID}"
         )
     return schedule_id
+
+
+def scheduled_run_of(task_id: str) -> str | None:
+    """The schedule whose run ``task_id`` is named as (``<schedule id>-<time>``), or None when it
+    is not shaped like a run of a schedule sas could have created."""
+    match = _SCHEDULED_RUN.fullmatch(task_id)
+    if match is None:
+        return None
+    schedule = match["schedule"]
+    return schedule if _schedule_id_problem(schedule) is None else None
+
+
+def reserved_shape(task_id: str) -> str | None:
+    """Which of the ids sas (or Temporal, for a schedule) derives ``task_id`` is shaped like, in
+    words; None when a new task may take it. The one rule: every entry point asks it."""
+    if task_id.startswith(CLEANUP_PREFIX):
+        return f"{CLEANUP_PREFIX}<task id> is the id of a task's clean-up workflow"
+    if scheduled_run_of(task_id) is not None:
+        return "<schedule id>-<time> is the id Temporal gives each run of a schedule"
+    if DERIVED_SEPARATOR in task_id:
+        return (
+            f"'{DERIVED_SEPARATOR}' is kept for the ids sas derives from a task's: a child task's <task id>:<step>,"
+            " a fan-out batch's <task id>:<step>:batch-<n>, every idempotency key"
+        )
+    return None
+
+
+def validate_new_task_id(task_id: str) -> str:
+    """The id a new task (a submission, a resubmission, a rescheduled start) may be given:
+    a valid task id of no shape sas keeps for its own; else ValueError saying why."""
+    validate_task_id(task_id)
+    _refuse_reserved("task id", task_id)
+    return task_id
+
+
+def _refuse_reserved(what: str, given: str) -> None:
+    shape = reserved_shape(given)
+    if shape is not None:
+        raise ValueError(
+            f"{what} {given!r} is reserved: {shape}; give an id without '{DERIVED_SEPARATOR}'"
+            f" that does not start with {CLEANUP_PREFIX!r}"
+        )
+
+
+def _schedule_id_problem(schedule_id: str) -> str | None:
+    try:
+        validate_schedule_id(schedule_id)
+    except ValueError as err:
+        return str(err)
+    return None

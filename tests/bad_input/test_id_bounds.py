@@ -19,8 +19,13 @@ from sas.task_models.ids import (
     MAX_STEP_NAME,
     MAX_TASK_ID,
     SCHEDULE_RUN_SUFFIX,
+    cleanup_workflow_id,
+    reserved_shape,
+    scheduled_run_of,
+    validate_new_task_id,
     validate_schedule_id,
 )
+from sas.workflows.core.children import child_task_id
 from sas.workflows.definitions import StepDefinition
 from sas_demo_services.app import MAX_KEY_LENGTH
 from sas_orders.agents import charge
@@ -34,7 +39,8 @@ TEMPORAL_MAX_ID = 1000
 
 
 def longest_task_id() -> str:
-    # ':' is allowed in a task id and is the key's separator: the worst case for parsing too.
+    # ':' is still in a valid task id (a child's, a scheduled run's, one from before new tasks
+    # were refused it) and is the key's separator: the worst case for parsing too.
     return validate_task_id(("o:" * MAX_TASK_ID)[:MAX_TASK_ID])
 
 
@@ -67,6 +73,56 @@ def test_each_bound_is_refused_where_it_enters() -> None:
         StepDefinition("Charge Card", forward=charge)
 
 
+def derived_ids(task_id: str, step: str = "charge") -> dict[str, str]:
+    """Every id sas derives from a task's, as the code that names each builds it (a fan-out's
+    batches are named inline in workflows/shell/fanout.py and cleanup_fanout.py)."""
+    key = f"{task_id}:{step}"  # the forward step's idempotency key (workflows/shell/acceptance.py)
+    return {
+        "clean-up": cleanup_workflow_id(task_id),
+        "child": child_task_id(task_id, step),
+        "child of a later incarnation": child_task_id(task_id, step, 7),
+        "child of a long id": child_task_id(task_id + "x" * MAX_TASK_ID, step),
+        "batch": f"{key}:batch-1",
+        "undo batch": f"{key}:undo-2",
+        "clean-up's undo batch": f"{key}:cleanup-undo-3",
+        "idempotency key": key,
+        "undo key": f"{key}:undo",
+        "scheduled run": f"{task_id}-2026-11-23T09:00:00Z",
+    }
+
+
+@pytest.mark.parametrize("task_id", ["order-1", "a", "o" * MAX_TASK_ID, "cleanup", "x.y_z-2026"])
+def test_every_id_sas_derives_from_a_new_task_s_is_reserved(task_id: str) -> None:
+    assert validate_new_task_id(task_id) == task_id
+    for what, derived in derived_ids(task_id).items():
+        if len(derived) > MAX_TASK_ID:
+            continue  # no task can be given it at all
+        assert reserved_shape(derived), what
+        with pytest.raises(ValueError, match=r"is reserved: .* give an id without ':' that does not start with"):
+            validate_new_task_id(derived)
+    # A later incarnation's keys hold '#', which no task id does.
+    with pytest.raises(ValueError, match="1-128 characters"):
+        validate_new_task_id(incarnation_key(f"{task_id}:charge", 2))
+
+
+def test_a_reserved_id_is_refused_saying_which_shape_it_has() -> None:
+    with pytest.raises(ValueError, match=r"cleanup-<task id> is the id of a task's clean-up workflow"):
+        validate_new_task_id("cleanup-order-1")
+    with pytest.raises(ValueError, match=r"<schedule id>-<time> is the id Temporal gives each run of a schedule"):
+        validate_new_task_id("nightly-2026-11-23T09:00:00Z")
+    with pytest.raises(ValueError, match=r"a child task's <task id>:<step>"):
+        validate_new_task_id("order-1:charge")
+    assert scheduled_run_of("nightly-2026-11-23T09:00:00Z") == "nightly"
+    # A run of a schedule no sas schedule could have: not a run's shape (its ':'s are reserved all the same).
+    assert scheduled_run_of("a:b-2026-11-23T09:00:00Z") is None and reserved_shape("a:b-2026-11-23T09:00:00Z")
+
+
+@pytest.mark.parametrize("schedule_id", ["cleanup", "cleanup-nightly", "nightly:charge", "n-2026-11-23T09:00:00Z"])
+def test_a_schedule_id_of_a_reserved_shape_or_with_reserved_runs_is_refused(schedule_id: str) -> None:
+    with pytest.raises(ValueError, match=rf"schedule id {schedule_id!r} is reserved"):
+        validate_schedule_id(schedule_id)
+
+
 def test_sas_refuses_a_schedule_id_its_runs_would_outgrow() -> None:
     done = cli_process.run(
         [sys.executable, "-m", "sas.cli.main", "schedule", "create", "s" * (MAX_SCHEDULE_ID + 1), "--every", "1d"],
@@ -82,7 +138,7 @@ def test_sas_refuses_a_schedule_id_its_runs_would_outgrow() -> None:
 
 async def test_an_order_with_the_longest_id_runs_and_is_undone_end_to_end(stack: Stack) -> None:
     """The real services take the longest keys: forward calls and their undos."""
-    task_id = (fresh_id("long") + ":" + "x" * MAX_TASK_ID)[:MAX_TASK_ID]
+    task_id = validate_new_task_id((fresh_id("long") + "-" + "x" * MAX_TASK_ID)[:MAX_TASK_ID])
     handle = await stack.submit(task_id, order(card="4000000000000002"))  # declined: reserve is undone
     result: TaskResult = await handle.result()
     assert result.state == TaskState.COMPENSATED

@@ -2,7 +2,10 @@
 whose plan (each step's Agent, queue and policy, what the namespace has) the run keeps.
 
 A run started with the id of a task that already exists (a reused id) is refused here: it
-undoes nothing and ends at once, with ``TaskIdReused``.
+undoes nothing and ends at once, with ``TaskIdReused``. A run started directly (``temporal
+workflow start``) with an id of a shape sas keeps for its own (``sas.task_models.ids``:
+``cleanup-<task>``, ``<task>:<step>``...) fails at once, non-retryably, with ``InvalidInput``,
+unless it is what sas derived that id for: the child a parent's step starts, a schedule's run.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RawValue
+from temporalio.common import RawValue, SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -29,7 +32,8 @@ with workflow.unsafe.imports_passed_through():
         validate_task_id,
     )
     from sas.task_models.activity_defs import MirrorDefs
-    from sas.workflows.core.children import PARENT_MEMO
+    from sas.task_models.ids import reserved_shape, scheduled_run_of, validate_new_task_id
+    from sas.workflows.core.children import PARENT_MEMO, child_task_id
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.definitions import StepDefinition, TaskDefinition, Wait
     from sas.workflows.inputs import INVALID_INPUT, decode, short
@@ -38,6 +42,10 @@ with workflow.unsafe.imports_passed_through():
 
 # A run started with the id of a task that already exists (a reused id): it undoes nothing and ends at once.
 TASK_ID_REUSED = "TaskIdReused"
+# Runs recorded before a reserved id was refused went on with it, and replay that way.
+RESERVED_TASK_IDS = "refuse-reserved-task-ids"
+# Temporal's search attribute on each run a schedule starts: the schedule's id.
+_SCHEDULED_BY = SearchAttributeKey.for_keyword("TemporalScheduledById")
 
 
 def core_for(
@@ -78,7 +86,10 @@ def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> di
     workflow task, leaving the workflow Running for ever with nothing to say why."""
     task_type = definition.task_type
     try:
-        validate_task_id(workflow.info().workflow_id)
+        task_id = validate_task_id(workflow.info().workflow_id)
+        # Asked only of a reserved id, so any other run's history is as it was.
+        if reserved_shape(task_id) and not _derived_by_sas(task_id) and workflow.patched(RESERVED_TASK_IDS):
+            validate_new_task_id(task_id)
         if isinstance(raw_input, RawValue):
             raw_input = decode(raw_input)
         if not isinstance(raw_input, dict):
@@ -91,6 +102,21 @@ def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> di
     except ValueError as err:
         raise ApplicationError(f"invalid {task_type} input: {err}", type=INVALID_INPUT, non_retryable=True) from None
     return model.model_dump(mode="json")
+
+
+def _derived_by_sas(task_id: str) -> bool:
+    """Whether the run's reserved id is the one sas derived for it: the id of the child its
+    parent's step starts (Temporal names the parent; a client cannot make itself one), or a
+    scheduled run's (that attribute can be set by any client, but the id it then allows is
+    only a run's of a valid schedule id: never a clean-up's, a child's or a batch's)."""
+    link = _parent()
+    if link is not None:
+        _, dot, incarnation = task_id.rpartition(".")
+        given = int(incarnation) if dot and incarnation.isdecimal() else 1
+        if task_id == child_task_id(link.task_id, link.step, given):
+            return True
+    schedule = workflow.info().typed_search_attributes.get(_SCHEDULED_BY)
+    return schedule is not None and scheduled_run_of(task_id) == schedule
 
 
 def _parent() -> ParentLink | None:
