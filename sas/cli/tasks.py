@@ -99,8 +99,10 @@ async def submit(
     start_delay: Any = None,
     priority: Priority | None = None,
 ) -> bool:
-    """Start the task's workflow (id = task id) with a checked payload; False if the id already
-    names a task (``sas.client.submitting.start``)."""
+    """Start the task's workflow (id = task id) with a checked payload, as every start is
+    (``sas.client.submitting.start``, over ``start_task``); False if the id already names a task.
+    The demo and the chaos run submit this way: a submit retried after an error must see False,
+    where ``TaskClient.submit`` would ask the state store which task the id names."""
     from temporalio.common import Priority
 
     from sas.client.submitting import start

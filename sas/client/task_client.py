@@ -126,7 +126,8 @@ class TaskClient:
 
         ``task_id`` defaults to ``<type>-<random>``; an id already used raises ``TaskIdTaken``
         (a task id is one task, forever). ``delay``: start after this long, or at this time
-        (at most 366 days ahead). ``priority``: 1 (most urgent) to 5; default 3."""
+        (at most 366 days ahead). ``priority``: 1 (most urgent) to 5; default 3, and kept by a
+        ``reschedule`` and a ``resubmit`` (every start is ``sas.client.submitting.start_task``)."""
         inputs.definition(task_type)
         payload = inputs.validate_input(task_type, task_input, self.settings.outbound)
         task_id = inputs.check_task_id(task_id) if task_id else inputs.new_task_id(task_type)
