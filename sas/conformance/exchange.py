@@ -1,9 +1,11 @@
 """The kit's requests, and the service's answers as sas's Agents read them.
 
-Each answer is read by the same function that reads an Agent's (``activities/remote.py``), so
-the kit calls a success, a refusal, a transient fault or garbage exactly what a running task
-would; the raw status, content type and JSON are kept besides, for the clauses that look at the
-answer's shape.
+Every request is bounded as an Agent's is: its answer read up to 1 MiB, and the whole exchange,
+from sending to the answer's last byte, within the check's timeout (an overall deadline, not one
+per read: a service that trickles its answer is cut off). Each answer is read by the same
+function that reads an Agent's (``activities/remote.py``), so the kit calls a success, a
+refusal, a transient fault or garbage exactly what a running task would; the raw status,
+content type and JSON are kept besides, for the clauses that look at the answer's shape.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import httpx
 from pydantic import BaseModel, ValidationError
 from temporalio.exceptions import ApplicationError
 
-from sas.activities.outbound import SERVICE_RESPONSE_CAP, ResponseTooLarge, post_capped
+from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, ResponseTooLarge, post_capped
 
 # The reading an Agent applies, not a copy of it: the kit must judge an answer as a task would.
 from sas.activities.remote import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, _classify
 from sas.task_models.results import MAX_RESULT_BYTES, secret_fields
+from sas.task_models.strict_json import StrictJsonError, loads_strict
 from sas.task_models.text import bounded
 from sas.task_types.services import HttpRequest
 
@@ -80,12 +83,20 @@ class Exchange:
         client: The HTTP client (no redirects followed, as the Agents' own).
         base_url: The service's base URL.
         headers: Sent with every request (the service's auth header).
+        timeout_s: The longest one exchange may take, whole: sending, and reading the answer.
     """
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
         self._client = client
         self._base = base_url.rstrip("/")
         self._headers = dict(headers or {})
+        self._timeout_s = timeout_s
 
     async def send(self, request: HttpRequest, key: str, model: type[BaseModel] | None = None) -> Answer:
         """A business call under ``key``, as sas's Agent sends it (``activities/remote.py``: the
@@ -111,15 +122,22 @@ class Exchange:
 
     async def _ask(self, request: str, path: str, **kwargs: Any) -> Answer:
         try:
-            response = await post_capped(self._client, f"{self._base}{path}", SERVICE_RESPONSE_CAP, **kwargs)
+            response = await post_capped(
+                self._client, f"{self._base}{path}", SERVICE_RESPONSE_CAP, within_s=self._timeout_s, **kwargs
+            )
         except ResponseTooLarge as err:
             return Answer(request, None, "", None, GARBAGE, f"{request} {err}")
+        except httpx.DecodingError as err:
+            return Answer(request, None, "", None, GARBAGE, f"{request} answered a body that does not decode: {err}")
+        except AnswerOverdue as err:
+            return Answer(request, None, "", None, TRANSIENT, f"{request} {err}")
         except httpx.TransportError as err:
             return Answer(request, None, "", None, TRANSIENT, f"{request}: no answer ({type(err).__name__}: {err})")
         content_type = response.headers.get("content-type", "")
         try:
-            data: Any = response.json()
-        except ValueError:
+            # As the Agent reads it: nested too deep is no JSON, not Python's recursion limit.
+            data: Any = loads_strict(response.content)
+        except StrictJsonError:
             data = None
         try:
             _classify(path, response)

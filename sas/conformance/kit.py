@@ -5,11 +5,13 @@ same report."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
+from sas.activities.outbound import RESPONSE_CAP, AnswerOverdue, ResponseTooLarge, post_capped
 from sas.conformance import clauses
 from sas.conformance.clauses import Session, SlowCall, SlowForward
 from sas.conformance.exchange import Exchange
@@ -70,7 +72,8 @@ async def check_service(
             without it the in-flight clause is not exercised. :func:`builtin_services_slowdown`
             is the one for the demo services (examples/demo_services).
         headers: Sent with every request (the service's auth header).
-        timeout_s: Longest wait for one answer (0.1 to 600 s); more than ``slow_s``.
+        timeout_s: Longest one request may take, whole: sending it and reading its answer
+            (0.1 to 600 s); more than ``slow_s``. Every answer is read up to 1 MiB.
         slow_s: How long a slowed forward is held (0.2 to 60 s).
 
     Returns:
@@ -86,8 +89,8 @@ async def check_service(
     targets = _targets(name, calls, sample_input, refusing)
     report = ServiceReport(service=name, url=url, calls=[t.describe() for t in targets])
     async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False, trust_env=False) as client:
-        await _reachable(client, url)
-        exchange = Exchange(client, url, headers)
+        await _reachable(client, url, timeout_s)
+        exchange = Exchange(client, url, headers, timeout_s)
         for target in targets:
             session = Session(exchange, target, url, name, slow_forward, slow_s)
             found: dict[Clause, tuple[Any, str]] = {}
@@ -115,10 +118,11 @@ def assert_conforms(report: ServiceReport) -> None:
         raise AssertionError(f"service {report.service} at {report.url} breaks the HTTP contract: {broken}")
 
 
-def builtin_services_slowdown(admin_token: str) -> SlowForward:
+def builtin_services_slowdown(admin_token: str, timeout_s: float = 10.0) -> SlowForward:
     """The slowdown hook for the demo services (``sas services serve --enable-faults``):
     a one-time latency fault on the forward's endpoint, for the body's ``order_id``, posted to
-    their ``/admin/faults`` with the admin token (``SAS_SERVICES__ADMIN_TOKEN``)."""
+    their ``/admin/faults`` with the admin token (``SAS_SERVICES__ADMIN_TOKEN``), its answer
+    read up to 64 KiB within ``timeout_s`` in all."""
 
     async def slow(call: SlowCall) -> None:
         rule = {
@@ -130,9 +134,11 @@ def builtin_services_slowdown(admin_token: str) -> SlowForward:
         }
         auth = {"Authorization": f"Bearer {admin_token}"}
         try:
-            async with httpx.AsyncClient(timeout=10.0, trust_env=False) as client:
-                answer = await client.post(f"{call.url}/admin/faults", json=rule, headers=auth)
-        except httpx.TransportError as err:
+            async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False, trust_env=False) as client:
+                answer = await post_capped(
+                    client, f"{call.url}/admin/faults", RESPONSE_CAP, within_s=timeout_s, json=rule, headers=auth
+                )
+        except (httpx.TransportError, httpx.DecodingError, AnswerOverdue, ResponseTooLarge) as err:
             raise ServiceCheckError(f"POST /admin/faults: no answer ({type(err).__name__})", bad_input=False) from None
         if answer.status_code != 201:
             said = bounded(answer.text, 200)
@@ -179,10 +185,19 @@ def _catalog() -> Catalog:
     return registry.catalog()
 
 
-async def _reachable(client: httpx.AsyncClient, url: str) -> None:
-    """One request first, so that a service that is not there is one line, not eight failures."""
+async def _reachable(client: httpx.AsyncClient, url: str, timeout_s: float) -> None:
+    """One request first, so that a service that is not there is one line, not eight failures.
+
+    Any status will do, so its body is never read: the connection is closed once the headers
+    are in (h11 caps those), all within ``timeout_s``."""
     try:
-        await client.get(f"{url}/")
+        async with asyncio.timeout(timeout_s):
+            async with client.stream("GET", f"{url}/"):
+                pass
+    except TimeoutError:
+        raise ServiceCheckError(
+            f"cannot reach {url}: GET / got no answer within {timeout_s:g} s", bad_input=False
+        ) from None
     except httpx.TransportError as err:
         raise ServiceCheckError(
             f"cannot reach {url}: {type(err).__name__}: {err or 'no answer'}", bad_input=False
