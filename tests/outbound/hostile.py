@@ -107,6 +107,14 @@ class Hostile:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            await self._serve_one(reader, writer)
+        except asyncio.CancelledError:
+            # Stopped mid-answer. Ended quietly: asyncio's streams report a connection task
+            # that ends cancelled as an error in a callback.
+            writer.close()
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
             head = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()
