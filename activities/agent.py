@@ -29,6 +29,7 @@ from sas.task_models.activity_defs import agent_result
 from sas.task_models.results import MAX_RESULT_BYTES
 from sas.task_models.text import MAX_ERROR_TEXT, bounded
 from sas.task_models.versions import Phase, version_of
+from sas.task_types.services import Service
 
 INVALID_INPUT = "InvalidInput"
 log = logging.getLogger("sas.agent")
@@ -44,11 +45,20 @@ M = TypeVar("M", bound=BaseModel)
 class Agent:
     """Base of the Agents: one per remote service, built by the worker with its dependencies."""
 
-    def __init__(self, remote: RemoteCaller, writer: StepWriter, identity: str, refused: RefusedWrites) -> None:
+    def __init__(
+        self,
+        remote: RemoteCaller,
+        writer: StepWriter,
+        identity: str,
+        refused: RefusedWrites,
+        service: Service | None = None,
+    ) -> None:
         self._remote = remote
         self._writer = writer
         self._identity = identity
         self._refused = refused
+        # The service an Agent class of the older form runs for: its lookup is the declared one.
+        self._service = service
 
     async def perform(
         self,
@@ -143,27 +153,58 @@ class Agent:
             self._writer.behind(self._record(call, Phase.AGENT_DONE, attempt, behind=True, **fields))
         return StepResult(data=data)
 
-    async def forward_id(self, call: StepCall, service: str, field: str) -> str | None:
-        """For an undo: the service's id of the forward effect, which the undo must name.
+    async def look_up(self, call: StepCall, service: Service) -> dict[str, Any] | None:
+        """For an undo: what the service says it did under the forward step's key, asked at the
+        service's declared lookup path (``Service(lookup=)``, ``Service.lookup_path``). Every Agent
+        form, the clean-up's undos and the test kit's real Agents ask here, so no Agent can ask
+        another path than the one the service declares.
 
-        From the forward step's result when the Scheduler has it; otherwise (the forward answer
-        never arrived, or a clean-up working from the state store) looked up by our forward key.
-        None: the service did nothing under that key, so there is nothing to name."""
-        known = (call.forward_result or {}).get(field)
-        if isinstance(known, str) and known:
-            return known
+        Returns:
+            The lookup's answer; None when it says nothing was done under that key (a 404 or
+            refusal), which also voids the key at the service.
+
+        Raises:
+            ApplicationError: non-retryable, when the service declares no lookup (a hand-written
+                undo that needs the forward's id cannot know it: an operator must decide).
+        """
         if not call.target_key:
             return None
-        info = activity.info()
-        complete_by = info.started_time.astimezone(UTC) + (info.start_to_close_timeout or timedelta(seconds=30))
+        lookup = service.lookup_path
+        if lookup is None:
+            raise ApplicationError(
+                f"{activity.info().activity_type}: the forward step's answer never arrived and the service "
+                "declares no lookup (Service(lookup=None)), so what it did cannot be known",
+                type=INVALID_INPUT,
+                non_retryable=True,
+            )
         try:
-            found = await self._remote.get(f"/{service}/lookup", {"idempotency_key": call.target_key}, complete_by)
+            return await self._remote.get(lookup, {"idempotency_key": call.target_key}, attempt_deadline())
         except ApplicationError as err:
             if nothing_done(err):
                 return None
             raise
-        value = found.get(field)
+
+    async def forward_id(self, call: StepCall, service: Service | str, field: str) -> str | None:
+        """For an undo: the service's id of the forward effect, which the undo must name.
+
+        From the forward step's result when the Scheduler has it; otherwise (the forward answer
+        never arrived, or a clean-up working from the state store) from the service's lookup
+        (``look_up``) by our forward key. None: the service did nothing under that key, so there
+        is nothing to name. ``service``: the declared ``Service``; a name (the older Agent form)
+        stands for the service this Agent was built for."""
+        known = (call.forward_result or {}).get(field)
+        if isinstance(known, str) and known:
+            return known
+        found = await self.look_up(call, self._declared(service))
+        value = (found or {}).get(field)
         return value if isinstance(value, str) and value else None
+
+    def _declared(self, service: Service | str) -> Service:
+        if isinstance(service, Service):
+            return service
+        if self._service is not None and self._service.name == service:
+            return self._service
+        return Service(service)
 
     async def _record(self, call: StepCall, phase: Phase, attempt: int, *, behind: bool = False, **fields: Any) -> None:
         """Write a transition of the step's row, trying again while the attempt can spare the

@@ -21,7 +21,7 @@ from sas.activities.heartbeats import last_checkpoint, save_checkpoint
 from sas.task_models import StepCall, StepResult
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
-from sas.task_types.services import AgentFunction, agent_function
+from sas.task_types.services import AgentFunction, Service, agent_function, service_of_ref
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,11 +36,13 @@ class FunctionAgents(Agent):
     def _activity(self, ref: AgentRef) -> Callable[..., Any]:
         name = activity_name(ref)
         work = agent_function(ref)
+        # The service as declared (its lookup path, Service(lookup=)), never rebuilt from its name.
+        service = service_of_ref(ref) or Service(service_of(name))
         if work is None:  # pragma: no cover - only Service.action refs are given here
             raise TypeError(f"{name} is not declared with Service.action")
 
         async def run(call: StepCall) -> StepResult:
-            return await work(call, Attempt(self, call, service_of(name)))
+            return await work(call, Attempt(self, call, service))
 
         run.__name__ = run.__qualname__ = name.replace(".", "_")
         return activity.defn(name=name)(run)
@@ -49,14 +51,14 @@ class FunctionAgents(Agent):
 class Attempt:
     """One attempt of a declared function: the ``AgentContext`` it is given."""
 
-    def __init__(self, agent: Agent, call: StepCall, service: str) -> None:
+    def __init__(self, agent: Agent, call: StepCall, service: Service) -> None:
         self._agent = agent
         self._call = call
         self._service = service
 
     @property
     def service(self) -> str:
-        return self._service
+        return self._service.name
 
     @property
     def deadline(self) -> datetime:

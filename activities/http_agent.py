@@ -24,8 +24,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from sas.activities.agent import INVALID_INPUT, Agent, attempt_deadline
-from sas.activities.remote import nothing_done
+from sas.activities.agent import INVALID_INPUT, Agent
 from sas.task_models import StepCall, StepResult
 from sas.task_types.services import HttpCall, UnsafeValue
 from sas.task_types.sources import Forward
@@ -78,12 +77,9 @@ class HttpAgent(Agent):
         lookup = declared.service.lookup_path
         if lookup is None or not call.target_key:
             return dict(forward or {})  # nothing to ask: sent with what is known (found by the forward key)
-        try:
-            found = await self._remote.get(lookup, {"idempotency_key": call.target_key}, attempt_deadline())
-        except ApplicationError as err:
-            if nothing_done(err):
-                return None
-            raise
+        found = await self.look_up(call, declared.service)
+        if found is None:
+            return None
         fields = wanted or list(found)
         if all(found.get(name) is None for name in fields):
             return None  # the service did nothing under that key: nothing to undo

@@ -48,7 +48,7 @@ class ServiceAgents:
         """The service's activities, with their dependencies injected."""
         found: list[Callable[..., Any]] = []
         if self.agent_class is not None:
-            found += activity_methods(self.agent_class(remote, writer, identity, refused))
+            found += activity_methods(self.agent_class(remote, writer, identity, refused, self.service))
         if self.calls:
             found += HttpAgent(remote, writer, identity, refused).activities(self.calls)
         if self.functions:
