@@ -11,7 +11,9 @@ checked, pinned, signed and bounded, in one place.
 - **Signed**: Standard Webhooks (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``)
   through :func:`signed_headers`, the only signing path; receivers verify with the
   ``standardwebhooks`` package (docs/webhooks.md).
-- **Bounded**: what a receiver answers is read up to :data:`RESPONSE_CAP` bytes and dropped.
+- **Bounded**: what a receiver answers is read up to :data:`RESPONSE_CAP` bytes and dropped, and
+  a delivery ends within its timeout in all (not per read). A remote service's answer
+  (:func:`post_capped`) is read up to :data:`SERVICE_RESPONSE_CAP`, within its ``within_s``.
 """
 
 from __future__ import annotations
@@ -278,14 +280,23 @@ class WebhookSender:
         self._client = pinned_client(policy, max_connections)
 
     async def send(self, url: str, message_id: str, body: bytes, timeout_s: float) -> Delivery:
-        """POST ``body`` to ``url`` signed as message ``message_id``; never raises for the receiver's faults."""
+        """POST ``body`` to ``url`` signed as message ``message_id``; never raises for the receiver's faults.
+
+        ``timeout_s`` bounds the whole delivery, not each read: a receiver that trickles its
+        answer is cut off then, and judged by its status if that came."""
+        deadline = asyncio.timeout(timeout_s)
+        status: int | None = None
         try:
             check_url(url, self._policy)  # scheme and shape; the address is checked as it connects
             if self._secret is None:
                 warn_unsigned_once(httpx.URL(url).host)
-            async with self._client.stream(
-                "POST", url, content=body, headers=signed_headers(self._secret, message_id, body), timeout=timeout_s
-            ) as response:
+            async with (
+                deadline,
+                self._client.stream(
+                    "POST", url, content=body, headers=signed_headers(self._secret, message_id, body), timeout=timeout_s
+                ) as response,
+            ):
+                status = response.status_code
                 try:
                     await read_capped(response, RESPONSE_CAP)
                 except ResponseTooLarge:
@@ -294,7 +305,13 @@ class WebhookSender:
             return Delivery(ok=False, retryable=False, problem=f"refused: {err}")
         except httpx.HTTPError as err:
             return Delivery(ok=False, retryable=True, problem=f"{type(err).__name__}: {err}")
-        status = response.status_code
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            if status is None:
+                return Delivery(ok=False, retryable=True, problem=f"no answer within {timeout_s:g} s")
+            # The status came, the body did not end: dropped with its connection, as above.
+        assert status is not None
         if 200 <= status < 300:
             return Delivery(ok=True, retryable=False, status=status)
         if 300 <= status < 400:
