@@ -24,7 +24,7 @@ from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import GARBAGE, RemoteCaller, nothing_done
 from sas.state_store.agent_writes import StepWriter
 from sas.state_store.rejections import refused_for_good
-from sas.task_models import StepCall, StepResult, StepState, StepTransition, TaskState, shown
+from sas.task_models import StepCall, StepResult, StepState, StepTransition, TaskState, seals, shown
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.results import MAX_RESULT_BYTES
 from sas.task_models.text import MAX_ERROR_TEXT, bounded
@@ -151,7 +151,7 @@ class Agent:
             # reconciliation writes Processed from Temporal. Being versioned, it cannot overwrite
             # the next step's later writes.
             self._writer.behind(self._record(call, Phase.AGENT_DONE, attempt, behind=True, **fields))
-        return StepResult(data=data)
+        return sealed_result(call, data)
 
     async def look_up(self, call: StepCall, service: Service) -> dict[str, Any] | None:
         """For an undo: what the service says it did under the forward step's key, asked at the
@@ -282,6 +282,14 @@ class Agent:
         finally:
             if not write.done():
                 write.cancel()
+
+
+def sealed_result(call: StepCall, data: dict[str, Any]) -> StepResult:
+    """``data`` as this attempt's result, sealed for the run and call Temporal gave it: the
+    Scheduler takes no result without its Agent's seal (sas.task_models.seals)."""
+    info = activity.info()
+    seal = seals.result_seal(info.workflow_id or "", info.workflow_run_id or "", info.activity_type, call, data)
+    return StepResult(data=data, seal=seal)
 
 
 def attempt_deadline() -> datetime:

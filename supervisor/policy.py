@@ -31,6 +31,7 @@ from sas.breaker.model import BreakerView
 from sas.supervisor.models import AlertSpec, Decision, DecisionKind, DueStep, SupervisorPolicy
 from sas.task_models import StepState
 from sas.task_models.ladder import Ladder
+from sas.task_models.seals import FOREIGN_RESULT
 
 RUNNING = (StepState.PROCESSING, StepState.COMPENSATING)
 
@@ -117,6 +118,29 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
             )
         # Parking needs the Scheduler to wait for a decision; a running step cannot be parked.
         return decision("retry", f"{label}; CompleteBy extended", alert)
+
+    if step.permanent and step.error_type == FOREIGN_RESULT:
+        # Nobody knows what the service did: the undo's lookup decides, and someone with write
+        # access to the namespace completed sas's work from outside.
+        outcome: DecisionKind = "park" if forward_only(step) else "compensate"
+        return decision(
+            outcome,
+            "a result no Agent of sas sealed: not taken; "
+            + ("undoing the task, its lookup deciding what was done" if outcome == "compensate" else "parked"),
+            AlertSpec(
+                severity="critical",
+                kind="foreign_result",
+                message=f"task {step.task_id}: step {step.step}: {step.last_error}",
+                suggested_action=(
+                    "find who completed the activity (the task's history: ActivityTaskCompleted's identity) and why; "
+                    + (
+                        "the task is being undone"
+                        if outcome == "compensate"
+                        else f"check the service's record, then `sas retry {step.task_id}` or resolve by hand"
+                    )
+                ),
+            ),
+        )
 
     if step.permanent:
         outcome = step.ladder.outcome

@@ -37,7 +37,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from sas.task_models.ids import cleanup_workflow_id
     from sas.task_models.queues import service_of, service_queue
-    from sas.workflows.shell.agents import HELD_IN_SERVICE_QUEUE, describe, held_cause, start_agent
+    from sas.workflows.shell.agents import (
+        FOREIGN_RESULT,
+        HELD_IN_SERVICE_QUEUE,
+        describe,
+        foreign_claim,
+        held_cause,
+        start_agent,
+    )
 
 
 @workflow.defn(name=FAN_OUT_BATCH_WORKFLOW)
@@ -92,8 +99,13 @@ class FanOutBatchWorkflow:
                 policy=batch.policy,
                 summary=f"{verb} {batch.step} item {item.key}",
             )
+            state = "compensation_failed" if batch.undo else "failed"
             try:
-                await handle
+                foreign = foreign_claim(batch.agent, call, await handle)
+                if foreign is not None:
+                    # Not the Agent's answer: the item's outcome is not known, as after a lost
+                    # answer, and is weighed (and undone, its lookup deciding) as a failure.
+                    return ItemOutcome(key=item.key, state=state, error=foreign, error_type=FOREIGN_RESULT)
                 return ItemOutcome(key=item.key, state="compensated" if batch.undo else "processed")
             except ActivityError as err:
                 if held_cause(err) is not None:
@@ -107,7 +119,6 @@ class FanOutBatchWorkflow:
                         await workflow.sleep(timedelta(seconds=5))
                     continue
                 message, error_type, _ = describe(err)
-                state = "compensation_failed" if batch.undo else "failed"
                 return ItemOutcome(key=item.key, state=state, error=message, error_type=error_type)
 
 

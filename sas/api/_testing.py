@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from sas.activities.agent import sealed_result
 from sas.api._agent_testing import agents_against
 from sas.api._supervising import supervised
 from sas.task_models import (
@@ -174,7 +175,7 @@ class FakeAgents:
                 assert call.target_key is not None
                 self.voided.add(call.target_key)
                 if declared is None or declared.service.lookup_path is not None:
-                    return StepResult(data={})  # not sent
+                    return sealed_result(call, {})  # not sent
             if declared is not None:
                 self.bodies.append((name, declared.build_body(call)))
             held = None if call.compensation else self.at_service.get(name)
@@ -215,7 +216,7 @@ class FakeAgents:
             self.effects.append((name, call.idempotency_key))
         answer = self.answers.get(name, {})
         data = answer(call) if callable(answer) else answer
-        return StepResult(data=dict(data))
+        return sealed_result(call, dict(data))
 
     def _store(self) -> list[Callable[..., Any]]:
         @activity.defn(name="mirror.accept")

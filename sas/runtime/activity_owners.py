@@ -13,7 +13,10 @@ and before the activity's code runs:
 - any other sas activity (the mirror's writes, the callbacks) scheduled by a workflow that is
   not one of sas's task types or the clean-up;
 - a Supervisor activity scheduled by anything but the Supervisor workflow;
-- an Agent scheduled by a fan-out's batch workflow that is not the Agent of a fan-out step.
+- an Agent scheduled by a fan-out's batch workflow that is not the Agent of a fan-out step;
+- an Agent whose call carries no seal of the run that scheduled it (``sas.task_models.seals``):
+  ownership by identity, not by name, so a workflow of someone else's that only borrows a sas
+  name (``CleanupWorkflow``, on a queue of its own) cannot reach a service.
 
 The owners are the task workflows the worker registers, each with the Agents its task type declares. What a client
 with write access to the namespace can still do is in docs/security.md ("The trust boundary").
@@ -29,6 +32,7 @@ from typing import Any
 from temporalio import activity, worker
 from temporalio.exceptions import ApplicationError
 
+from sas.task_models import StepCall, seals
 from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW
 from sas.task_types.definitions import ForEach, TaskDefinition
 from sas.task_types.discovery import FoundType
@@ -97,11 +101,28 @@ def owners_of(workflows: Sequence[type]) -> Owners:
 class OwnedActivities(worker.Interceptor):
     """Worker interceptor: refuse an activity its workflow does not own (``Owners.refusal``)."""
 
-    def __init__(self, owners: Owners) -> None:
+    def __init__(self, owners: Owners, *, accept_unsealed: bool = False) -> None:
         self._owners = owners
+        self._accept_unsealed = accept_unsealed
 
     def owners(self) -> Owners:
         return self._owners
+
+    def unsealed(self, activity_type: str, args: Sequence[Any]) -> str | None:
+        """Why an Agent's call must not run: it carries no seal of the run Temporal says
+        scheduled it (a workflow that only borrows a sas name, on a queue of its own, cannot
+        seal); None if it does, or if the activity is not an Agent."""
+        if activity_type not in self._owners.every_agent or self._accept_unsealed:
+            return None
+        info = activity.info()
+        call = args[0] if args else None
+        if isinstance(call, StepCall) and seals.call_sealed(
+            info.workflow_id or "", info.workflow_run_id or "", activity_type, call
+        ):
+            return None
+        return (
+            f"its call carries no seal of {info.workflow_type} {info.workflow_id}'s Scheduler (a look-alike workflow?)"
+        )
 
     def intercept_activity(self, next: worker.ActivityInboundInterceptor) -> worker.ActivityInboundInterceptor:
         return _Inbound(next, self)
@@ -115,6 +136,8 @@ class _Inbound(worker.ActivityInboundInterceptor):
     async def execute_activity(self, input: worker.ExecuteActivityInput) -> Any:
         info = activity.info()
         why = self._owned.owners().refusal(info.activity_type, info.workflow_type)
+        if why is None:
+            why = self._owned.unsealed(info.activity_type, input.args)
         if why is not None:
             by = f"workflow {info.workflow_id}" if info.workflow_id else "no workflow"
             log.warning(

@@ -27,6 +27,7 @@ from sas.breaker.gate import BreakerGate
 from sas.runtime.activity_owners import OwnedActivities, owners_of
 from sas.runtime.versioning import TASKS, deployment_config
 from sas.settings import WORKFLOW_QUEUE, Settings
+from sas.task_models import seals
 from sas.task_models.queues import service_queue
 from sas.workflows.shell.arguments import OneArgument
 
@@ -90,9 +91,12 @@ def build_task_workers(
     options["deployment_config"] = deployment_config(settings.worker, TASKS)
     if workflow_runner is not None:
         main_options["workflow_runner"] = workflow_runner
+    # The process's Schedulers seal their calls and its Agents their results with the same keys
+    # as every other worker of the deployment (sas.task_models.seals).
+    seals.install(settings.seal.secrets() or [seals.derived_key(settings.database.url)])
     # Every worker refuses an activity its workflow does not own (a standalone one, a forward
-    # call named as a clean-up's undo): only sas starts sas's work.
-    owned = OwnedActivities(owners_of(workflows))
+    # call named as a clean-up's undo, a call no Scheduler of sas sealed): only sas starts sas's work.
+    owned = OwnedActivities(owners_of(workflows), accept_unsealed=settings.seal.accept_unsealed_calls)
     agents_by_service = by_service(activities)
     if "tuner" not in main_options:
         # The workflow queue's worker also runs the Agents of every service sharing its queue:

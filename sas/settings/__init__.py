@@ -23,7 +23,7 @@ from sas.settings.processes import (
     WorkerSettings,
 )
 from sas.settings.root import Settings, get_settings, steps_by_key
-from sas.settings.security import CallbackSettings, CodecServerSettings, EncryptionSettings
+from sas.settings.security import CallbackSettings, CodecServerSettings, EncryptionSettings, SealSettings
 from sas.settings.services import ResolvedService, ServiceSettings, ServicesSettings
 from sas.settings.supervisor import SupervisorSettings, TaskLadder, WebhookSettings
 
@@ -38,6 +38,7 @@ __all__ = [
     "OtelSettings",
     "ResolvedService",
     "ScheduleSettings",
+    "SealSettings",
     "ServiceSettings",
     "ServicesSettings",
     "Settings",

@@ -24,7 +24,7 @@ from sas.settings.processes import (
     TaskTypeSettings,
     WorkerSettings,
 )
-from sas.settings.security import CallbackSettings, CodecServerSettings, EncryptionSettings
+from sas.settings.security import CallbackSettings, CodecServerSettings, EncryptionSettings, SealSettings
 from sas.settings.services import ServicesSettings
 from sas.settings.supervisor import SupervisorSettings
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
@@ -101,6 +101,7 @@ class Settings(BaseSettings):
     task_types: TaskTypeSettings = TaskTypeSettings()
     otel: OtelSettings = OtelSettings()
     encryption: EncryptionSettings = EncryptionSettings()
+    seal: SealSettings = SealSettings()
     outbound: OutboundPolicy = Field(default_factory=OutboundPolicy)
     codec_server: CodecServerSettings = CodecServerSettings()
     schedules: ScheduleSettings = ScheduleSettings()

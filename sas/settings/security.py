@@ -79,6 +79,40 @@ class CodecServerSettings(BaseModel):
     )
 
 
+class SealSettings(BaseModel):
+    """The keys sas's workers seal calls and results with (HMAC-SHA256; sas.task_models.seals):
+    an Agent runs only a call its Scheduler sealed, and the Scheduler takes only a result its
+    Agent sealed, so ``temporal activity complete`` or a look-alike workflow cannot drive a task.
+
+    ``SAS_SEAL__KEYS='["<new secret>", "<retired secret>"]'``: the first seals, each verifies.
+    """
+
+    model_config = ConfigDict(hide_input_in_errors=True)  # a rejected key is not printed
+
+    keys: list[SecretStr] = Field(
+        default_factory=list,
+        description="Secrets of 32+ characters, the sealing one first; every worker of a deployment holds the same."
+        " Unset: derived from the state store's URL (keep it secret then, or set a key).",
+    )
+    accept_unsealed_calls: bool = Field(
+        default=False,
+        description="Run an Agent's call that carries no seal: only while attempts started by a sas from"
+        " before seals may still run (an upgrade); a forged workflow's calls run too meanwhile.",
+    )
+
+    @field_validator("keys")
+    @classmethod
+    def _long_enough(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for n, key in enumerate(keys):
+            if len(key.get_secret_value()) < 32:
+                raise ValueError(f"key {n}: use at least 32 characters (e.g. openssl rand -base64 32)")
+        return keys
+
+    def secrets(self) -> list[bytes]:
+        """The keys set, the sealing one first (empty: a worker derives its key)."""
+        return [k.get_secret_value().encode() for k in self.keys]
+
+
 class CallbackSettings(BaseModel):
     """Status events posted to a task's callback URL (the pattern's private response queue)."""
 

@@ -199,6 +199,10 @@ class StepCall(BaseModel):
         description="One item of a fan-out step (its payload is the item): the Agent writes no step row,"
         " the Scheduler counts the items.",
     )
+    seal: str | None = Field(
+        default=None,
+        description="The Scheduler's seal on this call (sas.task_models.seals): an Agent runs only a call it verifies.",
+    )
 
 
 class StepResult(BaseModel):
@@ -207,6 +211,10 @@ class StepResult(BaseModel):
 
     data: dict[str, Any] = {}
     replayed: bool = Field(default=False, description="The service answered from its idempotency store.")
+    seal: str | None = Field(
+        default=None,
+        description="The Agent's seal on this result (sas.task_models.seals): the Scheduler takes only a result it verifies.",
+    )
 
 
 class StepTransition(BaseModel):

@@ -12,6 +12,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from sas.activities.agent import sealed_result
 from sas.task_models import (
     AuditRecord,
     CallbackEvent,
@@ -73,7 +74,7 @@ class Services:
                 await asyncio.sleep(0.1)
             if (name, call.idempotency_key) not in self.effects:  # the service's idempotency store
                 self.effects.append((name, call.idempotency_key))
-            return StepResult(data={"ref": f"{name}:{call.idempotency_key}"})
+            return sealed_result(call, {"ref": f"{name}:{call.idempotency_key}"})
 
         return run
 

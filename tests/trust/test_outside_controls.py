@@ -57,10 +57,11 @@ async def test_a_step_paused_outside_sas_is_listed_as_parked_with_an_alert(stack
     assert (await handle.result()).state == "Processed"
 
 
-async def test_a_result_completed_from_outside_is_flagged_not_adopted_silently(quick_stack: Stack) -> None:  # noqa: F811
-    """The probe's F11: `temporal activity complete` ends a hung charge with a result nobody's
-    service gave. The task goes on with it (Temporal's word), but the mirror does not take it as
-    the Agent's: the row's note, the audit entry and a critical alert say who completed it."""
+async def test_a_result_completed_from_outside_drives_nothing_and_the_lookup_decides(quick_stack: Stack) -> None:  # noqa: F811
+    """`temporal activity complete` ends a hung charge with a result nobody's service gave. It
+    carries no Agent's seal, so the Scheduler does not take it: nothing ships, the charge fails
+    for good and the order is undone, its refund's lookup deciding (the bank never charged, so
+    nothing is refunded); an audit entry and a critical alert name the activity and the claim."""
     stack = quick_stack
     task_id = fresh_id("forged-result")
     await stack.add_fault(endpoint="payment.charge", kind="hang", hang_s=60, match_order_id=task_id)
@@ -74,19 +75,23 @@ async def test_a_result_completed_from_outside_is_flagged_not_adopted_silently(q
         *("--result", json.dumps(forged)),
     )
     assert done.returncode == 0, done.stderr
-    assert (await handle.result()).state == "Processed"  # the Scheduler took it as the answer
+    result = await handle.result()
+    assert result.state == "Compensated"
+    charge = next(s for s in result.steps if s.name == "charge")
+    assert charge.result is None  # the claim was never taken as the charge's result
+    assert charge.error_type == "ForeignResult" and "ch_forged" in (charge.last_error or "")
 
     async def flagged() -> list[Any]:
         return [a for a in await stack.alerts(task_id) if a.kind == "foreign_result"]
 
-    [alert] = await wait_until(flagged, bool, timeout=60, what="the foreign result flagged")
-    assert alert.severity == "critical" and "payment.charge was completed in Temporal by" in alert.message
-    record = await stack.record(task_id)
-    assert record is not None
-    charge = next(s for s in record.steps if s.name == "charge")
-    assert charge.state == "Processed" and "result not reported by an Agent" in (charge.note or "")
+    [alert] = await wait_until(flagged, bool, timeout=60, what="the foreign result alerted")
+    assert alert.severity == "critical"
+    assert "payment.charge completed with a result no Agent of sas sealed" in alert.message
+    assert "ch_forged" in alert.message
     async with stack.sessions() as session:
         audit = await audit_for(session, task_id)
-    assert any(a.action == "reconcile" and "not by the worker that ran it" in a.reason for a in audit), audit
-    # The service never charged: what an operator checks, told by the alert.
-    assert [e["action"] for e in await stack.ledger(task_id) if e["service"] == "payment"] == []
+    [refused] = [a for a in audit if a.action == "refuse result"]
+    assert refused.step == "charge" and "ch_forged" in refused.changed
+    # Nothing shipped, nothing charged, nothing refunded: the lookup said the bank did nothing.
+    ledger = [(e["service"], e["action"]) for e in await stack.ledger(task_id)]
+    assert not [e for e in ledger if e[0] in ("payment", "shipping")], ledger

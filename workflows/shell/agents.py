@@ -7,6 +7,7 @@ service's circuit breaker."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,13 +20,29 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from sas.breaker.model import BREAKER_OPEN
-    from sas.task_models import MirrorStamp, StepCall, StepPlan, StepPolicyValues, StepResult, TaskState, TaskStatus
+    from sas.task_models import (
+        MirrorStamp,
+        StepCall,
+        StepPlan,
+        StepPolicyValues,
+        StepResult,
+        TaskState,
+        TaskStatus,
+        seals,
+    )
     from sas.task_models.queues import SLOTS_FULL, service_of, service_queue
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.shell.records import Records
 
 # A held attempt on the workflow's queue starts again on its service's own queue (held_by_service).
 HELD_IN_SERVICE_QUEUE = "held-calls-wait-in-their-service-queue"
+
+# Asked only when a result does not carry its Agent's seal, so a task's happy path records no
+# marker: a run before it took such a result as it came, and replays so.
+REFUSE_UNSEALED_RESULTS = "refuse-results-no-agent-sealed"
+FOREIGN_RESULT = seals.FOREIGN_RESULT
+# How much of a claimed result is quoted in the step's error and the audit log.
+_MAX_CLAIM = 300
 
 # How a forward attempt is cancelled when undoing begins: the cancel resolves only once the
 # attempt has really ended, so its undo is decided on what the service did, never while the
@@ -46,7 +63,10 @@ def start_agent(
     mirror, for a clean-up) recorded, so a rename in code never changes what a task runs.
     ``wait_when_cancelled``: a cancel of this attempt resolves only once the attempt has ended
     (bounded by its complete-by), for a forward call whose undo may follow; await it with
-    ``until_ended``."""
+    ``until_ended``. The call carries this run's seal for ``name``: an Agent runs no call
+    without it (sas/runtime/activity_owners.py)."""
+    info = workflow.info()
+    call = call.model_copy(update={"seal": seals.call_seal(info.workflow_id, info.run_id, name, call)})
     return workflow.start_activity(
         name,
         call,
@@ -77,6 +97,22 @@ async def until_ended(handle: workflow.ActivityHandle[StepResult]) -> StepResult
         if not handle.cancelled():
             handle.exception()  # retrieved: its outcome is the cancellation's now
         raise
+
+
+def foreign_claim(name: str, call: StepCall, result: StepResult) -> str | None:
+    """Why ``result`` is not taken: None when ``name``'s Agent sealed it for ``call`` of this run;
+    else what was claimed, and by no Agent of sas (``temporal activity complete``, a result
+    replayed from another task). A history from before this rule took the result, and replays so."""
+    info = workflow.info()
+    if seals.result_sealed(info.workflow_id, info.run_id, name, call, result):
+        return None
+    if not workflow.patched(REFUSE_UNSEALED_RESULTS):
+        return None
+    claimed = bounded(json.dumps(result.data, sort_keys=True, default=str), _MAX_CLAIM)
+    return (
+        f"{name} completed with a result no Agent of sas sealed (completed from outside, e.g. "
+        f"`temporal activity complete`); not taken: claimed {claimed}"
+    )
 
 
 def retry_policy(policy: StepPolicyValues) -> RetryPolicy:

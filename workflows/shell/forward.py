@@ -28,7 +28,14 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES
     from sas.workflows.definitions import ChildTask, ForEach, Parallel, StepContext, TaskDefinition, Wait
-    from sas.workflows.shell.agents import cancelled, held_by_service, start_agent, step_call, until_ended
+    from sas.workflows.shell.agents import (
+        cancelled,
+        foreign_claim,
+        held_by_service,
+        start_agent,
+        step_call,
+        until_ended,
+    )
     from sas.workflows.shell.branches import BranchRunner
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
@@ -191,11 +198,14 @@ class StepRunner:
             run.inflight[name] = handle
             try:
                 done = await (until_ended(handle) if waits else handle)
-                self._keep_result(plan, step, done)
-                core.done(name)
-                run.publish()
-                run.notify("step_completed", name)
-                return
+                foreign = foreign_claim(plan.agent, call, done)
+                if foreign is None:
+                    self._keep_result(plan, step, done)
+                    core.done(name)
+                    run.publish()
+                    run.notify("step_completed", name)
+                    return
+                await run.refuse_result(name, StepState.FAILED, foreign)
             except ActivityError as err:
                 # Once undoing has begun, however the attempt ended (cancelled, or its complete-by
                 # passed while its request was answered) it is undone with the others, not failed.

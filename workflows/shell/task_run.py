@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from sas.task_models.text import MAX_EVENT_TEXT, bounded
     from sas.workflows.core.machine import TaskCore
-    from sas.workflows.shell.agents import describe
+    from sas.workflows.shell.agents import FOREIGN_RESULT, describe
     from sas.workflows.shell.notify import Notifier
     from sas.workflows.shell.publish import Publisher
     from sas.workflows.shell.records import Records
@@ -97,7 +97,12 @@ class TaskRun:
     async def record_failure(self, name: str, state: StepState, err: ActivityError) -> None:
         """A step (or its undo) failed after its Agent's quick retries: say so everywhere, and
         wake the Supervisor, which decides what follows."""
-        message, error_type, permanent = describe(err)
+        await self.record_failure_as(name, state, *describe(err))
+
+    async def record_failure_as(
+        self, name: str, state: StepState, message: str, error_type: str, permanent: bool
+    ) -> None:
+        """``record_failure`` of a failure the Scheduler itself found (a result it refused)."""
         self.records.advance()
         step, task_state = self.core.record_failure(name, state, message, error_type, permanent)
         self.publish()
@@ -105,6 +110,13 @@ class TaskRun:
         self.notify("failed", name, f"{error_type}: {message}")
         # CompleteBy of a Failed step: when the Supervisor should look at it - now.
         await self.mirror_failure([self.records.transition(step, task_state=task_state, complete_by=workflow.now())])
+
+    async def refuse_result(self, name: str, state: StepState, why: str) -> None:
+        """A result no Agent of sas sealed (``agents.foreign_claim``): audited with what it claimed,
+        then the step's failure for good, as if its answer were lost and the service had said no:
+        its undo asks the service's lookup what was really done."""
+        await self.records.audit("refuse result", name, OperatorRequest(by="sas", reason="not sealed by an Agent"), why)
+        await self.record_failure_as(name, state, why, FOREIGN_RESULT, True)
 
     async def mirror_failure(self, transitions: list[StepTransition]) -> None:
         """Record a failure and wake the Supervisor. The record's activity wakes it: a signal from

@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import StepState, StepTransition, TaskState
     from sas.workflows.core.children import CHILD_AGENT
-    from sas.workflows.shell.agents import held_by_service, shielded, start_agent, step_call
+    from sas.workflows.shell.agents import foreign_claim, held_by_service, shielded, start_agent, step_call
     from sas.workflows.shell.children import Children
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.task_run import TaskRun
@@ -104,9 +104,10 @@ class Undo:
             records.advance()
             runs += 1
             run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
+            call = step_call(core.status, plan, records, run.payload, run.results, compensation=True)
             undo = start_agent(
                 plan.compensation,
-                step_call(core.status, plan, records, run.payload, run.results, compensation=True),
+                call,
                 task_queue=queue,
                 policy=run.compensation_policy,
                 summary=step_summary(
@@ -114,9 +115,11 @@ class Undo:
                 ),
             )
             try:
-                await shielded(undo)
-                run.set(name, StepState.COMPENSATED)
-                return True
+                foreign = foreign_claim(plan.compensation, call, await shielded(undo))
+                if foreign is None:
+                    run.set(name, StepState.COMPENSATED)
+                    return True
+                await run.refuse_result(name, StepState.COMPENSATION_FAILED, foreign)
             except ActivityError as err:
                 held = await held_by_service(queue, plan.compensation, name, err, run.event)
                 if held is not None:
