@@ -18,6 +18,8 @@ from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from sas.task_models.pauses import is_paused
+
 Status = Literal["running", "completed", "closed", "gone"]
 
 # A workflow task on its second attempt or later has failed and been retried without success
@@ -108,10 +110,7 @@ def waiting_reason(view: TemporalView, names: tuple[str | None, ...], now: datet
         if pending.attempt > 1 and pending.HasField("last_failure"):
             return f"Temporal is retrying it (attempt {pending.attempt} scheduled)"
         return "waiting for a worker to pick up its activity"
-    if pending.state in (
-        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
-        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
-    ):
+    if is_paused(pending):
         return "its activity is paused by an operator"
     if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and pending.HasField("last_started_time"):
         started = pending.last_started_time.ToDatetime(tzinfo=UTC)
