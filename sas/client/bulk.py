@@ -5,13 +5,17 @@ After an incident that parked 300 orders at the charge step, one call acts on al
 
 1. The selection is read: one bounded read of the state store, one bounded visibility list
    (a ``query``), or an incident's tasks; never "every task".
-2. For each task, Temporal is asked how its workflow stands now
-   (``sas.supervisor.temporal_view.look``); a workflow that finished is skipped with the reason,
-   never retried or compensated on the mirror's word (the mirror follows Temporal, never leads it).
-3. The Scheduler's ``request_retry`` / ``request_compensate`` update, whose validator accepts
-   or rejects with a reason; or, for ``resubmit`` of a finished Compensated or Error task,
-   its next incarnation (``submitting.resubmit_finished``). The workflow (or the accepting run)
-   writes the task's audit entry, as for one task; the reason carries ``(bulk <id>)``.
+2. Each task is acted on by the very function its single-task action runs (``operator.retry``,
+   ``operator.compensate``, ``operator.resubmit``), so one task and three hundred take one path:
+   Temporal is asked which workflow answers for the task and how it stands, a workflow that
+   finished is never retried or compensated on the mirror's word (the mirror follows Temporal,
+   never leads it), a step parked by pausing its activity is unpaused, anything else is the
+   Scheduler's (or its clean-up's) ``request_retry`` / ``request_compensate`` update, whose
+   validator accepts or rejects with a reason, and a finished Compensated or Error task is
+   resubmitted as its next incarnation. The workflow (or the accepting run) writes the task's
+   audit entry, as for one task; the reason carries ``(bulk <id>)``.
+3. What that function raises is the task's result: a task in no state to take the action
+   (``operator.NotActedOn``, or unknown) is ``skipped``, a refusal or any other error ``failed``.
 
 Why a bounded concurrent loop, not a Temporal batch operation: a batch operation
 (``StartBatchOperation``) would carry our ``retry`` and ``compensate`` *signals*, but it reports
@@ -26,10 +30,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sas.client.answering import answering_workflow
+from sas.client import operator
 from sas.client.errors import ClientError, InvalidInput, TaskNotFound
 
 __all__ = [
@@ -44,11 +48,11 @@ __all__ = [
     "Selected",
     "Selection",
     "act_all",
+    "act_one",
     "check_query",
     "select",
 ]
 from sas.client.inputs import TASK_TYPES
-from sas.client.parking import unpark
 from sas.client.selection import (
     DEFAULT_CONCURRENCY,
     DEFAULT_LIMIT,
@@ -62,7 +66,6 @@ from sas.client.selection import (
     Selection,
 )
 from sas.client.store import StateStore
-from sas.client.submitting import resubmit_finished
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -229,15 +232,13 @@ async def act_all(
     async def one(target: SelectedTask) -> Result:
         async with gate:
             try:
-                result = await asyncio.wait_for(_act(client, store, action, request, target), TASK_TIMEOUT_S)
+                result = await asyncio.wait_for(act_one(client, store, action, request, target.task_id), TASK_TIMEOUT_S)
             except TimeoutError:
                 result = Result(
                     target.task_id,
                     "failed",
                     f"no answer within {TASK_TIMEOUT_S:.0f}s (is a worker polling?); it may still apply",
                 )
-            except ClientError as err:
-                result = Result(target.task_id, "failed", err.message)
             except Exception as err:  # noqa: BLE001 - one task's failure must not stop the others
                 result = Result(target.task_id, "failed", f"{type(err).__name__}: {err}")
         if on_result is not None:
@@ -247,109 +248,27 @@ async def act_all(
     return list(await asyncio.gather(*(one(t) for t in targets)))
 
 
-async def _act(
-    client: Client, store: StateStore, action: Action, request: OperatorRequest, target: SelectedTask
-) -> Result:
-    """One task: ask Temporal first, then act as the single-task command would, on the workflow
-    that answers for the task (its Scheduler, or its clean-up once the Scheduler is closed)."""
-    from temporalio.api.enums.v1 import PendingActivityState
-
-    from sas.supervisor.temporal_view import look
-
-    paused = (
-        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
-        PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
-    )
-    view = await look(client, target.task_id, target.chain_id, target.run_id)
-    if view.status != "running":
-        answering = await answering_workflow(client, target.task_id)
-        if answering.cleanup:
-            if action == "resubmit":
-                return Result(
-                    target.task_id,
-                    "skipped",
-                    f"its clean-up {answering.workflow_id} is still undoing it; finish it first "
-                    f"(sas retry / sas compensate {target.task_id})",
-                )
-            return await _act_on_cleanup(client, store, action, request, target, answering.workflow_id)
-    if view.status == "gone":
-        return Result(target.task_id, "skipped", f"{view.how}: nothing to {action}")
-    if view.status != "running":
-        if action == "resubmit":
-            return await _resubmit_finished(client, store, request, target, view.run_id, view.status == "completed")
-        return Result(target.task_id, "skipped", f"finished in Temporal ({view.how}): not {_DONE[action]}")
-    if action == "retry" and any(a.state in paused for a in view.activities):
-        # Parked by `sas park` (its activity paused in Temporal): un-parked as `sas retry ID` does.
-        unparked = await unpark(client, store, target.task_id, request.step, request.by, request.reason)
-        if unparked is not None:
-            return Result(target.task_id, "ok", unparked)
-    update = "request_compensate" if action == "compensate" else "request_retry"
-    return await _update(client, target.task_id, update, request, action)
-
-
-async def _act_on_cleanup(
-    client: Client, store: StateStore, action: Action, request: OperatorRequest, target: SelectedTask, workflow_id: str
-) -> Result:
-    """A task whose Scheduler is closed and whose clean-up runs: the clean-up takes the request."""
-    if action == "retry":
-        unparked = await unpark(client, store, target.task_id, request.step, request.by, request.reason)
-        if unparked is not None:
-            return Result(target.task_id, "ok", unparked)
-    update = "request_compensate" if action == "compensate" else "request_retry"
-    result = await _update(client, target.task_id, update, request, action, workflow_id=workflow_id)
-    if result.outcome == "ok":
-        return Result(target.task_id, "ok", f"{result.reason} (by its clean-up {workflow_id})")
-    return result
-
-
-async def _update(
-    client: Client, task_id: str, name: str, request: OperatorRequest, action: Action, workflow_id: str | None = None
-) -> Result:
-    from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError, RPCStatusCode
-
-    from sas.task_models import OperatorAnswer
-
+async def act_one(client: Client, store: StateStore, action: Action, request: OperatorRequest, task_id: str) -> Result:
+    """One task, by the function its single-task action runs (``sas retry ID``, ``sas compensate
+    ID``, ``sas resubmit ID``), with the request's step, actor and reason: what that raises is
+    this task's result. A task Temporal shows in no state to take it (finished, gone, Processed,
+    its clean-up still undoing it) is ``skipped``; a refusal or any other error is ``failed``."""
     try:
-        answer = await client.get_workflow_handle(workflow_id or task_id).execute_update(
-            name, request, result_type=OperatorAnswer
-        )
-    except WorkflowUpdateFailedError as err:
-        return Result(task_id, "failed", "rejected: " + (getattr(err.cause, "message", None) or str(err.cause)))
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            # It finished between our look and the update: Temporal's word, so it is not acted on.
-            return Result(task_id, "skipped", f"finished in Temporal meanwhile: not {_DONE[action]}")
-        raise
-    done = "FailureCount reset; " if action == "resubmit" else ""
-    return Result(task_id, "ok", f"{done}{answer.message}")
+        if action == "retry":
+            done = await operator.retry(client, store, task_id, request.step, request.by, request.reason)
+        elif action == "compensate":
+            done = await operator.compensate(client, task_id, request.by, request.reason)
+        else:
+            done = (await operator.resubmit(client, store, task_id, request.by, request.reason))[0]
+    except operator.NotActedOn as err:
+        return Result(task_id, "skipped", f"{err.short}: not {_DONE[action]}")
+    except TaskNotFound as err:
+        return Result(task_id, "skipped", f"{_unprefixed(task_id, err.message)}: nothing to {action}")
+    except ClientError as err:
+        return Result(task_id, "failed", _unprefixed(task_id, err.message))
+    return Result(task_id, "ok", done)
 
 
-async def _resubmit_finished(
-    client: Client,
-    store: StateStore,
-    request: OperatorRequest,
-    target: SelectedTask,
-    run_id: str | None,
-    completed: bool,
-) -> Result:
-    """A task whose workflow has closed runs again as its next incarnation, when Temporal and
-    the mirror agree it ended Compensated or Error. A task Temporal shows Processed is done."""
-    from sas.state_store.incarnations import RESUBMITTABLE
-    from sas.task_models import TaskResult, TaskState
-
-    if target.chain_id is None:
-        return Result(target.task_id, "skipped", "not in this state store: nothing to resubmit")
-    if completed:
-        handle = client.get_workflow_handle(target.task_id, run_id=run_id, result_type=TaskResult)
-        ended = (await handle.result(follow_runs=False, rpc_timeout=timedelta(seconds=10))).state
-        if ended == TaskState.PROCESSED:
-            return Result(target.task_id, "skipped", "Processed in Temporal: done and stays done")
-    if target.state not in RESUBMITTABLE:
-        return Result(
-            target.task_id,
-            "skipped",
-            f"{target.state} in the state store but closed in Temporal: run `sas reconcile --task {target.task_id}`",
-        )
-    incarnation = await resubmit_finished(client, store, target.task_id, request.by, request.reason)
-    return Result(target.task_id, "ok", f"incarnation {incarnation} started, with new idempotency keys")
+def _unprefixed(task_id: str, message: str) -> str:
+    """A single-task message without its leading task id: each result is shown beside it already."""
+    return message.removeprefix(f"{task_id}: ")

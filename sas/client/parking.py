@@ -14,10 +14,12 @@ Two cases, by what Temporal shows:
   Temporal confirms the pause, sas marks the step and the task Error in the mirror, with a
   compare-and-set on the row it read and without raising its version, so any later write of
   the Scheduler or the Agent still wins. The Supervisor does not scan Error steps, and for a
-  paused activity it waits (``supervisor/temporal_view.py``). ``sas retry`` unpauses it with
-  its attempts reset and marks the row running again.
+  paused activity it waits (``sas.task_models.pauses`` is the one rule of what paused is).
+  ``sas retry`` unpauses it with its attempts reset and marks the row running again.
 
-Each park and un-park is audited.
+Each park and un-park is audited. Both work from the one describe of the workflow that answers
+for the task (``answering.py``); only the confirmation that Temporal took a pause or an unpause
+in describes it again.
 """
 
 from __future__ import annotations
@@ -27,23 +29,18 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import PauseActivityRequest, UnpauseActivityRequest
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from sas.client import audit
-from sas.client.answering import answering_workflow
+from sas.client.answering import Answering, answering_workflow
 from sas.client.errors import InvalidInput, NotApplicable, NotConfirmed, TaskNotFound
 from sas.client.store import StateStore
 from sas.state_store.rows import StepRow
 from sas.task_models import StepState, TaskState
+from sas.task_models.pauses import is_paused
 
-_PAUSED = (
-    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED,
-    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED,
-)
 _WAITING = (StepState.FAILED, StepState.COMPENSATION_FAILED)
 # How long the Scheduler may take to apply a park signal before we say it has not yet.
 _SIGNAL_WAIT_S = 30.0
@@ -80,29 +77,26 @@ async def park_step(
     """Park the task's running or waiting step, in the workflow that answers for it; what was done.
     ``NotConfirmed`` if Temporal (or the Scheduler's mirror write) does not show it within
     ``confirm_within_s``."""
-    target = await _find(client, store, task_id, step)
+    target = await _find(store, await answering_workflow(client, task_id), step)
     if target.activity is None:
         if target.state == StepState.ERROR:
             return f"step {target.step} is already parked (Error); nothing changed"
         return await _park_waiting(client, store, target, by, reason, confirm_within_s)
-    if target.activity.state in _PAUSED:
+    if is_paused(target.activity):
         return f"step {target.step} is already parked (its activity is paused); nothing changed"
     return await _park_running(client, store, target, by, reason, confirm_within_s)
 
 
-async def _find(client: Client, store: StateStore, task_id: str, step: str | None) -> Target:
+async def _find(store: StateStore, answers: Answering, step: str | None) -> Target:
     """The step to act on: ``step``, else the one whose Agent Temporal shows pending, else
-    the one waiting for a decision. Refuses a task that no running workflow answers for (its
-    Scheduler, or once that is closed, its clean-up: ``answering.py``)."""
+    the one waiting for a decision, as ``answers`` described the workflow that answers for the
+    task. Refuses a task that no running workflow answers for (its Scheduler, or once that is
+    closed, its clean-up: ``answering.py``)."""
     from sas.state_store.queries import get_task
 
-    workflow_id = (await answering_workflow(client, task_id)).workflow_id
-    try:
-        described = await client.get_workflow_handle(workflow_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`") from None
-        raise
+    task_id, workflow_id, described = answers.task_id, answers.workflow_id, answers.described
+    if described is None:
+        raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`")
     if described.status != WorkflowExecutionStatus.RUNNING:
         status = described.status.name.lower() if described.status else "closed"
         raise NotApplicable(f"{task_id} has ended ({status}): nothing to park", f"see `sas show {task_id}`")
@@ -208,24 +202,22 @@ async def _park_running(
     return f"{what} {target.step} parked: its activity is paused in Temporal"
 
 
-async def unpark(client: Client, store: StateStore, task_id: str, step: str | None, by: str, reason: str) -> str | None:
+async def unpark(
+    client: Client, store: StateStore, answers: Answering, step: str | None, by: str, reason: str
+) -> str | None:
     """``sas retry`` of a step parked by pausing its activity: unpause it (attempts reset) and
-    mark the row running again. None if the task has no paused activity (the Scheduler's
-    ``request_retry`` handles every other case)."""
+    mark the row running again. None if the workflow that answers for the task (as ``answers``
+    described it) has no paused activity: the Scheduler's ``request_retry`` handles every other case."""
+    task_id, described = answers.task_id, answers.described
     # Temporal first, and only: a task with no paused activity needs nothing from the state store here.
-    try:
-        workflow_id = (await answering_workflow(client, task_id)).workflow_id
-        described = await client.get_workflow_handle(workflow_id).describe()
-    except RPCError:
-        return None  # the update that follows says what is wrong (no such task, ...)
-    if not any(a.state in _PAUSED for a in described.raw_description.pending_activities):
+    if described is None or not any(is_paused(a) for a in described.raw_description.pending_activities):
         return None
     try:
-        target = await _find(client, store, task_id, step)
+        target = await _find(store, answers, step)
     except (TaskNotFound, NotApplicable, InvalidInput):
         return None
     activity = target.activity
-    if activity is None or activity.state not in _PAUSED:
+    if activity is None or not is_paused(activity):
         return None
     async with audit.audited(store, task_id, "retry", by, reason, step=target.step) as entry:
         await client.workflow_service.unpause_activity(
@@ -259,7 +251,7 @@ async def _paused_now(client: Client, target: Target, activity_id: str, want: bo
         found = next((a for a in described.raw_description.pending_activities if a.activity_id == activity_id), None)
         if found is None:
             return not want  # it ended meanwhile: nothing left paused
-        if (found.state in _PAUSED) == want:
+        if is_paused(found) == want:
             return True
         if loop.time() > deadline:
             return False
