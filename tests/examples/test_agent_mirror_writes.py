@@ -34,12 +34,16 @@ class HeldWriter(WritesBehind):
         self.release = asyncio.Event()
         self.done_asked = asyncio.Event()
         self.landed: list[StepTransition] = []
+        # Whether the held write was handed to ``behind`` (nobody waits for it) or is awaited by
+        # the attempt, which then cannot return before it: known the moment it is held.
+        self.held_behind: bool | None = None
 
     async def accept(self, accepted: Any) -> Any:  # pragma: no cover - Agents never accept
         raise NotImplementedError
 
     async def write(self, t: StepTransition) -> None:
         if t.state in DONE:
+            self.held_behind = bool(self._behind)
             self.done_asked.set()
             await self.release.wait()
         self.landed.append(t)
@@ -85,6 +89,7 @@ async def test_a_step_that_does_not_complete_the_task_returns_before_its_process
     result = await asyncio.wait_for(attempt(trip_services, writer), timeout=60)
     assert result.data["booking_id"]
     assert writer.done_asked.is_set() and [t.state for t in writer.landed] == [StepState.PROCESSING]
+    assert writer.held_behind is True
     writer.release.set()
     await writer.aclose()  # the writer waits for the write it holds behind
     assert [t.state for t in writer.landed] == [StepState.PROCESSING, StepState.PROCESSED]
@@ -104,7 +109,9 @@ async def returns_only_once_written(url: str, *, undo: bool) -> None:
     running = asyncio.ensure_future(attempt(url, writer, undo=undo, completes=not undo))
     try:
         await asyncio.wait_for(writer.done_asked.wait(), timeout=60)
-        await asyncio.sleep(0)  # let a returning attempt finish, were it not waiting
+        # The held write is the attempt's own await, not one written behind it: the attempt
+        # cannot return until it is released, however long it is given.
+        assert writer.held_behind is False
         assert not running.done()
         writer.release.set()
         await asyncio.wait_for(running, timeout=60)
