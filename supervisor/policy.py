@@ -121,25 +121,16 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
 
     if step.permanent and step.error_type == FOREIGN_RESULT:
         # Nobody knows what the service did: the undo's lookup decides, and someone with write
-        # access to the namespace completed sas's work from outside.
+        # access to the namespace completed sas's work from outside. An undo so completed is sent
+        # again under its own key: the service answers it from its record, or does it now.
+        # Its critical alert was raised with the refusal's audit entry (sas.state_store.mirror).
+        if step.state == StepState.COMPENSATION_FAILED:
+            return decision("retry", "an undo's result no Agent of sas sealed: not taken; undoing it again")
         outcome: DecisionKind = "park" if forward_only(step) else "compensate"
         return decision(
             outcome,
             "a result no Agent of sas sealed: not taken; "
             + ("undoing the task, its lookup deciding what was done" if outcome == "compensate" else "parked"),
-            AlertSpec(
-                severity="critical",
-                kind="foreign_result",
-                message=f"task {step.task_id}: step {step.step}: {step.last_error}",
-                suggested_action=(
-                    "find who completed the activity (the task's history: ActivityTaskCompleted's identity) and why; "
-                    + (
-                        "the task is being undone"
-                        if outcome == "compensate"
-                        else f"check the service's record, then `sas retry {step.task_id}` or resolve by hand"
-                    )
-                ),
-            ),
         )
 
     if step.permanent:

@@ -135,6 +135,35 @@ async def raise_alert(session: AsyncSession, alert: Alert) -> Alert:
     return existing
 
 
+async def raise_refused_result(
+    session: AsyncSession, task_id: str, step: str | None, claim: str, at: datetime
+) -> Alert:
+    """The critical alert for a result no Agent of sas sealed, which the Scheduler refused (a step,
+    an undo or a fan-out item completed from outside): raised with its audit entry, one incident
+    per step. Inside the caller's transaction."""
+    return await raise_alert(
+        session,
+        Alert(
+            incident_key=f"foreign_result:{task_id}:{step}",
+            severity="critical",
+            kind="foreign_result",
+            task_id=task_id,
+            step=step,
+            failure_count=0,
+            message=f"task {task_id}: step {step}: {claim}",
+            suggested_action=(
+                "someone with write access to the namespace completed sas's work from outside: find who in the "
+                "task's history (ActivityTaskCompleted's identity); sas did not take it, and the step's undo "
+                f"asks the service what was really done (`sas show {task_id}`)"
+            ),
+            status="open",
+            created_at=at,
+            updated_at=at,
+            delivery_attempts=0,
+        ),
+    )
+
+
 async def resolve_alert(session: AsyncSession, alert: Alert, at: datetime, why: str) -> None:
     """Close an alert by itself; its key is freed so a new incident gets a new alert."""
     alert.status, alert.resolved_at, alert.resolution, alert.updated_at = "resolved", at, why, at

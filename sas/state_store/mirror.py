@@ -20,8 +20,10 @@ from sqlalchemy import CursorResult, Executable, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sas.state_store import mirror_rules as rules
+from sas.state_store.alerts import raise_refused_result
 from sas.state_store.tables import AuditEntry, Decision
 from sas.task_models import AuditRecord, StepTransition, TaskAccepted
+from sas.task_models.seals import REFUSED_RESULT
 from sas.task_models.versions import version_of
 
 
@@ -220,6 +222,9 @@ async def record_audit(session: AsyncSession, record: AuditRecord) -> bool:
             else:
                 entry["actor"] = f"{SUPERVISOR} (unverified: {unverified})"[:_ACTOR_CHARS]
         session.add(AuditEntry(**entry))
+        if record.action == REFUSED_RESULT:
+            # The refusal and its alert land together: one write, so neither is seen without the other.
+            await raise_refused_result(session, record.task_id, record.step, record.changed, record.at)
     return True
 
 

@@ -30,6 +30,8 @@ from typing import Any
 # The error type of a step whose result no Agent of sas sealed: a failure for good, whose undo's
 # lookup at the service decides what was done; the Supervisor raises a critical alert for it.
 FOREIGN_RESULT = "ForeignResult"
+# The audit action of a refused result; the state store raises the critical alert with it.
+REFUSED_RESULT = "refuse result"
 # How a ring is derived when no key is configured (docs/security.md): from the state store's URL,
 # which every worker of a deployment shares and which a client of the namespace is not given.
 _DERIVED_LABEL = b"sas seal key, derived from the state store URL"

@@ -8,9 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from datetime import timedelta
+from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.client import WorkflowFailureError
+from temporalio.common import RetryPolicy
+from temporalio.worker import Worker
 
 from sas.activities.cleanup_plans import cleanup_input
 from sas.runtime.activity_owners import CLEANUP_WORKFLOW, SUPERVISOR_WORKFLOW, Owners
@@ -121,3 +126,58 @@ async def test_a_standalone_supervisor_activity_is_refused(stack: Stack) -> None
     said = ran.stdout + ran.stderr
     assert ran.returncode != 0, said
     assert "supervisor.apply refused: it was started outside any workflow" in said, said
+
+
+@workflow.defn(name=CLEANUP_WORKFLOW, sandboxed=False)
+class LookAlikeCleanup:
+    """Someone else's workflow that borrows the clean-up's name, on a queue of its own, and asks
+    sas's payment worker for a refund (with a seal of its own making, or none)."""
+
+    @workflow.run
+    async def run(self, ask: dict[str, Any]) -> Any:
+        return await workflow.execute_activity(
+            "payment.refund",
+            ask["call"],
+            task_queue=ask["queue"],
+            start_to_close_timeout=timedelta(seconds=20),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+@pytest.mark.parametrize("seal", [None, "0" * 64])
+async def test_a_look_alike_clean_up_on_its_own_queue_is_refused_by_sas_s_agents(
+    stack: Stack, seal: str | None
+) -> None:
+    """Ownership is by identity, not by name: a workflow called CleanupWorkflow that sas did
+    not start cannot seal its call, so sas's payment worker refunds nothing for it."""
+    task_id = fresh_id("look-alike")
+    done = as_json(await sas(stack, "submit", *ORDER_FLAGS, "--id", task_id, "--wait", "--json"))
+    assert done["result"]["state"] == "Processed"
+    record = await stack.record(task_id)
+    assert record is not None
+    charge = next(s for s in record.steps if s.name == "charge")
+    call = {
+        "task_id": task_id,
+        "task_type": "order",
+        "step": "charge",
+        "position": charge.position,
+        "idempotency_key": f"{charge.idempotency_key}:undo",
+        "target_key": charge.idempotency_key,
+        "compensation": True,
+        "payload": record.task.payload,
+        "stamp": {"seq": 1_000_000},
+        "forward_result": charge.result,
+        "seal": seal,
+    }
+    own_queue = fresh_id("their-queue")
+    ask = {"call": call, "queue": service_queue(stack.settings.temporal.task_queue, "payment")}
+    async with Worker(stack.client, task_queue=own_queue, workflows=[LookAlikeCleanup]):
+        with pytest.raises(WorkflowFailureError) as failed:
+            await stack.client.execute_workflow(
+                CLEANUP_WORKFLOW, ask, id=fresh_id("their-cleanup"), task_queue=own_queue
+            )
+    said = str(failed.value.cause) + str(getattr(failed.value.cause, "cause", ""))
+    assert "payment.refund refused" in said and "carries no seal" in said, said
+    effects = [(entry["service"], entry["action"]) for entry in await stack.ledger(task_id)]
+    assert ("payment", "charge") in effects and ("payment", "refund") not in effects, effects
+    assert await stack.task_state(task_id) == "Processed"

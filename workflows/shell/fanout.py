@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         FanOutItem,
         ItemOutcome,
     )
+    from sas.task_models.seals import FOREIGN_RESULT
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
     from sas.workflows.core.fanout import FanOutTally, batches, concurrency, keyed_items
     from sas.workflows.definitions import ForEach, StepContext, TaskDefinition
@@ -294,6 +295,9 @@ class FanOut:
                     # Started after the others were told: told at once, before it answers.
                     await _stop_starting(handle)
             answer = await handle
+            for outcome in answer.outcomes:
+                if outcome.error_type == FOREIGN_RESULT:
+                    await self.run.audit_refused_result(name, f"item {outcome.key}: {outcome.error}")
             return answer.outcomes
         except ChildWorkflowError as err:
             state = "compensation_failed" if undo else "failed"

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
         TaskStatus,
     )
+    from sas.task_models.seals import REFUSED_RESULT
     from sas.task_models.text import MAX_EVENT_TEXT, bounded
     from sas.workflows.core.machine import TaskCore
     from sas.workflows.shell.agents import FOREIGN_RESULT, describe
@@ -115,8 +116,12 @@ class TaskRun:
         """A result no Agent of sas sealed (``agents.foreign_claim``): audited with what it claimed,
         then the step's failure for good, as if its answer were lost and the service had said no:
         its undo asks the service's lookup what was really done."""
-        await self.records.audit("refuse result", name, OperatorRequest(by="sas", reason="not sealed by an Agent"), why)
+        await self.audit_refused_result(name, why)
         await self.record_failure_as(name, state, why, FOREIGN_RESULT, True)
+
+    async def audit_refused_result(self, name: str, why: str) -> None:
+        """The audit entry (and, with it, the critical alert) of a result the Scheduler refused."""
+        await self.records.audit(REFUSED_RESULT, name, OperatorRequest(by="sas", reason="not sealed by an Agent"), why)
 
     async def mirror_failure(self, transitions: list[StepTransition]) -> None:
         """Record a failure and wake the Supervisor. The record's activity wakes it: a signal from

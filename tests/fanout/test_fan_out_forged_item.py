@@ -1,0 +1,85 @@
+"""One fan-out item completed from outside (`temporal activity complete` on the batch's pending
+payment, with a result of the caller's own): the item is not counted as paid on that word. It
+is weighed as a failure whose outcome is unknown, and undone with its lookup deciding, so the
+payroll's counts and its ledger agree: the late payment is refunded, not left standing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporalio.client import Client
+
+from bench._payroll_service import Ledger
+from sas.state_store.queries import audit_for
+from sas.task_models import TaskResult, TaskState
+from tests.e2e.test_temporal_cli import temporal_cli
+from tests.fanout.test_fan_out_e2e import payroll, payroll_stack, payroll_type, recipients  # noqa: F401 - fixtures
+from tests.helpers import fresh_id, wait_until
+
+
+async def pending_payment(client: Client, task_id: str) -> tuple[str, str] | None:
+    """The batch workflow and activity id of hang0's payment, once Temporal runs it."""
+    async for listed in client.list_workflows(f"WorkflowId STARTS_WITH '{task_id}:'"):
+        batch = client.get_workflow_handle(listed.id)
+        pending = {a.activity_id for a in (await batch.describe()).raw_description.pending_activities}
+        async for event in batch.fetch_history_events():
+            scheduled = event.activity_task_scheduled_event_attributes
+            if (
+                event.HasField("activity_task_scheduled_event_attributes")
+                and scheduled.activity_id in pending
+                and any(b'"hang0"' in p.data for p in scheduled.input.payloads)
+            ):
+                return listed.id, scheduled.activity_id
+    return None
+
+
+async def test_an_item_completed_from_outside_is_not_counted_paid_and_is_undone_by_its_lookup(
+    payroll_type: None,  # noqa: F811
+    payroll: tuple[str, Ledger],  # noqa: F811
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    url, ledger = payroll
+    payload = recipients(10)
+    payload["recipients"][3]["id"] = "hang0"
+    async with payroll_stack(url, client, temporal_address, services, sqlite_url) as stack:
+        task_id = fresh_id("payroll-forged")
+        handle = await stack.submit(task_id, payload, "PayrollRunWorkflow")
+        await wait_until(lambda: _holding(ledger), bool, what="hang0's payment held at the service")
+        found = await wait_until(
+            lambda: pending_payment(stack.client, task_id), lambda found: found is not None, what="hang0 pending"
+        )
+        assert found is not None
+        batch, activity_id = found
+        forged = {"data": {"payment_id": "pay_forged"}}
+        done = await temporal_cli(
+            stack.settings.temporal.address,
+            *("activity", "complete", "--workflow-id", batch, "--activity-id", activity_id),
+            *("--result", json.dumps(forged)),
+        )
+        assert done.returncode == 0, done.stderr
+        ledger.released.set()  # the real payment lands late, after the forger's word
+        result: TaskResult = await handle.result()
+        alerts = [a for a in await stack.alerts(task_id) if a.kind == "foreign_result"]
+        async with stack.sessions() as session:
+            refused = [a for a in await audit_for(session, task_id) if a.action == "refuse result"]
+
+    assert result.state == TaskState.PROCESSED
+    pay = next(s for s in result.steps if s.name == "pay")
+    assert pay.result is not None
+    assert pay.result["processed"] == 9 and pay.result["compensated"] == 1, pay.result
+    # What the bank did agrees with the counts: hang0 was paid late, and that payment refunded.
+    assert ("pay", "hang0") in ledger.entries and ("refund", "hang0") in ledger.entries, ledger.entries
+    assert [who for action, who in ledger.entries if action == "refund"] == ["hang0"]
+    # Seen and said: an audit entry and a critical alert name the item and what was claimed.
+    [entry] = refused
+    assert entry.step == "pay" and "pay_forged" in entry.changed and "payroll.pay" in entry.changed
+    [alert] = alerts
+    assert alert.severity == "critical" and "pay_forged" in alert.message
+
+
+async def _holding(ledger: Ledger) -> bool:
+    return "hang0" in ledger.holding
