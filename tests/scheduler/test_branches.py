@@ -95,20 +95,41 @@ BRANCHED = TaskDefinition(
 )
 
 
-def _runner(calls: list[tuple[str, list[str]]], fail: str | None = None) -> tuple[TaskCore, BranchRunner]:
+# Each step ends only once the steps named here have started or ended, so the branches
+# interleave the same way on any machine: the flight is under way while the hotel starts, the
+# seat while the meal starts, and the hotel ends last of the first steps.
+INTERLEAVED: dict[str, list[tuple[str, str]]] = {
+    "flight": [("hotel", "started")],
+    "seat": [("meal", "started")],
+    "hotel": [("seat", "ended"), ("meal", "ended")],
+}
+
+
+def _runner(
+    calls: list[tuple[str, list[str]]],
+    fail: str | None = None,
+    after: dict[str, list[tuple[str, str]]] | None = None,
+) -> tuple[TaskCore, BranchRunner]:
     names = [s.name for s in BRANCHED.steps]
     plan = [PlanStep(n, i, BRANCHED.stage_of(n) or i) for i, n in enumerate(names)]
     steps = [StepStatus(name=n, position=i) for i, n in enumerate(names)]
     core = TaskCore(TaskStatus(task_id="t", task_type="x", state=TaskState.PROCESSING, steps=steps), plan)
+    seen = {(n, what): asyncio.Event() for n in names for what in ("started", "ended")}
 
     async def run_step(name: str, earlier: list[str]) -> None:
         calls.append((name, sorted(earlier)))
         core.start(name)
-        await asyncio.sleep(0.01 if name == "hotel" else 0)  # the hotel takes longer than the first steps
+        seen[name, "started"].set()
+        for other, what in (after or {}).get(name, []):
+            try:
+                await asyncio.wait_for(seen[other, what].wait(), timeout=10)
+            except TimeoutError:
+                raise AssertionError(f"{name} waited for {other} to have {what}; it never had") from None
         if name == fail:
             core.begin_compensation(OperatorRequest(by="test", reason=f"{name} refused for good"))
-            return
-        core.done(name)
+        else:
+            core.done(name)
+        seen[name, "ended"].set()
 
     async def wanted(names: list[str]) -> list[str]:
         return names
@@ -118,7 +139,7 @@ def _runner(calls: list[tuple[str, list[str]]], fail: str | None = None) -> tupl
 
 def test_a_group_runs_each_branch_in_order_beside_the_others_each_step_given_what_came_before_it() -> None:
     calls: list[tuple[str, list[str]]] = []
-    core, runner = _runner(calls)
+    core, runner = _runner(calls, after=INTERLEAVED)
     group = BRANCHED.stages[0]
     assert isinstance(group, Parallel) and group.branched
     asyncio.run(runner.run(group, ["before"]))
@@ -135,7 +156,7 @@ def test_a_group_runs_each_branch_in_order_beside_the_others_each_step_given_wha
 
 def test_nothing_new_starts_in_any_branch_once_the_task_is_compensating() -> None:
     calls: list[tuple[str, list[str]]] = []
-    core, runner = _runner(calls, fail="seat")
+    core, runner = _runner(calls, fail="seat", after=INTERLEAVED)
     group = BRANCHED.stages[0]
     assert isinstance(group, Parallel)
     asyncio.run(runner.run(group, []))
