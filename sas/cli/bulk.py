@@ -37,8 +37,6 @@ DRY_RUN = typer.Option(False, "--dry-run", help="With a selection: list the task
 YES = typer.Option(False, "--yes", help="With a selection: act on the selected tasks (required).")
 JSON = typer.Option(False, "--json", help="With a selection: print JSON instead of tables.")
 
-_DONE = {"retry": "retried", "compensate": "compensated", "resubmit": "resubmitted"}
-
 
 @dataclass(frozen=True)
 class Flags:
