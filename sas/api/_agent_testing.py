@@ -25,7 +25,7 @@ from sas.activities.http_agent import HttpAgent
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
 from sas.state_store.agent_writes import AcceptOutcome, WritesBehind
-from sas.task_models import MirrorStamp, StepCall, StepResult, StepTransition, TaskAccepted
+from sas.task_models import MirrorStamp, StepCall, StepResult, StepTransition, TaskAccepted, seals
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
 from sas.task_types.services import HttpCall, agent_function
@@ -61,6 +61,7 @@ async def run_agent(
     forward_result: Mapping[str, Any] | None = None,
     attempt: int = 1,
     heartbeat_details: Sequence[Any] = (),
+    checkpoint: Mapping[str, int] | None = None,
     complete_by_s: float = 10.0,
     headers: Mapping[str, str] | None = None,
 ) -> StepResult:
@@ -78,7 +79,10 @@ async def run_agent(
         undo_of: For an undo: the forward step's name. The key is then ``<task_id>:<step>:undo``
             and the forward key ``<task_id>:<step>``, which ``forward_id`` looks up.
         forward_result: For an undo: the forward step's result, if the Scheduler has it.
-        attempt, heartbeat_details: As Temporal gives them to a retried attempt (checkpoints).
+        attempt, heartbeat_details: As Temporal gives them to a retried attempt: raw, as any
+            client could have heartbeated them (a checkpoint no Agent sealed is ignored).
+        checkpoint: The progress an earlier attempt's Agent saved (``save_checkpoint``), sealed
+            as its heartbeat carries it: the attempt resumes from it.
         complete_by_s: The attempt's complete-by.
         headers: Sent with every call (the service's auth header).
 
@@ -112,6 +116,14 @@ async def run_agent(
         start_to_close_timeout=timedelta(seconds=complete_by_s),
         heartbeat_timeout=None,
     )
+    if checkpoint is not None:
+        # As an earlier attempt's Agent saved it: sealed, as its heartbeat is.
+        info = environment.info
+        seal = seals.checkpoint_seal(
+            info.workflow_id or "", info.workflow_run_id or "", name, info.activity_id, dict(checkpoint)
+        )
+        sealed = {"checkpoint": dict(checkpoint), "seal": seal}
+        environment.info = dataclasses.replace(info, heartbeat_details=[sealed])
     async with httpx.AsyncClient() as client:
         [run] = agents_against(client, url, [agent], timeout_s=complete_by_s, headers=headers)
         result: StepResult = await environment.run(run, call)

@@ -119,3 +119,23 @@ def result_sealed(workflow_id: str, run_id: str, agent: str, call: Any, result: 
         return any(hmac.compare_digest(seal, _mac(key, parts)) for key in _keys())
     except (TypeError, ValueError):  # a claimed result that is not JSON was not sealed by anyone
         return False
+
+
+def _checkpoint_parts(workflow_id: str, run_id: str, activity: str, activity_id: str, progress: Any) -> dict[str, Any]:
+    return {"w": workflow_id, "r": run_id, "a": activity, "id": activity_id, "p": progress}
+
+
+def checkpoint_seal(workflow_id: str, run_id: str, activity: str, activity_id: str, progress: dict[str, int]) -> str:
+    """The seal an Agent puts on the checkpoint it heartbeats, so a later attempt resumes only
+    from progress an Agent of sas saved (any client may heartbeat an activity with details)."""
+    return _mac(_keys()[0], _checkpoint_parts(workflow_id, run_id, activity, activity_id, progress))
+
+
+def checkpoint_sealed(workflow_id: str, run_id: str, activity: str, activity_id: str, progress: Any, seal: Any) -> bool:
+    if not isinstance(seal, str):
+        return False
+    try:
+        parts = _checkpoint_parts(workflow_id, run_id, activity, activity_id, progress)
+        return any(hmac.compare_digest(seal, _mac(key, parts)) for key in _keys())
+    except (TypeError, ValueError):
+        return False
