@@ -51,7 +51,7 @@ Groups (each name links to its entry in the docs site's API reference):
   hand-written Agents, one function each, declared with
   [`Service.action`][sas.api.Service.action] and given an
   [`AgentContext`][sas.api.AgentContext], with [`parse_payload`][sas.api.parse_payload]; the
-  older form, a class: [`Agent`][sas.api.Agent], [`implements`][sas.api.implements],
+  older form, a class (deprecated, removed in 1.0): [`Agent`][sas.api.Agent], [`implements`][sas.api.implements],
   [`attempt_deadline`][sas.api.attempt_deadline], [`save_checkpoint`][sas.api.save_checkpoint],
   [`last_checkpoint`][sas.api.last_checkpoint].
 - Models: [`TaskInput`][sas.api.TaskInput], [`StepResultModel`][sas.api.StepResultModel],

@@ -18,8 +18,9 @@ Beyond a straight line of steps, a definition may hold:
   the mirror records why.
 
 A step's Agent is either an ``HttpCall`` (its remote call declared as data,
-``sas/task_types/services.py``) or a hand-written Agent's declaration
-(``PAYMENT.agent_defn("charge", ChargeResult)``). Either declares the model of its result: that
+``sas/task_types/services.py``) or a hand-written Agent, one function declared on its service
+(``@PAYMENT.action("charge", ChargeResult) async def charge(call, agent)``). Either declares the
+model of its result: that
 is the step's result, handed to later steps and to the step's own undo. A step's
 ``policy.complete_by_s`` is the Agent activity's start-to-close timeout; workers may override it
 per task type and step with ``SAS_STEPS__<TYPE>__<STEP>__...`` settings, or per step name with

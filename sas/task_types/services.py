@@ -10,9 +10,9 @@ step calls a service in one of two ways:
   (``activities/http_agent.py``) runs it, with everything a hand-written Agent does.
 - A hand-written Agent: one function that does the work, declared on its service,
   ``@PAYMENT.action("charge", ChargeResult) async def charge(call, agent)``, which a step
-  references (``StepDefinition("charge", forward=charge)``). The older form - a declaration
-  ``@PAYMENT.agent_defn(...)`` implemented by the class the service names (``Service("payment",
-  agent="my_pkg.agents:PaymentAgent")``) - still runs.
+  references (``StepDefinition("charge", forward=charge)``). The older form - a declarations
+  class implemented by the class the service names (``agent=``) - is deprecated: it still runs
+  until sas 1.0, and a service declared so says so once, at load, naming the form to move to.
 
 What a service must do to be called this way - its HTTP contract - is in ``docs/http-contract.md``.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -72,9 +73,8 @@ class Service:
         name: 1-40 characters from a-z 0-9 _, starting with a letter. It names the service's
             settings (``SAS_SERVICES__<NAME>__URL``), its task queue and its breaker, and is the
             first part of its Agents' activity names (``<name>.<action>``).
-        agent: For hand-written Agents: ``"package.module:Class"``, the ``sas.api.Agent`` subclass
-            that implements this service's ``agent_defn`` declarations. Imported by the worker only,
-            never inside a workflow. None: the service is called by ``HttpCall`` steps alone.
+        agent: Deprecated (removed in sas 1.0): the older form's ``"package.module:Class"``.
+            Declare each hand-written Agent on its function with ``Service.action`` instead.
         lookup: The path of ``GET <lookup>?idempotency_key=<forward key>``, which an undo asks
             when it does not have its forward step's result (docs/http-contract.md);
             ``{service}`` is replaced by the name. None: the service has no lookup.
@@ -85,6 +85,8 @@ class Service:
     lookup: str | None = DEFAULT_LOOKUP
 
     def __post_init__(self) -> None:
+        if self.agent is not None:
+            warnings.warn(older_form(self.name), FutureWarning, stacklevel=3)
         if not _SERVICE_NAME.fullmatch(self.name):
             raise ValueError(f"service name {self.name!r}: use 1-40 characters from a-z 0-9 _, starting with a letter")
         if self.agent is not None and not _AGENT_PATH.fullmatch(self.agent):
@@ -98,7 +100,8 @@ class Service:
         return None if self.lookup is None else self.lookup.replace("{service}", self.name)
 
     def agent_defn(self, action: str, result: type[BaseModel]) -> Callable[[F], F]:
-        """Declare one of this service's hand-written Agents, as a method of a declarations class.
+        """Deprecated (removed in sas 1.0; use ``Service.action``): declare one of this service's
+        hand-written Agents, as a method of a declarations class.
 
         Args:
             action: What it does (``charge``); its activity name is ``<service>.<action>``.
@@ -169,6 +172,15 @@ class Service:
     ) -> HttpCall:
         """``HttpCall(self, "POST", path, ...)``: the usual call."""
         return HttpCall(self, "POST", path, result=result, body=body or {}, action=action)
+
+
+def older_form(service: str) -> str:
+    """The one line a service of the older Agent form gets at load: what to move to."""
+    return (
+        f"service {service!r}: Service(agent=...) with agent_defn/implements is deprecated and goes in sas 1.0; "
+        f'declare each Agent on its function instead: @{service.upper()}.action("<action>", Result) '
+        "async def <action>(call, agent) (docs/task-types.md)"
+    )
 
 
 def agent_function(ref: Callable[..., Any]) -> AgentFunction | None:

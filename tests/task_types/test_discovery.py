@@ -5,6 +5,7 @@ module and the problem."""
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -14,7 +15,7 @@ from sas import workflows
 from sas.activities import by_service
 from sas.activities.services import AGENTS
 from sas.task_types.discovery import RESERVED_SERVICES, RESERVED_WORKFLOWS, TaskTypeError
-from sas.task_types.services import HttpCall
+from sas.task_types.services import HttpCall, Service
 from sas.workflows import registry
 from sas.workflows.summaries import task_details, task_summary
 from tests.task_types.conftest import Register, trip_module
@@ -212,3 +213,13 @@ def test_a_service_with_a_missing_agent_class_is_refused(register: Register) -> 
         TaskTypeError, match="service 'pay': its Agent class 'no_such_module:PayAgent' cannot be loaded"
     ):
         dict(AGENTS)
+
+
+def test_a_service_of_the_older_agent_form_says_once_what_to_move_to() -> None:
+    with pytest.warns(FutureWarning) as said:
+        Service("pay", agent="my_team.agents:PayAgent")
+    [line] = [str(w.message) for w in said]
+    assert "deprecated and goes in sas 1.0" in line and '@PAY.action("<action>", Result)' in line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Service("pay")  # the one form: nothing to say
