@@ -3,14 +3,22 @@ sweep duration, open alerts, overdue steps and the task queue's backlog."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
+from temporalio import workflow
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from sas.runtime.connect import metrics_runtime
 from sas.settings import MetricsSettings, SupervisorSettings
+from sas.supervisor.models import QueueCheckInput
+from sas.supervisor.queues import QueueActivities
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskState
+from sas.task_models.queues import service_queue
 from sas_demo_services.launcher import free_port
 from tests.e2e.test_metrics import samples
 from tests.helpers import fresh_id, wait_until
@@ -77,3 +85,55 @@ async def test_supervisor_metrics_after_a_known_run(stack_no_supervisor: Stack) 
         assert metric(text, "sas_service_backlog", service=service, queue=queue) == 0.0
         assert (metric(text, "sas_service_pollers", service=service, queue=queue) or 0) >= 1
         assert metric(text, "sas_breaker_holding", service=service) == 0.0
+
+
+@workflow.defn(name="sas-test-charge-waits")
+class ChargeWaits:
+    """Schedules one payment call on a payment queue nobody polls, and waits for it."""
+
+    @workflow.run
+    async def run(self, queue: str) -> None:
+        await workflow.execute_activity(
+            "payment.charge", {}, task_queue=queue, start_to_close_timeout=timedelta(minutes=5)
+        )
+
+
+async def test_the_backlog_gauges_count_a_known_backlog(stack_no_supervisor: Stack) -> None:
+    """A gauge stuck at 0 would pass a settled run's check: here 3 workflow tasks wait on a queue
+    nobody polls and 2 payment calls on its payment queue, and the gauges must say so."""
+    stack = stack_no_supervisor
+    port = free_port()
+    queue = fresh_id("unpolled")
+    settings = stack.settings.model_copy(
+        update={"temporal": stack.settings.temporal.model_copy(update={"task_queue": queue})}
+    )
+    runtime = metrics_runtime(f"127.0.0.1:{port}")
+    assert runtime is not None
+    for _ in range(3):
+        await stack.client.start_workflow("sas-test-nobody-runs-this", id=fresh_id("waits"), task_queue=queue)
+    charging = fresh_id("charging")
+    payments = service_queue(queue, "payment")
+    async with Worker(
+        stack.client, task_queue=charging, workflows=[ChargeWaits], workflow_runner=UnsandboxedWorkflowRunner()
+    ):
+        for _ in range(2):
+            await stack.client.start_workflow(ChargeWaits.run, payments, id=fresh_id("charge"), task_queue=charging)
+        environment = ActivityEnvironment(client=stack.client)
+        environment.metric_meter = runtime.metric_meter
+        checks = QueueActivities(stack.sessions, stack.client, settings)
+
+        scraped: list[str] = []
+
+        async def checked() -> tuple[float | None, float | None]:
+            await environment.run(checks.check_queues, QueueCheckInput())
+            async with httpx.AsyncClient() as http:
+                scraped.append((await http.get(f"http://127.0.0.1:{port}/metrics")).text)
+            return (
+                metric(scraped[-1], "sas_task_queue_backlog", queue=queue),
+                metric(scraped[-1], "sas_service_backlog", service="payment", queue=payments),
+            )
+
+        await wait_until(checked, lambda seen: seen == (3.0, 2.0), timeout=60, what="backlog gauges of (3, 2)")
+    text = scraped[-1]
+    assert metric(text, "sas_service_backlog", service="inventory", queue=service_queue(queue, "inventory")) == 0.0
+    assert metric(text, "sas_service_pollers", service="payment", queue=payments) == 0.0
