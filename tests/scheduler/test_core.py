@@ -128,3 +128,22 @@ def test_two_waiting_steps_need_a_name() -> None:
         core.record_failure(name, StepState.FAILED, "no", "Refused", True)
     assert retry_problem(core, OperatorRequest()) == "steps a, b wait for a decision: name one (--step)"
     assert retry_problem(core, OperatorRequest(step="b")) is None
+
+
+def test_a_last_step_completing_after_undoing_began_leaves_the_task_compensating() -> None:
+    plan = [PlanStep("a", 0, 0), PlanStep("b", 1, 1)]
+    status = TaskStatus(
+        task_id="t",
+        task_type="x",
+        state=TaskState.PROCESSING,
+        steps=[StepStatus(name=p.name, position=p.position) for p in plan],
+    )
+    core = TaskCore(status, plan, accepted=True)
+    core.start("a")
+    core.done("a")
+    core.start("b")
+    core.begin_compensation(OperatorRequest(by="ops", reason="customer called"))
+    # b's attempt was cancelled, but its call had landed: it completes all the same.
+    assert core.done("b") == TaskState.COMPENSATING
+    assert core.status.state == TaskState.COMPENSATING
+    assert core.undo_order() == ["b", "a"]

@@ -151,7 +151,12 @@ class TaskCore:
         """The step completed: Processed. Returns the task's state now (Processed if it was the
         last one to complete)."""
         self.set(name, StepState.PROCESSED)
-        task_state = TaskState.PROCESSED if self.is_last(name) else self.forward_state()
+        if self.compensating:
+            # An attempt that completed after undoing began (it was cancelled too late): the task
+            # is being undone, with this step among the rest; it never reads Processed meanwhile.
+            task_state = TaskState.COMPENSATING
+        else:
+            task_state = TaskState.PROCESSED if self.is_last(name) else self.forward_state()
         self.set(name, StepState.PROCESSED, task_state)
         return task_state
 
