@@ -147,3 +147,28 @@ def test_a_last_step_completing_after_undoing_began_leaves_the_task_compensating
     assert core.done("b") == TaskState.COMPENSATING
     assert core.status.state == TaskState.COMPENSATING
     assert core.undo_order() == ["b", "a"]
+
+
+def test_once_undoing_began_a_retry_names_only_an_undo_never_a_failed_forward_step() -> None:
+    plan = [PlanStep("a", 0, 0), PlanStep("b", 1, 1)]
+    status = TaskStatus(
+        task_id="t",
+        task_type="x",
+        state=TaskState.PROCESSING,
+        steps=[StepStatus(name=p.name, position=p.position) for p in plan],
+    )
+    core = TaskCore(status, plan, accepted=True)
+    core.start("a")
+    core.done("a")
+    core.start("b")
+    core.record_failure("b", StepState.FAILED, "no", "Refused", True)
+    core.begin_compensation(OperatorRequest(by="ops", reason="customer called"))
+    # b is undone with the others: a retry of it would later be taken by its undo, undecided.
+    assert retry_problem(core, OperatorRequest(by="ops", step="b")) == "step b is Failed, not waiting for a decision"
+    assert retry_problem(core, OperatorRequest(by="ops")) is not None
+    # As runs from before took it (the shell replays them so, behind a patch).
+    assert retry_problem(core, OperatorRequest(by="ops", step="b"), forward_while_undoing=True) is None
+    core.start("a", StepState.COMPENSATING)
+    core.record_failure("a", StepState.COMPENSATION_FAILED, "down", "RemoteTransient", False)
+    assert retry_problem(core, OperatorRequest(by="ops")) is None
+    assert target_step(core, None, undo=True).name == "a"

@@ -57,12 +57,22 @@ def _stale(request: OperatorRequest, step: StepStatus) -> str | None:
     return None
 
 
-def retry_problem(core: TaskCore, request: OperatorRequest) -> str | None:
-    """Why a retry does not apply now: re-run the step waiting for a decision, or retry its undo."""
+def _deciding(core: TaskCore) -> list[StepStatus]:
+    """The steps a decision may act on: those waiting for one; once undoing has begun, only the
+    undos (a forward step left Failed is undone with the others, and waits for nothing)."""
+    waiting = core.waiting()
+    return [s for s in waiting if s.state != StepState.FAILED] if core.compensating else waiting
+
+
+def retry_problem(core: TaskCore, request: OperatorRequest, *, forward_while_undoing: bool = False) -> str | None:
+    """Why a retry does not apply now: re-run the step waiting for a decision, or retry its undo.
+    ``forward_while_undoing``: the rule of runs from before, when a retry sent while undoing could
+    still name a forward step left Failed (and was later taken by its undo)."""
     problem = _common(core, request.step)
     if problem:
         return problem
-    target = _target(core, request.step, core.waiting(), "a decision")
+    waiting = core.waiting() if forward_while_undoing else _deciding(core)
+    target = _target(core, request.step, waiting, "a decision")
     if isinstance(target, str):
         return target
     if core.has_request(target.name):
@@ -85,7 +95,7 @@ def compensate_problem(core: TaskCore, request: OperatorRequest) -> str | None:
                 f"the task is already compensating; the decision at FailureCount {request.failure_count} "
                 "was made before and applies no more"
             )
-        undo_waiting = [s for s in core.waiting() if s.state != StepState.FAILED]
+        undo_waiting = _deciding(core)
         if not undo_waiting:
             return "the task is compensating"
         target = _target(core, request.step, undo_waiting, "a decision")

@@ -23,6 +23,10 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.task_run import TaskRun
 
+# A retry sent while undoing names only an undo: asked only when the rule from before would
+# have taken it, so runs from before replay as they ran.
+NO_FORWARD_RETRY_WHILE_UNDOING = "no-forward-retry-while-undoing"
+
 
 class OperatorHandlers:
     """The handlers Temporal finds on a sas workflow class. They hold no state of their own:
@@ -39,12 +43,20 @@ class OperatorHandlers:
         request = self._request("retry", raw)
         if request is None:
             return
-        problem = retry_problem(self.task.core, request)
+        core = self.task.core
+        problem = retry_problem(core, request)
+        if (
+            problem
+            and retry_problem(core, request, forward_while_undoing=True) is None
+            and not workflow.patched(NO_FORWARD_RETRY_WHILE_UNDOING)
+        ):
+            self.decisions.queue("retry", request)  # a run from before this rule took it, and replays so
+            return
         if problem:
             self.decisions.note_overrun(request)
             self.task.event(f"retry from {request.by} ignored: {problem}")
             return
-        self.decisions.queue("retry", request)
+        self.decisions.queue("retry", request, undo=core.compensating)
 
     @workflow.signal(name="compensate")
     def compensate(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
@@ -74,8 +86,8 @@ class OperatorHandlers:
     @workflow.update(name="request_retry")
     def request_retry(self, request: OperatorRequest) -> OperatorAnswer:
         """``retry`` with an answer: accepted, or rejected with the reason."""
-        step = self.decisions.queue("retry", request)
         core = self.task.core
+        step = self.decisions.queue("retry", request, undo=core.compensating)
         what = "undo of" if step.state != StepState.FAILED and core.compensating else "step"
         return OperatorAnswer(message=f"retrying {what} {step.name}", task_state=core.status.state)
 
