@@ -10,6 +10,7 @@ from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import PauseActivityRequest
+from temporalio.service import RPCError
 
 from sas.state_store.queries import audit_for
 from tests.cli.test_cli import as_json, sas
@@ -95,3 +96,55 @@ async def test_a_result_completed_from_outside_drives_nothing_and_the_lookup_dec
     # Nothing shipped, nothing charged, nothing refunded: the lookup said the bank did nothing.
     ledger = [(e["service"], e["action"]) for e in await stack.ledger(task_id)]
     assert not [e for e in ledger if e[0] in ("payment", "shipping")], ledger
+
+
+async def pending_refund(stack: Stack, cleanup_id: str) -> Any:
+    """The clean-up's pending payment.refund activity, once Temporal runs it; None before."""
+    try:
+        described = await stack.client.get_workflow_handle(cleanup_id).describe()
+    except RPCError:
+        return None  # not started yet
+    pending = described.raw_description.pending_activities
+    return next((a for a in pending if a.activity_type.name == "payment.refund"), None)
+
+
+async def test_a_clean_up_s_undo_completed_from_outside_is_not_taken_and_the_refund_is_made(
+    quick_stack: Stack,  # noqa: F811
+) -> None:
+    """An order terminated after its charge is cleaned up; its refund, hung at the bank, is
+    completed from outside with a result of the caller's own. The clean-up does not take it as
+    the refund: it is audited and alerted, the undo is sent again under its key, and the bank's
+    ledger shows the refund really made."""
+    stack = quick_stack
+    task_id = fresh_id("forged-cleanup")
+    await stack.add_fault(endpoint="shipping.ship", kind="hang", hang_s=30, match_order_id=task_id)
+    refund_hang = await stack.add_fault(
+        endpoint="payment.refund", kind="hang", hang_s=60, times=1, match_order_id=task_id
+    )
+    handle = await stack.submit(task_id)
+    await wait_until(lambda: stack.step_states(task_id), lambda s: s.get("ship") == "Processing", what="ship in flight")
+    await handle.terminate("closed from outside, after its charge")
+
+    running = await wait_until(
+        lambda: pending_refund(stack, f"cleanup-{task_id}"), lambda a: a is not None, timeout=90, what="refund running"
+    )
+    forged = {"data": {"refunded": True}}
+    done = await temporal_cli(
+        stack.settings.temporal.address,
+        *("activity", "complete", "--workflow-id", f"cleanup-{task_id}", "--activity-id", running.activity_id),
+        *("--result", json.dumps(forged)),
+    )
+    assert done.returncode == 0, done.stderr
+    await stack.remove_fault(refund_hang)  # the hung call ends, having done nothing
+
+    await wait_until(lambda: stack.task_state(task_id), lambda s: s == "Compensated", timeout=120, what="undone")
+    effects = [(e["service"], e["action"]) for e in await stack.ledger(task_id)]
+    assert ("payment", "charge") in effects and ("payment", "refund") in effects, effects
+    async with stack.sessions() as session:
+        refused = [a for a in await audit_for(session, task_id) if a.action == "refuse result"]
+    assert [a.step for a in refused] == ["charge"] and '"refunded": true' in refused[0].changed
+    [alert] = [a for a in await stack.alerts(task_id) if a.kind == "foreign_result"]
+    assert (
+        alert.severity == "critical"
+        and "payment.refund completed with a result no Agent of sas sealed" in alert.message
+    )
