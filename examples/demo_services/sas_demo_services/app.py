@@ -176,7 +176,10 @@ def _business_route(endpoint: Endpoint, state: ServiceState) -> Route:
         # in-flight rule) instead of answering "nothing" and voiding a key about to take effect.
         # The fault is picked under the lock too, so a rule's hits show the key is held.
         async with state.locks.hold(key, *([target] if target else [])):
-            rule = state.faults.pick(endpoint.name, body.order_id, parcel) if state.faults is not None else None
+            rule = None
+            if state.faults is not None:
+                answered = await state.ledger.run(lambda tx: tx.stored_response(key) is not None)
+                rule = state.faults.pick(endpoint.name, body.order_id, parcel, answered=answered)
             fault = rule.spec if rule is not None else None
             if rule is not None:
                 refusal = await _before_effect(rule, request, endpoint)
@@ -235,9 +238,12 @@ async def _before_effect(rule: FaultRule, request: Request, endpoint: Endpoint) 
     """Apply the part of a fault that comes before the effect; a response means: stop here."""
     fault = rule.spec
     logger.info("fault %s on %s", fault.kind, endpoint.name)
-    if fault.kind == "latency":
+    if fault.latency_ms is not None:
+        # Any kind may be slow first: the request holds its key meanwhile, so a lookup of the
+        # key meets it in flight, whatever it then does.
         with contextlib.suppress(TimeoutError):  # the delay served out, or the rule removed first
-            await asyncio.wait_for(rule.lifted.wait(), timeout=(fault.latency_ms or 0) / 1000)
+            await asyncio.wait_for(rule.lifted.wait(), timeout=fault.latency_ms / 1000)
+    if fault.kind == "latency":
         return None
     if fault.kind == "transient":
         return error_response(

@@ -26,7 +26,9 @@ class FaultSpec(BaseModel):
         kind: What happens to a matching call.
         probability: Chance that a matching call is affected.
         times: How many calls it affects at most; None for no limit.
-        latency_ms: Delay before a ``latency`` call proceeds (less if the rule is removed first).
+        latency_ms: Delay before a ``latency`` call proceeds, or before any other kind acts (less
+            if the rule is removed first). The request is held under its key meanwhile, as a
+            slow service holds it: a lookup of the key waits for it, whatever the fault then does.
         hang_s: How long a ``hang`` call stalls before it gives up (with no effect); removing
             the rule ends the stall at once, as a service that comes back would.
         status: HTTP status of a ``transient`` (default 503) or ``permanent`` (default 422) answer.
@@ -157,13 +159,19 @@ class FaultBook:
         self._rules.clear()
         return count
 
-    def pick(self, endpoint: str, order_id: str, parcel: int | None = None) -> FaultRule | None:
+    def pick(
+        self, endpoint: str, order_id: str, parcel: int | None = None, *, answered: bool = False
+    ) -> FaultRule | None:
         """The fault that applies to this call, if any, counting it against its rule.
 
         Args:
             endpoint: ``service.action`` of the call.
             order_id: The call's ``order_id``.
             parcel: The call's ``parcel``, for one parcel of a shipment.
+            answered: The call's key already succeeded. A ``permanent`` rule passes it by: a
+                refusal for good of a key whose effect is done would tell the caller nothing
+                was done, where the contract has the stored answer replayed. Every other kind
+                may hit a repeat, as a network or a proxy would: each is read as transient.
 
         Returns:
             The first matching, non-exhausted rule whose dice roll fires; None if none does.
@@ -171,6 +179,8 @@ class FaultBook:
         """
         for rule in self._rules.values():
             if rule.exhausted or not rule.spec.matches(endpoint, order_id, parcel):
+                continue
+            if answered and rule.spec.kind == "permanent":
                 continue
             if self._rng.random() >= rule.spec.probability:
                 continue

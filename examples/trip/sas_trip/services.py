@@ -115,12 +115,23 @@ def business(action: str, ledger: Ledger) -> Any:
     return handle
 
 
+def _fault(action: str, key: str, ledger: Ledger) -> dict[str, Any] | None:
+    """The first rule for this call that is not spent, counted: its ``hits`` show a request is
+    held under its key (a test sends a lookup then). A spent one must not hide the next."""
+    for fault in ledger.faults:
+        spent = fault["kind"] != "latency" and fault["times"] <= 0
+        if fault["endpoint"] == action and key.startswith(fault["trip"]) and not spent:
+            fault["hits"] += 1
+            return fault
+    return None
+
+
 async def _once(action: str, key: str, body: dict[str, Any], ledger: Ledger) -> Response:
     """One business request, alone under its key."""
     stored = ledger.answers.get(key)
     if stored is not None:
         return JSONResponse(stored[1], status_code=stored[0])  # replayed: no second effect
-    fault = next((f for f in ledger.faults if f["endpoint"] == action and key.startswith(f["trip"])), None)
+    fault = _fault(action, key, ledger)
     if fault is not None and fault.get("latency_ms"):
         await asyncio.sleep(fault["latency_ms"] / 1000)
     if fault is not None and fault["kind"] == "unavailable" and fault["times"] > 0:
@@ -170,8 +181,11 @@ def create_app(ledger: Ledger | None = None) -> Starlette:
 
     async def add_fault(request: Request) -> Response:
         rule = await request.json()
-        ledger.faults.append({"times": 1, **rule})
+        ledger.faults.append({"times": 1, "trip": "", **rule, "hits": 0})
         return JSONResponse({"faults": len(ledger.faults)})
+
+    async def list_faults(_: Request) -> Response:
+        return JSONResponse({"faults": ledger.faults})
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"ok": True})
@@ -183,6 +197,7 @@ def create_app(ledger: Ledger | None = None) -> Starlette:
     routes += [
         Route("/ledger", show_ledger, methods=["GET"]),
         Route("/admin/faults", add_fault, methods=["POST"]),
+        Route("/admin/faults", list_faults, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     return Starlette(routes=routes)
