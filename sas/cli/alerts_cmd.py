@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
 from sas.cli import context
-from sas.cli.output import CliError, ago, console, print_json, shown, table
+from sas.cli.output import ago, console, print_json, shown, table
 
 alerts_app = typer.Typer(help="Operator alerts: list, acknowledge, resolve.", invoke_without_command=True)
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
-_FIELDS = (
-    "id",
-    "severity",
-    "kind",
-    "task_id",
-    "step",
-    "failure_count",
-    "message",
-    "last_error",
-    "suggested_action",
-    "status",
-    "created_at",
-    "updated_at",
-)
 
 
 def register(app: typer.Typer) -> None:
@@ -44,21 +28,12 @@ def alerts(
     """List operator alerts (open ones by default); a task's alert folded into an incident is not listed."""
     if ctx.invoked_subcommand is not None:
         return
-    from sas.state_store.alerts import ALERT_STATUSES, count_folded, list_alerts
-
-    if status_filter not in (*ALERT_STATUSES, "all"):
-        raise CliError(f"--status {status_filter!r}: unknown status", f"use one of: {', '.join(ALERT_STATUSES)}, all")
-
-    wanted = None if status_filter == "all" else status_filter
-
-    async def load(session: Any) -> tuple[list[Any], int]:
-        rows = await list_alerts(session, wanted, limit, include_folded=with_folded)
-        return rows, 0 if with_folded else await count_folded(session, wanted)
-
-    rows, hidden = context.run(lambda: context.with_read_session(load))
+    found = context.call(lambda tasks: tasks.alerts(status_filter or "open", limit, folded=with_folded))
+    rows, hidden = found.alerts, found.folded
     if as_json:
-        print_json([{c: getattr(a, c) for c in _FIELDS} for a in rows])
+        print_json([a.data for a in rows])
         return
+    wanted = None if status_filter == "all" else status_filter
     if not rows:
         folded = f" ({hidden} folded into incidents: `sas incidents`)" if hidden else ""
         console.print(f"no {'' if wanted is None else wanted + ' '}alerts{folded}")
@@ -92,16 +67,9 @@ def _set_alert(alert_id: int, action: str, as_json: bool) -> None:
     """Ack or resolve by the alerts' state machine (docs/operator.md): a move it does not
     allow changes nothing, says so, and exits 0 - the alert is already where the operator
     wanted it or beyond. Only an unknown id is an error."""
-    from datetime import UTC, datetime
-
-    from sas.state_store.alerts import set_alert_status
-
-    async def act(session: Any) -> Any:
-        return await set_alert_status(session, alert_id, action, datetime.now(UTC))
-
-    change = context.run(lambda: context.with_session(act))
-    if change.before is None:
-        raise CliError(f"no alert {alert_id}", "see the ids with `sas alerts --status all`")
+    change = context.call(
+        lambda tasks: tasks.acknowledge_alert(alert_id) if action == "ack" else tasks.resolve_alert(alert_id)
+    )
     if as_json:
         print_json({"id": alert_id, "before": change.before, "status": change.after, "changed": change.changed})
     elif change.changed:

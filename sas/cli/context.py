@@ -88,3 +88,24 @@ async def task_client() -> TaskClient:
     from sas.client.task_client import TaskClient
 
     return TaskClient(await client(), settings())
+
+
+def call(work: Callable[[TaskClient], Awaitable[T]], *, usage: bool = False) -> T:
+    """A command's one call of the task client, which connects to Temporal only if the call
+    needs it: a command that reads the state store works while Temporal is away. Its typed
+    errors are printed by ``main`` as one line, exit 1; with ``usage``, a value it refuses
+    (``InvalidInput``) is a usage error, exit 2, as a bad flag is."""
+    from sas.client.errors import InvalidInput
+    from sas.client.task_client import TaskClient
+
+    tasks = TaskClient(None, settings())
+
+    async def go() -> T:
+        return await work(tasks)
+
+    try:
+        return run(go)
+    except InvalidInput as err:
+        if not usage:
+            raise
+        raise CliError(err.message, err.hint, code=2) from None

@@ -3,7 +3,7 @@
 An incident is an alert (its id is the alert's: ``sas alerts ack ID`` acknowledges it) standing
 for every task failing for one cause. ``sas retry|compensate|resubmit --incident ID`` acts on
 exactly its tasks, through the bulk actions (``sas/cli/bulk.py``). The task client reads them
-(``sas.client.incidents``).
+(``TaskClient.incidents``, ``TaskClient.incident``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from sas.cli import context
-from sas.cli.output import CliError, ago, command_line, console, print_json, shown, table
+from sas.cli.output import ago, command_line, console, print_json, shown, table
 
 if TYPE_CHECKING:
     from sas.client.incidents import IncidentView
@@ -32,16 +32,10 @@ def incidents(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Open incidents: many tasks failing for one cause (service, step, error), one line each."""
-    from sas.client.incidents import STATUSES, get_incident, list_incidents
-    from sas.client.store import StateStore
-
-    if status_filter not in STATUSES:
-        raise CliError(f"--status {status_filter!r}: unknown status", f"use one of: {', '.join(STATUSES)}")
-    store = StateStore(context.settings())
     if incident_id is not None:
-        _one(context.run(lambda: get_incident(store, incident_id, limit)), limit, as_json)
+        _one(context.call(lambda tasks: tasks.incident(incident_id, limit)), limit, as_json)
         return
-    rows = context.run(lambda: list_incidents(store, status_filter, limit))
+    rows = context.call(lambda tasks: tasks.incidents(status_filter, limit))
     if as_json:
         print_json([i.data for i in rows])
         return

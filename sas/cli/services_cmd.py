@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import typer
 
@@ -33,9 +33,9 @@ def services(ctx: typer.Context, as_json: bool = JSON) -> None:
     """Each service's breaker: state, failure rate over the workers' windows, since when, next probe."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = context.run(lambda: context.with_read_session(_rows))
+    rows = context.call(lambda tasks: tasks.services())
     if as_json:
-        print_json(rows)
+        print_json([r.data for r in rows])
         return
     now = datetime.now(UTC)
     console.print(
@@ -44,12 +44,12 @@ def services(ctx: typer.Context, as_json: bool = JSON) -> None:
             ["service", "breaker", "since", "failures", "next probe", "holds"],
             [
                 [
-                    r["service"],
-                    r["state"] + (" (forced)" if r["forced_by"] else "") if r["enabled"] or r["forced_by"] else "off",
-                    ago(r["since"], now) if r["state"] != "closed" else "-",
-                    f"{r['failure_rate']:.0%} of {r['calls']}" if r["calls"] else "-",
-                    ago(r["next_probe"], now) if r["next_probe"] else "-",
-                    "yes" if r["holding"] else "no",
+                    r.service,
+                    r.state + (" (forced)" if r.forced_by else "") if r.enabled or r.forced_by else "off",
+                    ago(r.since, now) if r.state != "closed" else "-",
+                    f"{r.failure_rate:.0%} of {r.calls}" if r.calls else "-",
+                    ago(r.next_probe, now) if r.next_probe else "-",
+                    "yes" if r.holding else "no",
                 ]
                 for r in rows
             ],
@@ -57,68 +57,18 @@ def services(ctx: typer.Context, as_json: bool = JSON) -> None:
     )
 
 
-async def _rows(session: Any) -> list[dict[str, Any]]:
-    from sas.activities.services import AGENTS
-    from sas.breaker.model import BreakerView
-    from sas.breaker.rows import read_breakers, recent_windows
-    from sas.task_models.queues import agent_queue
-
-    settings = context.settings()
-    now = datetime.now(UTC)
-    views = await read_breakers(session)
-    longest = max(settings.services.service(n).breaker.window_s for n in AGENTS)
-    windows = await recent_windows(session, now - timedelta(seconds=2 * longest))
-    rows = []
-    for name in sorted(AGENTS):
-        service = settings.services.service(name)
-        view = views.get(name, BreakerView(service=name))
-        calls, failures = windows.get(name, (0, 0))
-        if view.state != "closed" and view.calls:
-            calls, failures = view.calls, view.failures  # the window that opened it
-        rows.append(
-            {
-                "service": name,
-                # Where its Agents are planned now: its own queue, or the workflow's.
-                "queue": agent_queue(settings.temporal.task_queue, name, service.own_queue)
-                or settings.temporal.task_queue,
-                "enabled": service.breaker.enabled,
-                "state": view.state,
-                "since": view.outage_since if view.state != "closed" else view.since,
-                "state_since": view.since,
-                "calls": calls,
-                "failures": failures,
-                "failure_rate": failures / calls if calls else 0.0,
-                "next_probe": view.retry_at if view.state == "open" and not view.forced_by else None,
-                "probe_by": view.probe_by if view.state == "half_open" else None,
-                "forced_by": view.forced_by,
-                "holding": view.holding(now),
-                "hold_until": view.hold_until if view.state != "closed" and not view.forced_by else None,
-                "last_error": view.last_error,
-            }
-        )
-    return rows
-
-
-def _force(service: str, state: str, by: str | None, reason: str, as_json: bool) -> None:
-    from sas.activities.services import AGENTS
+def _force(service: str, state: Literal["open", "closed"], by: str | None, reason: str, as_json: bool) -> None:
     from sas.cli import audit
 
-    if service not in AGENTS:
-        raise CliError(f"no service named {service!r}", f"use one of: {', '.join(sorted(AGENTS))}", code=2)
-    if not reason.strip():
-        raise CliError("--reason is required", "say why, for the audit log", code=2)
-    who = audit.actor(by)
-
-    async def act(session: Any) -> tuple[str, str]:
-        from sas.breaker.rows import force
-
-        return await force(session, service, state, who, reason, datetime.now(UTC))  # type: ignore[arg-type]
-
-    before, after = context.run(lambda: context.with_session(act))
+    who = audit.actor(by)  # --by as typed, refused before anything is asked (exit 2)
+    # An unknown service or no reason is a usage error too.
+    change = context.call(lambda tasks: tasks.force_breaker(service, state, by=who, reason=reason), usage=True)
     if as_json:
-        print_json({"service": service, "before": before, "after": after, "by": who, "reason": reason})
+        print_json(change.data)
         return
-    console.print(f"{shown(service)}: breaker {shown(before)} -> {shown(after)} (audited, by {shown(who)})")
+    console.print(
+        f"{shown(service)}: breaker {shown(change.before)} -> {shown(change.after)} (audited, by {shown(change.by)})"
+    )
 
 
 @services_app.command("open")

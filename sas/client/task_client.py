@@ -13,21 +13,26 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
-from pydantic import BaseModel
-
-from sas.client import audit, bulk, delayed, incidents, inputs, operator, parking, status, submitting, waiting
-from sas.client.bulk import DEFAULT_CONCURRENCY, Action, Result, Selected, Selection
+from sas.client import audit, incidents, inputs
 from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound, Unreachable
-from sas.client.incidents import IncidentView
-from sas.client.status import TaskView
+from sas.client.selection import DEFAULT_CONCURRENCY, Action, Result, Selected, Selection
 from sas.client.store import StateStore
-from sas.client.waiting import Outcome
 
+# Only what a read of the state store needs is imported here: `sas show`, `list` and `alerts`
+# go through this client and load nothing of Temporal's SDK or the task types (they start fast).
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from temporalio.client import Client
 
+    from sas.client.alerts import AlertChange, AlertList
+    from sas.client.breakers import BreakerChange, ServiceView
+    from sas.client.incidents import IncidentView
+    from sas.client.listing import TaskList
+    from sas.client.status import TaskView
+    from sas.client.story import TaskStory
+    from sas.client.waiting import Outcome
     from sas.settings import Settings
     from sas.task_models import TaskResult
 
@@ -84,27 +89,47 @@ class TaskClient:
     ``TaskNotFound``, ``TaskIdTaken``, ``NotApplicable``, ``NotConfirmed``, ``Unreachable``.
     """
 
-    def __init__(self, client: Client, settings: Settings | None = None, *, actor: str | None = None) -> None:
+    def __init__(self, client: Client | None, settings: Settings | None = None, *, actor: str | None = None) -> None:
         if settings is None:
             from sas.settings import get_settings
 
             settings = get_settings()
-        self.temporal, self.settings = client, settings
+        self._client, self.settings = client, settings
         self.store = StateStore(settings)
         self.actor = audit.check_actor(actor) if actor is not None else None
 
     @classmethod
     @_typed
-    async def connect(cls, settings: Settings | None = None, *, actor: str | None = None) -> TaskClient:
-        """A client on the Temporal and state store that ``settings`` (default: SAS_*) name."""
-        from sas.runtime.connect import connect
+    async def connect(
+        cls, settings: Settings | None = None, *, actor: str | None = None, lazy: bool = False
+    ) -> TaskClient:
+        """A client on the Temporal and state store that ``settings`` (default: SAS_*) name.
 
+        ``lazy``: connect to Temporal when a call first needs it, not now; a call that reads
+        only the state store (``list``, ``show`` of an accepted task, ``alerts``, ``incidents``,
+        ``services``) then works while Temporal is away."""
         if settings is None:
             from sas.settings import get_settings
 
             settings = get_settings()
-        client = await connect(settings.temporal, encryption=settings.encryption)
-        return cls(client, settings, actor=actor)
+        made = cls(None, settings, actor=actor)
+        if not lazy:
+            await made._temporal()
+        return made
+
+    @property
+    def temporal(self) -> Client:
+        """The Temporal client (of a lazy client, once a call has connected it)."""
+        if self._client is None:
+            raise Unreachable("not connected to Temporal yet", "build the client with TaskClient.connect()")
+        return self._client
+
+    async def _temporal(self) -> Client:
+        if self._client is None:
+            from sas.runtime.connect import connect
+
+            self._client = await connect(self.settings.temporal, encryption=self.settings.encryption)
+        return self._client
 
     def _who(self, by: str | None, reason: str) -> str:
         audit.check_reason(reason)
@@ -136,8 +161,11 @@ class TaskClient:
             delay = when - datetime.now(UTC)
         start_delay = inputs.check_delay(delay)
         urgency = inputs.check_priority(priority)
+        from sas.client import submitting
+
+        temporal = await self._temporal()
         started = await submitting.start(
-            self.temporal,
+            temporal,
             self.settings.temporal.task_queue,
             task_type,
             task_id,
@@ -146,18 +174,22 @@ class TaskClient:
             priority=urgency,
         )
         if not started:
-            raise await submitting.existing_task(self.temporal, self.store, task_id)
+            raise await submitting.existing_task(temporal, self.store, task_id)
         starts_at = datetime.now(UTC) + start_delay if start_delay else None
         return Submitted(task_id, task_type, starts_at)
 
     @_typed
     async def status(self, task_id: str) -> TaskView:
         """Where the task stands now: its steps, states and FailureCounts (``TaskView``)."""
+        from sas.client import status
+        from sas.client.status import TaskView
+
         inputs.check_task_id(task_id)
-        found = await status.fetch_status(self.temporal, self.store, task_id)
+        temporal = await self._temporal()
+        found = await status.fetch_status(temporal, self.store, task_id)
         if found is not None:
             return TaskView.of(found.get("source", "scheduler"), found)
-        later = await status.scheduled(self.temporal, task_id)
+        later = await status.scheduled(temporal, task_id)
         if later is not None:
             return TaskView.of("delayed", later)
         raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`")
@@ -166,8 +198,10 @@ class TaskClient:
     async def wait(self, task_id: str) -> Outcome:
         """Wait until the task ends (Processed, Compensated, or its workflow failed or was
         closed) or waits for an operator; ``Outcome.state`` says which."""
+        from sas.client import waiting
+
         inputs.check_task_id(task_id)
-        return await waiting.wait_for_outcome(self.temporal, task_id)
+        return await waiting.wait_for_outcome(await self._temporal(), task_id)
 
     @_typed
     async def result(self, task_id: str) -> TaskResult:
@@ -179,7 +213,7 @@ class TaskClient:
 
         inputs.check_task_id(task_id)
         try:
-            return await self.temporal.get_workflow_handle(task_id, result_type=TaskResult).result()
+            return await (await self._temporal()).get_workflow_handle(task_id, result_type=TaskResult).result()
         except WorkflowFailureError as err:
             cause = err.cause
             why = " ".join(str(getattr(cause, "message", None) or cause or err).split())
@@ -192,9 +226,12 @@ class TaskClient:
         self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
     ) -> ActionResult:
         """Re-run the step that waits for a decision (``step``: that one), or resume one parked."""
+        from sas.client import operator
+
         inputs.check_task_id(task_id)
         who = self._who(by, reason)
-        return ActionResult(task_id, await operator.retry(self.temporal, self.store, task_id, step, who, reason))
+        temporal = await self._temporal()
+        return ActionResult(task_id, await operator.retry(temporal, self.store, task_id, step, who, reason))
 
     @_typed
     async def compensate(
@@ -202,9 +239,12 @@ class TaskClient:
     ) -> ActionResult:
         """Undo the task's completed steps, in reverse order. ``force``: past a pivot step too
         (needs a reason; refused by a sas without forced compensation)."""
+        from sas.client import operator
+
         inputs.check_task_id(task_id)
         who = self._who(by, reason)
-        return ActionResult(task_id, await operator.compensate(self.temporal, task_id, who, reason, force=force))
+        temporal = await self._temporal()
+        return ActionResult(task_id, await operator.compensate(temporal, task_id, who, reason, force=force))
 
     @_typed
     async def park(
@@ -224,10 +264,12 @@ class TaskClient:
         inputs.check_task_id(task_id)
         if not 0 < confirm_within_s <= 600:
             raise InvalidInput(f"confirm_within_s must be in (0, 600], got {confirm_within_s}")
+        from sas.client import parking
+
         who = self._who(by, reason)
         return ActionResult(
             task_id,
-            await parking.park_step(self.temporal, self.store, task_id, step, who, reason, confirm_within_s),
+            await parking.park_step(await self._temporal(), self.store, task_id, step, who, reason, confirm_within_s),
         )
 
     @_typed
@@ -235,8 +277,10 @@ class TaskClient:
         """Run the task again: a parked one with FailureCount 0, a finished Compensated or Error
         one as its next incarnation (``ActionResult.incarnation``)."""
         inputs.check_task_id(task_id)
+        from sas.client import operator
+
         who = self._who(by, reason)
-        message, incarnation = await operator.resubmit(self.temporal, self.store, task_id, who, reason)
+        message, incarnation = await operator.resubmit(await self._temporal(), self.store, task_id, who, reason)
         return ActionResult(task_id, message, incarnation)
 
     @_typed
@@ -257,16 +301,21 @@ class TaskClient:
         self, task_id: str, step: str | None, approved: bool, by: str | None, reason: str
     ) -> ActionResult:
         inputs.check_task_id(task_id)
+        from sas.client import operator
+
         who = self._who(by, reason)
-        answer = await operator.answer_wait(self.temporal, task_id, step, approved=approved, by=who, reason=reason)
+        temporal = await self._temporal()
+        answer = await operator.answer_wait(temporal, task_id, step, approved=approved, by=who, reason=reason)
         return ActionResult(task_id, answer)
 
     @_typed
     async def cancel(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:
         """Cancel a delayed task before it starts (nothing has run), or delete the schedule of that id."""
         inputs.check_task_id(task_id)
+        from sas.client import delayed
+
         who = self._who(by, reason)
-        done = await delayed.cancel(self.temporal, self.store, task_id, who, reason)
+        done = await delayed.cancel(await self._temporal(), self.store, task_id, who, reason)
         return ActionResult(task_id, done["changed"], data=done)
 
     @_typed
@@ -281,7 +330,9 @@ class TaskClient:
         delay = inputs.check_delay(when, "the new start")
         if delay is None:
             raise InvalidInput("give a new start to come", "e.g. timedelta(hours=2)", field="when")
-        done = await delayed.reschedule(self.temporal, self.store, task_id, delay, who, reason)
+        from sas.client import delayed
+
+        done = await delayed.reschedule(await self._temporal(), self.store, task_id, delay, who, reason)
         return ActionResult(task_id, done["changed"], data=done)
 
     # ------------------------------------------------------------ selections and incidents
@@ -290,8 +341,10 @@ class TaskClient:
     async def select(self, selection: Selection) -> Selected:
         """The tasks ``selection`` picks (oldest change first, at most its ``limit``; ``more``
         when more match), without acting on them: a dry run."""
+        from sas.client import bulk
+
         _check_selection(selection)
-        client = self.temporal if selection.query is not None else None
+        client = await self._temporal() if selection.query is not None else None
         return await bulk.select(client, self.store, self.settings.temporal.task_queue, selection)
 
     @_typed
@@ -309,6 +362,8 @@ class TaskClient:
         one-task action does (a finished workflow is skipped, a refusal is that task's
         ``failed`` with the reason), at most ``concurrency`` at a time. Each audit entry's
         reason carries ``(bulk <id>)``, ``BulkResult.bulk_id``."""
+        from sas.client import bulk, operator
+
         if action not in ("retry", "compensate", "resubmit"):
             raise InvalidInput(f"unknown bulk action {action!r}: retry, compensate or resubmit", field="action")
         if not 1 <= concurrency <= bulk.MAX_CONCURRENCY:
@@ -320,7 +375,8 @@ class TaskClient:
             step=step, by=who, reason=f"{reason} (bulk {bulk_id})".strip(), reset_failure_count=action == "resubmit"
         )
         chosen = await self.select(selection)
-        results = await bulk.act_all(self.temporal, self.store, action, request, chosen.tasks, concurrency, on_result)
+        temporal = await self._temporal()
+        results = await bulk.act_all(temporal, self.store, action, request, chosen.tasks, concurrency, on_result)
         return BulkResult(bulk_id, results, chosen.more)
 
     @_typed
@@ -343,6 +399,69 @@ class TaskClient:
         """Say someone is on an incident (its alert); its status before and after."""
         return await incidents.set_incident(self.store, incident_id, "ack")
 
+    # ------------------------------------------------------------ reads: tasks, alerts, services
+
+    @_typed
+    async def show(self, task_id: str) -> TaskStory:
+        """The task's story (``TaskStory``): its steps, every attempt, decision and operator
+        action in time order, its alerts; a delayed, cancelled or unaccepted one from what
+        Temporal and the audit log know. ``TaskNotFound`` if nothing knows it."""
+        from sas.client.story import tell
+
+        inputs.check_task_id(task_id)
+        return await tell(self.store, self._temporal, task_id)
+
+    @_typed
+    async def alerts(self, status: str = "open", limit: int = 100, *, folded: bool = False) -> AlertList:
+        """Alerts, newest first: ``open``, ``acked``, ``resolved`` or ``all``. A task's alert
+        folded into an open incident is only counted (``AlertList.folded``) unless ``folded``."""
+        from sas.client.alerts import list_alerts
+
+        return await list_alerts(self.store, status, limit, folded=folded)
+
+    @_typed
+    async def acknowledge_alert(self, alert_id: int) -> AlertChange:
+        """Say someone is on an open alert (a resolved one stays resolved: ``changed`` False)."""
+        from sas.client.alerts import set_alert
+
+        return await set_alert(self.store, alert_id, "ack")
+
+    @_typed
+    async def resolve_alert(self, alert_id: int) -> AlertChange:
+        """Close an open or acknowledged alert."""
+        from sas.client.alerts import set_alert
+
+        return await set_alert(self.store, alert_id, "resolve")
+
+    @_typed
+    async def services(self) -> list[ServiceView]:
+        """Each remote service's circuit breaker and queue, by name (``ServiceView``)."""
+        from sas.client.breakers import services
+
+        return await services(self.store, self.settings)
+
+    @_typed
+    async def force_breaker(
+        self, service: str, state: Literal["open", "closed"], *, by: str | None = None, reason: str
+    ) -> BreakerChange:
+        """Force ``service``'s breaker ``open`` (no call reaches it and its steps wait, until
+        forced ``closed``) or ``closed`` (its held steps start now); audited, so ``reason`` is required."""
+        from sas.client.breakers import check_force, force
+
+        if state not in ("open", "closed"):
+            raise InvalidInput(f"unknown breaker state {state!r}: open or closed", field="state")
+        check_force(service, reason)
+        return await force(self.store, service, state, self._who(by, reason), reason)
+
+    @_typed
+    async def list(self, state: str | None = None, limit: int = 50) -> TaskList:
+        """The tasks of the state store, newest first (at most ``limit``; ``state``: only those,
+        in any case), after every workflow stuck before the state store saw it (state ``Stuck``).
+        ``TaskList.tasks`` has each (``ListedTask``)."""
+        from sas.client.listing import list_tasks
+
+        return await list_tasks(self.store, state, limit)
+
 
 @dataclass(frozen=True)
 class BulkResult:
@@ -356,6 +475,8 @@ class BulkResult:
 
 def _check_selection(selection: Selection) -> None:
     """A selection that selects something, within its bound: never every task."""
+    from sas.client import bulk
+
     if not 1 <= selection.limit <= bulk.MAX_LIMIT:
         raise InvalidInput(f"limit {selection.limit}: must be 1 to {bulk.MAX_LIMIT}", field="limit")
     given = (selection.query, selection.incident, selection.step, selection.since, selection.task_type)
