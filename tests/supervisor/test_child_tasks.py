@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowFailureError
+from temporalio.service import RPCError
 
 from sas.task_models import TaskState
 from tests.cli.test_cli import sas
@@ -230,3 +231,43 @@ async def test_record_histories_of_child_tasks(make_rig) -> None:  # type: ignor
     for name, handle in handles.items():
         history = await handle.fetch_history()
         (HISTORIES / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+
+
+async def test_a_child_s_step_completed_from_outside_drives_neither_child_nor_parent(make_rig) -> None:  # type: ignore[no-untyped-def]
+    """The child order's charge, hung at the bank, is completed from outside with a result of the
+    caller's own. The child does not take it: its charge fails for good, the child undoes itself
+    (the refund's lookup says the bank never charged, so nothing is refunded), and its parent,
+    whose child was undone, undoes itself too. Nothing ships."""
+    from tests.e2e.test_temporal_cli import temporal_cli
+    from tests.trust.test_outside_controls import charge_activity
+
+    rig: Rig = await make_rig(extra_workflows=KINDS)
+    await rig.start_supervisor("sup-child-forged", rig.settings.supervisor.workflow_id)
+    parent = fresh_id("gift-forged")
+    child = f"{parent}:gift"
+    hang = await rig.add_fault(endpoint="payment.charge", kind="hang", hang_s=60, match_order_id=child)
+    handle = await rig.submit(parent, order(), workflow="GiftOrderWorkflow")
+
+    async def child_charging() -> Any:
+        try:
+            return await charge_activity(rig, child)
+        except RPCError:
+            return None  # the child is not started yet
+
+    running = await wait_until(child_charging, lambda a: a is not None, what="child charging")
+    forged = {"data": {"charge_id": "ch_forged", "amount_cents": 1299, "currency": "EUR"}}
+    done = await temporal_cli(
+        rig.settings.temporal.address,
+        *("activity", "complete", "--workflow-id", child, "--activity-id", running.activity_id),
+        *("--result", json.dumps(forged)),
+    )
+    assert done.returncode == 0, done.stderr
+    await rig.remove_fault(hang)  # the hung call ends, having done nothing
+    result = await handle.result()
+
+    assert result.state == TaskState.COMPENSATED
+    assert await rig.task_state(child) == "Compensated"
+    assert actions(await rig.ledger(child)) == ["reserve", "release"]
+    assert actions(await rig.ledger(parent)) == ["reserve", "release"]
+    [alert] = [a for a in await rig.alerts(child) if a.kind == "foreign_result"]
+    assert "ch_forged" in alert.message
