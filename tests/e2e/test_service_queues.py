@@ -24,7 +24,7 @@ from sas.breaker.rows import force
 from sas.settings import ServicesSettings, SupervisorSettings, WorkerSettings
 from sas.state_store.alerts import list_alerts
 from sas.supervisor.models import SweepStats
-from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState
+from sas.task_models import MirrorStamp, StepCall, StepResult, TaskState, seals
 from sas.workflows import ALL_WORKFLOWS
 from sas_demo_services.launcher import ServiceProcess
 from tests.cli.test_cli import sas
@@ -123,9 +123,14 @@ class AgentOnTheWorkflowQueue:
 
     @workflow.run
     async def run(self, queue: str, call: StepCall) -> StepResult:
+        # Sealed as sas's Scheduler seals a call (this process's worker holds the same key).
+        info = workflow.info()
+        sealed = call.model_copy(
+            update={"seal": seals.call_seal(info.workflow_id, info.run_id, "inventory.reserve", call)}
+        )
         return await workflow.execute_activity(
             "inventory.reserve",
-            call,
+            sealed,
             task_queue=queue,
             result_type=StepResult,
             start_to_close_timeout=timedelta(seconds=10),
