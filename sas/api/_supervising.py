@@ -5,14 +5,17 @@ signal it would send, until the task ends or is parked for an operator."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from sas.task_models import OperatorRequest, StepState, StepStatus, TaskResult, TaskStatus
-from sas.task_types.definitions import TaskDefinition
+from sas.task_types.definitions import ChildTask, TaskDefinition
+from sas.workflows.core.children import child_task_id
 
 _WAITING_FOR_A_DECISION = (StepState.FAILED, StepState.COMPENSATION_FAILED)
 
@@ -58,29 +61,63 @@ def _parked(status: TaskStatus) -> TaskResult:
 
 
 async def supervised(
-    env: WorkflowEnvironment, handle: WorkflowHandle[Any, TaskResult], definition: TaskDefinition
+    env: WorkflowEnvironment,
+    handle: WorkflowHandle[Any, TaskResult],
+    definition: TaskDefinition,
+    children: Mapping[str, TaskDefinition] | None = None,
 ) -> TaskResult:
-    """The task's result, deciding for each failed step as the Supervisor's default ladder would.
+    """The task's result, deciding for each failed step as the Supervisor's default ladder would,
+    of the task and of its child tasks (``children``: each child step's task type -> its
+    definition), as the Supervisor decides for every task.
 
     The task is watched through its status query, not its result: a client waiting on a result
     lets the test server skip time, past the moment a decision was due. A step that waits for a
     time, or for an answer nobody gives here, has its time skipped to its deadline."""
-    decided: set[tuple[str, StepState, int]] = set()
-    undo_tries: dict[str, int] = {}
+    decided: set[tuple[str, str, StepState, int]] = set()
+    undo_tries: dict[str, dict[str, int]] = {}
     while True:
         status = await handle.query("status", result_type=TaskStatus)
         if status.state.terminal or status.needs_operator:
             return await handle.result() if status.state.terminal else _parked(status)
         undecided = False
-        for step in status.steps:
-            failure = (step.name, step.state, step.failure_count)
-            if step.state not in _WAITING_FOR_A_DECISION or failure in decided:
-                continue
-            undecided = True
-            decided.add(failure)
-            await handle.signal(*ladder_decision(step, undo_tries, past_pivot=past_pivot(definition, status)))
-        deadlines = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
+        deadlines: list[datetime] = []
+        for task, its_definition, its_status in await _tasks(env, handle, definition, status, children or {}):
+            for step in its_status.steps:
+                failure = (its_status.task_id, step.name, step.state, step.failure_count)
+                if step.state == StepState.WAITING and step.wait_until is not None:
+                    deadlines.append(step.wait_until)
+                if step.state not in _WAITING_FOR_A_DECISION or failure in decided:
+                    continue
+                undecided = True
+                decided.add(failure)
+                tries = undo_tries.setdefault(its_status.task_id, {})
+                decision = ladder_decision(step, tries, past_pivot=past_pivot(its_definition, its_status))
+                await task.signal(*decision)
         if deadlines and not undecided:
             await env.sleep(max(min(deadlines) - await env.get_current_time(), timedelta(seconds=1)))
         else:
             await asyncio.sleep(0.1)
+
+
+async def _tasks(
+    env: WorkflowEnvironment,
+    handle: WorkflowHandle[Any, Any],
+    definition: TaskDefinition,
+    status: TaskStatus,
+    children: Mapping[str, TaskDefinition],
+) -> list[tuple[WorkflowHandle[Any, Any], TaskDefinition, TaskStatus]]:
+    """The task with its status, then each running child task of its child steps (and theirs)."""
+    found = [(handle, definition, status)]
+    for item in definition.steps:
+        if not isinstance(item, ChildTask) or item.task_type not in children:
+            continue
+        step = next((s for s in status.steps if s.name == item.name), None)
+        for incarnation in range(1, (step.runs if step is not None else 0) + 1):
+            child = env.client.get_workflow_handle(child_task_id(status.task_id, item.name, incarnation))
+            try:
+                child_status = await child.query("status", result_type=TaskStatus)
+            except RPCError:
+                continue  # not started yet, or gone
+            if not child_status.state.terminal:
+                found += await _tasks(env, child, children[item.task_type], child_status, children)
+    return found

@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -45,7 +45,7 @@ from sas.task_models import (
 )
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
-from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
+from sas.task_types.definitions import AgentCall, ChildTask, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall
 from sas.workflows.fanout_batch import FanOutBatchWorkflow
 from sas.workflows.runner import workflow_runner
@@ -80,6 +80,10 @@ class FakeAgents:
             function of the ``StepCall``. Default: ``{}``.
         refuse: Activity names whose fake refuses for good (a non-retryable failure, as a 4xx).
         flaky: Activity names whose fake fails once per key (transient), then answers.
+        refuse_when, flaky_when: Activity name -> a predicate of the ``StepCall``: only the calls
+            it holds for are refused for good, or fail once, such as one item of a fan-out
+            (``{"payroll.pay": lambda call: call.item_key == "r3"}``). To slow one item, give
+            ``at_service`` a gate that holds only its calls.
         calls: Every attempt, in order: (activity name, the StepCall).
         effects: (activity name, idempotency key) of each effect, once per key, in order.
         bodies: For a step declared as ``HttpCall``: (activity name, the JSON body the call
@@ -104,6 +108,8 @@ class FakeAgents:
     answers: dict[str, Answer] = field(default_factory=dict)
     refuse: set[str] = field(default_factory=set)
     flaky: set[str] = field(default_factory=set)
+    refuse_when: dict[str, Callable[[StepCall], bool]] = field(default_factory=dict)
+    flaky_when: dict[str, Callable[[StepCall], bool]] = field(default_factory=dict)
     calls: list[tuple[str, StepCall]] = field(default_factory=list)
     effects: list[tuple[str, str]] = field(default_factory=list)
     bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -207,9 +213,13 @@ class FakeAgents:
                 type="StepVoided",
                 non_retryable=True,
             )
-        if name in self.refuse:
+        refused = self.refuse_when.get(name)
+        if name in self.refuse or (refused is not None and refused(call)):
             raise ApplicationError(f"{name} refused (fake)", {"status": 422}, type="RemoteRejected", non_retryable=True)
-        if name in self.flaky and call.idempotency_key not in self._failed_once:
+        flaky = self.flaky_when.get(name)
+        if (
+            name in self.flaky or (flaky is not None and flaky(call))
+        ) and call.idempotency_key not in self._failed_once:
             self._failed_once.add(call.idempotency_key)
             raise ApplicationError(f"{name}: 503 (fake)", type="RemoteTransient")
         if not nothing_done and (name, call.idempotency_key) not in self.effects:
@@ -274,11 +284,19 @@ async def time_skipping_environment() -> WorkflowEnvironment:
 
 @asynccontextmanager
 async def fake_worker(
-    env: WorkflowEnvironment, agents: FakeAgents, *workflows: type[TaskScheduler]
+    env: WorkflowEnvironment,
+    agents: FakeAgents,
+    *workflows: type[TaskScheduler],
+    children: Sequence[type[TaskScheduler]] = (),
 ) -> AsyncIterator[str]:
     """A worker running ``workflows`` (made by ``task_workflow``) with ``agents`` on a fresh task
-    queue, as the real worker runs them (in the sandbox); yields the queue's name."""
+    queue, as the real worker runs them (in the sandbox); yields the queue's name.
+
+    The task types that their child steps run are registered too, with fakes of their Agents:
+    found among ``workflows`` and ``children``, else among the registered task types; a child
+    step whose type is in neither is refused here, naming it."""
     queue = f"test-{uuid.uuid4().hex[:10]}"
+    workflows = tuple(with_children(workflows, children))
     definitions = [w.definition for w in workflows]
     client: Client = env.client
     async with Worker(
@@ -300,6 +318,35 @@ async def fake_worker(
             await agents.aclose()
 
 
+def with_children(
+    workflows: Sequence[type[TaskScheduler]], children: Sequence[type[TaskScheduler]] = ()
+) -> list[type[TaskScheduler]]:
+    """``workflows`` and the workflows of every task type their child steps run (and theirs)."""
+    known = {w.definition.task_type: w for w in (*children, *workflows)}
+    found: list[type[TaskScheduler]] = list(workflows)
+    todo = list(workflows)
+    while todo:
+        for step in todo.pop().definition.steps:
+            if not isinstance(step, ChildTask) or any(w.definition.task_type == step.task_type for w in found):
+                continue
+            child = known.get(step.task_type) or _registered_workflow(step.task_type)
+            if child is None:
+                raise TypeError(
+                    f"child step {step.name!r} runs task type {step.task_type!r}, which is neither given nor "
+                    "registered: pass its workflow class as children=[...]"
+                )
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _registered_workflow(task_type: str) -> type[TaskScheduler] | None:
+    from sas.workflows.registry import task_types
+
+    found = task_types().get(task_type)
+    return found.workflow if found is not None else None  # type: ignore[return-value]
+
+
 async def run_task(
     env: WorkflowEnvironment,
     workflow: type[TaskScheduler],
@@ -309,6 +356,7 @@ async def run_task(
     task_id: str | None = None,
     supervise: bool = True,
     timeout_s: float = 60,
+    children: Sequence[type[TaskScheduler]] = (),
 ) -> TaskResult:
     """Run one task of ``workflow`` to its end with fake Agents; its result (``state``, ``steps``).
 
@@ -318,12 +366,16 @@ async def run_task(
     operator (the result is then the parked task's state, Error, not an end); a wait step is
     left to its deadline (nobody approves). To
     answer a wait or decide yourself, start the workflow on a ``fake_worker`` and send the
-    signals (``approve``, ``retry``, ``compensate``) as a person or the Supervisor would."""
+    signals (``approve``, ``retry``, ``compensate``) as a person or the Supervisor would.
+
+    A type with child steps runs with its children's types too (``fake_worker`` finds them; give
+    any that is not registered as ``children``), and their failed steps are decided alike."""
     definition = workflow.definition
     name = workflow_name_of(workflow)
     assert name is not None
     payload = task_input.model_dump(mode="json") if isinstance(task_input, BaseModel) else dict(task_input)
-    async with fake_worker(env, agents, workflow) as queue:
+    kinds = with_children([workflow], children)
+    async with fake_worker(env, agents, *kinds) as queue:
         handle = await env.client.start_workflow(
             name,
             payload,
@@ -333,5 +385,6 @@ async def run_task(
         )
         async with asyncio.timeout(timeout_s):
             if supervise:
-                return await supervised(env, handle, workflow.definition)
+                below = {w.definition.task_type: w.definition for w in kinds[1:]}
+                return await supervised(env, handle, workflow.definition, below)
             return await handle.result()
