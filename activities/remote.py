@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, ResponseTooLarge, post_capped
 from sas.breaker.model import BREAKER_OPEN
+from sas.breaker.rate_limit import SharedRateLimit
 from sas.task_models.queues import SLOTS_FULL
 from sas.task_models.strict_json import StrictJsonError, loads_strict
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded
@@ -36,13 +37,15 @@ REJECTED = "RemoteRejected"
 VOIDED = "StepVoided"
 GARBAGE = "RemoteGarbage"
 DEADLINE = "CompleteByPassed"
+# Not sent: the service's rate limit had no room for it before complete-by (retryable).
+RATE_LIMITED = "RateLimited"
 # The error code of a lookup answered while a request under its key is still being served.
 IN_FLIGHT = "in_flight"
 
 # What the service's breaker counts against it: it did not answer, or not as a service does.
 _SERVICE_FAULTS = (TRANSIENT, GARBAGE)
 # Outcomes that say nothing of the service: no request went out, or what failed was ours.
-_NOT_SENT = (DEADLINE, BREAKER_OPEN, SLOTS_FULL, "cancelled", "unexpected")
+_NOT_SENT = (DEADLINE, BREAKER_OPEN, SLOTS_FULL, RATE_LIMITED, "cancelled", "unexpected")
 
 # Below this much time left there is no point in sending: the answer would come too late.
 _MIN_TIME_LEFT_S = 0.05
@@ -73,8 +76,11 @@ class RemoteCaller:
         breaker: ServiceBreaker | None = None,
         service: str | None = None,
         own_queue: str | None = None,
+        rate_limit: SharedRateLimit | None = None,
     ) -> None:
         self._client = client
+        # The service's calls per second over every worker (sas/breaker/rate_limit.py).
+        self._rate_limit = rate_limit
         # The service's own task queue: a call served anywhere else shares its worker's slots.
         self._own_queue = own_queue
         self._max_concurrency = max_concurrency
@@ -108,6 +114,7 @@ class RemoteCaller:
             breaker=breaker,
             service=service.name,
             own_queue=own_queue,
+            rate_limit=SharedRateLimit.of(breaker, service.max_per_second),
         )
 
     async def post(
@@ -180,7 +187,23 @@ class RemoteCaller:
     async def _send(
         self, path: str, request: Callable[[float], Awaitable[httpx.Response]], complete_by: datetime
     ) -> httpx.Response:
-        return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
+        if self._rate_limit is None:
+            return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
+        # The permit is held from before the request leaves until its exchange has ended: where
+        # in between it reached the service, it is counted in the permit's second.
+        try:
+            async with asyncio.timeout(self._time_left(path, complete_by)):
+                permit = await self._rate_limit.take(
+                    min(self._time_left(path, complete_by), self._timeout_s) + ANSWER_GRACE_S
+                )
+        except TimeoutError:
+            raise ApplicationError(
+                f"{path}: not sent, its service's rate limit had no room before complete-by", type=RATE_LIMITED
+            ) from None
+        try:
+            return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
+        finally:
+            await self._rate_limit.give_back(permit)
 
     def _on_a_shared_queue(self) -> bool:
         return self._own_queue is not None and activity.in_activity() and activity.info().task_queue != self._own_queue

@@ -5,7 +5,8 @@ The workflow queue's worker runs the Scheduler workflows, their local activities
 and every Agent of a service without a queue of its own: Temporal hands it each such call with
 the workflow task that scheduled it. Each service's worker runs that service's Agents planned on
 its own queue, at most ``max_concurrency`` at a time, with Temporal's rate limit
-``max_per_second`` on the queue, and behind the service's breaker gate (``sas/breaker/gate.py``):
+``max_per_second`` on the queue (which keeps the backlog in Temporal; what the service is promised
+is kept at each call, ``sas/breaker/rate_limit.py``), and behind the service's breaker gate (``sas/breaker/gate.py``):
 it does not poll while the breaker holds. Every service's queue is served, whether or not its
 settings ask for one now: a task planned under other settings (before a deploy, or by another
 worker) still has its Agents served there, and a backlog, pollers and a rate limit per service
@@ -139,6 +140,8 @@ def build_task_workers(
                 activities=agents,
                 tuner=tuner,
                 max_concurrent_activity_task_polls=service.pollers,
+                # Dispatch paced near the limit, so that calls wait in Temporal's queue rather
+                # than in a worker's slots for the shared permits (sas/breaker/rate_limit.py).
                 max_task_queue_activities_per_second=service.max_per_second,
                 interceptors=[owned],
                 **options,

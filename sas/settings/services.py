@@ -49,8 +49,11 @@ class ServiceSettings(BaseModel):
         default=None,
         gt=0,
         le=100_000,
-        description="Temporal's rate limit on the service's task queue (activities started per second, over"
-        " every worker: max_task_queue_activities_per_second); none if unset.",
+        description="Calls a second the service sees at most, over every worker, retries included: no 1 s"
+        " holds more than floor(N) of its requests (below 1, one per 1/N s). Each call holds one of the"
+        " service's permits in the state store from before it is sent until 1 s after its exchange ends;"
+        " Temporal's own limit on the service's queue (max_task_queue_activities_per_second) keeps the"
+        " backlog there. None if unset.",
     )
     pollers: int = Field(default=5, ge=1, le=100, description="Pollers each worker runs on the service's task queue.")
     breaker: BreakerSettings = BreakerSettings()
