@@ -29,7 +29,9 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.fanout import (
         BATCH_REFUSED,
         FAN_OUT_BATCH_WORKFLOW,
+        PROGRESS_QUERY,
         STOP_STARTING,
+        BatchProgress,
         FanOutBatch,
         FanOutBatchResult,
         FanOutItem,
@@ -51,6 +53,15 @@ with workflow.unsafe.imports_passed_through():
 class FanOutBatchWorkflow:
     def __init__(self) -> None:
         self._stop_starting = False
+        self._batch: FanOutBatch | None = None
+        self._ended: dict[str, int] = {}
+
+    @workflow.query(name=PROGRESS_QUERY)
+    def progress(self) -> BatchProgress:
+        """How many of its items have ended so far, by state: `sas status` reads it while the
+        batch runs, since the parent learns its items' outcomes only when the batch answers."""
+        batch = self._batch
+        return BatchProgress(step=batch.step if batch else "", undo=batch.undo if batch else False, ended=self._ended)
 
     @workflow.signal(name=STOP_STARTING)
     def stop_starting(self) -> None:
@@ -63,6 +74,7 @@ class FanOutBatchWorkflow:
         refused = _not_its_tasks(batch, workflow.info().parent)
         if refused is not None:
             raise ApplicationError(refused, type=BATCH_REFUSED, non_retryable=True)
+        self._batch = batch
         slots = asyncio.Semaphore(batch.max_concurrency)
 
         async def one(item: FanOutItem) -> ItemOutcome:
@@ -70,8 +82,11 @@ class FanOutBatchWorkflow:
                 # Checked before the item's first call only: an item once started may have had its
                 # effect, and is answered (and so undone) as ever.
                 if self._stop_starting and not batch.undo:
-                    return ItemOutcome(key=item.key, state="not_started")
-                return await self._call(batch, item)
+                    outcome = ItemOutcome(key=item.key, state="not_started")
+                else:
+                    outcome = await self._call(batch, item)
+            self._ended[outcome.state] = self._ended.get(outcome.state, 0) + 1
+            return outcome
 
         return FanOutBatchResult(outcomes=list(await asyncio.gather(*(one(i) for i in batch.items))))
 

@@ -4,12 +4,17 @@ outcomes (a key and a few words each), so its history holds a batch's answer, no
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import asyncio
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from sas.task_models.steps import StepPolicyValues
 from sas.task_models.text import ErrorText
+
+if TYPE_CHECKING:
+    from temporalio.api.workflow.v1 import PendingActivityInfo
+    from temporalio.client import Client
 
 # The workflow type of a fan-out's batches (workflows/fanout_batch.py).
 FAN_OUT_BATCH_WORKFLOW = "FanOutBatch"
@@ -47,6 +52,8 @@ ItemState = Literal["processing", "processed", "failed", "compensated", "compens
 # What a batch answers for an item: its state, or not_started (told to start no more items before
 # the item's turn came, it never called the item's Agent).
 ItemAnswer = Literal[ItemState, "not_started"]
+# The states an item's row of counts is given in, in the order they are shown.
+ITEM_STATES: tuple[ItemState, ...] = ("processing", "processed", "failed", "compensated", "compensation_failed")
 
 
 class ItemOutcome(BaseModel):
@@ -58,3 +65,79 @@ class ItemOutcome(BaseModel):
 
 class FanOutBatchResult(BaseModel):
     outcomes: list[ItemOutcome]
+
+
+# The batch's query of the items that have ended so far (``BatchProgress``): read by `sas status`
+# while the batch runs, so a wave's counts move as each item ends at no cost in history (a query
+# is not recorded), where a signal to the parent per item would cost both histories events.
+PROGRESS_QUERY = "progress"
+
+
+class BatchProgress(BaseModel):
+    """What a running batch has answered so far: its step, whether it undoes, and how many of its
+    items have ended in each state (``not_started`` included)."""
+
+    step: str
+    undo: bool = False
+    ended: dict[str, int] = Field(default_factory=dict)
+
+
+# The counts a fan-out step's result gives besides its states: not states of an item.
+_NOT_STATES = ("items", "tolerated")
+
+
+def describe_counts(counts: dict[str, int]) -> str:
+    """One line for a fan-out step's note, from its counts (its result):
+    ``40 items: 37 processed, 3 compensated (3 may fail)``."""
+    parts = [f"{n} {state.replace('_', ' ')}" for state, n in counts.items() if state not in _NOT_STATES]
+    return (
+        f"{counts.get('items', 0)} items: {', '.join(parts) or 'none started'} ({counts.get('tolerated', 0)} may fail)"
+    )
+
+
+def with_ended(counts: dict[str, int], ended: dict[str, int]) -> dict[str, int]:
+    """A forward fan-out's counts with the items its running batches have answered so far: an
+    item its parent still counts as ``processing`` is shown in the state it ended in."""
+    shown = dict(counts)
+    for state, n in ended.items():
+        moved = min(n, shown.get("processing", 0))
+        shown["processing"] = shown.get("processing", 0) - moved
+        shown[state] = shown.get(state, 0) + moved
+    # In the order the Scheduler gives them (workflows/core/fanout.py), a state none is in left out.
+    order = (*_NOT_STATES, *ITEM_STATES, "not_started")
+    return {k: shown[k] for k in order if shown.get(k) or k in _NOT_STATES}
+
+
+def running_batches(description: Any) -> list[str]:
+    """The ids of the fan-out batches a workflow's description (``raw_description`` of
+    ``describe()``) shows running as its children: a Scheduler's, or a clean-up's undo batches."""
+    return [c.workflow_id for c in description.pending_children if c.workflow_type_name == FAN_OUT_BATCH_WORKFLOW]
+
+
+# Batches described at once: a wide fan-out (max_concurrency 1000, batches of 1) runs a thousand.
+_BATCH_LOOKS = 16
+
+
+async def batch_activities(client: Client, batch_ids: list[str]) -> dict[str, list[PendingActivityInfo]]:
+    """Each running batch's pending activities, its items' calls (a batch closed meanwhile is
+    left out). The Supervisor's look and the task client's retry and compensate all read a
+    fan-out's items so, as ``pauses.is_paused`` says which of them are paused."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    slots = asyncio.Semaphore(_BATCH_LOOKS)
+
+    async def one(batch_id: str) -> list[PendingActivityInfo] | None:
+        async with slots:
+            try:
+                described = await client.get_workflow_handle(batch_id).describe()
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return None
+                raise
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        return list(described.raw_description.pending_activities)
+
+    found = await asyncio.gather(*(one(b) for b in batch_ids))
+    return {b: items for b, items in zip(batch_ids, found, strict=True) if items is not None}

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import ceil
 from typing import Any
 
-from sas.task_models.fanout import FanOutItem, ItemOutcome, ItemState
+from sas.task_models.fanout import ITEM_STATES, FanOutItem, ItemOutcome, ItemState, describe_counts
+from sas.task_models.steps import StepPolicyValues
 from sas.task_types.definitions import Tolerance, item_key_problem
-
-# The states an item's row of counts is given in, in the order they are shown.
-ITEM_STATES: tuple[ItemState, ...] = ("processing", "processed", "failed", "compensated", "compensation_failed")
 
 
 def keyed_items(
@@ -49,6 +48,38 @@ def concurrency(max_concurrency: int, batch_size: int) -> tuple[int, int]:
     """(items at once in one batch, batches at once): together never more than ``max_concurrency``."""
     per_batch = min(max_concurrency, batch_size)
     return per_batch, max(1, max_concurrency // per_batch)
+
+
+def attempts_s(policy: StepPolicyValues) -> float:
+    """The longest one item's call may run: every attempt to its complete-by, and the quick
+    retries' waits between them (Temporal's retry policy, ``agents.retry_policy``)."""
+    waits = sum(
+        min(policy.initial_interval_s * policy.backoff**k, policy.max_interval_s)
+        for k in range(policy.max_attempts - 1)
+    )
+    return policy.max_attempts * policy.complete_by_s + waits
+
+
+def run_s(policy: StepPolicyValues, items: int, max_concurrency: int, batch_size: int) -> float:
+    """The longest ``items`` items may run as a fan-out runs them: wave after wave of batches,
+    in each batch ``per_batch`` items at once, each item its ``attempts_s``. A fan-out step's
+    complete-by (and its undo's) is this much after it is written."""
+    if items <= 0:
+        return 0.0
+    per_batch, at_once = concurrency(max_concurrency, batch_size)
+    waves = ceil(ceil(items / batch_size) / at_once)
+    rounds = ceil(min(items, batch_size) / per_batch)
+    return waves * rounds * attempts_s(policy)
+
+
+def tolerated_undo_s(
+    policy: StepPolicyValues, allowed: int, max_concurrency: int, batch_size: int, rounds: int
+) -> float:
+    """The longest the undo of the failed items a fan-out tolerates may run while the task goes
+    on: ``rounds`` tries of at most ``allowed`` items, 2 s, 4 s... apart."""
+    if allowed <= 0:
+        return 0.0
+    return rounds * run_s(policy, allowed, max_concurrency, batch_size) + sum(2**r for r in range(1, rounds))
 
 
 @dataclass
@@ -106,9 +137,7 @@ class FanOutTally:
 
     def describe(self) -> str:
         """One line for the step's note: ``40 items: 37 processed, 3 compensated (3 tolerated)``."""
-        counts = self.counts()
-        parts = [f"{n} {state.replace('_', ' ')}" for state, n in counts.items() if state not in ("items", "tolerated")]
-        return f"{self.total} items: {', '.join(parts) or 'none started'} ({self.allowed} may fail)"
+        return describe_counts(self.counts())
 
     def first_errors(self, limit: int = 3) -> str:
         return "; ".join(f"{k}: {e}" for k, e in list(self.errors.items())[:limit])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -33,7 +33,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from sas.task_models.seals import FOREIGN_RESULT
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
-    from sas.workflows.core.fanout import FanOutTally, batches, concurrency, keyed_items
+    from sas.workflows.core.fanout import (
+        FanOutTally,
+        batches,
+        concurrency,
+        keyed_items,
+        run_s,
+        tolerated_undo_s,
+    )
     from sas.workflows.definitions import ForEach, StepContext, TaskDefinition
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.task_run import TaskRun
@@ -106,19 +113,31 @@ class FanOut:
         cut = batches(keyed, step.batch_size)
         self._show(status, tally)
         self.run.event(f"{name}: {len(keyed)} items in {len(cut)} batches, {step.max_concurrency} at once at most")
-        # No complete-by: the step runs as long as its batches; each item's call has its own.
-        await records.mirror([records.transition(status, task_state=core.status.state, note=status.note)])
+        # Its complete-by: as long as its items may run, wave after wave, and its tolerated
+        # failures' undo, so that a fan-out that overruns it is seen as any step that overruns.
+        deadline = self._deadline(name, step, tally, len(keyed))
+        await records.mirror(
+            [records.transition(status, task_state=core.status.state, note=status.note, complete_by=deadline)]
+        )
         for start in range(0, len(cut), at_once):
             if core.compensating or tally.past_tolerance():
                 break  # what has begun is undone; the batches not begun never are
             wave = cut[start : start + at_once]
             for items in wave:
                 tally.begin(items)
+            # The wave's items shown processing while it runs (`sas status` adds those its
+            # batches have answered so far): current details and a query, no event.
+            self._show(status, tally)
             await self._wave(name, wave, start, per_batch, tally)
             self._show(status, tally)
-            # The counts in the mirror too, once a wave: `sas show` reads them there.
+            # The counts in the mirror too, once a wave: `sas show` reads them there; and the
+            # complete-by of the waves still to run.
             records.advance()
-            await records.mirror([records.transition(status, note=status.note, result=status.result)])
+            left = sum(len(b) for b in cut[start + at_once :])
+            deadline = self._deadline(name, step, tally, left)
+            await records.mirror(
+                [records.transition(status, note=status.note, result=status.result, complete_by=deadline)]
+            )
         if core.compensating:
             return  # undone with the other steps
         if not tally.past_tolerance() and tally.failed():
@@ -154,7 +173,12 @@ class FanOut:
             records.advance()
             self.run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
             status.note = f"undoing {len(tally.to_undo())} items: " + tally.describe()
-            await records.mirror([records.transition(status, task_state=TaskState.COMPENSATING, note=status.note)])
+            # As long as its items' undo may run: an undo that overruns it is seen as any other.
+            undo_s = run_s(self.run.compensation_policy, len(tally.to_undo()), step.max_concurrency, step.batch_size)
+            until = workflow.now() + timedelta(seconds=max(undo_s, self.run.compensation_policy.complete_by_s))
+            await records.mirror(
+                [records.transition(status, task_state=TaskState.COMPENSATING, note=status.note, complete_by=until)]
+            )
             per_batch, _ = concurrency(step.max_concurrency, step.batch_size)
             await self._undo_items(name, tally, tally.to_undo(), per_batch, plan)
             self._show(status, tally)
@@ -177,6 +201,23 @@ class FanOut:
             await self.decisions.wait_for(name, compensating=True)
 
     # ------------------------------------------------------------ the parts
+
+    def _deadline(self, name: str, step: ForEach, tally: FanOutTally, left: int) -> datetime:
+        """When the fan-out's forward overruns: ``left`` items still to run (``run_s``), then the
+        undo of the failures it tolerates; at least one item's complete-by from now."""
+        plan = self.run.plans[name]
+        policy = plan.resolved_policy
+        forward = run_s(policy, left, step.max_concurrency, step.batch_size)
+        undo = 0.0
+        if plan.compensation is not None:
+            undo = tolerated_undo_s(
+                self.run.compensation_policy,
+                tally.allowed,
+                step.max_concurrency,
+                step.batch_size,
+                _TOLERATED_UNDO_ROUNDS,
+            )
+        return workflow.now() + timedelta(seconds=max(forward + undo, policy.complete_by_s))
 
     def _keyed(self, step: ForEach) -> list[FanOutItem] | str:
         try:
