@@ -5,6 +5,9 @@
 - gone from Temporal (history expired, namespace reset): one alert, nothing undone on the
   mirror's word;
 - running but stuck, its workflow task failing again and again: one alert;
+- running with a step's activity, or a fan-out item's in one of its batches, paused with
+  Temporal's own tools: the step is parked as Error with its alert (``outside_pauses``), the
+  only way a fan-out's paused item is seen before its step's complete-by;
 - completed: its rows are reconciled with what Temporal says;
 
 and tasks the mirror says are finished whose steps are still open (a write lost while the
@@ -32,11 +35,13 @@ from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
 from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.outbox import Outbox
+from sas.supervisor.outside_pauses import outside_pauses_in
 from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_finished, reconcile_task
 from sas.supervisor.resets import ResetFollower
 from sas.supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
 from sas.task_models.ids import cleanup_workflow_id
+from sas.task_models.pauses import is_paused
 from sas.workflows.cleanup import UNDO_STATES
 
 
@@ -125,6 +130,10 @@ class OrphanActivities(OrphanDefs):
             return None
         if view.status == "running" and view.description is not None:
             await self._check_stuck(task, view.description, now)
+            if view.batches or any(is_paused(a) for a in view.activities):
+                async with self._sessions() as session:
+                    record = await get_task(session, task.task_id)
+                await outside_pauses_in(self._sessions, view, record.steps if record else [], now)
         return view.how if view.status == "closed" else None
 
     async def _past_pivot(self, task: TaskRow, closed: str, now: datetime) -> bool:

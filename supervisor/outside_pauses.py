@@ -7,6 +7,12 @@ the Supervisor finds a step whose activity Temporal shows paused while its row d
 Error, it marks the row (and its task) Error, as ``sas park`` would, so ``sas list --state
 error`` and ``sas show`` list it, and raises one alert naming who paused it and why, and what
 to do: ``sas retry`` unpauses it (attempts reset), ``sas compensate`` undoes the task.
+
+A fan-out step's items run in its batch child workflows: a paused item holds its batch, and the
+batch its step, so the item's pause parks the step as a step's own would. The Supervisor sees
+it when the step overruns its complete-by (the look describes the task's running batches,
+``temporal_view.look``), and sooner at the orphan check of a quiet task
+(``outside_pauses_in``), which looks at every running step's activities, the batches' too.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from sas.state_store.mirror import mark_step
 from sas.state_store.rows import StepRow
 from sas.supervisor.alert_rows import log_alert, raise_in
 from sas.supervisor.models import AlertSpec
+from sas.supervisor.temporal_view import TemporalView
 from sas.task_models import StepState, TaskState
 
 PAUSED = (
@@ -34,20 +41,46 @@ def paused_outside_sas(step: StepRow, pending: PendingActivityInfo | None) -> bo
     return pending is not None and pending.state in PAUSED and step.state != StepState.ERROR
 
 
+async def outside_pauses_in(
+    sessions: async_sessionmaker[AsyncSession], view: TemporalView, steps: list[StepRow], now: datetime
+) -> int:
+    """Park each running step whose activity (or fan-out item) ``view`` shows paused outside sas;
+    how many were."""
+    found = 0
+    for step in steps:
+        if step.state not in (StepState.PROCESSING, StepState.COMPENSATING):
+            continue
+        pending = view.activity_for((step.agent, step.compensation))
+        if pending is not None and paused_outside_sas(step, pending):
+            await record_outside_pause(sessions, step, step.version, pending, now, batch=view.batch_of(pending))
+            found += 1
+    return found
+
+
 async def record_outside_pause(
-    sessions: async_sessionmaker[AsyncSession], step: StepRow, version: int, pending: PendingActivityInfo, now: datetime
+    sessions: async_sessionmaker[AsyncSession],
+    step: StepRow,
+    version: int,
+    pending: PendingActivityInfo,
+    now: datetime,
+    *,
+    batch: str | None = None,
 ) -> None:
-    """Mark the paused step's row and task Error (if the row is still as read) and alert once, together."""
+    """Mark the paused step's row and task Error (if the row is still as read) and alert once,
+    together. ``batch``: the fan-out batch whose item the activity is, if the look knows it."""
     who, why = "someone", ""
     if pending.HasField("pause_info") and pending.pause_info.HasField("manual"):
         who = pending.pause_info.manual.identity or who
         why = pending.pause_info.manual.reason
     what = "undo" if step.state == StepState.COMPENSATING else "step"
+    activity = f"activity {pending.activity_type.name}"
+    if batch is not None:
+        activity = f"item {activity} (activity {pending.activity_id} of its batch {batch})"
     spec = AlertSpec(
         severity="warning",
         kind="paused_outside_sas",
         message=(
-            f"task {step.task_id}: {what} {step.name}'s activity {pending.activity_type.name} was paused in Temporal "
+            f"task {step.task_id}: {what} {step.name}'s {activity} was paused in Temporal "
             f"by {who}" + (f" ({why})" if why else "") + ", not with `sas park`; it is listed as parked (Error)"
         ),
         suggested_action=(

@@ -5,6 +5,10 @@ workers that are down), so before the Supervisor retries, compensates or parks a
 asks Temporal about that task's workflow. A finished workflow is never the subject of a
 decision; a step that only waits for a worker is not overdue; a decision the workflow
 has not yet taken in (no worker to run its workflow task) is not followed by another.
+
+A fan-out step's Agents run in its batch child workflows, not in the task's own: the look
+describes each batch the task's workflow shows running, so a fan-out item is looked at (paused,
+waiting for a worker, within its time) as a step's own activity is.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from sas.task_models.fanout import batch_activities, running_batches
 from sas.task_models.pauses import is_paused
 
 Status = Literal["running", "completed", "closed", "gone"]
@@ -50,10 +55,23 @@ class TemporalView:
     workflow_task_attempt: int = 0
     workflow_task_scheduled: datetime | None = None
     activities: list[PendingActivityInfo] = field(default_factory=list)
+    # Each running fan-out batch (its workflow id) and its items' pending activities.
+    batches: dict[str, list[PendingActivityInfo]] = field(default_factory=dict)
 
     def activity_for(self, names: tuple[str | None, ...]) -> PendingActivityInfo | None:
-        """The pending activity running one of ``names`` (a step's Agent or its undo)."""
-        return next((a for a in self.activities if a.activity_type.name in names), None)
+        """The pending activity running one of ``names`` (a step's Agent or its undo), the task's
+        own or a fan-out item's in one of its batches; a paused one first, since one paused item
+        holds its whole step however many others run within their time."""
+        found = [a for a in self.all_activities() if a.activity_type.name in names]
+        return next((a for a in found if is_paused(a)), None) or next(iter(found), None)
+
+    def all_activities(self) -> list[PendingActivityInfo]:
+        """The task's own pending activities, then its batches' items'."""
+        return [*self.activities, *(a for items in self.batches.values() for a in items)]
+
+    def batch_of(self, pending: PendingActivityInfo) -> str | None:
+        """The fan-out batch that runs ``pending`` (this view's own object), or None: the task's own."""
+        return next((b for b, items in self.batches.items() if any(a is pending for a in items)), None)
 
 
 async def look(client: Client, task_id: str, chain_id: str | None, run_id: str | None) -> TemporalView:
@@ -84,6 +102,8 @@ async def look(client: Client, task_id: str, chain_id: str | None, run_id: str |
         if task.HasField("scheduled_time"):
             view.workflow_task_scheduled = task.scheduled_time.ToDatetime(tzinfo=UTC)
     view.activities = list(raw.pending_activities)
+    if view.status == "running":
+        view.batches = await batch_activities(client, running_batches(raw))
     return view
 
 
