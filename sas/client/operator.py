@@ -144,7 +144,16 @@ async def compensate(client: Client, task_id: str, by: str, reason: str, force: 
         if not reason:
             raise InvalidInput("force needs a reason, for the audit log", field="reason")
         fields["force"] = True
-    return (await request(client, task_id, "request_compensate", operator_request(**fields))).message
+    answers = await answering_workflow(client, task_id)
+    message = (await send(client, answers, "request_compensate", operator_request(**fields))).message
+    # A fan-out item paused in its batch would keep the batch, and so the undo, waiting for ever.
+    # Unpaused only now that the task is compensating: its batches are told to start no more
+    # items, the item's call is sent again under its own key and its undo follows with the rest.
+    items = await parking.paused_items(client, answers)
+    if items:
+        count = await parking.unpause_items(client, items, by)
+        message += f"; {count} paused fan-out items unpaused so that their batches end"
+    return message
 
 
 async def resubmit(client: Client, store: StateStore, task_id: str, by: str, reason: str) -> tuple[str, int | None]:

@@ -20,6 +20,13 @@ Two cases, by what Temporal shows:
 Each park and un-park is audited. Both work from the one describe of the workflow that answers
 for the task (``answering.py``); only the confirmation that Temporal took a pause or an unpause
 in describes it again.
+
+A fan-out step's items run in its batch child workflows: an item paused there (``temporal
+activity pause`` on the batch; the Supervisor lists its step as parked) holds its batch, and the
+batch its step. ``sas retry`` unpauses every paused item of the task's running batches (attempts
+reset), and ``sas compensate`` does too once the task has taken the request in (``operator.py``):
+an item left paused would keep its batch, and so the undo, waiting for ever. The batches are
+described only when the task's workflow shows some running.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from sas.client.errors import InvalidInput, NotApplicable, NotConfirmed, TaskNot
 from sas.client.store import StateStore
 from sas.state_store.rows import StepRow
 from sas.task_models import StepState, TaskState
+from sas.task_models.fanout import batch_activities, running_batches
 from sas.task_models.pauses import is_paused
 
 _WAITING = (StepState.FAILED, StepState.COMPENSATION_FAILED)
@@ -186,7 +194,9 @@ async def _park_running(
             )
         )
         # The mirror follows Temporal: write it only once Temporal shows the pause.
-        if not await _paused_now(client, target, activity.activity_id, want=True, within_s=confirm_within_s):
+        if not await _paused_now(
+            client, target.workflow_id, target.run_id, activity.activity_id, want=True, within_s=confirm_within_s
+        ):
             raise NotConfirmed(
                 f"{target.task_id}: Temporal did not confirm the pause", f"see `sas status {target.task_id}`"
             )
@@ -209,9 +219,12 @@ async def unpark(
     mark the row running again. None if the workflow that answers for the task (as ``answers``
     described it) has no paused activity: the Scheduler's ``request_retry`` handles every other case."""
     task_id, described = answers.task_id, answers.described
-    # Temporal first, and only: a task with no paused activity needs nothing from the state store here.
-    if described is None or not any(is_paused(a) for a in described.raw_description.pending_activities):
+    if described is None:
         return None
+    # Temporal first, and only: a task with no paused activity needs nothing from the state store here.
+    if not any(is_paused(a) for a in described.raw_description.pending_activities):
+        items = await paused_items(client, answers)
+        return await _unpause_items(client, store, answers, items, step, by, reason) if items else None
     try:
         target = await _find(store, answers, step)
     except (TaskNotFound, NotApplicable, InvalidInput):
@@ -229,7 +242,7 @@ async def unpark(
                 reset_attempts=True,
             )
         )
-        if not await _paused_now(client, target, activity.activity_id, want=False):
+        if not await _paused_now(client, target.workflow_id, target.run_id, activity.activity_id, want=False):
             raise NotConfirmed(f"{task_id}: Temporal did not confirm the unpause", f"see `sas status {task_id}`")
         running = StepState.COMPENSATING if target.undo else StepState.PROCESSING
         rows = await store.session(
@@ -242,12 +255,88 @@ async def unpark(
     return f"retrying {target.step}: its activity is unpaused in Temporal"
 
 
-async def _paused_now(client: Client, target: Target, activity_id: str, want: bool, within_s: float = 10.0) -> bool:
+async def paused_items(client: Client, answers: Answering) -> dict[str, list[PendingActivityInfo]]:
+    """The paused fan-out items of the task's running batches, by batch (as ``answers`` described
+    the workflow that answers for the task, a Scheduler or a clean-up: both start batches)."""
+    described = answers.described
+    ids = running_batches(described.raw_description) if described is not None else []
+    if not ids:
+        return {}
+    found = await batch_activities(client, ids)
+    paused = {batch: [a for a in items if is_paused(a)] for batch, items in found.items()}
+    return {batch: items for batch, items in paused.items() if items}
+
+
+async def unpause_items(client: Client, items: dict[str, list[PendingActivityInfo]], by: str) -> int:
+    """Unpause each paused item (attempts reset), and wait until Temporal shows it; how many."""
+    for batch, activities in items.items():
+        for activity in activities:
+            await client.workflow_service.unpause_activity(
+                UnpauseActivityRequest(
+                    namespace=client.namespace,
+                    execution=WorkflowExecution(workflow_id=batch),
+                    identity=by,
+                    id=activity.activity_id,
+                    reset_attempts=True,
+                )
+            )
+    for batch, activities in items.items():
+        for activity in activities:
+            if not await _paused_now(client, batch, None, activity.activity_id, want=False):
+                raise NotConfirmed(
+                    f"Temporal did not confirm the unpause of activity {activity.activity_id} of {batch}",
+                    f"`temporal activity unpause --workflow-id {batch} --activity-id {activity.activity_id}`",
+                )
+    return sum(len(a) for a in items.values())
+
+
+async def _unpause_items(
+    client: Client,
+    store: StateStore,
+    answers: Answering,
+    items: dict[str, list[PendingActivityInfo]],
+    step: str | None,
+    by: str,
+    reason: str,
+) -> str | None:
+    """``sas retry`` of a fan-out held by its paused items: unpause them, and mark the step's row
+    running again if it was listed as parked. None if no step of the task runs their Agent."""
+    from sas.state_store.queries import get_task
+
+    task_id = answers.task_id
+    names = {a.activity_type.name for activities in items.values() for a in activities}
+    record = await store.read(lambda s: get_task(s, task_id))
+    rows = [r for r in (record.steps if record else []) if names & {r.agent, r.compensation} and step in (None, r.name)]
+    if not rows:
+        return None
+    row = rows[0]
+    undo = row.compensation in names and row.agent not in names
+    target = Target(
+        task_id, answers.workflow_id, "", row.name, row.state, row.version, row.agent, row.compensation, None
+    )
+    async with audit.audited(store, task_id, "retry", by, reason, step=row.name) as entry:
+        count = await unpause_items(client, items, by)
+        running = StepState.COMPENSATING if undo else StepState.PROCESSING
+        marked = await store.session(
+            lambda s: _mark(s, target, to_step=running, to_task=TaskState(running), seen=StepState.ERROR)
+        )
+        changed = (
+            f"{row.name} {row.state} -> {running}: {count} fan-out items unpaused in their batches, attempts reset"
+        )
+        if row.state == StepState.ERROR and not marked:
+            changed += "; the mirror had moved on and was left as it is"
+        entry.changed = changed
+    return f"retrying {row.name}: {count} paused items unpaused in Temporal"
+
+
+async def _paused_now(
+    client: Client, workflow_id: str, run_id: str | None, activity_id: str, want: bool, within_s: float = 10.0
+) -> bool:
     """Whether Temporal shows the activity paused (``want`` True) or not, within ``within_s``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
     while True:
-        described = await client.get_workflow_handle(target.workflow_id, run_id=target.run_id).describe()
+        described = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
         found = next((a for a in described.raw_description.pending_activities if a.activity_id == activity_id), None)
         if found is None:
             return not want  # it ended meanwhile: nothing left paused
