@@ -25,6 +25,7 @@ COMMAND_MODULES: dict[str, str] = {
     "resubmit": "resubmit_cmd",
     "compensate": "compensate_cmd",
     "park": "park_cmd",
+    "complete": "complete_cmd",
     "approve": "approve_reject_cmd",
     "reject": "approve_reject_cmd",
     "up": "up_demo_cmd",

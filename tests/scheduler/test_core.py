@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState, TaskStatus
 from sas.workflows.core.machine import PlanStep, TaskCore
-from sas.workflows.core.requests import compensate_problem, park_problem, retry_problem, target_step
+from sas.workflows.core.requests import compensate_problem, complete_problem, park_problem, retry_problem, target_step
 
 NAMES = ["a", "b", "c", "d", "e", "f"]
 
@@ -172,3 +172,30 @@ def test_once_undoing_began_a_retry_names_only_an_undo_never_a_failed_forward_st
     core.record_failure("a", StepState.COMPENSATION_FAILED, "down", "RemoteTransient", False)
     assert retry_problem(core, OperatorRequest(by="ops")) is None
     assert target_step(core, None, undo=True).name == "a"
+
+
+def test_a_step_is_completed_by_hand_only_going_forward_and_past_the_pivot_only_forced() -> None:
+    plan = [
+        PlanStep("a", 0, 0, pivot="pivot"),
+        PlanStep("b", 1, 1, pivot="forward_only"),
+        PlanStep("w", 2, 2, wait=True),
+    ]
+    status = TaskStatus(
+        task_id="t",
+        task_type="x",
+        state=TaskState.PROCESSING,
+        steps=[StepStatus(name=p.name, position=p.position) for p in plan],
+    )
+    core = TaskCore(status, plan, accepted=True)
+    core.start("a")
+    core.done("a")
+    core.start("b")
+    core.record_failure("b", StepState.FAILED, "no", "Refused", True)
+    asked = OperatorRequest(step="b", by="ops", reason="issued at the desk")
+    assert "past the point of no return" in str(complete_problem(core, asked))
+    assert complete_problem(core, asked.model_copy(update={"force": True})) is None
+    assert complete_problem(core, OperatorRequest(step="a", by="ops", reason="x")) == (
+        "step a is Processed; the step waiting for a decision is b"
+    )
+    core.begin_compensation(OperatorRequest(by="ops", reason="customer called"))
+    assert "the task is compensating" in str(complete_problem(core, asked.model_copy(update={"force": True})))

@@ -24,7 +24,7 @@ from sas.task_models import OperatorRequest, PivotRole, StepState, StepStatus, T
 
 # A step in one of these states waits for a decision (the Supervisor's or an operator's).
 DECISION_STATES = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
-RequestKind = Literal["retry", "compensate", "park"]
+RequestKind = Literal["retry", "compensate", "park", "complete"]
 
 
 @dataclass(frozen=True)

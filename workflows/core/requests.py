@@ -139,6 +139,28 @@ def park_problem(core: TaskCore, request: OperatorRequest) -> str | None:
     return _stale(request, target)
 
 
+def complete_problem(core: TaskCore, request: OperatorRequest) -> str | None:
+    """Why completing a step by hand (an operator made its call some other way) does not apply
+    now: only a forward step waiting for a decision, never a wait, never while undoing, and past
+    the pivot only when forced with a reason."""
+    problem = _common(core, request.step)
+    if problem:
+        return problem
+    if core.compensating:
+        return "the task is compensating: a step is completed by hand only while the task goes forward"
+    target = _target(core, request.step, _deciding(core), "a decision")
+    if isinstance(target, str):
+        return target
+    if core.planned(target.name).wait:
+        return f"step {target.name} is a wait: approve or reject it"
+    if core.has_request(target.name):
+        return f"a decision for {target.name} is already being applied"
+    past = core.past_pivot()
+    if past is not None and not request.force:
+        return f"past the point of no return: {past}; to complete {target.name} by hand anyway: --force --reason WHY"
+    return None
+
+
 def approval_problem(core: TaskCore, approval: Approval, waiting_for: str) -> str | None:
     """Why an approval (or a rejection) does not apply: the step it names must be a wait step
     that is waiting now for this very signal."""

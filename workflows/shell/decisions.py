@@ -5,12 +5,15 @@ the clean-up alike. Also where undoing begins, whoever asked for it."""
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState
+    from sas.task_models.repairs import COMPLETED_BY_HAND
+    from sas.task_models.text import bounded
     from sas.workflows.core.machine import RequestKind
     from sas.workflows.core.requests import target_step
     from sas.workflows.shell.task_run import AUDIT_EVERY_REQUEST, TaskRun
@@ -20,6 +23,8 @@ with workflow.unsafe.imports_passed_through():
 # counts the step's overruns of its complete-by.
 IGNORED_REQUEST_COUNTS_ONLY_OVERRUNS = "ignored-request-counts-only-overruns"
 _OVERRUN_STATES = (StepState.PROCESSING, StepState.COMPENSATING)
+# How much of a result completed by hand the audit entry quotes.
+_MAX_SHOWN = 1000
 
 
 class Decisions:
@@ -27,8 +32,11 @@ class Decisions:
 
     def __init__(self, run: TaskRun) -> None:
         self.run = run
+        # Step name -> the result an operator completed it with (``request_complete``), checked
+        # against the step's result model, until the step takes it.
+        self.completions: dict[str, dict[str, Any]] = {}
 
-    async def wait_for(self, name: str, *, compensating: bool) -> Literal["retry", "compensate"]:
+    async def wait_for(self, name: str, *, compensating: bool) -> Literal["retry", "compensate", "complete"]:
         """Wait for the Supervisor or an operator to decide about a step that failed (or whose
         undo failed). Parking leaves it waiting, as Error, for an operator."""
         run = self.run
@@ -57,6 +65,11 @@ class Decisions:
             core.status.needs_operator = False
             run.publish()
             run.event(f"{name}: {kind} by {request.by}" + (f": {request.reason}" if request.reason else ""))
+            if kind == "complete":
+                result = json.dumps(self.completions.get(name, {}), sort_keys=True)
+                changed = f"{name} ({step.state}) completed by hand with {bounded(result, _MAX_SHOWN)}"
+                await records.audit(COMPLETED_BY_HAND, name, request, changed)
+                return "complete"
             if request.reset_failure_count:
                 changed = f"FailureCount {step.failure_count} -> 0; {name} retried"
                 step.failure_count = 0

@@ -169,7 +169,11 @@ class StepRunner:
         completes = core.stages()[-1] == [name]
         # Resumed after a refused cancellation while the step waited for a decision: it still does.
         resumed = core.step(name).state in DECISION_STATES
-        if resumed and await self.decisions.wait_for(name, compensating=False) == "compensate":
+        decided = await self.decisions.wait_for(name, compensating=False) if resumed else "retry"
+        if decided == "compensate":
+            return
+        if decided == "complete":
+            await self._completed_by_hand(plan, name)
             return
         queue = plan.task_queue  # a held attempt starts again on its service's own (held_by_service)
         while not core.compensating:
@@ -220,8 +224,27 @@ class StepRunner:
                 await run.record_failure(name, StepState.FAILED, err)
             finally:
                 run.inflight.pop(name, None)
-            if await self.decisions.wait_for(name, compensating=False) == "compensate":
+            decided = await self.decisions.wait_for(name, compensating=False)
+            if decided == "compensate":
                 return
+            if decided == "complete":
+                await self._completed_by_hand(plan, name)
+                return
+
+    async def _completed_by_hand(self, plan: StepPlan, name: str) -> None:
+        """The step done with the result an operator gave (``request_complete``): kept like an
+        Agent's, and written to the mirror here, since no Agent wrote it."""
+        run = self.run
+        core, records = run.core, run.records
+        step = core.step(name)
+        self._keep_result(plan, step, StepResult(data=self.decisions.completions.pop(name)))
+        records.advance()
+        task_state = core.done(name)
+        step.note = "completed by hand"
+        run.publish()
+        run.notify("step_completed", name)
+        done = task_state if task_state == TaskState.PROCESSED else None
+        await records.mirror([records.transition(step, task_state=done, note=step.note, result=step.result)])
 
     def _keep_result(self, plan: StepPlan, step: StepStatus, done: StepResult) -> None:
         """Keep a forward result for the later steps and the undo; show it without its secrets."""

@@ -11,14 +11,19 @@ follows from one that does, in ``shell/decisions.py``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorAnswer, OperatorRequest, StepState, TaskStatus
+    from sas.task_models.activity_defs import agent_result
+    from sas.task_models.repairs import StepCompletion
     from sas.task_models.text import MAX_EVENT_TEXT, bounded
-    from sas.workflows.core.requests import compensate_problem, park_problem, retry_problem
+    from sas.workflows.core.requests import compensate_problem, complete_problem, park_problem, retry_problem
+    from sas.workflows.definitions import StepDefinition
     from sas.workflows.inputs import decode, short
     from sas.workflows.shell.decisions import Decisions
     from sas.workflows.shell.task_run import TaskRun
@@ -111,6 +116,57 @@ class OperatorHandlers:
         problem = compensate_problem(self.task.core, request)
         if problem:
             raise ValueError(problem)
+
+    @workflow.update(name="request_complete")
+    def request_complete(self, completion: StepCompletion) -> OperatorAnswer:
+        """Complete a step waiting for a decision by hand, with the result its service would
+        have answered (an operator made the call some other way); audited, then the task goes on."""
+        self.decisions.completions[completion.step] = self._checked_result(completion)
+        step = self.decisions.queue("complete", completion.request())
+        return OperatorAnswer(message=f"completing step {step.name} by hand", task_state=self.task.core.status.state)
+
+    @request_complete.validator
+    def _validate_complete(self, completion: StepCompletion) -> None:
+        problem = self._complete_problem(completion)
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.query(name="check_complete")
+    def check_complete(self, completion: StepCompletion) -> str:
+        """A dry run of ``request_complete``: why it would be refused, or "" if it would apply
+        (a query: nothing is recorded, nothing changes)."""
+        return self._complete_problem(completion) or ""
+
+    def _complete_problem(self, completion: StepCompletion) -> str | None:
+        problem = complete_problem(self.task.core, completion.request())
+        if problem:
+            return problem
+        definition = getattr(self, "definition", None)
+        if definition is None:
+            return "a clean-up only undoes: nothing in it is completed by hand"
+        declared = definition.step(completion.step)
+        if not isinstance(declared, StepDefinition):
+            return (
+                f"step {completion.step} is a {type(declared).__name__}, not a call: only a call is completed by hand"
+            )
+        try:
+            self._checked_result(completion)
+        except ValueError as err:
+            return str(err)
+        return None
+
+    def _checked_result(self, completion: StepCompletion) -> dict[str, Any]:
+        """The result as the step's result model reads it (its Agent's declared one)."""
+        model = agent_result(self.task.plans[completion.step].agent)
+        if model is None:
+            return dict(completion.result)
+        try:
+            return model.model_validate(completion.result).model_dump(mode="json")
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3]
+            )
+            raise ValueError(f"not a {model.__name__}: {problems}") from None
 
     @workflow.query(name="status")
     def status(self) -> TaskStatus:

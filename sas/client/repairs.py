@@ -1,0 +1,48 @@
+"""An operator's repairs of one task, sent to its Scheduler: a step completed by hand.
+
+Each is an update the Scheduler validates (``request_complete``, ``workflows/shell/operator.py``)
+and audits; a dry run asks the same checks through a query (``check_complete``), which Temporal
+records nowhere, so it changes nothing. Never a write to the mirror."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound
+from sas.client.operator import update
+from sas.task_models import OperatorAnswer
+from sas.task_models.repairs import StepCompletion
+
+
+def completion(step: str, result: Mapping[str, Any], by: str, reason: str, *, force: bool = False) -> StepCompletion:
+    """The completion as the Scheduler takes it; InvalidInput naming what is wrong."""
+    if not reason.strip():
+        raise InvalidInput("completing a step by hand needs a reason (--reason): it is kept in the audit log")
+    try:
+        return StepCompletion(step=step, result=dict(result), by=by, reason=reason, force=force)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
+        raise InvalidInput(f"cannot complete step {step!r} by hand: {problems}") from None
+
+
+async def complete_step(client: Client, task_id: str, done: StepCompletion, *, dry_run: bool = False) -> str:
+    """Complete ``done.step`` of the task by hand, or (``dry_run``) say what would be done.
+
+    Returns what was (or would be) done; NotApplicable saying why the Scheduler refuses."""
+    if not dry_run:
+        answer: OperatorAnswer = await update(client, task_id, "request_complete", done)
+        return answer.message
+    try:
+        problem = await client.get_workflow_handle(task_id).query("check_complete", done, result_type=str)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`") from None
+        raise
+    if problem:
+        raise NotApplicable(f"{task_id}: would be rejected: {problem}", f"see `sas status {task_id}`")
+    return f"would complete step {done.step} by hand (dry run: nothing changed)"

@@ -1,0 +1,47 @@
+"""An operator's repairs of a task, as the Scheduler takes them: a step completed by hand.
+
+A step whose call an operator made some other way (the payment taken over the phone) is
+completed with the result the service would have answered, which the Scheduler checks against
+the step's result model and keeps like any result: the steps after it read it, and its undo gets
+it. It is the sanctioned form of what ``temporal activity complete`` does, which sas refuses
+(docs/security.md, "Seals"): an update the Scheduler validates, audited, never a write to the
+mirror."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sas.task_models.ids import MAX_STEP_NAME
+from sas.task_models.results import MAX_RESULT_BYTES
+from sas.task_models.status import OperatorRequest
+from sas.task_models.text import UserText
+
+# The audit action of a step completed by hand.
+COMPLETED_BY_HAND = "complete by hand"
+
+
+class StepCompletion(BaseModel):
+    """Payload of the ``request_complete`` update (and the ``check_complete`` query, its dry run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str = Field(min_length=1, max_length=MAX_STEP_NAME, description="The step waiting for a decision.")
+    result: dict[str, Any] = Field(description="What its service would have answered: the step's result model.")
+    by: UserText = Field(default="operator", max_length=200)
+    reason: UserText = Field(min_length=1, max_length=2000, description="Why, in the audit log and the task's story.")
+    force: bool = Field(default=False, description="Past the task's pivot too (with the reason).")
+
+    @field_validator("result")
+    @classmethod
+    def _bounded(cls, result: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(result, ensure_ascii=True, separators=(",", ":"), allow_nan=False))
+        if size > MAX_RESULT_BYTES:
+            raise ValueError(f"a result of {size:,} bytes as JSON; a step's result may be {MAX_RESULT_BYTES:,}")
+        return result
+
+    def request(self) -> OperatorRequest:
+        """The request the core weighs (who, why, which step, forced or not)."""
+        return OperatorRequest(step=self.step, by=self.by, reason=self.reason, force=self.force)
