@@ -37,3 +37,14 @@ def test_the_tolerated_undo_is_tried_three_times_two_and_four_seconds_apart() ->
     undo = StepPolicyValues(complete_by_s=1, max_attempts=1)
     assert tolerated_undo_s(undo, 3, 8, 10, 3) == 3 * 1 + 2 + 4
     assert tolerated_undo_s(undo, 0, 8, 10, 3) == 0
+
+
+def test_the_payroll_of_docs_task_types_has_the_complete_by_it_says() -> None:
+    pay = StepPolicyValues(complete_by_s=10, max_attempts=3, initial_interval_s=0.2, max_interval_s=1)
+    forward = run_s(pay, 30, 8, 10)
+    undo = tolerated_undo_s(StepPolicyValues(), 3, 8, 10, 3)
+    assert (round(forward, 1), round(undo, 1), round(forward + undo)) == (
+        183.6,
+        100.5,
+        284,
+    )  # 3 x 2 x 30.6, 3 x 31.5 + 6
