@@ -4,6 +4,11 @@ service under keys made up for the check, and judged on what the service answere
 A clause that the kit cannot drive the service into says so (``not exercised``) rather than
 pass: the kit does not know a service's business rules, so a refusal needs a body the caller
 says is refused, and a request in flight needs a way to slow one down (:class:`SlowCall`).
+
+A request is asked again while its answer is transient, as the Agent's quick retries do (the
+exchange's rule); one still transient after them ends its clause as not exercised
+(:class:`Unanswered`): the service was not there to answer, which breaks no promise, and sas
+would ask again later too.
 """
 
 from __future__ import annotations
@@ -50,6 +55,27 @@ class SlowCall:
     seconds: float
 
 
+class Unanswered(Exception):
+    """A request whose answers stayed transient through the Agent's quick retries: its clause
+    cannot be judged (not exercised), and is not failed."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer.shown())
+        self.answer = answer
+
+    def detail(self) -> str:
+        attempts = len(self.answer.retried) + 1
+        times = f"after {attempts} attempts" if attempts > 1 else "(not asked again: the whole timeout ran)"
+        return f"not exercised: {self.answer.request} stayed transient {times}: {self.answer.shown()}"
+
+
+def answered(answer: Answer) -> Answer:
+    """``answer``, unless it is still transient after its retries (:class:`Unanswered`)."""
+    if answer.transient:
+        raise Unanswered(answer)
+    return answer
+
+
 SlowForward = Callable[[SlowCall], Awaitable[None]]
 """A hook that makes the service hold the next forward call under a key for a while (through
 the service's fault injection); raises :class:`ServiceCheckError` when it cannot."""
@@ -88,7 +114,7 @@ class Session:
         spec = self.target.forward
         answer = await self._send(spec, self.forward_request(task_id, key, refusing=refusing), key)
         self.seen.append((answer, spec.result))
-        return answer
+        return answered(answer)
 
     async def undo(self, task_id: str, key: str) -> Answer:
         """The undo of ``key``'s forward, sent as sas sends it when the forward's answer is not
@@ -128,7 +154,7 @@ class Session:
         else:
             answer = await self._send(spec, request, f"{key}:undo")
         self.seen.append((answer, spec.result))
-        return answer
+        return answered(answer)
 
     async def _send(self, spec: CallSpec, request: HttpRequest, key: str) -> Answer:
         answer = await self.exchange.send(request, key, spec.result)
@@ -141,7 +167,7 @@ class Session:
         if self.target.forward.result is not None:  # it answers the forward's fields, secrets too
             answer = replace(answer, hidden=secret_fields(self.target.forward.result))
         self.seen.append((answer, None))
-        return answer
+        return answered(answer)
 
     def id_fields(self, answer: Answer) -> list[str]:
         """The fields a lookup's answer is read by: the undo's ``Forward`` fields, else those it
@@ -180,7 +206,11 @@ async def replay(s: Session) -> Judged:
     if not first.ok:
         return Verdict.NOT_EXERCISED, _no_forward(first)
     s.done = (key, first)
-    again = await asyncio.gather(s.forward(task_id, key), s.forward(task_id, key))
+    both = await asyncio.gather(s.forward(task_id, key), s.forward(task_id, key), return_exceptions=True)
+    failed = next((e for e in both if isinstance(e, BaseException)), None)
+    if failed is not None:
+        raise failed
+    again = [a for a in both if isinstance(a, Answer)]
     other = next((a for a in again if not a.ok or a.data != first.data), None)
     if other is not None:
         return Verdict.FAIL, f"a repeat under one key answered {other.shown()}; the first {first.shown()}"
@@ -322,8 +352,14 @@ async def in_flight(s: Session) -> Judged:
     await asyncio.sleep(s.slow_s / 4)
     if sending.done():
         return Verdict.NOT_EXERCISED, f"not exercised: the slowed forward answered at once: {sending.result().shown()}"
-    found = await s.look_up(key)
-    sent = await sending
+    try:
+        found = await s.look_up(key)
+    finally:
+        # Never left running: the forward ends within its own bound, whatever the lookup did.
+        sent_or_not = await asyncio.gather(sending, return_exceptions=True)
+    sent = sent_or_not[0]
+    if isinstance(sent, BaseException):
+        raise sent
     said = s.says(found)
     if said == "in_flight":
         return Verdict.PASS, f"answered {found.shown()} while the forward was served"
@@ -345,7 +381,12 @@ def answers(s: Session) -> Judged:
     successes = sum(1 for a, _ in s.seen if a.ok)
     if not successes:
         return Verdict.NOT_EXERCISED, "not exercised: no call succeeded"
-    return Verdict.PASS, f"{len(s.seen)} answers, {successes} successes, each valid to sas"
+    retried = [a for a, _ in s.seen if a.retried]
+    again = ""
+    if retried:
+        # What a retry met, once: the evidence that the kit asked again, as the Agent would.
+        again = f"; {len(retried)} asked again after a transient answer (first: {retried[0].retried[0]})"
+    return Verdict.PASS, f"{len(s.seen)} answers, {successes} successes, each valid to sas{again}"
 
 
 def _no_forward(answer: Answer) -> str:

@@ -6,10 +6,20 @@ per read: a service that trickles its answer is cut off). Each answer is read by
 function that reads an Agent's (``activities/remote.py``), so the kit calls a success, a
 refusal, a transient fault or garbage exactly what a running task would; the raw status,
 content type and JSON are kept besides, for the clauses that look at the answer's shape.
+
+Where an Agent would ask again, so does the kit: a transient answer (a 5xx, 408, 425, 429, a
+connection refused or reset: an answer lost on its way) is sent again, the same request under the
+same key, with the Agent's quick retries (``StepPolicyValues``: 3 attempts, 0.5 s then 1 s apart,
+by default), each attempt bounded as the first. So a service with faults on is judged on what it
+promises, not on one unlucky answer. Not asked again: an answer cut off at the timeout (each
+request's time stays one timeout, however the service stalls), garbage (the kit is there to
+say a service answers it; the ``answers`` clause does), a refusal, and a lookup's ``in_flight``
+(the in-flight clause judges that answer itself).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -24,6 +34,7 @@ from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, Respons
 # The reading an Agent applies, not a copy of it: the kit must judge an answer as a task would.
 from sas.activities.remote import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, _classify
 from sas.task_models.results import MAX_RESULT_BYTES, secret_fields
+from sas.task_models.steps import StepPolicyValues
 from sas.task_models.strict_json import StrictJsonError, loads_strict
 from sas.task_models.text import bounded
 from sas.task_types.services import HttpRequest
@@ -45,6 +56,9 @@ class Answer:
             ``RemoteRejected``, ``StepVoided``, or ``in_flight`` (a 4xx ``{"error": "in_flight"}``).
         said: sas's message for anything but a success.
         hidden: The answer's fields its result model marks ``Secret``: never shown.
+        overdue: No whole answer came within the timeout (not asked again).
+        retried: What the earlier attempts of this request answered, each transient and shown
+            in one line; empty when the first attempt's answer is this one.
     """
 
     request: str
@@ -54,10 +68,17 @@ class Answer:
     reading: str
     said: str = ""
     hidden: frozenset[str] = frozenset()
+    overdue: bool = False
+    retried: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.reading == SUCCESS
+
+    @property
+    def transient(self) -> bool:
+        """Read by sas as transient: the Agent would ask again (a lookup's in_flight aside)."""
+        return self.reading == TRANSIENT
 
     @property
     def error_code(self) -> str | None:
@@ -84,6 +105,8 @@ class Exchange:
         base_url: The service's base URL.
         headers: Sent with every request (the service's auth header).
         timeout_s: The longest one exchange may take, whole: sending, and reading the answer.
+        retry: The quick retries of a transient answer, as the Agent's (attempts, waits);
+            default: a step's default policy. ``max_attempts=1`` asks once.
     """
 
     def __init__(
@@ -92,11 +115,13 @@ class Exchange:
         base_url: str,
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 10.0,
+        retry: StepPolicyValues | None = None,
     ) -> None:
         self._client = client
         self._base = base_url.rstrip("/")
         self._headers = dict(headers or {})
         self._timeout_s = timeout_s
+        self._retry = retry or StepPolicyValues()
 
     async def send(self, request: HttpRequest, key: str, model: type[BaseModel] | None = None) -> Answer:
         """A business call under ``key``, as sas's Agent sends it (``activities/remote.py``: the
@@ -121,6 +146,20 @@ class Exchange:
         )
 
     async def _ask(self, request: str, path: str, **kwargs: Any) -> Answer:
+        """The request, asked again while its answer is transient, as the Agent's quick retries
+        do: the same method, path, body and key each time, each attempt within the timeout."""
+        policy = self._retry
+        wait_s = policy.initial_interval_s
+        earlier: list[str] = []
+        while True:
+            answer = await self._ask_once(request, path, **kwargs)
+            if not answer.transient or answer.overdue or len(earlier) + 1 >= policy.max_attempts:
+                return replace(answer, retried=tuple(earlier)) if earlier else answer
+            earlier.append(answer.shown())
+            await asyncio.sleep(wait_s)
+            wait_s = min(wait_s * policy.backoff, policy.max_interval_s)
+
+    async def _ask_once(self, request: str, path: str, **kwargs: Any) -> Answer:
         try:
             response = await post_capped(
                 self._client, f"{self._base}{path}", SERVICE_RESPONSE_CAP, within_s=self._timeout_s, **kwargs
@@ -130,7 +169,10 @@ class Exchange:
         except httpx.DecodingError as err:
             return Answer(request, None, "", None, GARBAGE, f"{request} answered a body that does not decode: {err}")
         except AnswerOverdue as err:
-            return Answer(request, None, "", None, TRANSIENT, f"{request} {err}")
+            return Answer(request, None, "", None, TRANSIENT, f"{request} {err}", overdue=True)
+        except httpx.TimeoutException as err:
+            said = f"{request}: no answer within {self._timeout_s:g} s ({type(err).__name__})"
+            return Answer(request, None, "", None, TRANSIENT, said, overdue=True)
         except httpx.TransportError as err:
             return Answer(request, None, "", None, TRANSIENT, f"{request}: no answer ({type(err).__name__}: {err})")
         content_type = response.headers.get("content-type", "")

@@ -172,3 +172,23 @@ async def test_a_fault_on_a_repeat_of_a_done_key_never_undoes_its_answer(
     assert after.status_code == 200 and after.content == first.content, after.text
     assert await driver.effects(task, key) == [first.json()[driver.id_field]]
     assert driver.looked_up(await driver.lookup(key)) == first.json()[driver.id_field]
+
+
+async def test_a_rule_for_one_order_comes_before_the_broader_ones(demo: ServiceProcess) -> None:
+    """The kit (and a test) holds one call with a rule for its order: a broader rule added
+    before it, as a chaos mix is, must not take that call instead."""
+    task, key = new_task()
+    async with (
+        httpx.AsyncClient(base_url=demo.url, timeout=30.0) as http,
+        RemoteServicesAdmin(demo.url, admin_token=demo.admin_token) as admin,
+    ):
+        d = Payment(http, admin)
+        broad = await admin.add_fault("payment.*", "transient", match_order_prefix=task)
+        try:
+            await admin.add_fault("payment.charge", "permanent", error="this_order", times=1, match_order_id=task)
+            refused = await d.forward(task, key)
+            assert refused.status_code == 422 and refused.json()["error"] == "this_order", refused.text
+            after = await d.forward(task, key)
+            assert after.status_code == 503, after.text  # the one-order rule spent, the broad one applies
+        finally:
+            await admin.remove_fault(broad)

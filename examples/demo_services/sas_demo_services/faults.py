@@ -124,7 +124,9 @@ class FaultRule:
 
 
 class FaultBook:
-    """The rules of one service process, applied in insertion order.
+    """The rules of one service process: those for one order (``match_order_id``) first, then
+    the others, each in insertion order. A rule for one order is what a test or the kit holds
+    one call with: it must apply to that call whatever chaos the broader rules are making.
 
     Args:
         rng: Source of randomness for ``probability`` (seed it for repeatable chaos).
@@ -174,10 +176,12 @@ class FaultBook:
                 may hit a repeat, as a network or a proxy would: each is read as transient.
 
         Returns:
-            The first matching, non-exhausted rule whose dice roll fires; None if none does.
+            The first matching, non-exhausted rule whose dice roll fires (one order's rules
+            first); None if none does.
             A call it delays ends early when the rule is removed (``FaultRule.lifted``).
         """
-        for rule in self._rules.values():
+        ordered = sorted(self._rules.values(), key=lambda rule: rule.spec.match_order_id is None)
+        for rule in ordered:
             if rule.exhausted or not rule.spec.matches(endpoint, order_id, parcel):
                 continue
             if answered and rule.spec.kind == "permanent":
