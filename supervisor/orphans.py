@@ -5,9 +5,9 @@
 - gone from Temporal (history expired, namespace reset): one alert, nothing undone on the
   mirror's word;
 - running but stuck, its workflow task failing again and again: one alert;
-- running with a step's activity, or a fan-out item's in one of its batches, paused with
-  Temporal's own tools: the step is parked as Error with its alert (``outside_pauses``), the
-  only way a fan-out's paused item is seen before its step's complete-by;
+- running with a fan-out item paused with Temporal's own tools in one of its batches: the step
+  is parked as Error with its alert (``outside_pauses``), seen so before the fan-out's own
+  complete-by (which may be long) has passed;
 - completed: its rows are reconciled with what Temporal says;
 
 and tasks the mirror says are finished whose steps are still open (a write lost while the
@@ -130,7 +130,7 @@ class OrphanActivities(OrphanDefs):
             return None
         if view.status == "running" and view.description is not None:
             await self._check_stuck(task, view.description, now)
-            if view.batches or any(is_paused(a) for a in view.activities):
+            if any(is_paused(a) for items in view.batches.values() for a in items):
                 async with self._sessions() as session:
                     record = await get_task(session, task.task_id)
                 await outside_pauses_in(self._sessions, view, record.steps if record else [], now)

@@ -12,7 +12,7 @@ A fan-out step's items run in its batch child workflows: a paused item holds its
 batch its step, so the item's pause parks the step as a step's own would. The Supervisor sees
 it when the step overruns its complete-by (the look describes the task's running batches,
 ``temporal_view.look``), and sooner at the orphan check of a quiet task
-(``outside_pauses_in``), which looks at every running step's activities, the batches' too.
+(``outside_pauses_in``), which looks at the items of its running batches.
 """
 
 from __future__ import annotations
@@ -44,15 +44,18 @@ def paused_outside_sas(step: StepRow, pending: PendingActivityInfo | None) -> bo
 async def outside_pauses_in(
     sessions: async_sessionmaker[AsyncSession], view: TemporalView, steps: list[StepRow], now: datetime
 ) -> int:
-    """Park each running step whose activity (or fan-out item) ``view`` shows paused outside sas;
-    how many were."""
+    """Park each running fan-out step whose item ``view`` shows paused in one of its batches;
+    how many were. A step's own paused activity is left to the look before a decision (its
+    complete-by is one attempt's): ``sas park`` pauses it too, and marks the row only once
+    Temporal confirms the pause, which a look here in between would take for an outside one."""
     found = 0
     for step in steps:
         if step.state not in (StepState.PROCESSING, StepState.COMPENSATING):
             continue
         pending = view.activity_for((step.agent, step.compensation))
-        if pending is not None and paused_outside_sas(step, pending):
-            await record_outside_pause(sessions, step, step.version, pending, now, batch=view.batch_of(pending))
+        batch = view.batch_of(pending) if pending is not None else None
+        if pending is not None and batch is not None and paused_outside_sas(step, pending):
+            await record_outside_pause(sessions, step, step.version, pending, now, batch=batch)
             found += 1
     return found
 
