@@ -69,6 +69,11 @@ Groups (each name links to its entry in the docs site's API reference):
   [`TaskView`][sas.api.TaskView], [`Outcome`][sas.api.Outcome],
   [`ActionResult`][sas.api.ActionResult], bulk actions over a [`Selection`][sas.api.Selection]
   ([`BulkResult`][sas.api.BulkResult]), incidents ([`IncidentView`][sas.api.IncidentView]),
+  and its reads: a task's story ([`TaskStory`][sas.api.TaskStory]), the tasks
+  ([`TaskList`][sas.api.TaskList] of [`ListedTask`][sas.api.ListedTask]), the alerts
+  ([`AlertList`][sas.api.AlertList] of [`AlertView`][sas.api.AlertView],
+  [`AlertChange`][sas.api.AlertChange]), the services' breakers
+  ([`ServiceView`][sas.api.ServiceView], [`BreakerChange`][sas.api.BreakerChange]),
   and its errors, each a
   [`ClientError`][sas.api.ClientError]: [`InvalidInput`][sas.api.InvalidInput],
   [`TaskNotFound`][sas.api.TaskNotFound], [`TaskIdTaken`][sas.api.TaskIdTaken],
@@ -132,6 +137,8 @@ if TYPE_CHECKING:
     from sas.api._agent_testing import run_agent
     from sas.api._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
     from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
+    from sas.client.alerts import AlertChange, AlertList, AlertView
+    from sas.client.breakers import BreakerChange, ServiceView
     from sas.client.errors import (
         ClientError,
         InvalidInput,
@@ -142,9 +149,12 @@ if TYPE_CHECKING:
         Unreachable,
     )
     from sas.client.incidents import IncidentView
+    from sas.client.listing import ListedTask, TaskList
+    from sas.client.results import ActionResult, BulkResult, Submitted
     from sas.client.selection import Selection
     from sas.client.status import TaskView
-    from sas.client.task_client import ActionResult, BulkResult, Submitted, TaskClient
+    from sas.client.story import TaskStory
+    from sas.client.task_client import TaskClient
     from sas.client.waiting import Outcome
     from sas.conformance import (
         ClauseResult,
@@ -165,7 +175,11 @@ __all__ = [
     "ActionResult",
     "Agent",
     "AgentContext",
+    "AlertChange",
+    "AlertList",
+    "AlertView",
     "Approval",
+    "BreakerChange",
     "BulkResult",
     "ChildTask",
     "ClauseResult",
@@ -182,6 +196,7 @@ __all__ = [
     "IncidentView",
     "Input",
     "InvalidInput",
+    "ListedTask",
     "MatrixCase",
     "NotApplicable",
     "NotConfirmed",
@@ -195,6 +210,7 @@ __all__ = [
     "Service",
     "ServiceCheckError",
     "ServiceReport",
+    "ServiceView",
     "SlowCall",
     "StepCall",
     "StepContext",
@@ -210,10 +226,12 @@ __all__ = [
     "TaskId",
     "TaskIdTaken",
     "TaskInput",
+    "TaskList",
     "TaskNotFound",
     "TaskResult",
     "TaskState",
     "TaskStatus",
+    "TaskStory",
     "TaskTypeError",
     "TaskView",
     "Tolerance",
@@ -257,11 +275,19 @@ _LAZY = {
     "time_skipping_environment": "sas.api._testing",
     # The task client: Temporal's client and the state store, for a team's service code.
     "TaskClient": "sas.client.task_client",
-    "Submitted": "sas.client.task_client",
-    "ActionResult": "sas.client.task_client",
-    "BulkResult": "sas.client.task_client",
+    "Submitted": "sas.client.results",
+    "ActionResult": "sas.client.results",
+    "BulkResult": "sas.client.results",
     "Selection": "sas.client.selection",
     "IncidentView": "sas.client.incidents",
+    "TaskStory": "sas.client.story",
+    "TaskList": "sas.client.listing",
+    "ListedTask": "sas.client.listing",
+    "AlertList": "sas.client.alerts",
+    "AlertView": "sas.client.alerts",
+    "AlertChange": "sas.client.alerts",
+    "ServiceView": "sas.client.breakers",
+    "BreakerChange": "sas.client.breakers",
     "TaskView": "sas.client.status",
     "Outcome": "sas.client.waiting",
     "ClientError": "sas.client.errors",

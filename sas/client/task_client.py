@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from sas.client import audit, incidents, inputs
 from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound, Unreachable
+from sas.client.results import ActionResult, BulkResult, Submitted
 from sas.client.selection import DEFAULT_CONCURRENCY, Action, Result, Selected, Selection
 from sas.client.store import StateStore
 
@@ -54,27 +54,6 @@ def _typed(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
             raise Unreachable(str(err), err.hint or None) from err
 
     return wrapper
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """A task that was started: its id, its type, and when it starts (None: now)."""
-
-    task_id: str
-    task_type: str
-    starts_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    """What an operator action did: ``message`` in words, as the workflow or Temporal answered;
-    ``incarnation`` for a resubmission that ran the task again; ``data`` the action's details
-    (``sas cancel --json`` and ``sas reschedule --json`` print them)."""
-
-    task_id: str
-    message: str
-    incarnation: int | None = None
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 class TaskClient:
@@ -273,6 +252,31 @@ class TaskClient:
         )
 
     @_typed
+    async def complete_step(
+        self,
+        task_id: str,
+        step: str,
+        result: Mapping[str, Any],
+        *,
+        by: str | None = None,
+        reason: str,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> str:
+        """Complete ``step``, waiting for a decision, by hand: an operator made its call some
+        other way (the payment taken over the phone), and ``result`` is what its service would have
+        answered. The Scheduler checks it against the step's result model, audits it, keeps it
+        like any result (the steps after it read it, its undo gets it) and goes on. Refused while
+        the task is undone, for a wait, and past the pivot unless ``force``. ``dry_run``: the
+        Scheduler's checks only, nothing changed. Returns what was (or would be) done."""
+        from sas.client import repairs
+
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        done = repairs.completion(step, result, who, reason, force=force)
+        return await repairs.complete_step(await self._temporal(), task_id, done, dry_run=dry_run)
+
+    @_typed
     async def resubmit(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:
         """Run the task again: a parked one with FailureCount 0, a finished Compensated or Error
         one as its next incarnation (``ActionResult.incarnation``)."""
@@ -461,16 +465,6 @@ class TaskClient:
         from sas.client.listing import list_tasks
 
         return await list_tasks(self.store, state, limit)
-
-
-@dataclass(frozen=True)
-class BulkResult:
-    """What a bulk action did: one ``bulk.Result`` per task (``ok``, ``skipped`` or ``failed``,
-    with the reason), and ``more`` when the selection's limit cut it short."""
-
-    bulk_id: str
-    results: list[Result]
-    more: bool
 
 
 def _check_selection(selection: Selection) -> None:
