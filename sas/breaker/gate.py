@@ -6,6 +6,8 @@ worker reserves a slot before every poll of the task queue, and ``reserve_slot``
 breaker is open. So no attempt starts: the service's tasks wait in its task queue, where the time
 counts as schedule-to-start, not towards the step's complete-by (its start-to-close timeout), and
 Temporal's retry policy spends no attempt. In half-open, one poll is let go, for the probe.
+Once the breaker closes, each poll first waits its turn in the staged release of the held work
+(``sas/breaker/release.py``): canaries, then growing waves, one release over every worker.
 
 A poll already under way when the breaker opens may still bring a task: the Agent's caller
 (``activities/remote.py``) then refuses to send it (``BreakerOpen``), so no request reaches the
@@ -47,13 +49,21 @@ class BreakerGate(CustomSlotSupplier):
         while True:
             await self._breaker.until_poll_allowed()
             if self._take():
-                return SlotPermit()
+                try:
+                    released = await self._breaker.release_turn()
+                except BaseException:
+                    self._give_back()
+                    raise
+                if released:
+                    return SlotPermit()
+                self._give_back()  # held again: the canaries failed
+                continue
             freed = self._freed
             await freed.wait()
 
     def try_reserve_slot(self, ctx: SlotReserveContext) -> SlotPermit | None:
         # Eager tasks (handed over without a poll) only while the breaker lets polls go freely.
-        if self._breaker.holding() or not self._take():
+        if self._breaker.holding() or self._breaker.releasing() or not self._take():
             return None
         return SlotPermit()
 
@@ -61,6 +71,9 @@ class BreakerGate(CustomSlotSupplier):
         pass
 
     def release_slot(self, ctx: SlotReleaseContext) -> None:
+        self._give_back()
+
+    def _give_back(self) -> None:
         with self._lock:
             self._used -= 1
         loop = self._loop

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from sas.breaker.model import BreakerStateName, BreakerView
 from sas.state_store.alerts import active_alert, raise_alert, resolve_alert
+from sas.state_store.rate_limits import store_now
 from sas.state_store.tables import Alert, AuditEntry, Breaker, BreakerWindow
 
 ALERT_KIND = "breaker_open"
@@ -40,6 +41,10 @@ def view_of(row: Breaker) -> BreakerView:
         last_error=row.last_error,
         forced_by=row.forced_by,
         version=row.version,
+        release_since=row.release_since,
+        release_waves_at=row.release_waves_at,
+        release_let=row.release_let or 0,
+        release_ok=row.release_ok or 0,
     )
 
 
@@ -99,13 +104,17 @@ async def trip(
     calls: int,
     failures: int,
     last_error: str | None,
+    canary: bool = False,
 ) -> BreakerView | None:
     """Open the breaker (closed -> open, or half-open -> open after a failed probe) if nobody
     changed it since ``seen_version``. The row as it is afterwards, or None if another worker
-    moved it first (the caller re-reads)."""
+    moved it first (the caller re-reads). ``canary``: a canary of the release failed, which
+    opens it only while the release is still at its canaries."""
     async with session.begin():
         row = await _ensure_row(session, service, now)
         if row.version != seen_version or row.state == "open":
+            return None
+        if canary and (row.release_since is None or row.release_waves_at is not None):
             return None
         reopening = row.state == "half_open"
         outage_since = row.outage_since if reopening and row.outage_since else now
@@ -122,10 +131,17 @@ async def trip(
             "failures": failures,
             "last_error": last_error,
             "updated_at": now,
+            **_NO_RELEASE,
         }
         if not await _cas(session, service, row.version, values):
             return None
-        what = "its probe failed" if reopening else f"{failures} of its last {calls} calls failed"
+        what = (
+            "its probe failed"
+            if reopening
+            else "a canary of its release failed"
+            if canary
+            else f"{failures} of its last {calls} calls failed"
+        )
         await raise_alert(
             session,
             _open_alert(
@@ -160,13 +176,18 @@ async def claim_probe(
     return await _reread(session, service)
 
 
-async def close(session: AsyncSession, service: str, now: datetime, why: str, *, seen_version: int) -> bool:
-    """Close the breaker after a call went through (a probe, or a call after max_hold_s); its alert resolves."""
+async def close(
+    session: AsyncSession, service: str, now: datetime, why: str, *, seen_version: int, release: bool = True
+) -> bool:
+    """Close the breaker after a call went through (a probe, or a call after max_hold_s); its alert
+    resolves. ``release``: the work it held is let go in stages (``sas/breaker/release.py``); not
+    after max_hold_s, when calls were going through already."""
     async with session.begin():
         row = await session.get(Breaker, service)
         if row is None or row.version != seen_version or row.state == "closed" or row.forced_by is not None:
             return False
-        if not await _cas(session, service, row.version, _closed_values(now)):
+        values = _closed_values(now) | (await _release_values(session) if release else _NO_RELEASE)
+        if not await _cas(session, service, row.version, values):
             return False
         await _resolve(session, service, now, why)
     return True
@@ -192,10 +213,13 @@ async def force(
                 "forced_by": by,
                 "last_error": f"forced open by {by}: {reason}" if reason else f"forced open by {by}",
                 "updated_at": now,
+                **_NO_RELEASE,
             }
             after = "open (forced)"
         else:
-            values = _closed_values(now)
+            # An operator closing a breaker that held work lets it go in stages, as a probe does.
+            held = row.state != "closed"
+            values = _closed_values(now) | (await _release_values(session) if held else {})
             after = "closed"
         if not await _cas(session, service, row.version, values):
             raise RuntimeError(f"the {service} breaker changed while forcing it; try again")
@@ -241,6 +265,15 @@ async def recent_windows(session: AsyncSession, since: datetime) -> dict[str, tu
         calls, failures = totals.get(row.service, (0, 0))
         totals[row.service] = (calls + row.calls, failures + row.failures)
     return totals
+
+
+# No release under way (a breaker opening again ends the one it had).
+_NO_RELEASE: dict[str, Any] = {"release_since": None, "release_waves_at": None, "release_let": 0, "release_ok": 0}
+
+
+async def _release_values(session: AsyncSession) -> dict[str, Any]:
+    """A release beginning now, on the state store's clock (every worker's allowance counts from it)."""
+    return _NO_RELEASE | {"release_since": await store_now(session)}
 
 
 def _closed_values(now: datetime) -> dict[str, Any]:

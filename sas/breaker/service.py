@@ -36,6 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from sas.breaker import rows as store
 from sas.breaker.model import BreakerView
+from sas.breaker.release import Release
+from sas.breaker.settings import release_plan, release_settings
 
 if TYPE_CHECKING:
     from temporalio.common import MetricMeter
@@ -84,6 +86,11 @@ class ServiceBreaker:
         self._writing = False
         self._changed = asyncio.Event()
         self.rejected = 0
+        # Once it closes, the work it held is let go in stages (sas/breaker/release.py).
+        self.release = Release(
+            service, release_plan(settings), sessions, self._probe_for_s, release_settings(settings).jitter
+        )
+        self._background: set[asyncio.Future[None]] = set()
 
     @property
     def enabled(self) -> bool:
@@ -113,6 +120,14 @@ class ServiceBreaker:
 
     def record(self, ok: bool, error: str | None = None) -> None:
         """The outcome of a request that went to the service (``ok``: it answered as a service)."""
+        if self.release.at_canaries(self.view):
+            if not ok and self.enabled:
+                # A canary failing: the service is not back. Opened again at once, the release
+                # with it, without waiting for a window's worth of failures.
+                self._transition(self._trip(error, canary=True))
+                return
+            if ok:
+                self._in_background(self.release.canary_answered(self.view))
         if not self.enabled:
             return
         now = time.monotonic()
@@ -123,7 +138,7 @@ class ServiceBreaker:
             self._transition(self._close("its probe went through") if ok else self._trip(error))
         elif view.state != "closed" and ok and not self.holding():
             # Past max_hold_s calls go through again; one that succeeds ends the outage.
-            self._transition(self._close("a call went through after the hold ended"))
+            self._transition(self._close("a call went through after the hold ended", release=False))
         elif view.state == "closed" and not ok:
             calls, failures = self.counts()
             if calls >= self.settings.min_calls and failures >= self.settings.failure_rate * calls:
@@ -169,7 +184,13 @@ class ServiceBreaker:
         if not task.cancelled() and task.exception() is not None:
             log.warning("breaker %s: could not write its transition: %s", self.service, task.exception())
 
-    def _trip(self, error: str | None) -> Callable[[], Awaitable[None]]:
+    def _in_background(self, write: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(write)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._written)
+
+    def _trip(self, error: str | None, canary: bool = False) -> Callable[[], Awaitable[None]]:
         calls, failures = self.counts()
         seen = self.view.version
 
@@ -186,6 +207,7 @@ class ServiceBreaker:
                     calls=calls,
                     failures=failures,
                     last_error=(error or "")[:2000] or None,
+                    canary=canary,
                 )
             if opened is not None:
                 log.warning(
@@ -198,13 +220,13 @@ class ServiceBreaker:
 
         return write
 
-    def _close(self, why: str) -> Callable[[], Awaitable[None]]:
+    def _close(self, why: str, release: bool = True) -> Callable[[], Awaitable[None]]:
         seen = self.view.version
 
         async def write() -> None:
             assert self._sessions is not None
             async with self._sessions() as session:
-                if await store.close(session, self.service, _now(), why, seen_version=seen):
+                if await store.close(session, self.service, _now(), why, seen_version=seen, release=release):
                     log.warning("breaker %s closed: %s", self.service, why)
 
         return write
@@ -269,6 +291,14 @@ class ServiceBreaker:
             self._probe_polled = True
             return True
         return False
+
+    def releasing(self) -> bool:
+        """Whether a release of held work is under way, which this worker's polls wait their turn in."""
+        return self.release.under_way(self.view)
+
+    async def release_turn(self) -> bool:
+        """Wait for the next call's turn in the release under way, if any (``Release.turn``)."""
+        return await self.release.turn(lambda: self.view, self.refresh)
 
     async def until_poll_allowed(self) -> None:
         """Wait until ``may_poll``: rechecked at each change of the shared row, and at least every

@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from sas.breaker.settings import BreakerSettings
+from sas.breaker.settings import BreakerSettings, ReleaseSettings, ResolvedBreaker
 from sas.settings.checks import SERVICE_NAME
 
 # An HTTP header name (RFC 9110 token): anything else would be refused by httpx at the first call.
@@ -57,6 +57,7 @@ class ServiceSettings(BaseModel):
     )
     pollers: int = Field(default=5, ge=1, le=100, description="Pollers each worker runs on the service's task queue.")
     breaker: BreakerSettings = BreakerSettings()
+    release: ReleaseSettings = ReleaseSettings()
     own_queue: bool = Field(
         default=False,
         description="Run this service's Agents on a task queue of their own (<task_queue>.<service>): calls"
@@ -162,7 +163,8 @@ class ServicesSettings(BaseModel):
             auth_token=own.auth_token,
             max_per_second=own.max_per_second,
             pollers=own.pollers,
-            breaker=own.breaker,
+            # The breaker runs the release of the work it held: its schedule goes with it.
+            breaker=ResolvedBreaker(**own.breaker.model_dump(), release=own.release, max_per_second=own.max_per_second),
             own_queue=self.has_own_queue(name),
         )
 

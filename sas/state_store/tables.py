@@ -12,7 +12,7 @@ import zlib
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import JSON, BigInteger, DateTime, Float, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -212,6 +212,15 @@ class Breaker(Base):
     )
     version: Mapped[int] = mapped_column(BigInteger, default=0)
     updated_at: Mapped[datetime]
+    # The staged release of the work it held, after it closed (sas/breaker/release.py). Times are
+    # the state store's clock in seconds since the epoch, as the rate limits' are: every worker
+    # computes the same allowance from them. Counted without a new version: they are not transitions.
+    release_since: Mapped[float | None] = mapped_column(Float, doc="When the release began; None: none under way.")
+    release_waves_at: Mapped[float | None] = mapped_column(
+        Float, doc="When its waves began, once its canaries answered; None while they have not."
+    )
+    release_let: Mapped[int] = mapped_column(Integer, default=0, doc="Calls the release has let through.")
+    release_ok: Mapped[int] = mapped_column(Integer, default=0, doc="Its canaries that answered.")
 
 
 class BreakerWindow(Base):
