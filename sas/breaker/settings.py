@@ -3,9 +3,11 @@ They import nothing of sas, so the settings, below every process, can hold them.
 
 from __future__ import annotations
 
+import time
+
 from pydantic import BaseModel, Field
 
-from sas.breaker.model import ReleasePlan
+from sas.breaker.model import BreakerView, ReleasePlan
 
 
 class BreakerSettings(BaseModel):
@@ -105,3 +107,9 @@ def release_plan(settings: BreakerSettings) -> ReleasePlan | None:
     if isinstance(settings, ResolvedBreaker):
         return settings.release_plan
     return ReleaseSettings().plan(None)
+
+
+def release_of(settings: BreakerSettings, view: BreakerView) -> str | None:
+    """The release under way in ``view`` as ``sas services`` shows it; None: none (or not staged)."""
+    plan = release_plan(settings)
+    return None if plan is None else plan.describe(view, time.time())

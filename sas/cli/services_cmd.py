@@ -45,7 +45,8 @@ def services(ctx: typer.Context, as_json: bool = JSON) -> None:
             [
                 [
                     r.service,
-                    r.state + (" (forced)" if r.forced_by else "") if r.enabled or r.forced_by else "off",
+                    (r.state + (" (forced)" if r.forced_by else "") if r.enabled or r.forced_by else "off")
+                    + (f", {r.release}" if r.release else ""),
                     ago(r.since, now) if r.state != "closed" else "-",
                     f"{r.failure_rate:.0%} of {r.calls}" if r.calls else "-",
                     ago(r.next_probe, now) if r.next_probe else "-",

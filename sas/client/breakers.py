@@ -37,6 +37,8 @@ class ServiceView:
     holding: bool
     hold_until: datetime | None
     last_error: str | None
+    # The staged release of its held work under way since it closed, as a line; None: none.
+    release: str | None = None
 
     @property
     def data(self) -> dict[str, Any]:
@@ -70,6 +72,7 @@ async def services(store: StateStore, settings: Settings) -> list[ServiceView]:
     """Every service's breaker and queue, by name."""
     from sas.breaker.model import BreakerView
     from sas.breaker.rows import read_breakers, recent_windows
+    from sas.breaker.settings import release_of
     from sas.task_models.queues import agent_queue
 
     names = _names()
@@ -105,6 +108,7 @@ async def services(store: StateStore, settings: Settings) -> list[ServiceView]:
                     holding=view.holding(now),
                     hold_until=view.hold_until if view.state != "closed" and not view.forced_by else None,
                     last_error=view.last_error,
+                    release=release_of(service.breaker, view),
                 )
             )
         return rows

@@ -243,3 +243,18 @@ async def test_failing_canaries_stop_the_release_and_open_the_breaker_again(
     # Nothing ended: no task compensated, every one still waits for the service.
     statuses = [(await h.describe()).status for h in handles]
     assert statuses == [WorkflowExecutionStatus.RUNNING] * 30
+
+
+def test_the_allowance_grows_wave_by_wave_up_to_the_normal_rate_and_sas_services_says_where_it_is() -> None:
+    # 3 canaries; waves of 3 s at 2, 4, 8, then 10 a second (the ceiling), spread over each wave.
+    assert [PLAN.allowed(t) for t in (None, 0, 1.5, 3, 6, 9, 10)] == [3, 3, 6, 9, 21, 45, 55]
+    assert [PLAN.rate(k) for k in range(5)] == [2, 4, 8, 10, 10]
+    assert PLAN.wait_s(3.0, 9) == pytest.approx(0.25)  # one more call at 4 a second
+    assert not PLAN.drained(4.5, 4) and PLAN.drained(4.5, 3)  # 12 unused: a whole wave of 4 a second
+    at = 1_000.0
+    view = BreakerView(service="meter", release_since=at, release_waves_at=at + 1, release_let=15, release_ok=3)
+    assert PLAN.describe(view, at + 5.5) == "releasing: wave 2 at 4/s, 15 of 15 calls let through, next wave in 2 s"
+    assert PLAN.describe(BreakerView(service="meter", release_since=at, release_ok=1), at) == (
+        "releasing: 1 of 3 canaries answered"
+    )
+    assert PLAN.describe(BreakerView(service="meter"), at) is None
