@@ -54,11 +54,11 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "fanout": (
         "sas/workflows/core/fanout.py",
-        ("tests/fanout/test_fan_out_core.py", _SCHEDULER + "test_fanout_mutants.py", _MODEL),
+        ("tests/fanout/test_fan_out_core.py", _MODEL),
     ),
     "children": (
         "sas/workflows/core/children.py",
-        ("tests/task_types/test_child_checks.py", _SCHEDULER + "test_children_mutants.py", _MODEL),
+        ("tests/task_types/test_child_checks.py", _MODEL),
     ),
     "policy": (
         "sas/supervisor/policy.py",
@@ -66,7 +66,6 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/supervisor/test_policy.py",
             "tests/supervisor/test_policy_pivot.py",
             "tests/supervisor/test_policy_vetoes.py",
-            "tests/supervisor/test_policy_mutants.py",
         ),
     ),
     "seals": ("sas/task_models/seals.py", (_SCHEDULER + "test_seals.py",)),
@@ -79,7 +78,22 @@ HYPOTHESIS_PROFILE = "mutation"
 
 # Survivors that are not bugs the tests miss: the mutant behaves as the original does. Keyed by
 # module, then by the function's mangled name and the mutated line as mutmut writes it.
-EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {}
+EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "seals": {
+        (
+            "x__mac",
+            'text = json.dumps(parts, sort_keys=True, separators=(",", ":"), allow_nan=False)',
+        ): "ensure_ascii=True is json.dumps' default",
+        (
+            "x__mac",
+            'text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=None)',
+        ): "json.dumps tests allow_nan for truth: None refuses NaN as False does",
+        (
+            "x__mac",
+            'return base64.urlsafe_b64encode(digest).rstrip(b"XX=XX").decode()',
+        ): "16 bytes in base64 end in A, Q, g or w before the padding: no X is ever stripped",
+    },
+}
 
 
 def pytest_configure(config: object) -> None:
@@ -104,7 +118,7 @@ class Score:
     total: int
     survivors: list[tuple[str, str]]  # (mutant name, diff)
     unexplained: list[tuple[str, str]]
-    other: dict[str, int]  # mutants neither killed nor survived (no tests, timeout), by status
+    other: dict[str, int]  # mutants neither caught nor survived (no tests, suspicious), by status
 
 
 def _toml_table(name: str, values: dict[str, object]) -> str:
@@ -209,11 +223,13 @@ def scores(work: Path, modules: Sequence[str]) -> list[Score]:
             survivors = [(n, get_diff_for_mutant(n, path=path)) for n, s in sorted(statuses.items()) if s == "survived"]
             known = EQUIVALENT.get(module, {})
             unexplained = [(n, d) for n, d in survivors if (function_of(n), mutated_line(d)) not in known]
+            # A mutant that makes its tests loop is caught: in the suite, pytest-timeout fails them.
+            caught = ("killed", "timeout")
             other: dict[str, int] = {}
             for status in statuses.values():
-                if status not in ("killed", "survived"):
+                if status not in (*caught, "survived"):
                     other[status] = other.get(status, 0) + 1
-            killed = sum(1 for s in statuses.values() if s == "killed")
+            killed = sum(1 for s in statuses.values() if s in caught)
             found.append(Score(module, killed, len(statuses), survivors, unexplained, other))
     return found
 

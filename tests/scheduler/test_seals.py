@@ -109,7 +109,7 @@ def test_a_seal_is_the_first_128_bits_of_hmac_sha256_over_canonical_json_of_its_
 
 def test_a_ring_needs_a_key_of_at_least_16_bytes() -> None:
     for keys in ([], [b"short"], [KEY, b"x" * 15]):
-        with pytest.raises(ValueError, match="at least one key of at least 16 bytes"):
+        with pytest.raises(ValueError, match=r"^a seal key ring needs at least one key of at least 16 bytes$"):
             seals.install(keys)
     seals.install([b"x" * 16])
     assert seals._ring == (b"x" * 16,)
@@ -142,6 +142,9 @@ def test_a_result_verifies_for_its_call_and_its_data_only() -> None:
     assert not seals.result_sealed(WORKFLOW, RUN, AGENT, c, result.model_copy(update={"data": data | {"x": 1}}))
     assert not seals.result_sealed(WORKFLOW, RUN, AGENT, call(step="ship"), result)
     assert not seals.result_sealed(WORKFLOW, "run-2", AGENT, c, result)
+    assert not seals.result_sealed("order-2", RUN, AGENT, c, result)
+    assert not seals.result_sealed(WORKFLOW, RUN, "payment.refund", c, result)
+    assert not seals.result_sealed(WORKFLOW, RUN, AGENT, c, object())
     assert not seals.result_sealed(WORKFLOW, RUN, AGENT, c, StepResult(data=data))
     # a result's seal is not a call's: the data is part of it
     assert result.seal != seals.call_seal(WORKFLOW, RUN, AGENT, c)
@@ -170,3 +173,32 @@ def test_a_checkpoint_verifies_for_its_activity_and_progress_only() -> None:
     seals.install([OLD_KEY, KEY])
     assert seals.checkpoint_sealed(WORKFLOW, RUN, "shipping.ship", "7", progress, seal), "every key verifies"
     assert seals.checkpoint_seal(WORKFLOW, RUN, "shipping.ship", "7", progress) != seal, "the first key seals"
+
+
+def known(text: str) -> str:
+    digest = hmac.new(KEY, text.encode(), hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def test_a_results_and_a_checkpoints_seal_are_known_answers() -> None:
+    # Seals are made in workflows and checked on replay and by other workers of a deployment:
+    # the canonical text of each must not drift between versions. Non-ASCII stays escaped.
+    c = call()
+    data = {"note": "café"}
+    result_text = (
+        '{"a":"payment.charge","c":false,"d":{"note":"caf\\u00e9"},"i":null,"k":"order-1:charge","n":3,'
+        '"r":"run-1","s":"charge","t":"order-1","u":null,"w":"order-1"}'
+    )
+    assert seals.result_seal(WORKFLOW, RUN, AGENT, c, data) == known(result_text)
+    checkpoint_text = '{"a":"shipping.ship","id":"7","p":{"parcels_done":3},"r":"run-1","w":"order-1"}'
+    assert seals.checkpoint_seal(WORKFLOW, RUN, "shipping.ship", "7", {"parcels_done": 3}) == known(checkpoint_text)
+
+
+def test_what_is_not_standard_json_is_never_sealed() -> None:
+    with pytest.raises(ValueError):
+        seals.result_seal(WORKFLOW, RUN, AGENT, call(), {"amount": float("nan")})
+
+
+def test_every_seal_is_22_characters() -> None:
+    # Only base64's padding is stripped, never a character of the seal itself.
+    assert {len(seals.checkpoint_seal(WORKFLOW, RUN, "a", str(n), {"n": n})) for n in range(400)} == {22}
