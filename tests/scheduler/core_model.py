@@ -361,7 +361,7 @@ class Run:
             if problem:
                 self._note_overrun(request)
                 return problem
-            self._queue("retry", request)
+            self._queue("retry", request, undo=core.compensating)
         elif kind == "park":
             problem = park_problem(core, request)
             if problem:
