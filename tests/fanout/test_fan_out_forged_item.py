@@ -5,17 +5,19 @@ payroll's counts and its ledger agree: the late payment is refunded, not left st
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections import Counter
 from typing import Any
 
 from temporalio.client import Client
 
-from bench._payroll_service import Ledger
+from bench._payroll_service import Ledger, payroll_service
 from sas.state_store.queries import audit_for
 from sas.task_models import TaskResult, TaskState
 from tests.e2e.test_temporal_cli import temporal_cli
 from tests.fanout.test_fan_out_e2e import payroll, payroll_stack, payroll_type, recipients  # noqa: F401 - fixtures
-from tests.helpers import fresh_id, wait_until
+from tests.helpers import fresh_id, serving, wait_until
 
 
 async def pending_payment(client: Client, task_id: str) -> tuple[str, str] | None:
@@ -83,3 +85,77 @@ async def test_an_item_completed_from_outside_is_not_counted_paid_and_is_undone_
 
 async def _holding(ledger: Ledger) -> bool:
     return "hang0" in ledger.holding
+
+
+class HoldFirstRefund:
+    """The payroll service with its first refund held at the door until released: an undo
+    whose answer has not come when someone completes it from outside."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+        self._first = True
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/payroll/refund" and self._first:
+            self._first = False
+            self.holding.set()
+            await self.release.wait()
+        await self.app(scope, receive, send)
+
+
+async def pending_refund(client: Client, task_id: str) -> tuple[str, str] | None:
+    """An undo batch and the activity id of its refund held at the service, once Temporal runs it."""
+    async for listed in client.list_workflows(f"WorkflowId STARTS_WITH '{task_id}:'"):
+        if ":undo-" not in listed.id:
+            continue
+        described = await client.get_workflow_handle(listed.id).describe()
+        for pending in described.raw_description.pending_activities:
+            if pending.activity_type.name == "payroll.refund":
+                return listed.id, pending.activity_id
+    return None
+
+
+async def test_an_item_s_undo_completed_from_outside_does_not_end_the_task_compensated_with_a_payment_standing(
+    payroll_type: None,  # noqa: F811
+    client: Client,
+    temporal_address: str,
+    services: Any,
+    sqlite_url: str,
+) -> None:
+    ledger = Ledger()
+    held = HoldFirstRefund(payroll_service(ledger))
+    payload = recipients(10, refused=5)  # past its tolerance of 3: every payment made is refunded
+    try:
+        async with (
+            serving(held, "the payroll service") as url,
+            payroll_stack(url, client, temporal_address, services, sqlite_url) as stack,
+        ):
+            task_id = fresh_id("payroll-forged-undo")
+            handle = await stack.submit(task_id, payload, "PayrollRunWorkflow")
+            await wait_until(lambda: _set(held.holding), bool, what="a refund held at the service")
+            found = await wait_until(
+                lambda: pending_refund(stack.client, task_id), lambda f: f is not None, what="the refund pending"
+            )
+            assert found is not None
+            batch, activity_id = found
+            done = await temporal_cli(
+                stack.settings.temporal.address,
+                *("activity", "complete", "--workflow-id", batch, "--activity-id", activity_id),
+                *("--result", json.dumps({"data": {"refunded": True}})),
+            )
+            assert done.returncode == 0, done.stderr
+            result: TaskResult = await handle.result()
+            paid = Counter(who for action, who in ledger.entries if action == "pay")
+            refunded = Counter(who for action, who in ledger.entries if action == "refund")
+            held.release.set()
+    finally:
+        held.release.set()  # nothing stays held when the service stops
+    assert result.state == TaskState.COMPENSATED
+    # Undone as a whole, for real: every payment made was refunded before the task said so.
+    assert paid == refunded and set(paid.values()) == {1}, (paid, refunded)
+
+
+async def _set(event: asyncio.Event) -> bool:
+    return event.is_set()
