@@ -222,6 +222,9 @@ async def test_a_workflow_started_with_a_non_finite_number_fails_at_once_naming_
     assert await refused_at_once(rated_stack, {"extra": {"x": [INF]}}) == (
         f"invalid rated input: extra.x[0]: Infinity {NOT_FINITE}"
     )
+    # A text the model reads as a number ("NaN" for a float) is held to standard JSON too.
+    assert await refused_at_once(rated_stack, {"rate": "NaN"}) == f"invalid rated input: rate: NaN {NOT_FINITE}"
+    assert await refused_at_once(rated_stack, {"rate": "-inf"}) == f"invalid rated input: rate: -Infinity {NOT_FINITE}"
     handle = await rated_stack.submit(fresh_id("rated"), {"rate": 0.5, "extra": {"x": [1]}}, workflow="RatedWorkflow")
     assert (await handle.result()).state == TaskState.PROCESSED
     history = await handle.fetch_history()

@@ -36,7 +36,14 @@ with workflow.unsafe.imports_passed_through():
     from sas.workflows.core.children import PARENT_MEMO, child_task_id
     from sas.workflows.core.machine import PlanStep, TaskCore
     from sas.workflows.definitions import StepDefinition, TaskDefinition, Wait
-    from sas.workflows.inputs import INVALID_INPUT, decode, short
+    from sas.workflows.inputs import (
+        INVALID_INPUT,
+        STRICT_JSON_PAYLOADS,
+        decode,
+        json_problem_text,
+        json_problems,
+        short,
+    )
     from sas.workflows.shell.records import _MIRROR_RETRY, _MIRROR_TIMEOUT
     from sas.workflows.shell.task_run import TaskRun
 
@@ -95,6 +102,11 @@ def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> di
         if not isinstance(raw_input, dict):
             raise ValueError(f"input must be a JSON object, got {type(raw_input).__name__}")
         model = definition.input_model.model_validate(raw_input)
+        # The model may read a text as a number ("NaN" as a float): what it makes of the input is
+        # held to standard JSON too, asked behind the same patch only when it is not.
+        problems = json_problems(model.model_dump(mode="json"))
+        if problems and workflow.patched(STRICT_JSON_PAYLOADS):
+            raise ValueError(json_problem_text(problems))
     except ValidationError as err:
         raise ApplicationError(
             f"invalid {task_type} input: {short(err)}", type=INVALID_INPUT, non_retryable=True
