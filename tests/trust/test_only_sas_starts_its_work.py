@@ -181,3 +181,33 @@ async def test_a_look_alike_clean_up_on_its_own_queue_is_refused_by_sas_s_agents
     effects = [(entry["service"], entry["action"]) for entry in await stack.ledger(task_id)]
     assert ("payment", "charge") in effects and ("payment", "refund") not in effects, effects
     assert await stack.task_state(task_id) == "Processed"
+
+
+async def test_an_unsealed_call_runs_only_while_the_upgrade_setting_lets_it() -> None:
+    """SAS_SEAL__ACCEPT_UNSEALED_CALLS: attempts started by a sas from before seals still run
+    while it is set; otherwise an Agent's call without its run's seal is refused."""
+    from temporalio.testing import ActivityEnvironment
+
+    from sas.runtime.activity_owners import OwnedActivities
+    from sas.task_models import MirrorStamp, StepCall, seals
+
+    call = StepCall(
+        task_id="t-1", task_type="order", step="charge", position=1, idempotency_key="t-1:charge", payload={},
+        stamp=MirrorStamp(seq=1),
+    )  # fmt: skip
+    strict, lenient = OwnedActivities(OWNERS), OwnedActivities(OWNERS, accept_unsealed=True)
+
+    async def verdicts() -> tuple[str | None, str | None, str | None]:
+        info = ActivityEnvironment().info
+        sealed = call.model_copy(
+            update={"seal": seals.call_seal(info.workflow_id or "", info.workflow_run_id or "", "payment.charge", call)}
+        )
+        return (
+            strict.unsealed("payment.charge", [call]),
+            lenient.unsealed("payment.charge", [call]),
+            strict.unsealed("payment.charge", [sealed]),
+        )
+
+    refused, let, sealed_ok = await ActivityEnvironment().run(verdicts)
+    assert refused is not None and "carries no seal" in refused
+    assert let is None and sealed_ok is None
