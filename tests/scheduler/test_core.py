@@ -130,8 +130,8 @@ def test_two_waiting_steps_need_a_name() -> None:
     assert retry_problem(core, OperatorRequest(step="b")) is None
 
 
-def test_a_last_step_completing_after_undoing_began_leaves_the_task_compensating() -> None:
-    plan = [PlanStep("a", 0, 0), PlanStep("b", 1, 1)]
+def a_done_b_started(plan: list[PlanStep]) -> TaskCore:
+    """A task of ``plan`` whose step a completed and whose step b is running."""
     status = TaskStatus(
         task_id="t",
         task_type="x",
@@ -142,6 +142,12 @@ def test_a_last_step_completing_after_undoing_began_leaves_the_task_compensating
     core.start("a")
     core.done("a")
     core.start("b")
+    return core
+
+
+def test_a_last_step_completing_after_undoing_began_leaves_the_task_compensating() -> None:
+    plan = [PlanStep("a", 0, 0), PlanStep("b", 1, 1)]
+    core = a_done_b_started(plan)
     core.begin_compensation(OperatorRequest(by="ops", reason="customer called"))
     # b's attempt was cancelled, but its call had landed: it completes all the same.
     assert core.done("b") == TaskState.COMPENSATING
@@ -151,16 +157,7 @@ def test_a_last_step_completing_after_undoing_began_leaves_the_task_compensating
 
 def test_once_undoing_began_a_retry_names_only_an_undo_never_a_failed_forward_step() -> None:
     plan = [PlanStep("a", 0, 0), PlanStep("b", 1, 1)]
-    status = TaskStatus(
-        task_id="t",
-        task_type="x",
-        state=TaskState.PROCESSING,
-        steps=[StepStatus(name=p.name, position=p.position) for p in plan],
-    )
-    core = TaskCore(status, plan, accepted=True)
-    core.start("a")
-    core.done("a")
-    core.start("b")
+    core = a_done_b_started(plan)
     core.record_failure("b", StepState.FAILED, "no", "Refused", True)
     core.begin_compensation(OperatorRequest(by="ops", reason="customer called"))
     # b is undone with the others: a retry of it would later be taken by its undo, undecided.
@@ -180,16 +177,7 @@ def test_a_step_is_completed_by_hand_only_going_forward_and_past_the_pivot_only_
         PlanStep("b", 1, 1, pivot="forward_only"),
         PlanStep("w", 2, 2, wait=True),
     ]
-    status = TaskStatus(
-        task_id="t",
-        task_type="x",
-        state=TaskState.PROCESSING,
-        steps=[StepStatus(name=p.name, position=p.position) for p in plan],
-    )
-    core = TaskCore(status, plan, accepted=True)
-    core.start("a")
-    core.done("a")
-    core.start("b")
+    core = a_done_b_started(plan)
     core.record_failure("b", StepState.FAILED, "no", "Refused", True)
     asked = OperatorRequest(step="b", by="ops", reason="issued at the desk")
     assert "past the point of no return" in str(complete_problem(core, asked))
