@@ -46,9 +46,9 @@ from sas.task_types.definitions import (
     leaves,
 )
 
-# The task workflow's own handlers (workflows/shell/host.py): a wait's signal <name> and its
+# The task workflow's own handlers (workflows/shell/operator.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
-RESERVED_HANDLERS = ("retry", "compensate", "park", "status")
+RESERVED_HANDLERS = ("retry", "compensate", "park", "status", "complete", "check_complete")
 """Names a wait step's signal may not take: the task workflow's own signals and query (and,
 through ``request_<name>``, its updates)."""
 MAX_IRREVERSIBLE = 200
