@@ -232,11 +232,12 @@ async def test_failing_canaries_stop_the_release_and_open_the_breaker_again(
     # A canary opened it, not the operator, and with no release under way.
     assert (opened.forced_by, opened.release_since, opened.last_error is not None) == (None, None, True)
     await wait_until(lambda: _true(worker_holds(stack)), what="the worker sees it open again")
-    # The canaries' retries wait in the queue like the rest, unstarted: the calls that reached
-    # the service were the canaries and no more.
+    # The canaries' retries wait in the queue like the rest, unstarted (a canary whose retry the
+    # open breaker refused is started again as a new attempt 1, held the same): every call waits,
+    # none runs, and the calls that reached the service were the canaries and no more.
     attempts = await wait_until(
         lambda: calls_waiting(stack, [h.id for h in handles]),
-        lambda a: sorted(a) == [1] * (30 - RELEASE.canaries) + [2] * RELEASE.canaries,
+        lambda a: all(n >= 1 for n in a) and sum(n >= 2 for n in a) <= RELEASE.canaries,
         what="the canaries' retries held with the rest",
     )
     assert len(kept.arrivals) == RELEASE.canaries, attempts
