@@ -15,7 +15,9 @@ import pytest
 
 from tests.postgres import PG_ADMIN_URL, require_postgres
 
-pytestmark = pytest.mark.slow  # a whole stack in subprocesses, with faults, for a minute or two
+# A whole stack in subprocesses, with faults, for a minute or two; one of the heaviest runs, which
+# go one at a time on one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("heavy")]
 
 ROOT = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(

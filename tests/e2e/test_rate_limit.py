@@ -34,6 +34,10 @@ from tests.helpers import fresh_id, serving, wait_until
 from tests.postgres import fresh_database
 from tests.stack import ADMIN_TOKEN, Stack, migrated, more_workers, start_stack
 
+# The heaviest runs (hundreds of tasks, a stack under load) go one at a time on one worker, so
+# the timing-sensitive tests beside them do not all share the machine with them at once.
+pytestmark = pytest.mark.xdist_group("heavy")
+
 PER_SECOND = 5
 TASKS = 40
 # Each attempt may wait for the limit well past the tests' usual 2 s complete-by: 80 calls at 5 a

@@ -36,6 +36,10 @@ from tests.helpers import fresh_id, serving, wait_until
 from tests.postgres import fresh_database
 from tests.stack import ADMIN_TOKEN, Stack, start_stack
 
+# The heaviest runs (hundreds of tasks, a stack under load) go one at a time on one worker, so
+# the timing-sensitive tests beside them do not all share the machine with them at once.
+pytestmark = pytest.mark.xdist_group("heavy")
+
 PER_SECOND = 10
 BACKLOG = 200
 # Waves of 3 s at 2, 4, 8 calls a second, then 10 (the service's limit): small enough that a
