@@ -238,13 +238,15 @@ async def test_failing_canaries_stop_the_release_and_open_the_breaker_again(
     await wait_until(lambda: _true(worker_holds(stack)), what="the worker sees it open again")
     # The canaries' retries wait in the queue like the rest, unstarted (a canary whose retry the
     # open breaker refused is started again as a new attempt 1, held the same): every call waits,
-    # none runs, and the calls that reached the service were the canaries and no more.
+    # none runs, and the calls that reached the service were the canaries and no more. A canary the
+    # worker polled after the first one's failure had opened the breaker again is refused at the
+    # worker and never arrives, so between one and all of the canaries reach the service.
     attempts = await wait_until(
         lambda: calls_waiting(stack, [h.id for h in handles]),
         lambda a: all(n >= 1 for n in a) and sum(n >= 2 for n in a) <= RELEASE.canaries,
         what="the canaries' retries held with the rest",
     )
-    assert len(kept.arrivals) == RELEASE.canaries, attempts
+    assert 1 <= len(kept.arrivals) <= RELEASE.canaries, attempts
     # Nothing ended: no task compensated, every one still waits for the service.
     statuses = [(await h.describe()).status for h in handles]
     assert statuses == [WorkflowExecutionStatus.RUNNING] * 30
