@@ -20,7 +20,8 @@ from sas.activities.remote import RemoteCaller
 from sas.activities.services import AGENTS
 from sas.breaker.service import Breakers
 from sas.settings import ServicesSettings, Settings
-from sas.state_store.agent_writes import StepWriter, make_step_writer
+from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.agent_writes.writer import StepWriter
 from sas.task_models.queues import service_of, service_queue
 from sas.task_models.sdk_internals import activity_name_of
 from sas.task_types.discovery import discover

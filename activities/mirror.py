@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.supervisor_wakes import SupervisorWakes
 from sas.settings import Settings
-from sas.state_store.agent_writes import StepWriter
+from sas.state_store.agent_writes.writer import StepWriter
 from sas.state_store.incarnations import refusal, resubmit_task
 from sas.state_store.mirror import record_audit, record_transitions
 from sas.state_store.rejections import refused_for_good

@@ -26,7 +26,7 @@ from sas.activities.function_agents import FunctionAgents, function_agent_refs
 from sas.activities.http_agent import HttpAgent
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
-from sas.state_store.agent_writes import StepWriter
+from sas.state_store.agent_writes.writer import StepWriter
 from sas.task_models.activity_defs import AgentRef
 from sas.task_models.sdk_internals import activity_name_of
 from sas.task_types.discovery import Catalog, TaskTypeError, discover

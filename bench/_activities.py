@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from sas.state_store.agent_writes import StepWriter
+from sas.state_store.agent_writes.writer import StepWriter
 from sas.task_models import AcceptOutcome, StepPlan, StepPolicyValues, StepTransition, TaskAccepted
 from sas.task_models.versions import version_of
 

@@ -24,8 +24,8 @@ from sas.activities.function_agents import FunctionAgents
 from sas.activities.http_agent import HttpAgent
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
-from sas.state_store.agent_writes import AcceptOutcome, WritesBehind
-from sas.task_models import MirrorStamp, StepCall, StepResult, StepTransition, TaskAccepted, seals
+from sas.state_store.agent_writes.writer import WritesBehind
+from sas.task_models import AcceptOutcome, MirrorStamp, StepCall, StepResult, StepTransition, TaskAccepted, seals
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
 from sas.task_types.services import HttpCall, agent_function

@@ -10,9 +10,9 @@ driver connections (``sas.state_store.agent_writes``: acceptance and the Agents'
 How that is held (pyproject's import-linter contracts, and ``tests/state_store/test_one_writer.py``):
 the tables live in ``sas.state_store.mirror_tables``, which only this module and the state store's
 reads (``queries``, ``selection``, ``alerts``) may import; this module only ``mirror`` and
-``agent_writes`` may import; everything else reads rows through ``sas.state_store.queries`` as the
-read-only ``TaskRow``/``StepRow``; and the test fails on any statement that writes the two
-tables outside this module (raw SQL, an ORM ``update``/``insert``/``delete``, an added row).
+``agent_writes`` (its statements and its two writers) may import; everything else reads rows
+through ``sas.state_store.queries`` as the read-only ``TaskRow``/``StepRow``; and the test fails
+on any statement that writes the two tables outside this module (raw SQL, an ORM ``update``/``insert``/``delete``, an added row).
 
 The rules, stated once:
 

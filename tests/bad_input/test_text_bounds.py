@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 
 from sas.activities.remote import REJECTED, TRANSIENT, _classify
-from sas.state_store.agent_writes import WritesBehind
+from sas.state_store.agent_writes.writer import WritesBehind
 from sas.task_models import StepState, StepTransition
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded, json_size
 

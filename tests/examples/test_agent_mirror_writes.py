@@ -16,7 +16,7 @@ from temporalio.testing import ActivityEnvironment
 from sas.activities.http_agent import HttpAgent
 from sas.activities.refused_writes import RefusedWrites
 from sas.activities.remote import RemoteCaller
-from sas.state_store.agent_writes import WritesBehind
+from sas.state_store.agent_writes.writer import WritesBehind
 from sas.task_models import MirrorStamp, StepCall, StepResult, StepState, StepTransition, TaskState
 from sas.task_types.services import HttpCall
 from sas_trip.workflows import FLIGHT

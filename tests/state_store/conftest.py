@@ -9,7 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from sas import state_store
 from sas.settings import DatabaseSettings
-from sas.state_store.agent_writes import StepWriter, make_step_writer
+from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.agent_writes.writer import StepWriter
 from tests.stack import migrated
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from sas import state_store
 from sas.settings import DatabaseSettings
-from sas.state_store.agent_writes import PostgresStepWriter, make_step_writer
+from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.agent_writes.postgres_writer import PostgresStepWriter
 from sas.task_models import StepState
 from sas.task_models.versions import Phase
 from tests.helpers import fresh_id

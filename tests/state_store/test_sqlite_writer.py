@@ -14,7 +14,8 @@ import pytest
 
 from sas import state_store
 from sas.settings import DatabaseSettings
-from sas.state_store.agent_writes import SqliteStepWriter, make_step_writer
+from sas.state_store.agent_writes import make_step_writer
+from sas.state_store.agent_writes.sqlite_writer import SqliteStepWriter
 from sas.state_store.engine import sqlite_path
 from sas.task_models import StepState, TaskState
 from sas.task_models.versions import Phase

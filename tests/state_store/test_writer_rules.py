@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from sas.settings import DatabaseSettings, Settings, SupervisorSettings
 from sas.state_store import mirror
-from sas.state_store.agent_writes import StepWriter
+from sas.state_store.agent_writes.writer import StepWriter
 from sas.state_store.mirror import record_transitions
 from sas.state_store.queries import due_steps, finished_page, get_task, waiting_tasks_by_queue
 from sas.state_store.rows import StepRow
