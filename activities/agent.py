@@ -21,7 +21,8 @@ from temporalio.exceptions import ApplicationError
 
 from sas.activities.heartbeats import beat
 from sas.activities.refused_writes import RefusedWrites
-from sas.activities.remote import GARBAGE, RemoteCaller, nothing_done
+from sas.activities.remote import RemoteCaller
+from sas.activities.remote_answers import GARBAGE, nothing_done
 from sas.state_store.agent_writes.writer import StepWriter
 from sas.state_store.rejections import refused_for_good
 from sas.task_models import StepCall, StepResult, StepState, StepTransition, TaskState, seals, shown

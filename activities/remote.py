@@ -4,7 +4,7 @@ It never sends after the attempt's complete-by, ends every exchange (sending, an
 whole answer) by complete-by plus ``ANSWER_GRACE_S``, heartbeats while it waits, and
 classifies what went wrong: transient faults are retryable (Temporal's retry
 policy takes them), permanent ones raise a non-retryable ApplicationError whose
-type says why.
+type says why. The answer itself is read by ``sas.activities.remote_answers``.
 """
 
 from __future__ import annotations
@@ -21,26 +21,16 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from sas.activities.heartbeats import beat
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, ResponseTooLarge, post_capped
+from sas.activities.remote_answers import DEADLINE, GARBAGE, RATE_LIMITED, TRANSIENT, read_answer
 from sas.breaker.model import BREAKER_OPEN
 from sas.breaker.rate_limit import SharedRateLimit
 from sas.task_models.queues import SLOTS_FULL
-from sas.task_models.strict_json import StrictJsonError, loads_strict
-from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded
+from sas.task_models.text import MAX_ERROR_TEXT, bounded
 
 if TYPE_CHECKING:
     from sas.breaker.service import ServiceBreaker
     from sas.settings import ResolvedService
 
-# Error types, as seen in Temporal's history and the state store's error_type column.
-TRANSIENT = "RemoteTransient"
-REJECTED = "RemoteRejected"
-VOIDED = "StepVoided"
-GARBAGE = "RemoteGarbage"
-DEADLINE = "CompleteByPassed"
-# Not sent: the service's rate limit had no room for it before complete-by (retryable).
-RATE_LIMITED = "RateLimited"
-# The error code of a lookup answered while a request under its key is still being served.
-IN_FLIGHT = "in_flight"
 
 # What the service's breaker counts against it: it did not answer, or not as a service does.
 _SERVICE_FAULTS = (TRANSIENT, GARBAGE)
@@ -132,6 +122,17 @@ class RemoteCaller:
         ``method``: POST, or GET, PUT, PATCH or DELETE for a call declared so (``HttpCall``);
         ``body`` None sends none. ``query`` and ``headers``: the call's declared ones (the
         service's own auth header and the Idempotency-Key win over a declared header)."""
+        sent = {**(headers or {}), **self._headers, "Idempotency-Key": idempotency_key}
+        return await self._exchange(path, self._request(path, method, dict(query or {}), sent, body), complete_by)
+
+    async def get(self, path: str, params: dict[str, str], complete_by: datetime) -> dict[str, Any]:
+        """A read (an undo looking up the service's id of its forward effect); same rules as ``post``."""
+        return await self._exchange(path, self._request(path, "GET", params, self._headers, None), complete_by)
+
+    def _request(
+        self, path: str, method: str, params: dict[str, str], headers: dict[str, str], body: dict[str, Any] | None
+    ) -> Callable[[float], Awaitable[httpx.Response]]:
+        """The request, to be sent with the time then left."""
         content: dict[str, Any] = {} if body is None else {"json": body}
 
         def request(time_left: float) -> Awaitable[httpx.Response]:
@@ -141,31 +142,14 @@ class RemoteCaller:
                 f"{self._base_url}{path}",
                 SERVICE_RESPONSE_CAP,
                 method=method,
-                params=dict(query or {}),
-                headers={**(headers or {}), **self._headers, "Idempotency-Key": idempotency_key},
+                params=params,
+                headers=headers,
                 timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
                 within_s=time_left + ANSWER_GRACE_S,
                 **content,
             )
 
-        return await self._exchange(path, request, complete_by)
-
-    async def get(self, path: str, params: dict[str, str], complete_by: datetime) -> dict[str, Any]:
-        """A read (an undo looking up the service's id of its forward effect); same rules as ``post``."""
-
-        def request(time_left: float) -> Awaitable[httpx.Response]:
-            return post_capped(
-                self._client,
-                f"{self._base_url}{path}",
-                SERVICE_RESPONSE_CAP,
-                method="GET",
-                params=params,
-                headers=self._headers,
-                timeout=httpx.Timeout(time_left, connect=min(time_left, 5.0)),
-                within_s=time_left + ANSWER_GRACE_S,
-            )
-
-        return await self._exchange(path, request, complete_by)
+        return request
 
     async def _in_slot(
         self, path: str, request: Callable[[float], Awaitable[httpx.Response]], complete_by: datetime
@@ -188,25 +172,27 @@ class RemoteCaller:
         self, path: str, request: Callable[[float], Awaitable[httpx.Response]], complete_by: datetime
     ) -> httpx.Response:
         if self._rate_limit is None:
-            return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
+            return await _answered(request(self._budget(path, complete_by)))
         # The permit is held from before the request leaves until its exchange has ended: where
         # in between it reached the service, it is counted in the permit's second.
         try:
             async with asyncio.timeout(self._time_left(path, complete_by)):
-                permit = await self._rate_limit.take(
-                    min(self._time_left(path, complete_by), self._timeout_s) + ANSWER_GRACE_S
-                )
+                permit = await self._rate_limit.take(self._budget(path, complete_by) + ANSWER_GRACE_S)
         except TimeoutError:
             raise ApplicationError(
                 f"{path}: not sent, its service's rate limit had no room before complete-by", type=RATE_LIMITED
             ) from None
         try:
-            return await _answered(request(min(self._time_left(path, complete_by), self._timeout_s)))
+            return await _answered(request(self._budget(path, complete_by)))
         finally:
             await self._rate_limit.give_back(permit)
 
     def _on_a_shared_queue(self) -> bool:
         return self._own_queue is not None and activity.in_activity() and activity.info().task_queue != self._own_queue
+
+    def _budget(self, path: str, complete_by: datetime) -> float:
+        """What an exchange may take: the time left, at most the service's timeout."""
+        return min(self._time_left(path, complete_by), self._timeout_s)
 
     @staticmethod
     def _time_left(path: str, complete_by: datetime) -> float:
@@ -282,7 +268,7 @@ class RemoteCaller:
                 raise ApplicationError(
                     bounded(f"{path} answered a body that does not decode: {err}", MAX_ERROR_TEXT), type=GARBAGE
                 ) from err
-            return _classify(path, response)
+            return read_answer(path, response)
         except ApplicationError as err:
             outcome, error = err.type or "error", err.message
             raise
@@ -318,65 +304,6 @@ def _record_call(service: str | None, path: str, outcome: str, seconds: float) -
         meter.create_counter("sas_agent_call_errors", "Failed remote calls of the Agents").add(
             1, {"service": service, "action": action, "error_type": outcome}
         )
-
-
-def nothing_done(err: ApplicationError) -> bool:
-    """Whether a lookup's refusal is its "nothing was done under that key": a 404 with a JSON
-    object, which voids the key at the service as the 200 with nulls does (docs/http-contract.md)."""
-    details = err.details[0] if err.details and isinstance(err.details[0], Mapping) else {}
-    return err.type == REJECTED and details.get("status") == 404
-
-
-def _classify(path: str, response: httpx.Response) -> dict[str, Any]:
-    status = response.status_code
-    unread = ""
-    try:
-        # Standard JSON, nested at most MAX_JSON_DEPTH deep: any deeper would meet Python's
-        # recursion limit, which is no reading of the answer at all.
-        content: Any = loads_strict(response.content) if "json" in response.headers.get("content-type", "") else None
-    except StrictJsonError as err:  # broken JSON, nested too deep, or bytes that are not even UTF-8
-        content, unread = None, f" ({err})"
-    if status >= 500 or status in (408, 425, 429):
-        message = content.get("message") if isinstance(content, dict) else None
-        text, full = _said(f"{path} answered {status}: ", message or response.reason_phrase)
-        raise ApplicationError(text, *full, type=TRANSIENT)
-    if not isinstance(content, dict):
-        # A service that answers with HTML or broken JSON is misbehaving, not saying no;
-        # retrying may well succeed.
-        said = response.headers.get("content-type", "no content type")
-        raise ApplicationError(
-            bounded(f"{path} answered {status} with {said!r}, not a JSON object{unread}", MAX_ERROR_TEXT),
-            type=GARBAGE,
-        )
-    if status >= 400 and content.get("error") == IN_FLIGHT:
-        # A lookup of a key whose request the service is still serving: ask again, never decide on it.
-        raise ApplicationError(f"{path} answered {status}: a request under the key is still in flight", type=TRANSIENT)
-    if status >= 400:
-        code = bounded(str(content.get("error", "rejected")), _MAX_CODE)
-        text, full = _said(f"{path} rejected the request ({status} {code}): ", content.get("message") or code)
-        raise ApplicationError(
-            text,
-            {"status": status, "error": code, **(full[0] if full else {})},
-            type=VOIDED if code == "voided" else REJECTED,
-            non_retryable=True,
-        )
-    return content
-
-
-# A service's error code is a word or two (docs/http-contract.md); more is cut.
-_MAX_CODE = 100
-# Where the full text of a cut message is: what the activity's failure carries in history.
-_FULL_TEXT_NOTE = "; the full text is the activity failure's details.full_message in the workflow's history"
-
-
-def _said(prefix: str, message: object) -> tuple[str, list[dict[str, str]]]:
-    """The error message for what a service said, cut to MAX_ERROR_TEXT bytes (it is kept in the
-    task's status, the state store and alerts), and, if it was cut, the details that keep the
-    full text (itself cut at MAX_FULL_ERROR_TEXT) in the activity's failure in Temporal's history."""
-    said = str(message)
-    whole = prefix + said
-    text = bounded(whole, MAX_ERROR_TEXT, cut_note=_FULL_TEXT_NOTE)
-    return text, ([] if text == whole else [{"full_message": bounded(said, MAX_FULL_ERROR_TEXT)}])
 
 
 def _heartbeat_interval(time_left: float) -> float:

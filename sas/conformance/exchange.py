@@ -3,7 +3,7 @@
 Every request is bounded as an Agent's is: its answer read up to 1 MiB, and the whole exchange,
 from sending to the answer's last byte, within the check's timeout (an overall deadline, not one
 per read: a service that trickles its answer is cut off). Each answer is read by the same
-function that reads an Agent's (``activities/remote.py``), so the kit calls a success, a
+function that reads an Agent's (``activities/remote_answers.py``), so the kit calls a success, a
 refusal, a transient fault or garbage exactly what a running task would; the raw status,
 content type and JSON are kept besides, for the clauses that look at the answer's shape.
 
@@ -32,7 +32,7 @@ from temporalio.exceptions import ApplicationError
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, ResponseTooLarge, post_capped
 
 # The reading an Agent applies, not a copy of it: the kit must judge an answer as a task would.
-from sas.activities.remote import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, _classify
+from sas.activities.remote_answers import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, read_answer
 from sas.task_models.results import MAX_RESULT_BYTES, secret_fields
 from sas.task_models.steps import StepPolicyValues
 from sas.task_models.strict_json import StrictJsonError, loads_strict
@@ -182,7 +182,7 @@ class Exchange:
         except StrictJsonError:
             data = None
         try:
-            _classify(path, response)
+            read_answer(path, response)
         except ApplicationError as err:
             reading = err.type or TRANSIENT
             if isinstance(data, dict) and data.get("error") == IN_FLIGHT and response.status_code >= 400:

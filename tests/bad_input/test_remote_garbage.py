@@ -1,6 +1,6 @@
 """A remote service answering garbage or the wrong content type.
 
-The Agent classifies every answer (activities/remote.py): a JSON object is data, a 4xx
+The Agent classifies every answer (activities/remote_answers.py): a JSON object is data, a 4xx
 JSON error is a permanent refusal, and anything else - HTML, broken JSON, a JSON array,
 the wrong content type, JSON nested deeper than MAX_JSON_DEPTH, a body its Content-Encoding
 does not decode - is RemoteGarbage, retryable, and counts against the service's breaker. End
@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 
 from sas import state_store
-from sas.activities.remote import GARBAGE, REJECTED, TRANSIENT, VOIDED, RemoteCaller, _classify, nothing_done
+from sas.activities.remote import RemoteCaller
+from sas.activities.remote_answers import GARBAGE, REJECTED, TRANSIENT, VOIDED, nothing_done, read_answer
 from sas.breaker.service import ServiceBreaker
 from sas.settings import BreakerSettings, DatabaseSettings
 from sas.task_models import TaskState, TaskStatus
@@ -67,7 +68,7 @@ def response(status: int, content_type: str | None, body: bytes) -> httpx.Respon
 @given(status=STATUSES, content_type=CONTENT_TYPES, body=BODIES)
 def test_every_answer_is_data_or_a_classified_error(status: int, content_type: str | None, body: bytes) -> None:
     try:
-        data = _classify("/payment/charge", response(status, content_type, body))
+        data = read_answer("/payment/charge", response(status, content_type, body))
     except ApplicationError as err:
         assert err.type in (TRANSIENT, GARBAGE, REJECTED, VOIDED), err
         # Retryable exactly when it may go better next time; the message says what came back.
@@ -86,7 +87,7 @@ def test_every_answer_is_data_or_a_classified_error(status: int, content_type: s
 @pytest.mark.parametrize("status, expected", [(200, GARBAGE), (503, TRANSIENT)])
 def test_undecodable_json_body_is_classified(status: int, expected: str) -> None:
     with pytest.raises(ApplicationError) as caught:
-        _classify("/payment/charge", response(status, "application/json", b'{"id": "\xe9\x80"}'))
+        read_answer("/payment/charge", response(status, "application/json", b'{"id": "\xe9\x80"}'))
     assert caught.value.type == expected and not caught.value.non_retryable
 
 
@@ -161,14 +162,14 @@ def test_a_lookup_answered_in_flight_is_asked_again_never_decided_on(status: int
     """A request under the key is still being served: an undo must not read that as "nothing done"."""
     answer = response(status, "application/json", b'{"error": "in_flight", "message": "still booking"}')
     with pytest.raises(ApplicationError) as caught:
-        _classify("/flights/lookup", answer)
+        read_answer("/flights/lookup", answer)
     assert caught.value.type == TRANSIENT and not caught.value.non_retryable
     assert not nothing_done(caught.value)
 
 
 def test_a_lookup_answered_404_says_nothing_was_done() -> None:
     with pytest.raises(ApplicationError) as caught:
-        _classify("/flights/lookup", response(404, "application/json", b'{"error": "not_found"}'))
+        read_answer("/flights/lookup", response(404, "application/json", b'{"error": "not_found"}'))
     assert nothing_done(caught.value)
 
 
@@ -220,8 +221,8 @@ async def test_an_answer_nested_too_deep_or_undecodable_is_garbage_and_counts_ag
 
 def test_a_nested_answer_is_read_as_garbage_not_a_recursion_error() -> None:
     with pytest.raises(ApplicationError) as caught:
-        _classify("/payment/charge", response(200, "application/json", NESTED))
+        read_answer("/payment/charge", response(200, "application/json", NESTED))
     assert caught.value.type == GARBAGE and "nested deeper than 64 levels" in caught.value.message
     with pytest.raises(ApplicationError) as caught:
-        _classify("/payment/charge", response(503, "application/json", NESTED))
+        read_answer("/payment/charge", response(503, "application/json", NESTED))
     assert caught.value.type == TRANSIENT  # a 5xx is transient whatever its body

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 
-from sas.activities.remote import REJECTED, TRANSIENT, _classify
+from sas.activities.remote_answers import REJECTED, TRANSIENT, read_answer
 from sas.state_store.agent_writes.writer import WritesBehind
 from sas.task_models import StepState, StepTransition
 from sas.task_models.text import MAX_ERROR_TEXT, MAX_FULL_ERROR_TEXT, bounded, json_size
@@ -45,7 +45,7 @@ def answer(status: int, message: str) -> httpx.Response:
 def test_a_huge_error_answer_is_cut_and_its_full_text_kept_in_the_details(status: int, kind: str) -> None:
     said = "é" * 450_000
     with pytest.raises(ApplicationError) as caught:
-        _classify("/payment/charge", answer(status, said))
+        read_answer("/payment/charge", answer(status, said))
     err = caught.value
     assert err.type == kind and json_size(err.message) <= MAX_ERROR_TEXT
     assert err.message.startswith("/payment/charge ") and "full_message" in err.message
@@ -57,7 +57,7 @@ def test_a_huge_error_answer_is_cut_and_its_full_text_kept_in_the_details(status
 
 def test_a_short_error_answer_is_kept_whole_without_extra_details() -> None:
     with pytest.raises(ApplicationError) as caught:
-        _classify("/payment/charge", answer(503, "busy"))
+        read_answer("/payment/charge", answer(503, "busy"))
     assert caught.value.message == "/payment/charge answered 503: busy" and not caught.value.details
 
 
@@ -92,7 +92,7 @@ async def test_a_result_too_large_for_the_tasks_status_is_garbage(char: str) -> 
     from temporalio.testing import ActivityEnvironment
 
     from sas.activities.agent import Agent
-    from sas.activities.remote import GARBAGE
+    from sas.activities.remote_answers import GARBAGE
     from sas.task_models import MirrorStamp, StepCall
     from sas.task_models.results import MAX_RESULT_BYTES
 

@@ -15,7 +15,8 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from sas.activities.remote import TRANSIENT, RemoteCaller
+from sas.activities.remote import RemoteCaller
+from sas.activities.remote_answers import TRANSIENT
 from sas.task_models.queues import SLOTS_FULL
 from tests.helpers import wait_until
 

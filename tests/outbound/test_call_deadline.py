@@ -16,7 +16,8 @@ import httpx
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from sas.activities.remote import ANSWER_GRACE_S, TRANSIENT, RemoteCaller
+from sas.activities.remote import ANSWER_GRACE_S, RemoteCaller
+from sas.activities.remote_answers import TRANSIENT
 from tests.helpers import wait_until
 from tests.outbound.hostile import Hostile, Trickle, hostile
 

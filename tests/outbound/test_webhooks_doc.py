@@ -24,7 +24,8 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from temporalio.exceptions import ApplicationError
 
 from sas.activities.outbound import SERVICE_RESPONSE_CAP, WebhookSender, signed_headers
-from sas.activities.remote import GARBAGE, RemoteCaller
+from sas.activities.remote import RemoteCaller
+from sas.activities.remote_answers import GARBAGE
 from sas.task_models import TaskState
 from sas_demo_services.launcher import free_port
 from tests.helpers import fresh_id, wait_until
