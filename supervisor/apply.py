@@ -24,6 +24,9 @@ from temporalio.client import Client
 
 from sas.breaker.held import holding, service_of_step
 from sas.breaker.model import BreakerView
+from sas.reconciliation.repairs import reconcile_task
+from sas.reconciliation.temporal_view import look, waiting_reason
+from sas.runtime.task_faults import TaskFault
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_decision, defer_step
@@ -37,9 +40,6 @@ from sas.supervisor.outbox import Outbox
 from sas.supervisor.outside_pauses import paused_outside_sas, record_outside_pause
 from sas.supervisor.per_task import isolated
 from sas.supervisor.policy import PutOff, breaker_holds, temporal_says_wait
-from sas.supervisor.reconcile import reconcile_task
-from sas.supervisor.task_faults import TaskFault
-from sas.supervisor.temporal_view import look, waiting_reason
 
 log = logging.getLogger("sas.supervisor")
 

@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from sas.runtime.liveness import workflow_status
 from sas.settings import Settings
-from sas.supervisor.liveness import workflow_status
 from sas.supervisor.models import SupervisorInput
 
 log = logging.getLogger("sas.supervisor")

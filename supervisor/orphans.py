@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio import activity
 from temporalio.client import Client
 
+from sas.reconciliation.repairs import reconcile_task
+from sas.reconciliation.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_cleanup
@@ -37,9 +39,8 @@ from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.outbox import Outbox
 from sas.supervisor.outside_pauses import outside_pauses_in
 from sas.supervisor.per_task import isolated
-from sas.supervisor.reconcile import reconcile_finished, reconcile_task
+from sas.supervisor.reconcile import reconcile_finished
 from sas.supervisor.resets import ResetFollower
-from sas.supervisor.temporal_view import STUCK_WORKFLOW_TASK_ATTEMPTS, look
 from sas.task_models.ids import cleanup_workflow_id
 from sas.task_models.pauses import is_paused
 from sas.workflows.cleanup import UNDO_STATES

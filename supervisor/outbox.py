@@ -28,6 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from sas.activities.cleanup_plans import cleanup_input
+from sas.runtime.task_faults import TaskFault
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import mark_sent, unsent_decisions
@@ -36,7 +37,6 @@ from sas.supervisor.activity_support import beat, bounded
 from sas.supervisor.alert_rows import raise_once, resolve_key
 from sas.supervisor.models import AlertSpec
 from sas.supervisor.per_task import isolated
-from sas.supervisor.task_faults import TaskFault
 from sas.task_models import OperatorRequest
 from sas.task_models.ids import cleanup_workflow_id
 from sas.workflows.definitions import TaskDefinition

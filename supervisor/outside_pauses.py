@@ -23,11 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
 
+from sas.reconciliation.temporal_view import TemporalView
 from sas.state_store.mirror import mark_step
 from sas.state_store.rows import StepRow
 from sas.supervisor.alert_rows import log_alert, raise_in
 from sas.supervisor.models import AlertSpec
-from sas.supervisor.temporal_view import TemporalView
 from sas.task_models import StepState, TaskState
 
 PAUSED = (

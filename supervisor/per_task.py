@@ -2,7 +2,7 @@
 
 Every per-task operation of a sweep (looking at a task in Temporal, reconciling it, sending its
 decision) runs through ``isolated``: within a time bound, and when it fails for that task's own
-reasons (``supervisor/task_faults.py``) the task gets one alert naming it and the cause, and the
+reasons (``sas/runtime/task_faults.py``) the task gets one alert naming it and the cause, and the
 sweep goes on with the others. Before this, one task whose ``status`` query failed (its type no
 longer registered, an answer too large for a message) failed the whole sweep activity, which
 Temporal retried for ever: nothing was decided for any task.
@@ -17,9 +17,9 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from sas.runtime.task_faults import TaskFault, task_fault
 from sas.supervisor.alert_rows import raise_once
 from sas.supervisor.models import AlertSpec
-from sas.supervisor.task_faults import TaskFault, task_fault
 
 ALERT_KIND = "task_check_failed"
 # Below the sweep activities' 10 s heartbeat timeout: a task that hangs costs its own bound,

@@ -18,10 +18,10 @@ from functools import partial
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 
+from sas.reconciliation.repairs import Reconciliation, reconcile_task
 from sas.state_store.queries import runs_of
 from sas.supervisor.activity_support import beat
 from sas.supervisor.per_task import isolated
-from sas.supervisor.reconcile import Reconciliation, reconcile_task
 
 # On a Supervisor's first look: how far back a reset is still followed.
 FIRST_LOOKBACK = timedelta(minutes=10)

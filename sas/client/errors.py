@@ -61,3 +61,9 @@ class NotConfirmed(ClientError):
 
 class Unreachable(ClientError):
     """Temporal or the state store cannot be reached, turned the client away, or is not there."""
+
+
+class Unhealthy(ClientError):
+    """A health check failed: no process of this host polls the role's task queue within its
+    bound, a Supervisor shard's workflow does not run or has not swept, or Temporal, which the
+    check asks, cannot be reached."""

@@ -53,6 +53,16 @@ class StateStore:
         """Run ``fn`` with a session. A database that cannot be reached raises
         StateStoreUnreachable (the URL without its password); one without sas's tables says
         there is no state store there."""
+
+        async def one(sessions: Any) -> T:
+            async with sessions() as session:
+                return await fn(session)
+
+        return await self.sessions(one, read_only=read_only)
+
+    async def sessions(self, fn: Callable[[Any], Awaitable[T]], *, read_only: bool = False) -> T:
+        """Run ``fn`` with a session factory, for work that opens a session of its own for each
+        part (reconciling: one task's read, its repairs, its alerts); errors as ``session``'s."""
         from sas import state_store
         from sas.runtime.failures import StateStoreUnreachable, mask_url, missing_tables, reaching_state_store
 
@@ -60,8 +70,7 @@ class StateStore:
         engine = self.engine()
         try:
             with reaching_state_store(url):
-                async with state_store.session_factory(engine, read_only=read_only)() as session:
-                    return await fn(session)
+                return await fn(state_store.session_factory(engine, read_only=read_only))
         except StateStoreUnreachable as err:
             if missing_tables(err):
                 raise no_state_store(mask_url(url)) from None

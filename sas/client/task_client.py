@@ -8,55 +8,32 @@ a thin layer over it, so a service and an operator at a terminal do exactly the 
 
 from __future__ import annotations
 
-import functools
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from sas.client import audit, incidents, inputs
-from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound, Unreachable
+from sas.client import inputs
+from sas.client.core import typed
+from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound
+from sas.client.read_calls import ReadCalls
 from sas.client.results import ActionResult, BulkResult, Submitted
+from sas.client.schedule_calls import ScheduleCalls
 from sas.client.selection import DEFAULT_CONCURRENCY, Action, Result, Selected, Selection
-from sas.client.store import StateStore
+from sas.client.upkeep_calls import UpkeepCalls
 
 # Only what a read of the state store needs is imported here: `sas show`, `list` and `alerts`
 # go through this client and load nothing of Temporal's SDK or the task types (they start fast).
 if TYPE_CHECKING:
     from pydantic import BaseModel
-    from temporalio.client import Client
 
-    from sas.client.alerts import AlertChange, AlertList
-    from sas.client.breakers import BreakerChange, ServiceView
-    from sas.client.incidents import IncidentView
-    from sas.client.listing import TaskList
     from sas.client.status import TaskView
-    from sas.client.story import TaskStory
     from sas.client.waiting import Outcome
     from sas.settings import Settings
     from sas.task_models import TaskResult
 
-P = ParamSpec("P")
-T = TypeVar("T")
 
-
-def _typed(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Temporal or the state store out of reach becomes ``Unreachable``, like every other
-    failure a caller can act on a ``ClientError``."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        from sas.runtime.failures import DependencyUnreachable
-
-        try:
-            return await fn(*args, **kwargs)
-        except DependencyUnreachable as err:
-            raise Unreachable(str(err), err.hint or None) from err
-
-    return wrapper
-
-
-class TaskClient:
+class TaskClient(ReadCalls, ScheduleCalls, UpkeepCalls):
     """Start tasks and act on them as an operator, from code.
 
     Build it with ``await TaskClient.connect()`` (the SAS_* settings, or ``settings``), or over
@@ -64,21 +41,18 @@ class TaskClient:
     sas's data converter (``sas.runtime.connect.connect`` builds one). ``actor`` is who acts
     when a call does not say (``by=``): name your service, so the audit log does.
 
+    Its parts, by concern: starting and following a task and the operator actions (here), the
+    reads (``show``, ``list``, ``alerts``, ``services``, ``incidents``), the schedules
+    (``create_schedule``, ``schedules``, ``pause_schedule``...) and the stack's upkeep
+    (``reconcile``, ``health``).
+
     Every failure a caller can act on is a ``ClientError`` (``sas.api``): ``InvalidInput``,
-    ``TaskNotFound``, ``TaskIdTaken``, ``NotApplicable``, ``NotConfirmed``, ``Unreachable``.
+    ``TaskNotFound``, ``TaskIdTaken``, ``NotApplicable``, ``NotConfirmed``, ``Unreachable``,
+    ``Unhealthy``.
     """
 
-    def __init__(self, client: Client | None, settings: Settings | None = None, *, actor: str | None = None) -> None:
-        if settings is None:
-            from sas.settings import get_settings
-
-            settings = get_settings()
-        self._client, self.settings = client, settings
-        self.store = StateStore(settings)
-        self.actor = audit.check_actor(actor) if actor is not None else None
-
     @classmethod
-    @_typed
+    @typed
     async def connect(
         cls, settings: Settings | None = None, *, actor: str | None = None, lazy: bool = False
     ) -> TaskClient:
@@ -96,27 +70,9 @@ class TaskClient:
             await made._temporal()
         return made
 
-    @property
-    def temporal(self) -> Client:
-        """The Temporal client (of a lazy client, once a call has connected it)."""
-        if self._client is None:
-            raise Unreachable("not connected to Temporal yet", "build the client with TaskClient.connect()")
-        return self._client
-
-    async def _temporal(self) -> Client:
-        if self._client is None:
-            from sas.runtime.connect import connect
-
-            self._client = await connect(self.settings.temporal, encryption=self.settings.encryption)
-        return self._client
-
-    def _who(self, by: str | None, reason: str) -> str:
-        audit.check_reason(reason)
-        return audit.check_actor(by or self.actor)
-
     # ------------------------------------------------------------ starting and following
 
-    @_typed
+    @typed
     async def submit(
         self,
         task_type: str,
@@ -157,7 +113,7 @@ class TaskClient:
         starts_at = datetime.now(UTC) + start_delay if start_delay else None
         return Submitted(task_id, task_type, starts_at)
 
-    @_typed
+    @typed
     async def status(self, task_id: str) -> TaskView:
         """Where the task stands now: its steps, states and FailureCounts (``TaskView``)."""
         from sas.client import status
@@ -173,7 +129,7 @@ class TaskClient:
             return TaskView.of("delayed", later)
         raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`")
 
-    @_typed
+    @typed
     async def wait(self, task_id: str) -> Outcome:
         """Wait until the task ends (Processed, Compensated, or its workflow failed or was
         closed) or waits for an operator; ``Outcome.state`` says which."""
@@ -182,7 +138,7 @@ class TaskClient:
         inputs.check_task_id(task_id)
         return await waiting.wait_for_outcome(await self._temporal(), task_id)
 
-    @_typed
+    @typed
     async def result(self, task_id: str) -> TaskResult:
         """Wait for the task's result (Processed or Compensated, with its steps). A workflow that
         failed or was closed from outside raises ``NotApplicable`` saying how it ended."""
@@ -200,7 +156,7 @@ class TaskClient:
 
     # ------------------------------------------------------------ operator actions
 
-    @_typed
+    @typed
     async def retry(
         self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
     ) -> ActionResult:
@@ -212,7 +168,7 @@ class TaskClient:
         temporal = await self._temporal()
         return ActionResult(task_id, await operator.retry(temporal, self.store, task_id, step, who, reason))
 
-    @_typed
+    @typed
     async def compensate(
         self, task_id: str, *, by: str | None = None, reason: str = "", force: bool = False
     ) -> ActionResult:
@@ -225,7 +181,7 @@ class TaskClient:
         temporal = await self._temporal()
         return ActionResult(task_id, await operator.compensate(temporal, task_id, who, reason, force=force))
 
-    @_typed
+    @typed
     async def park(
         self,
         task_id: str,
@@ -251,7 +207,7 @@ class TaskClient:
             await parking.park_step(await self._temporal(), self.store, task_id, step, who, reason, confirm_within_s),
         )
 
-    @_typed
+    @typed
     async def complete_step(
         self,
         task_id: str,
@@ -276,7 +232,7 @@ class TaskClient:
         done = repairs.completion(step, result, who, reason, force=force)
         return await repairs.complete_step(await self._temporal(), task_id, done, dry_run=dry_run)
 
-    @_typed
+    @typed
     async def resubmit(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:
         """Run the task again: a parked one with FailureCount 0, a finished Compensated or Error
         one as its next incarnation (``ActionResult.incarnation``)."""
@@ -287,14 +243,14 @@ class TaskClient:
         message, incarnation = await operator.resubmit(await self._temporal(), self.store, task_id, who, reason)
         return ActionResult(task_id, message, incarnation)
 
-    @_typed
+    @typed
     async def approve(
         self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
     ) -> ActionResult:
         """Approve the step that waits for an approval: the task goes on."""
         return await self._answer_wait(task_id, step, True, by, reason)
 
-    @_typed
+    @typed
     async def reject(
         self, task_id: str, *, step: str | None = None, by: str | None = None, reason: str = ""
     ) -> ActionResult:
@@ -312,7 +268,7 @@ class TaskClient:
         answer = await operator.answer_wait(temporal, task_id, step, approved=approved, by=who, reason=reason)
         return ActionResult(task_id, answer)
 
-    @_typed
+    @typed
     async def cancel(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:
         """Cancel a delayed task before it starts (nothing has run), or delete the schedule of that id."""
         inputs.check_task_id(task_id)
@@ -322,7 +278,7 @@ class TaskClient:
         done = await delayed.cancel(await self._temporal(), self.store, task_id, who, reason)
         return ActionResult(task_id, done["changed"], data=done)
 
-    @_typed
+    @typed
     async def reschedule(
         self, task_id: str, when: timedelta | datetime, *, by: str | None = None, reason: str = ""
     ) -> ActionResult:
@@ -339,9 +295,9 @@ class TaskClient:
         done = await delayed.reschedule(await self._temporal(), self.store, task_id, delay, who, reason)
         return ActionResult(task_id, done["changed"], data=done)
 
-    # ------------------------------------------------------------ selections and incidents
+    # ------------------------------------------------------------ selections
 
-    @_typed
+    @typed
     async def select(self, selection: Selection) -> Selected:
         """The tasks ``selection`` picks (oldest change first, at most its ``limit``; ``more``
         when more match), without acting on them: a dry run."""
@@ -351,7 +307,7 @@ class TaskClient:
         client = await self._temporal() if selection.query is not None else None
         return await bulk.select(client, self.store, self.settings.temporal.task_queue, selection)
 
-    @_typed
+    @typed
     async def bulk(
         self,
         action: Action,
@@ -382,89 +338,6 @@ class TaskClient:
         temporal = await self._temporal()
         results = await bulk.act_all(temporal, self.store, action, request, chosen.tasks, concurrency, on_result)
         return BulkResult(bulk_id, results, chosen.more)
-
-    @_typed
-    async def incidents(self, status: str = "active", limit: int = 100) -> list[IncidentView]:
-        """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``."""
-        return await incidents.list_incidents(self.store, status, limit)
-
-    @_typed
-    async def incident(self, incident_id: int, limit: int = 100) -> IncidentView:
-        """One incident and the ids of its tasks (the first ``limit``)."""
-        return await incidents.get_incident(self.store, incident_id, limit)
-
-    @_typed
-    async def resolve_incident(self, incident_id: int) -> tuple[str, str]:
-        """Close an incident (its alert); its status before and after."""
-        return await incidents.set_incident(self.store, incident_id, "resolve")
-
-    @_typed
-    async def acknowledge_incident(self, incident_id: int) -> tuple[str, str]:
-        """Say someone is on an incident (its alert); its status before and after."""
-        return await incidents.set_incident(self.store, incident_id, "ack")
-
-    # ------------------------------------------------------------ reads: tasks, alerts, services
-
-    @_typed
-    async def show(self, task_id: str) -> TaskStory:
-        """The task's story (``TaskStory``): its steps, every attempt, decision and operator
-        action in time order, its alerts; a delayed, cancelled or unaccepted one from what
-        Temporal and the audit log know. ``TaskNotFound`` if nothing knows it."""
-        from sas.client.story import tell
-
-        inputs.check_task_id(task_id)
-        return await tell(self.store, self._temporal, task_id)
-
-    @_typed
-    async def alerts(self, status: str = "open", limit: int = 100, *, folded: bool = False) -> AlertList:
-        """Alerts, newest first: ``open``, ``acked``, ``resolved`` or ``all``. A task's alert
-        folded into an open incident is only counted (``AlertList.folded``) unless ``folded``."""
-        from sas.client.alerts import list_alerts
-
-        return await list_alerts(self.store, status, limit, folded=folded)
-
-    @_typed
-    async def acknowledge_alert(self, alert_id: int) -> AlertChange:
-        """Say someone is on an open alert (a resolved one stays resolved: ``changed`` False)."""
-        from sas.client.alerts import set_alert
-
-        return await set_alert(self.store, alert_id, "ack")
-
-    @_typed
-    async def resolve_alert(self, alert_id: int) -> AlertChange:
-        """Close an open or acknowledged alert."""
-        from sas.client.alerts import set_alert
-
-        return await set_alert(self.store, alert_id, "resolve")
-
-    @_typed
-    async def services(self) -> list[ServiceView]:
-        """Each remote service's circuit breaker and queue, by name (``ServiceView``)."""
-        from sas.client.breakers import services
-
-        return await services(self.store, self.settings)
-
-    @_typed
-    async def force_breaker(
-        self, service: str, state: Literal["open", "closed"], *, by: str | None = None, reason: str
-    ) -> BreakerChange:
-        """Force ``service``'s breaker ``open`` (no call reaches it and its steps wait, until
-        forced ``closed``) or ``closed`` (its held steps start now); audited, so ``reason`` is required."""
-        from sas.client.breakers import check_force, force
-
-        if state not in ("open", "closed"):
-            raise InvalidInput(f"unknown breaker state {state!r}: open or closed", field="state")
-        check_force(service, reason)
-        return await force(self.store, service, state, self._who(by, reason), reason)
-
-    @_typed
-    async def list(self, state: str | None = None, limit: int = 50) -> TaskList:
-        """The tasks of the state store, newest first (at most ``limit``; ``state``: only those,
-        in any case), after every workflow stuck before the state store saw it (state ``Stuck``).
-        ``TaskList.tasks`` has each (``ListedTask``)."""
-        from sas.client.listing import list_tasks
-
-        return await list_tasks(self.store, state, limit)
 
 
 def _check_selection(selection: Selection) -> None:

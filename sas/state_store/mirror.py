@@ -3,7 +3,7 @@
 The statements and their rules are the one writer's (``sas.state_store.mirror_rules``); these
 functions only give them their parameters and run them in the caller's session: the
 Scheduler's transitions and audit entries, the Supervisor's claims (``decisions``), an
-operator's park mark (``sas/client/parking.py``), reconciliation's repairs (``supervisor/reconcile.py``)
+operator's park mark (``sas/client/parking.py``), reconciliation's repairs (``sas.reconciliation.repairs``)
 and a resubmitted task's next incarnation (``incarnations``). The hot path - acceptance and
 the Agents' writes - runs the same statements on its own connections (``agent_writes``).
 

@@ -26,7 +26,7 @@ The rules, stated once:
   (Waiting and Skipped included). A write without a version of its own - an operator's park
   mark, the Supervisor's claim - is a compare-and-set on the state and version it read, and
   leaves the version, so every later write of the workflow wins. A repair from Temporal
-  (``supervisor/reconcile.py``) also compares-and-sets, and takes a version above the row's;
+  (``sas.reconciliation.repairs``) also compares-and-sets, and takes a version above the row's;
   for a finished workflow one stamped with the repair's time, so a late write of that run
   never undoes it (``mirror.repair_version``).
 - **Errors.** A step that went through (Processed) clears its last error; an undone one keeps

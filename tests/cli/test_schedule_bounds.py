@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from sas.cli.output import CliError
-from sas.cli.schedule_spec import check_cron, parse_every
+from sas.client.errors import InvalidInput
+from sas.client.schedule_spec import check_cron, parse_every
 from tests import cli_process
 
 
@@ -27,7 +27,7 @@ from tests import cli_process
     ],
 )
 def test_an_interval_outside_the_bounds_is_refused(every: str, refused: str) -> None:
-    with pytest.raises(CliError) as error:
+    with pytest.raises(InvalidInput) as error:
         parse_every(every, min_interval_s=60)
     assert refused in error.value.message and "\n" not in error.value.message
 
@@ -55,7 +55,7 @@ def test_the_bounds_themselves_are_allowed_and_the_setting_lowers_the_minimum() 
     ],
 )
 def test_a_cron_outside_the_bounds_is_refused(cron: str, refused: str) -> None:
-    with pytest.raises(CliError) as error:
+    with pytest.raises(InvalidInput) as error:
         check_cron(cron)
     assert refused in error.value.message and "\n" not in error.value.message
 

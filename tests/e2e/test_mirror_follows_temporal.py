@@ -242,8 +242,8 @@ async def test_a_compensated_tasks_step_left_processed_is_repaired_not_undone(st
     landed: the mirror says reserve is still Processed under a Compensated task (a chaos run's
     finding). The task is found as one whose rows disagree with it, and reconciling writes what
     Temporal shows; nothing is undone again."""
+    from sas.reconciliation.repairs import reconcile_task
     from sas.state_store.queries import finished_disagreeing
-    from sas.supervisor.reconcile import reconcile_task
 
     stack = stack_no_supervisor
     task_id = fresh_id("lostundo")

@@ -9,7 +9,7 @@ from sqlalchemy import exc as sa_exc
 from temporalio.client import WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from sas.supervisor.task_faults import task_fault
+from sas.runtime.task_faults import task_fault
 from sas.task_models import OperatorRequest
 from sas.task_models.status import MAX_FAILURE_COUNT
 
@@ -72,10 +72,10 @@ async def test_a_timeout_is_the_tasks_fault_only_when_it_repeats(sqlite_url: str
     from sqlalchemy import select
 
     from sas import state_store
+    from sas.runtime.task_faults import TaskFault
     from sas.settings import DatabaseSettings
     from sas.state_store.tables import Alert
     from sas.supervisor.per_task import ALERT_KIND, TIMEOUTS_BEFORE_ALERT, isolated
-    from sas.supervisor.task_faults import TaskFault
 
     await state_store.upgrade_async(sqlite_url)
     engine = state_store.create_engine(DatabaseSettings(url=sqlite_url))

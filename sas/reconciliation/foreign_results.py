@@ -11,13 +11,17 @@ so, and a critical alert names the identity, so an operator can check the servic
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 
-from sas.supervisor.alert_rows import raise_once
-from sas.supervisor.models import AlertSpec
+from sas.state_store.alerts import active_alert, raise_alert
+from sas.state_store.tables import Alert
+
+# The Supervisor's logger: its alerts are logged under it, wherever they were raised.
+log = logging.getLogger("sas.supervisor")
 
 
 async def completed_from_outside(client: Client, task_id: str, run_id: str | None, activity_type: str) -> str | None:
@@ -54,14 +58,34 @@ async def alert_foreign_result(
     activity_type: str,
     identity: str,
     now: datetime,
-) -> None:
-    spec = AlertSpec(
+) -> bool:
+    """Raise (or refresh) the one critical alert of the step's foreign result; True, and a log
+    line, only when it is new."""
+    key = f"foreign_result:{task_id}:{step}"
+    message = f"task {task_id}: step {step}'s {foreign_note(activity_type, identity)}; the task went on with it"
+    action = (
+        f"check the service's own record for {task_id}:{step}; if it did nothing, the task's effects do not match: "
+        f"`sas show {task_id}`, then undo by hand or `sas compensate {task_id}` if it is still running"
+    )
+    alert = Alert(
+        incident_key=key,
         severity="critical",
         kind="foreign_result",
-        message=f"task {task_id}: step {step}'s {foreign_note(activity_type, identity)}; the task went on with it",
-        suggested_action=(
-            f"check the service's own record for {task_id}:{step}; if it did nothing, the task's effects do not match: "
-            f"`sas show {task_id}`, then undo by hand or `sas compensate {task_id}` if it is still running"
-        ),
+        task_id=task_id,
+        step=step,
+        failure_count=0,
+        message=message,
+        last_error=None,
+        suggested_action=action,
+        status="open",
+        created_at=now,
+        updated_at=now,
+        delivery_attempts=0,
     )
-    await raise_once(sessions, spec, f"foreign_result:{task_id}:{step}", now, task_id=task_id, step=step)
+    async with sessions() as session, session.begin():
+        new = await active_alert(session, key) is None
+        await raise_alert(session, alert)
+    if new:
+        fields = {"severity": "critical", "kind": "foreign_result", "task_id": task_id, "step": step}
+        log.warning("alert", extra={"fields": {**fields, "message": message, "suggested_action": action}})
+    return new
