@@ -3,7 +3,10 @@ to undo in which order. Pure Python, like ``supervisor/policy.py``: no I/O and n
 Temporal, so the Scheduler's rules are read and tested here, and the workflow shell
 (``workflows/shell/``) only carries them out.
 
-Every change of a step's state is made here, in :meth:`TaskCore.set`.
+Every change of a step's status is made here: its state, note, result and wait in
+:meth:`TaskCore.set`, its FailureCount in :meth:`TaskCore.claim_count` (never down) and
+:meth:`TaskCore.reset_failures`, the task's need of an operator in :meth:`TaskCore.park`. The
+shell never assigns a status field itself (``tests/scheduler/test_one_change_call.py``).
 
 A plan is a list of *stages*. A stage is one step, or a parallel group whose steps start
 together; the task goes on to the next stage when every step of the stage is done. A step
@@ -18,13 +21,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
 
 from sas.task_models import OperatorRequest, PivotRole, StepState, StepStatus, TaskState, TaskStatus
 
 # A step in one of these states waits for a decision (the Supervisor's or an operator's).
 DECISION_STATES = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
 RequestKind = Literal["retry", "compensate", "park", "complete"]
+
+
+class Keep(Enum):
+    """A field :meth:`TaskCore.set` leaves as it is (None is a value: it clears the field)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
 
 
 @dataclass(frozen=True)
@@ -115,13 +129,34 @@ class TaskCore:
 
     # ---------------------------------------------------------------- changing
 
-    def set(self, name: str, state: StepState, task_state: TaskState | None = None) -> StepStatus:
-        """The one place a step's state changes. A task state given with it becomes the task's,
-        and the step its current step."""
+    def set(
+        self,
+        name: str,
+        state: StepState | None = None,
+        task_state: TaskState | None = None,
+        *,
+        note: str | Keep | None = KEEP,
+        result: dict[str, Any] | Keep | None = KEEP,
+        wait_until: datetime | Keep | None = KEEP,
+        waits_for: str | Keep | None = KEEP,
+    ) -> StepStatus:
+        """The one place a step's status changes: its state (None: as it is), and its note,
+        result and what it waits for (each left as it is unless given). A task state given
+        with it becomes the task's, and the step its current step. Its FailureCount changes only
+        through :meth:`claim_count` (up) and :meth:`reset_failures` (an operator's resubmit)."""
         step = self.step(name)
-        step.state = state
-        if state == StepState.PROCESSED and name not in self.completed:
-            self.completed.append(name)
+        if state is not None:
+            step.state = state
+            if state == StepState.PROCESSED and name not in self.completed:
+                self.completed.append(name)
+        if note is not KEEP:
+            step.note = note
+        if result is not KEEP:
+            step.result = result
+        if wait_until is not KEEP:
+            step.wait_until = wait_until
+        if waits_for is not KEEP:
+            step.waits_for = waits_for
         if task_state is not None:
             self.status.state = task_state
             self.status.current_step = name
@@ -142,9 +177,8 @@ class TaskCore:
 
     def start(self, name: str, state: StepState = StepState.PROCESSING) -> StepStatus:
         """A run of the step begins (forward): counted, Processing (a wait step: Waiting)."""
-        step = self.step(name)
-        step.runs += 1
-        step.state = state
+        self.step(name).runs += 1
+        self.step(name).state = state  # counted in forward_state below, as one of the running
         return self.set(name, state, self.forward_state())
 
     def done(self, name: str) -> TaskState:
@@ -162,9 +196,7 @@ class TaskCore:
 
     def skip(self, name: str, why: str) -> StepStatus:
         """A conditional step whose condition is false: never run, never undone."""
-        step = self.set(name, StepState.SKIPPED)
-        step.note = why
-        return step
+        return self.set(name, StepState.SKIPPED, note=why)
 
     def record_failure(
         self, name: str, state: StepState, message: str, error_type: str, permanent: bool
@@ -202,7 +234,22 @@ class TaskCore:
         Supervisors flushing one outbox row) is recognised and refused."""
         if request.failure_count is not None:
             step = self.step(name)
-            step.failure_count = max(step.failure_count, request.failure_count)
+            step.failure_count = max(step.failure_count, request.failure_count)  # never down
+
+    def reset_failures(self, name: str) -> int:
+        """An operator's resubmit starts the step's FailureCount again; returns the count it had."""
+        step = self.step(name)
+        before, step.failure_count = step.failure_count, 0
+        return before
+
+    def park(self, name: str) -> StepStatus:
+        """The step waits as Error for an operator, and the task says it needs one."""
+        self.status.needs_operator = True
+        return self.set(name, StepState.ERROR, TaskState.ERROR)
+
+    def operator_answered(self) -> None:
+        """A decision arrived: the task no longer waits for an operator."""
+        self.status.needs_operator = False
 
     def begin_compensation(self, request: OperatorRequest) -> None:
         """Compensation starts: the queued decisions no longer apply (each step's undo has its own)."""

@@ -87,8 +87,8 @@ class Children:
         core, records = run.core, run.records
         child_id = self.child_id(name)
         records.advance()
-        step = core.start(name, StepState.WAITING)
-        step.note = waiting_note(child_id, child.task_type)
+        core.start(name, StepState.WAITING)
+        step = core.set(name, note=waiting_note(child_id, child.task_type))
         run.publish()
         run.event(f"{name}: {step.note}")
         await records.mirror([records.transition(step, task_state=core.status.state, note=step.note)])
@@ -133,10 +133,12 @@ class Children:
         core, records = run.core, run.records
         records.advance()
         child_id = self.child_id(name)
-        step = core.step(name)
-        step.note = f"child task {child_id} completed"
-        step.result = {"child_task_id": child_id, "state": str(TaskState.PROCESSED)}
-        run.results[name] = dict(step.result)
+        step = core.set(
+            name,
+            note=f"child task {child_id} completed",
+            result={"child_task_id": child_id, "state": str(TaskState.PROCESSED)},
+        )
+        run.results[name] = dict(step.result or {})
         task_state = core.done(name)
         run.publish()
         run.event(f"{name}: {step.note}")
@@ -170,7 +172,7 @@ class Children:
         if ended != TaskState.PROCESSED:
             undid = ended == TaskState.COMPENSATED
             why = "the child undid itself" if undid else "the child's workflow ended without a result"
-            run.set(name, StepState.COMPENSATED).note = f"nothing to undo: {why}"
+            run.set(name, StepState.COMPENSATED, note=f"nothing to undo: {why}")
             return False
         await self._clean_up(name)
         return True
@@ -182,8 +184,8 @@ class Children:
         child_id = self.child_id(name)
         while True:
             records.advance()
-            step = run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
-            step.note = f"undoing child task {child_id} (cleanup-{child_id})"
+            note = f"undoing child task {child_id} (cleanup-{child_id})"
+            step = run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING, note=note)
             await records.mirror([records.transition(step, task_state=TaskState.COMPENSATING, note=step.note)])
             try:
                 await workflow.execute_child_workflow(
@@ -209,8 +211,7 @@ class Children:
                 await self.decisions.wait_for(name, compensating=True)
                 continue
             records.advance()
-            step = run.set(name, StepState.COMPENSATED)
-            step.note = f"child task {child_id} undone by cleanup-{child_id}"
+            step = run.set(name, StepState.COMPENSATED, note=f"child task {child_id} undone by cleanup-{child_id}")
             await records.mirror([records.transition(step, task_state=TaskState.COMPENSATING, note=step.note)])
             changed = f"child task {child_id} (Processed) undone by cleanup-{child_id}"
             await records.audit("undo child", name, OperatorRequest(by="sas", reason="its parent is undone"), changed)

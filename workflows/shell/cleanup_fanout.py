@@ -49,7 +49,7 @@ class CleanupFanOut:
             if listed.error is not None:
                 await self._failed(name, f"fan-out items could not be listed: {listed.error}", ITEMS_UNKNOWN)
                 continue
-            status.note = f"undoing {len(left)} of {len(listed.items)} attempted items"
+            core.set(name, note=f"undoing {len(left)} of {len(listed.items)} attempted items")
             await records.mirror([records.transition(status, task_state=TaskState.COMPENSATING, note=status.note)])
             outcomes: list[ItemOutcome] = []
             for part in batches(left, listed.batch_size):
@@ -59,8 +59,7 @@ class CleanupFanOut:
             left = [i for i in left if i.key in failed]
             if not left:
                 records.advance()
-                self.run.set(name, StepState.COMPENSATED)
-                status.note = f"{len(listed.items)} attempted items undone"
+                self.run.set(name, StepState.COMPENSATED, note=f"{len(listed.items)} attempted items undone")
                 await records.mirror([records.transition(status, note=status.note)])
                 return
             first = "; ".join(f"{k}: {e}" for k, e in list(errors.items())[:3])

@@ -49,20 +49,20 @@ class Decisions:
                 return "compensate"
             kind, request = queued
             if request.failure_count is not None:
-                step.failure_count = max(step.failure_count, request.failure_count)
+                core.claim_count(name, request)
                 run.publish()
             if kind == "park":
                 records.advance()
-                core.status.needs_operator = True  # published by set below
                 task_state = TaskState.ERROR
-                run.set(name, StepState.ERROR, task_state)
+                core.park(name)
+                run.publish()
                 run.event(f"{name}: parked as Error by {request.by}: {request.reason}")
                 run.notify("needs_operator", name, request.reason)
                 await records.mirror([records.transition(step, task_state=task_state)])
                 if workflow.patched(AUDIT_EVERY_REQUEST):  # parking went unaudited before
                     await records.audit("park", name, request, f"{name} parked as Error")
                 continue
-            core.status.needs_operator = False
+            core.operator_answered()
             run.publish()
             run.event(f"{name}: {kind} by {request.by}" + (f": {request.reason}" if request.reason else ""))
             if kind == "complete":
@@ -71,8 +71,7 @@ class Decisions:
                 await records.audit(COMPLETED_BY_HAND, name, request, changed)
                 return "complete"
             if request.reset_failure_count:
-                changed = f"FailureCount {step.failure_count} -> 0; {name} retried"
-                step.failure_count = 0
+                changed = f"FailureCount {core.reset_failures(name)} -> 0; {name} retried"
                 records.advance()
                 reset = records.transition(step).model_copy(update={"reset_failure_count": True})
                 await records.mirror([reset])

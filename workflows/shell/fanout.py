@@ -104,7 +104,7 @@ class FanOut:
         records.advance()
         status = core.start(name)
         if isinstance(keyed, str):
-            status.note = f"cannot fan out: {keyed}"
+            core.set(name, note=f"cannot fan out: {keyed}")
             await self._fail_for_good(status, keyed, INVALID_ITEMS)
             return
         tally = FanOutTally(total=len(keyed), tolerance=step.tolerate)
@@ -147,13 +147,12 @@ class FanOut:
             why = (
                 f"{failed} of {tally.total} items failed, more than the {tally.allowed} it may: {tally.first_errors()}"
             )
-            status.note = tally.describe()
+            core.set(name, note=tally.describe())
             await self._fail_for_good(status, why, PAST_TOLERANCE)
             return
         records.advance()
-        status.note = tally.describe()
         result: dict[str, object] = dict(tally.counts())
-        status.result = result
+        core.set(name, note=tally.describe(), result=result)
         self.run.results[name] = dict(result)
         task_state = core.done(name)
         self.run.publish()
@@ -171,8 +170,8 @@ class FanOut:
         status = core.step(name)
         while True:
             records.advance()
-            self.run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
-            status.note = f"undoing {len(tally.to_undo())} items: " + tally.describe()
+            undoing = f"undoing {len(tally.to_undo())} items: " + tally.describe()
+            self.run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING, note=undoing)
             # As long as its items' undo may run: an undo that overruns it is seen as any other.
             undo_s = run_s(self.run.compensation_policy, len(tally.to_undo()), step.max_concurrency, step.batch_size)
             until = workflow.now() + timedelta(seconds=max(undo_s, self.run.compensation_policy.complete_by_s))
@@ -184,8 +183,7 @@ class FanOut:
             self._show(status, tally)
             if not tally.count("compensation_failed"):
                 records.advance()
-                self.run.set(name, StepState.COMPENSATED)
-                status.note = tally.describe()
+                self.run.set(name, StepState.COMPENSATED, note=tally.describe())
                 await records.mirror([records.transition(status, note=status.note, result=status.result)])
                 return
             records.advance()
@@ -350,8 +348,7 @@ class FanOut:
 
     def _show(self, status: StepStatus, tally: FanOutTally) -> None:
         """The counts in the task's status (``sas status``, the query, the UI), as they change."""
-        status.result = dict(tally.counts())
-        status.note = tally.describe()
+        self.run.core.set(status.name, result=dict(tally.counts()), note=tally.describe())
         self.run.publish()
 
     async def _fail_for_good(self, status: StepStatus, why: str, error_type: str) -> None:

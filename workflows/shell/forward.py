@@ -240,7 +240,7 @@ class StepRunner:
         self._keep_result(plan, step, StepResult(data=self.decisions.completions.pop(name)))
         records.advance()
         task_state = core.done(name)
-        step.note = "completed by hand"
+        core.set(name, note="completed by hand")
         run.publish()
         run.notify("step_completed", name)
         done = task_state if task_state == TaskState.PROCESSED else None
@@ -252,4 +252,4 @@ class StepRunner:
         # activities, which replay does not compare.
         self.run.results[plan.name] = done.data
         model = agent_result(plan.agent)
-        step.result = shown(model, done.data) if model is not None else done.data
+        self.run.core.set(step.name, result=shown(model, done.data) if model is not None else done.data)

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from sas.task_models.seals import REFUSED_RESULT
     from sas.task_models.text import MAX_EVENT_TEXT, bounded
-    from sas.workflows.core.machine import TaskCore
+    from sas.workflows.core.machine import KEEP, Keep, TaskCore
     from sas.workflows.shell.agents import FOREIGN_RESULT, describe
     from sas.workflows.shell.notify import Notifier
     from sas.workflows.shell.publish import Publisher
@@ -68,8 +68,11 @@ class TaskRun:
     def publish(self) -> None:
         self.publisher.publish(self.core.status, self.payload)
 
-    def set(self, name: str, state: StepState, task_state: TaskState | None = None) -> StepStatus:
-        step = self.core.set(name, state, task_state)
+    def set(
+        self, name: str, state: StepState, task_state: TaskState | None = None, *, note: str | Keep | None = KEEP
+    ) -> StepStatus:
+        """The core's change, then the UI's view of it."""
+        step = self.core.set(name, state, task_state, note=note)
         self.publish()
         return step
 

@@ -105,8 +105,8 @@ class Waits:
             context = StepContext(input=run.payload, results=run.results)
             until = wait.until(context) if wait.until is not None else now + (wait.delay or timedelta(0))
             note = f"waits until {_utc(until)}"
-        step = core.start(name, StepState.WAITING)
-        step.note, step.wait_until, step.waits_for = note, until, wait.signal
+        core.start(name, StepState.WAITING)
+        step = core.set(name, note=note, wait_until=until, waits_for=wait.signal)
         run.publish()
         run.event(f"{name}: {note}")
         await records.mirror([records.transition(step, task_state=core.status.state, complete_by=until, note=note)])
@@ -126,24 +126,27 @@ class Waits:
             approval = self._approvals.pop(name)
             said = f"{approval.by}" + (f": {approval.reason}" if approval.reason else "")
             if not approval.approved:
-                step.note = f"rejected by {said}"
+                core.set(name, note=f"rejected by {said}")
                 rejected = OperatorRequest(by=approval.by, reason=f"{name} rejected: {approval.reason}")
                 self.decisions.start_compensation(rejected)
                 return
-            step.note = f"approved by {said}"
+            approved = f"approved by {said}"
+            core.set(name, note=approved)
             result = {"approved_by": approval.by, "reason": approval.reason, "at": workflow.now().isoformat()}
-            await records.audit("approve", name, OperatorRequest(by=approval.by, reason=approval.reason), step.note)
+            await records.audit("approve", name, OperatorRequest(by=approval.by, reason=approval.reason), approved)
             records.advance()
         elif wait.signal is not None and wait.on_deadline == "compensate":
-            step.note = f"no answer by {_utc(until)}: the task is undone"
+            core.set(name, note=f"no answer by {_utc(until)}: the task is undone")
             run.event(f"{name}: {step.note}")
             unanswered = OperatorRequest(by="deadline", reason=f"{name}: no answer by {_utc(until)}")
             self.decisions.start_compensation(unanswered)
             return
         else:
-            step.note = f"no answer by {_utc(until)}: went on" if wait.signal else f"waited until {_utc(until)}"
+            core.set(
+                name, note=f"no answer by {_utc(until)}: went on" if wait.signal else f"waited until {_utc(until)}"
+            )
             result = {"waited_until": until.isoformat()}
-        step.result = result
+        core.set(name, result=result)
         run.results[name] = result
         task_state = core.done(name)
         run.publish()
