@@ -61,7 +61,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("tests/task_types/test_child_checks.py", _MODEL),
     ),
     "policy": (
-        "sas/supervisor/policy.py",
+        "sas/supervisor/decide/policy.py",
         (
             "tests/supervisor/test_policy.py",
             "tests/supervisor/test_policy_pivot.py",

@@ -31,7 +31,7 @@ from sas.state_store.incidents import (
     resolve_incident,
 )
 from sas.supervisor.alert_rows import alert_row
-from sas.supervisor.causes import Cause, Failing, Group, group
+from sas.supervisor.decide import Cause, Failing, Group, group
 from sas.supervisor.models import AlertSpec
 from sas.task_models import StepState, TaskState
 

@@ -22,6 +22,7 @@ from temporalio.common import RawValue, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from sas.supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
+    from sas.supervisor.decide import decide
     from sas.supervisor.models import (
         ApplyInput,
         ApplyResult,
@@ -35,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         SupervisorPolicy,
         SweepStats,
     )
-    from sas.supervisor.policy import decide
     from sas.task_models.markdown import markdown_text
     from sas.workflows.inputs import decode_model
 

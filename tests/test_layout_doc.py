@@ -42,5 +42,5 @@ def test_every_module_is_named_in_the_layout_page() -> None:
 
 def test_the_check_sees_the_linked_folders_and_a_missing_module() -> None:
     found = modules()
-    assert "workflows/core/machine.py" in found and "supervisor/policy.py" in found
+    assert "workflows/core/machine.py" in found and "supervisor/decide/policy.py" in found
     assert not is_named("sas/state_store/no_such_module.py", named_on_the_page())

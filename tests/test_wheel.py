@@ -91,7 +91,7 @@ def test_the_wheel_holds_every_module_of_the_package_and_nothing_else(wheel: Pat
         "sas/workflows/scheduler.py",
         "sas/workflows/core/__init__.py",
         "sas/activities/agent.py",
-        "sas/supervisor/policy.py",
+        "sas/supervisor/decide/policy.py",
         "sas/supervisor/__main__.py",
         "sas/state_store/migrations/env.py",
         "sas/cli/main.py",

@@ -1,7 +1,7 @@
 """The incidents' tables: what one incident is about, and which tasks are in it.
 
 An incident is an operator alert (``alerts`` row, kind ``incident``) that stands for every task
-failing for one cause (``supervisor/causes.py``). ``incidents`` holds what the alert row has no
+failing for one cause (``supervisor/decide/causes.py``). ``incidents`` holds what the alert row has no
 column for; ``incident_tasks`` is the incident's membership, which ``sas retry --incident ID``
 acts on and which folds the member tasks' own alerts into the incident.
 """
@@ -22,7 +22,7 @@ class Incident(Base):
     __tablename__ = "incidents"
 
     alert_id: Mapped[int] = mapped_column(Integer, ForeignKey("alerts.id"), primary_key=True)
-    cause_key: Mapped[str] = mapped_column(String(64), doc="sas.supervisor.causes.Cause.key")
+    cause_key: Mapped[str] = mapped_column(String(64), doc="sas.supervisor.decide.causes.Cause.key")
     service: Mapped[str | None] = mapped_column(String(64))
     step: Mapped[str] = mapped_column(String(64))
     error_type: Mapped[str | None] = mapped_column(String(200))

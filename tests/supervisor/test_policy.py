@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from sas.settings import SupervisorSettings
+from sas.supervisor.decide.policy import decide, rung
 from sas.supervisor.models import DueStep, SupervisorPolicy
-from sas.supervisor.policy import decide, rung
 from sas.task_models.ladder import Ladder
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from sas.supervisor.policy import decide
+from sas.supervisor.decide.policy import decide
 from tests.supervisor.test_policy import LADDER, POLICY, T0, failed
 
 

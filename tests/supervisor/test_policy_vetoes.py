@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from sas.breaker.model import BreakerView
+from sas.supervisor.decide.policy import breaker_holds, temporal_says_wait
 from sas.supervisor.models import SupervisorPolicy
-from sas.supervisor.policy import breaker_holds, temporal_says_wait
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 POLICY = SupervisorPolicy(interval_s=5, queue_check_s=15)

@@ -1,5 +1,5 @@
 """The Scheduler's state machine over a task's plan: step states, what may start now, and what
-to undo in which order. Pure Python, like ``supervisor/policy.py``: no I/O and nothing from
+to undo in which order. Pure Python, like ``supervisor/decide/policy.py``: no I/O and nothing from
 Temporal, so the Scheduler's rules are read and tested here, and the workflow shell
 (``workflows/shell/``) only carries them out.
 

@@ -3,7 +3,7 @@
 ``steps.pivot`` is ``pivot`` for the task type's pivot, ``forward_only`` for a step after it,
 NULL before it (and for every task type without a pivot, and every row written before). It is
 written once, at accept, from the accepted plan; the Supervisor's policy reads it to retry and
-park, never compensate, a step past the pivot (``supervisor/policy.py``), and ``sas show``
+park, never compensate, a step past the pivot (``supervisor/decide/policy.py``), and ``sas show``
 shows it.
 
 Revision ID: 0011
