@@ -63,5 +63,5 @@ class QueueDefs:
 class AlertDeliveryDefs:
     @activity.defn(name="supervisor.deliver_alerts")
     async def deliver_alerts(self) -> DeliveryResult:
-        """POST new and escalated alerts to the webhook (``supervisor/alert_delivery.py``)."""
+        """POST new and escalated alerts to the webhook (``supervisor/alert/webhook.py``)."""
         raise NotImplementedError(_DECLARED_ONLY)

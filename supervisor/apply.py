@@ -33,7 +33,7 @@ from sas.state_store.decisions import claim_decision, defer_step
 from sas.state_store.queries import get_step, get_task_row
 from sas.supervisor.activity_defs import ApplyDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, bounded, policy_from_settings, shard_buckets
-from sas.supervisor.alert_rows import alert_row, log_alert, log_decision
+from sas.supervisor.alert import alert_row, log_alert, log_decision
 from sas.supervisor.decide import PutOff, breaker_holds, temporal_says_wait
 from sas.supervisor.metrics import record_decision, record_sweep
 from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision, SupervisorPolicy

@@ -34,7 +34,7 @@ from sas.state_store.queries import OPEN_TASK_STATES, get_task, stale_tasks
 from sas.state_store.rows import TaskRow
 from sas.supervisor.activity_defs import OrphanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
-from sas.supervisor.alert_rows import alert_row, log_alert, log_decision, raise_once
+from sas.supervisor.alert import alert_row, log_alert, log_decision, raise_once
 from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.outbox import Outbox
 from sas.supervisor.outside_pauses import outside_pauses_in

@@ -34,7 +34,7 @@ from sas.state_store import tables
 from sas.state_store.decisions import mark_sent, unsent_decisions
 from sas.state_store.queries import get_task
 from sas.supervisor.activity_support import beat, bounded
-from sas.supervisor.alert_rows import raise_once, resolve_key
+from sas.supervisor.alert import raise_once, resolve_key
 from sas.supervisor.models import AlertSpec
 from sas.supervisor.per_task import isolated
 from sas.task_models import OperatorRequest

@@ -26,7 +26,7 @@ from temporalio.api.workflow.v1 import PendingActivityInfo
 from sas.reconciliation.temporal_view import TemporalView
 from sas.state_store.mirror import mark_step
 from sas.state_store.rows import StepRow
-from sas.supervisor.alert_rows import log_alert, raise_in
+from sas.supervisor.alert import log_alert, raise_in
 from sas.supervisor.models import AlertSpec
 from sas.task_models import StepState, TaskState
 

@@ -18,7 +18,7 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from sas.runtime.task_faults import TaskFault, task_fault
-from sas.supervisor.alert_rows import raise_once
+from sas.supervisor.alert import raise_once
 from sas.supervisor.models import AlertSpec
 
 ALERT_KIND = "task_check_failed"

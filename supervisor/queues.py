@@ -29,7 +29,7 @@ from sas.state_store.alerts import active_alerts_of_kind
 from sas.state_store.queries import waiting_tasks_by_queue
 from sas.supervisor.activity_defs import QueueDefs
 from sas.supervisor.activity_support import beat
-from sas.supervisor.alert_rows import raise_once, resolve_key
+from sas.supervisor.alert import raise_once, resolve_key
 from sas.supervisor.metrics import record_backlog, record_breakers, record_service_queue
 from sas.supervisor.models import AlertSpec, QueueCheckInput, QueueCheckResult
 from sas.supervisor.reported_problems import check_reported_problems

@@ -18,7 +18,7 @@ from temporalio.service import RPCError
 from sas.state_store.alerts import active_alerts_of_kind
 from sas.state_store.queries import get_task_row
 from sas.supervisor.activity_support import beat
-from sas.supervisor.alert_rows import raise_once, resolve_key
+from sas.supervisor.alert import raise_once, resolve_key
 from sas.supervisor.models import AlertSpec
 
 log = logging.getLogger("sas.supervisor")

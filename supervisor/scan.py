@@ -1,6 +1,6 @@
 """``supervisor.scan``: what a sweep has to look at - the steps due (failed, or past their
 complete-by), the size of the decision outbox, and the alerts whose task has recovered. The
-first shard's scan also brings the incidents up to date (``supervisor/incidents.py``) before
+first shard's scan also brings the incidents up to date (``supervisor/alert/incident_check.py``) before
 any decision is taken, so a decision's alert for a task in an incident is folded into it."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sas.state_store.queries import due_steps
 from sas.state_store.rows import StepRow, TaskRow
 from sas.supervisor.activity_defs import ScanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, policy_from_settings, shard_buckets
-from sas.supervisor.incidents import check_incidents
+from sas.supervisor.alert import check_incidents
 from sas.supervisor.metrics import StoreGauges, record_sweep
 from sas.supervisor.models import DueStep, ScanInput, ScanResult, SupervisorPolicy
 from sas.supervisor.outbox import unsent

@@ -19,7 +19,7 @@ from sas.runtime.failures import reaching_state_store
 from sas.runtime.logs import configure_logging
 from sas.runtime.versioning import SUPERVISOR, deployment_config
 from sas.settings import Settings, get_settings
-from sas.supervisor.alert_delivery import AlertDeliveryActivities
+from sas.supervisor.alert import AlertDeliveryActivities
 from sas.supervisor.apply import ApplyActivities
 from sas.supervisor.keeper import SupervisorKeeper, ensure_supervisor_running
 from sas.supervisor.orphans import OrphanActivities

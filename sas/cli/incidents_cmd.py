@@ -1,4 +1,4 @@
-"""``sas incidents``: one line per cause that fails many tasks at once (``supervisor/incidents.py``).
+"""``sas incidents``: one line per cause that fails many tasks at once (``supervisor/alert/incident_check.py``).
 
 An incident is an alert (its id is the alert's: ``sas alerts ack ID`` acknowledges it) standing
 for every task failing for one cause. ``sas retry|compensate|resubmit --incident ID`` acts on

@@ -1,4 +1,4 @@
-"""Incidents: one cause failing many tasks at once (``supervisor/incidents.py``), as the
+"""Incidents: one cause failing many tasks at once (``supervisor/alert/incident_check.py``), as the
 Supervisor recorded them. An incident is an alert (its id is the alert's); acknowledging or
 resolving it moves the alert by its state machine (docs/operator.md). Its tasks are acted on
 exactly with a bulk action whose selection names the incident (``bulk.Selection(incident=ID)``)."""

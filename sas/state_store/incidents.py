@@ -1,6 +1,6 @@
 """Incidents: one operator alert for every task failing for one cause.
 
-The Supervisor decides what an incident holds (``supervisor/incidents.py``); this module keeps
+The Supervisor decides what an incident holds (``supervisor/alert/incident_check.py``); this module keeps
 it: the incident's alert row (kind ``incident``, raised and resolved like any alert), what the
 alert row has no column for (``incidents``), and its member tasks (``incident_tasks``), which
 ``sas retry|compensate|resubmit --incident ID`` acts on. The incident's id is its alert's id,

@@ -1,6 +1,6 @@
 """``supervisor.deliver_alerts``: new and escalated alerts POSTed to the operators' webhook.
 
-An incident (``supervisor/incidents.py``) is sent when it opens, escalates, doubles and
+An incident (``supervisor/alert/incident_check.py``) is sent when it opens, escalates, doubles and
 resolves, with its cause, count, times and sample under ``incident``; the alerts of its tasks
 are folded into it and not sent.
 

@@ -30,7 +30,7 @@ from sas.state_store.incidents import (
     raise_incident,
     resolve_incident,
 )
-from sas.supervisor.alert_rows import alert_row
+from sas.supervisor.alert.raising import alert_row
 from sas.supervisor.decide import Cause, Failing, Group, group
 from sas.supervisor.models import AlertSpec
 from sas.task_models import StepState, TaskState
