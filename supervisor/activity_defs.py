@@ -42,7 +42,7 @@ class ScanDefs:
 class ApplyDefs:
     @activity.defn(name="supervisor.apply")
     async def apply(self, request: ApplyInput) -> ApplyResult:
-        """Claim each decision once, then send it through the outbox (``supervisor/apply.py``)."""
+        """Claim each decision once, then send it through the outbox (``supervisor/act/apply.py``)."""
         raise NotImplementedError(_DECLARED_ONLY)
 
 

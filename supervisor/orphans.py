@@ -32,12 +32,11 @@ from sas.state_store.decisions import claim_cleanup
 from sas.state_store.pivots import past_point_of_no_return
 from sas.state_store.queries import OPEN_TASK_STATES, get_task, stale_tasks
 from sas.state_store.rows import TaskRow
+from sas.supervisor.act import Outbox, outside_pauses_in
 from sas.supervisor.activity_defs import OrphanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert import alert_row, log_alert, log_decision, raise_once
 from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
-from sas.supervisor.outbox import Outbox
-from sas.supervisor.outside_pauses import outside_pauses_in
 from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_finished
 from sas.supervisor.resets import ResetFollower

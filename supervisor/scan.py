@@ -16,12 +16,12 @@ from sas.state_store.alerts import resolve_recovered, undelivered_alerts
 from sas.state_store.decisions import undo_retries
 from sas.state_store.queries import due_steps
 from sas.state_store.rows import StepRow, TaskRow
+from sas.supervisor.act import unsent
 from sas.supervisor.activity_defs import ScanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, policy_from_settings, shard_buckets
 from sas.supervisor.alert import check_incidents
 from sas.supervisor.metrics import StoreGauges, record_sweep
 from sas.supervisor.models import DueStep, ScanInput, ScanResult, SupervisorPolicy
-from sas.supervisor.outbox import unsent
 from sas.task_models import StepState
 
 

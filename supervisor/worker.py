@@ -19,11 +19,10 @@ from sas.runtime.failures import reaching_state_store
 from sas.runtime.logs import configure_logging
 from sas.runtime.versioning import SUPERVISOR, deployment_config
 from sas.settings import Settings, get_settings
+from sas.supervisor.act import ApplyActivities, Outbox
 from sas.supervisor.alert import AlertDeliveryActivities
-from sas.supervisor.apply import ApplyActivities
 from sas.supervisor.keeper import SupervisorKeeper, ensure_supervisor_running
 from sas.supervisor.orphans import OrphanActivities
-from sas.supervisor.outbox import Outbox
 from sas.supervisor.queues import QueueActivities
 from sas.supervisor.scan import ScanActivities
 from sas.supervisor.workflow import SupervisorWorkflow

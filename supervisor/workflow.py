@@ -3,7 +3,7 @@
 Temporal runs at most one workflow per id, so with a fixed id per shard there is
 exactly one Supervisor per shard however many Supervisor workers run for
 availability. Every action it takes is also claimed in the state store (see
-``supervisor/apply.py``), so even two Supervisors never act twice.
+``supervisor/act/apply.py``), so even two Supervisors never act twice.
 
 Between sweeps it sleeps an adaptive interval: the base interval while there is
 work, growing towards the maximum while sweeps find nothing (an empty poll costs

@@ -9,7 +9,7 @@ from datetime import timedelta
 from temporalio.client import Client
 
 from sas.cli.answering import answering_workflow, cleanup_id
-from sas.supervisor.outbox import cleanup_workflow_id
+from sas.task_models.ids import cleanup_workflow_id
 from tests.cli.test_cli import sas
 from tests.helpers import fresh_id
 from tests.stack import Stack, order

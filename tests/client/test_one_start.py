@@ -31,7 +31,7 @@ NOT_A_TASK = {
     # The Supervisor: one workflow per shard, a fixed id, its own queue.
     ("supervisor/keeper.py", "_start"): "start_workflow",
     # A clean-up of a task closed from outside: cleanup-<id>, started once, ever.
-    ("supervisor/outbox.py", "Outbox._start_cleanup"): "start_workflow",
+    ("supervisor/act/outbox.py", "Outbox._start_cleanup"): "start_workflow",
     # A team's tests of its own task type: a time-skipping server and fake Agents, no deployment.
     ("api/_testing.py", "run_task"): "start_workflow",
     ("api/_failure_matrix.py", "_Runner.case"): "start_workflow",

@@ -111,7 +111,7 @@ def test_the_runner_passes_through_exactly_the_data_models() -> None:
     for name in (
         "sas.supervisor.activity_defs",
         "sas.supervisor.scan",
-        "sas.supervisor.apply",
+        "sas.supervisor.act.apply",
         "sas.supervisor.orphans",
     ):
         assert not importer.module_configured_passthrough(name), f"{name} is passed through"

@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from sas.settings import SupervisorSettings
-from sas.supervisor.outbox import CLEANUP_ID_TAKEN
+from sas.supervisor.act.outbox import CLEANUP_ID_TAKEN
 from sas.task_models.cleanup import CleanupInput
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order, start_stack

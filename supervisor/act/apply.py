@@ -3,7 +3,7 @@
 Before a decision that signals the Scheduler, Temporal is asked whether it still applies (the
 mirror follows Temporal, never leads it). Each decision is then claimed with a compare-and-set
 keyed (task, step, FailureCount, kind) and only after that sent, through the outbox
-(``supervisor/outbox.py``).
+(``supervisor/act/outbox.py``).
 
 A sweep's decisions are independent of each other (one task each, each claimed on its own row),
 so they are carried out ``SAS_SUPERVISOR__CONCURRENCY`` at a time, and their signals sent the
@@ -31,14 +31,14 @@ from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_decision, defer_step
 from sas.state_store.queries import get_step, get_task_row
+from sas.supervisor.act.outbox import Outbox
+from sas.supervisor.act.outside_pauses import paused_outside_sas, record_outside_pause
 from sas.supervisor.activity_defs import ApplyDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, bounded, policy_from_settings, shard_buckets
 from sas.supervisor.alert import alert_row, log_alert, log_decision
 from sas.supervisor.decide import PutOff, breaker_holds, temporal_says_wait
 from sas.supervisor.metrics import record_decision, record_sweep
 from sas.supervisor.models import SIGNALLED_KINDS, ApplyInput, ApplyResult, Decision, SupervisorPolicy
-from sas.supervisor.outbox import Outbox
-from sas.supervisor.outside_pauses import paused_outside_sas, record_outside_pause
 from sas.supervisor.per_task import isolated
 
 log = logging.getLogger("sas.supervisor")

@@ -1,0 +1,15 @@
+"""Where the Supervisor acts: what it has decided, carried out once, and what it finds Temporal's
+own tools did, made visible.
+
+``apply``: the ``supervisor.apply`` activity, each decision checked against Temporal, claimed once
+in the state store and only then sent; ``outbox``: what is claimed but not yet sent (a signal to
+the task's workflow, a clean-up's start), sent and sent again until it is; ``outside_pauses``: a
+step paused with Temporal's own tools, not ``sas park``, parked as ``sas park`` would. Outside
+this room they are imported from here.
+"""
+
+from sas.supervisor.act.apply import ApplyActivities
+from sas.supervisor.act.outbox import Outbox, unsent
+from sas.supervisor.act.outside_pauses import outside_pauses_in
+
+__all__ = ["ApplyActivities", "Outbox", "outside_pauses_in", "unsent"]
