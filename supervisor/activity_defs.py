@@ -3,7 +3,7 @@
 The workflow references its activities by function
 (``workflow.execute_activity_method(ScanDefs.scan, ...)``), never by a string, so the type
 checker sees what each takes and returns. It cannot import the classes that do the work
-(``supervisor/scan.py``, ``apply.py``, ``orphans.py``, ``queues.py``, ``alert_delivery.py``):
+(``sas.supervisor.detect``, ``sas.supervisor.act``, ``sas.supervisor.alert``):
 they load SQLAlchemy and httpx, which the workflow modules keep out of the sandbox and out of
 its passthrough imports (tests/scale/test_sandbox_imports.py). So each role is declared here
 and implemented there by a subclass (``class ScanActivities(ScanDefs)``), which mypy holds to
@@ -35,7 +35,7 @@ _DECLARED_ONLY = "a declaration for the workflow; the worker runs its implementa
 class ScanDefs:
     @activity.defn(name="supervisor.scan")
     async def scan(self, request: ScanInput) -> ScanResult:
-        """The steps due, the outbox's size, the alerts whose task recovered (``supervisor/scan.py``)."""
+        """The steps due, the outbox's size, the alerts whose task recovered (``supervisor/detect/scan.py``)."""
         raise NotImplementedError(_DECLARED_ONLY)
 
 
@@ -49,14 +49,14 @@ class ApplyDefs:
 class OrphanDefs:
     @activity.defn(name="supervisor.check_orphans")
     async def check_orphans(self, request: OrphanCheckInput) -> OrphanCheckResult:
-        """Open tasks whose workflow was closed from outside, is gone or is stuck (``supervisor/orphans.py``)."""
+        """Open tasks whose workflow was closed from outside, is gone or is stuck (``supervisor/detect/orphans.py``)."""
         raise NotImplementedError(_DECLARED_ONLY)
 
 
 class QueueDefs:
     @activity.defn(name="supervisor.check_queues")
     async def check_queues(self, request: QueueCheckInput) -> QueueCheckResult:
-        """Queues nobody polls, growing backlogs, workflows Temporal reports stuck (``supervisor/queues.py``)."""
+        """Queues nobody polls, growing backlogs, workflows Temporal reports stuck (``supervisor/detect/queue_health.py``)."""
         raise NotImplementedError(_DECLARED_ONLY)
 
 

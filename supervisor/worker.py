@@ -21,10 +21,8 @@ from sas.runtime.versioning import SUPERVISOR, deployment_config
 from sas.settings import Settings, get_settings
 from sas.supervisor.act import ApplyActivities, Outbox
 from sas.supervisor.alert import AlertDeliveryActivities
+from sas.supervisor.detect import OrphanActivities, QueueActivities, ScanActivities
 from sas.supervisor.keeper import SupervisorKeeper, ensure_supervisor_running
-from sas.supervisor.orphans import OrphanActivities
-from sas.supervisor.queues import QueueActivities
-from sas.supervisor.scan import ScanActivities
 from sas.supervisor.workflow import SupervisorWorkflow
 from sas.workflows.runner import workflow_runner
 

@@ -2,7 +2,7 @@
 
 A task's own Scheduler workflow (id = task id) answers while it runs. Once it is closed from
 outside (terminated, timed out, failed), the Supervisor starts a clean-up workflow,
-``cleanup-<task id>`` (``supervisor/orphans.py``, ``workflows/cleanup.py``), which undoes the
+``cleanup-<task id>`` (``supervisor/detect/orphans.py``, ``workflows/cleanup.py``), which undoes the
 task from what the mirror recorded. While that runs, *it* answers for the task: it takes the
 same ``request_retry`` / ``request_compensate`` updates and ``retry`` / ``compensate`` /
 ``park`` signals as a Scheduler, so ``sas retry``, ``sas compensate`` and ``sas park`` (one

@@ -17,8 +17,8 @@ from sas.runtime.connect import metrics_runtime
 from sas.settings import MetricsSettings, SupervisorSettings
 from sas.state_store.alerts import raise_alert
 from sas.state_store.tables import Alert
+from sas.supervisor.detect.queue_health import QueueActivities
 from sas.supervisor.models import QueueCheckInput
-from sas.supervisor.queues import QueueActivities
 from sas.supervisor.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskState
 from sas.task_models.queues import service_queue

@@ -110,9 +110,9 @@ def test_the_runner_passes_through_exactly_the_data_models() -> None:
             assert not importer.module_configured_passthrough(name), f"{name} is passed through"
     for name in (
         "sas.supervisor.activity_defs",
-        "sas.supervisor.scan",
+        "sas.supervisor.detect.scan",
         "sas.supervisor.act.apply",
-        "sas.supervisor.orphans",
+        "sas.supervisor.detect.orphans",
     ):
         assert not importer.module_configured_passthrough(name), f"{name} is passed through"
     assert importer.module_configured_passthrough("sas.task_models.results")

@@ -17,8 +17,8 @@ from sas.state_store.agent_writes.writer import StepWriter
 from sas.state_store.mirror import record_transitions
 from sas.state_store.queries import due_steps, finished_page, get_task, waiting_tasks_by_queue
 from sas.state_store.rows import StepRow
+from sas.supervisor.detect.scan import ScanActivities
 from sas.supervisor.models import ScanInput
-from sas.supervisor.scan import ScanActivities
 from sas.task_models import StepState, StepTransition, TaskState
 from sas.task_models.versions import Phase, version_of
 from tests.helpers import fresh_id

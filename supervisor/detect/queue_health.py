@@ -4,7 +4,7 @@ one incident however many there are (every worker down is one outage, not one al
 per queue): one ``queue_unpolled`` alert naming each such queue, kept up to date as they come
 and go, resolved when every one has its pollers back or no work waiting. A growing backlog is
 an alert per queue. The same check also looks for workflows Temporal reports stuck
-(``supervisor/reported_problems.py``).
+(``supervisor/detect/reported_problems.py``).
 
 Each workflow queue has one activity queue per remote service beside it (``task_models/queues.py``),
 checked for activity pollers alone. A service whose circuit breaker holds its work has no
@@ -30,9 +30,9 @@ from sas.state_store.queries import waiting_tasks_by_queue
 from sas.supervisor.activity_defs import QueueDefs
 from sas.supervisor.activity_support import beat
 from sas.supervisor.alert import raise_once, resolve_key
+from sas.supervisor.detect.reported_problems import check_reported_problems
 from sas.supervisor.metrics import record_backlog, record_breakers, record_service_queue
 from sas.supervisor.models import AlertSpec, QueueCheckInput, QueueCheckResult
-from sas.supervisor.reported_problems import check_reported_problems
 from sas.task_models.queues import service_queue
 
 # The one incident of queues nobody polls (one per Supervisor's state store: every queue it sees).

@@ -3,7 +3,7 @@
 
 This finds even a workflow that never reached the mirror (a payload its worker cannot
 decrypt, a non-determinism error at start), which the mirror-based check
-(``supervisor/orphans.py``) cannot see.
+(``supervisor/detect/orphans.py``) cannot see.
 """
 
 from __future__ import annotations

@@ -36,10 +36,10 @@ from sas.supervisor.act import Outbox, outside_pauses_in
 from sas.supervisor.activity_defs import OrphanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert import alert_row, log_alert, log_decision, raise_once
+from sas.supervisor.detect.resets import ResetFollower
 from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.per_task import isolated
 from sas.supervisor.reconcile import reconcile_finished
-from sas.supervisor.resets import ResetFollower
 from sas.task_models.ids import cleanup_workflow_id
 from sas.task_models.pauses import is_paused
 from sas.workflows.cleanup import UNDO_STATES
