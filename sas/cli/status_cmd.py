@@ -3,12 +3,15 @@ until it ends."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from sas.cli import context
-from sas.cli.output import CliError, console, print_json, shown, stands_at, styled, table
+from sas.cli.output import console, print_json, shown, stands_at, styled, table
+
+if TYPE_CHECKING:
+    from sas.client.task_client import TaskClient
 
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
@@ -29,75 +32,18 @@ def status(
 
     tasks.check_task_id(task_id)
     if follow:
-        context.run(lambda: _follow(task_id, as_json))
+        context.call(lambda client: _follow(client, task_id, as_json))
         return
-    data = context.run(lambda: fetch_status(task_id))
-    if data is None:
+    view = context.call(lambda client: client.status(task_id))
+    if view.source == "delayed":
         from sas.cli import delayed
-        from sas.client.status import scheduled
 
-        later = context.run(lambda: context.with_client(lambda c: scheduled(c, task_id)))
-        if later is not None:
-            delayed.report(later, as_json)
-            return
-        raise CliError(f"no task {task_id!r}", "check the id with `sas list`")
+        delayed.report(view.data, as_json)
+        return
     if as_json:
-        print_json(data)
+        print_json(view.data)
         return
-    _print_status(data)
-
-
-async def fetch_status(task_id: str, client: Any = None) -> dict[str, Any] | None:
-    """The task as its running Scheduler answers, else as the state store has it, else as
-    Temporal ended it before sas accepted it (``sas.client.status.fetch_status``)."""
-    from sas.client.status import fetch_status as fetch
-    from sas.client.store import StateStore
-
-    store = StateStore(context.settings())
-    store.require()  # no state store here is said before Temporal is asked
-    client = client or await context.client()
-    data = await fetch(client, store, task_id)
-    if data is not None and data.get("source") == "scheduler":
-        await _items_ended_so_far(client, task_id, data["steps"])
-    return data
-
-
-async def _items_ended_so_far(client: Any, task_id: str, steps: list[dict[str, Any]]) -> None:
-    """A running fan-out's counts with the items its running batches have answered so far.
-
-    The Scheduler learns its items' outcomes when their batch answers (a batch is a child
-    workflow; its answer is one event), so its own counts move once a wave. Each batch answers
-    a ``progress`` query with the items it has ended: read here, they cost no event in either
-    history, where a signal to the parent per item would cost both. Asked only of a task with a
-    fan-out step Processing: one describe, and one query per running batch."""
-    from temporalio.service import RPCError
-
-    from sas.task_models import StepState
-    from sas.task_models.fanout import PROGRESS_QUERY, BatchProgress, describe_counts, running_batches, with_ended
-
-    running = {
-        s["name"]: s
-        for s in steps
-        if s["state"] == StepState.PROCESSING and isinstance(s.get("result"), dict) and s["result"].get("processing")
-    }
-    if not running:
-        return
-    try:
-        described = await client.get_workflow_handle(task_id).describe()
-        ended: dict[str, dict[str, int]] = {}
-        for batch in running_batches(described.raw_description):
-            progress = await client.get_workflow_handle(batch).query(PROGRESS_QUERY, result_type=BatchProgress)
-            if progress.undo or progress.step not in running:
-                continue
-            into = ended.setdefault(progress.step, {})
-            for state, n in progress.ended.items():
-                into[state] = into.get(state, 0) + n
-    except RPCError:
-        return  # a batch that no worker answers for now: the Scheduler's own counts stand
-    for name, counts in ended.items():
-        step = running[name]
-        step["result"] = with_ended(step["result"], counts)
-        step["note"] = describe_counts(step["result"])
+    _print_status(view.data)
 
 
 def _print_status(data: dict[str, Any]) -> None:
@@ -133,18 +79,23 @@ def _print_status(data: dict[str, Any]) -> None:
         console.print(f"  {shown(event)}")
 
 
-async def _follow(task_id: str, as_json: bool) -> None:
+async def _follow(client: TaskClient, task_id: str, as_json: bool) -> None:
     """Print each change of the task's state, steps and events until it ends."""
     import asyncio
     import json as _json
 
+    from sas.client.errors import TaskNotFound
     from sas.task_models import TaskState
 
-    client = await context.client()
     seen_events = 0
     last: tuple[Any, ...] | None = None
     while True:
-        data = await fetch_status(task_id, client)
+        try:
+            view = await client.status(task_id)
+        except TaskNotFound:
+            view = None
+        # A delayed task has not started yet: said once, as for an id nothing knows yet.
+        data = view.data if view is not None and view.source != "delayed" else None
         if data is None:
             if last is None:
                 console.print(f"{shown(task_id)}: not started yet (or unknown); waiting")

@@ -140,6 +140,42 @@ async def fetch_status(client: Client, store: StateStore, task_id: str) -> dict[
     }
 
 
+async def add_running_items(client: Client, task_id: str, steps: list[dict[str, Any]]) -> None:
+    """A running fan-out's counts with the items its running batches have answered so far.
+
+    The Scheduler learns its items' outcomes when their batch answers (a batch is a child
+    workflow; its answer is one event), so its own counts move once a wave. Each batch answers
+    a ``progress`` query with the items it has ended: read here, they cost no event in either
+    history, where a signal to the parent per item would cost both. Asked only of a task with a
+    fan-out step Processing: one describe, and one query per running batch."""
+    from sas.task_models import StepState
+    from sas.task_models.fanout import PROGRESS_QUERY, BatchProgress, describe_counts, running_batches, with_ended
+
+    running = {
+        s["name"]: s
+        for s in steps
+        if s["state"] == StepState.PROCESSING and isinstance(s.get("result"), dict) and s["result"].get("processing")
+    }
+    if not running:
+        return
+    try:
+        described = await client.get_workflow_handle(task_id).describe()
+        ended: dict[str, dict[str, int]] = {}
+        for batch in running_batches(described.raw_description):
+            progress = await client.get_workflow_handle(batch).query(PROGRESS_QUERY, result_type=BatchProgress)
+            if progress.undo or progress.step not in running:
+                continue
+            into = ended.setdefault(progress.step, {})
+            for state, n in progress.ended.items():
+                into[state] = into.get(state, 0) + n
+    except RPCError:
+        return  # a batch that no worker answers for now: the Scheduler's own counts stand
+    for name, counts in ended.items():
+        step = running[name]
+        step["result"] = with_ended(step["result"], counts)
+        step["note"] = describe_counts(step["result"])
+
+
 _ENDED_BEFORE = {"FAILED": "Failed", "TERMINATED": "Terminated", "CANCELED": "Cancelled", "TIMED_OUT": "TimedOut"}
 
 

@@ -115,13 +115,18 @@ class TaskClient(ReadCalls, ScheduleCalls, UpkeepCalls):
 
     @typed
     async def status(self, task_id: str) -> TaskView:
-        """Where the task stands now: its steps, states and FailureCounts (``TaskView``)."""
+        """Where the task stands now: its steps, states and FailureCounts (``TaskView``), a
+        running fan-out's items counted as its batches have ended them so far; a delayed task's
+        start (``source`` ``delayed``). ``TaskNotFound`` if nothing knows it."""
         from sas.client import status
         from sas.client.status import TaskView
 
         inputs.check_task_id(task_id)
+        self.store.require()  # no state store here is said before Temporal is asked
         temporal = await self._temporal()
         found = await status.fetch_status(temporal, self.store, task_id)
+        if found is not None and found.get("source") == "scheduler":
+            await status.add_running_items(temporal, task_id, found["steps"])
         if found is not None:
             return TaskView.of(found.get("source", "scheduler"), found)
         later = await status.scheduled(temporal, task_id)
