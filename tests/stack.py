@@ -34,7 +34,7 @@ from sas.settings import (
 from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.migrate import create_private
 from sas.state_store.queries import TaskRecord, alerts_for, decisions_for, get_task
-from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues, TaskResult
 from sas.task_models.outbound import OutboundPolicy
 from sas.workflows.runner import workflow_runner

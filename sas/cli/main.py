@@ -94,7 +94,7 @@ def worker() -> None:
 def supervisor() -> None:
     """Run a Supervisor worker (same as `python -m sas.supervisor`)."""
     from sas.runtime.entry import run_entry
-    from sas.supervisor.worker import run_supervisor
+    from sas.supervisor.run.worker import run_supervisor
 
     run_entry(run_supervisor, debug=context.DEBUG)
 

@@ -31,7 +31,7 @@ from temporalio.client import Client
 from sas.settings import SupervisorSettings
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.queries import audit_for
-from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues, TaskResult
 from sas_demo_services.launcher import ServiceProcess
 from tests import cli_process

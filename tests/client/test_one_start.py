@@ -29,7 +29,7 @@ THE_START = {
 # Starts of workflows that are not a task's run, each with its own id rules.
 NOT_A_TASK = {
     # The Supervisor: one workflow per shard, a fixed id, its own queue.
-    ("supervisor/keeper.py", "_start"): "start_workflow",
+    ("supervisor/run/keeper.py", "_start"): "start_workflow",
     # A clean-up of a task closed from outside: cleanup-<id>, started once, ever.
     ("supervisor/act/outbox.py", "Outbox._start_cleanup"): "start_workflow",
     # A team's tests of its own task type: a time-skipping server and fake Agents, no deployment.

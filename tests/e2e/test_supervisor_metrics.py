@@ -19,7 +19,7 @@ from sas.state_store.alerts import raise_alert
 from sas.state_store.tables import Alert
 from sas.supervisor.detect.queue_health import QueueActivities
 from sas.supervisor.models import QueueCheckInput
-from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskState
 from sas.task_models.queues import service_queue
 from sas_demo_services.launcher import free_port

@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from sas import state_store
 from sas.settings import Settings
-from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskResult, TaskStatus
 from tests.helpers import wait_until
 from tests.partitions.netns import Namespace

@@ -22,7 +22,7 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 def all_workflows() -> list[type]:
     from bench._payroll import PayrollNarrowWorkflow, PayrollRunWorkflow
-    from sas.supervisor.workflow import SupervisorWorkflow
+    from sas.supervisor.run.workflow import SupervisorWorkflow
     from tests.e2e.children import GiftOrderWorkflow
     from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
 

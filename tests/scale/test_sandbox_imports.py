@@ -27,7 +27,7 @@ from temporalio.worker.workflow_sandbox import (
 from temporalio.worker.workflow_sandbox._importer import Importer
 from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
 
-from sas.supervisor.workflow import SupervisorWorkflow
+from sas.supervisor.run.workflow import SupervisorWorkflow
 from sas.task_models import TaskState
 from sas.task_types.definitions import TaskDefinition
 from sas.workflows import ALL_WORKFLOWS
@@ -43,7 +43,7 @@ def test_workflow_modules_import_nothing_heavy() -> None:
     """In a fresh interpreter: what importing the workflows, the Supervisor's among them (what the
     sandbox loads, and what its passthrough imports load in the host), adds to sys.modules."""
     code = (
-        "import sys, json; before = set(sys.modules); import sas.workflows, sas.supervisor.workflow; "
+        "import sys, json; before = set(sys.modules); import sas.workflows, sas.supervisor.run.workflow; "
         "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)

@@ -19,7 +19,7 @@ from sas.activities import build_activities, service_breakers
 from sas.runtime.task_workers import TaskWorkers, build_task_workers
 from sas.settings import ServicesSettings, Settings, SupervisorSettings
 from sas.state_store.agent_writes import make_step_writer
-from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import StepPolicyValues
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from sas import state_store
 from sas.supervisor.activity_defs import AlertDeliveryDefs, ApplyDefs, OrphanDefs, QueueDefs, ScanDefs
-from sas.supervisor.worker import supervisor_activities
+from sas.supervisor.run.worker import supervisor_activities
 from tests import stack
 
 DECLARED: dict[Callable[..., Any], type] = {

@@ -30,7 +30,7 @@ from sas.supervisor.models import (
     SupervisorPolicy,
     SweepStats,
 )
-from sas.supervisor.workflow import SupervisorWorkflow
+from sas.supervisor.run.workflow import SupervisorWorkflow
 from sas.task_models.ladder import Ladder
 from tests.helpers import wait_until
 from tests.replay.test_replay import HISTORIES

@@ -15,8 +15,8 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from sas.settings import Settings, SupervisorSettings, TemporalSettings
-from sas.supervisor.keeper import restart_closed_supervisors
-from sas.supervisor.worker import ensure_supervisor_running
+from sas.supervisor.run.keeper import restart_closed_supervisors
+from sas.supervisor.run.worker import ensure_supervisor_running
 from sas_demo_services.launcher import ServiceProcess
 from tests.helpers import fresh_id, wait_until
 from tests.stack import migrated, start_stack

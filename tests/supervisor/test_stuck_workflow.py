@@ -12,7 +12,7 @@ from temporalio.worker import Worker
 from sas import state_store
 from sas.settings import SupervisorSettings
 from sas.state_store.queries import alerts_for, decisions_for
-from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import OperatorRequest, TaskState, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.stack import start_stack

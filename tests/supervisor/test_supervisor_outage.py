@@ -9,7 +9,7 @@ import asyncio
 
 from temporalio.client import Client
 
-from sas.supervisor.worker import build_worker, ensure_supervisor_running
+from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskResult, TaskState, TaskStatus
 from sas_demo_services import ServiceProcess
 from tests.helpers import fresh_id, wait_until

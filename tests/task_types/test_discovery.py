@@ -159,7 +159,7 @@ def test_a_name_of_sas_s_own_is_refused_when_the_type_loads(
 def test_the_reserved_names_are_sas_s_own_registrations() -> None:
     """Every activity and workflow sas registers beside the task types is covered by the rule."""
     from sas.supervisor import activity_defs as supervisor_defs
-    from sas.supervisor.workflow import SupervisorWorkflow
+    from sas.supervisor.run.workflow import SupervisorWorkflow
     from sas.task_models.activity_defs import CallbackDefs, CleanupDefs, MirrorDefs
     from sas.workflows.cleanup import CleanupWorkflow
     from sas.workflows.fanout_batch import FanOutBatchWorkflow

@@ -1,5 +1,5 @@
 """The Supervisor's worker process: polls the Supervisor queue and keeps the Supervisor
-workflow running (``supervisor/keeper.py``)."""
+workflow running (``supervisor/run/keeper.py``)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from sas.settings import Settings, get_settings
 from sas.supervisor.act import ApplyActivities, Outbox
 from sas.supervisor.alert import AlertDeliveryActivities
 from sas.supervisor.detect import OrphanActivities, QueueActivities, ScanActivities
-from sas.supervisor.keeper import SupervisorKeeper, ensure_supervisor_running
-from sas.supervisor.workflow import SupervisorWorkflow
+from sas.supervisor.run.keeper import SupervisorKeeper, ensure_supervisor_running
+from sas.supervisor.run.workflow import SupervisorWorkflow
 from sas.workflows.runner import workflow_runner
 
 __all__ = ["build_worker", "ensure_supervisor_running", "run_supervisor", "supervisor_activities"]
