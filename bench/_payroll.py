@@ -98,6 +98,23 @@ PAY_ALL = ForEach(
 )
 PayrollBatchWorkflow = task_workflow(TaskDefinition("payroll_batch", PayrollInput, (PAY_ALL,)))
 
+# The bench's pair with refusals: the same many-at-once fan-out in smaller batches, 2 % of its
+# items allowed to fail (1,000 items: 20 batches, 20 refusals tolerated; the tests' 150: 3 batches,
+# 3 tolerated), so that refusals inside and past the tolerance are run at size
+# (tests/fanout/test_fan_out_at_size.py, ``bench/fan_out.py --refused``).
+PAY_MOST = ForEach(
+    "pay",
+    PAY.forward,
+    PAY.undo,
+    items=lambda ctx: ctx.input["recipients"],
+    key=lambda item: item["id"],
+    policy=QUICK,
+    max_concurrency=25,
+    tolerate=Tolerance(percent=2),
+    batch_size=50,
+)
+PayrollTolerantWorkflow = task_workflow(TaskDefinition("payroll_tolerant", PayrollInput, (PAY_MOST,)))
+
 
 class PaymentInput(TaskInput):
     id: str

@@ -6,11 +6,13 @@ key, and its "nothing" voids the key: a payment arriving later under it is refus
 and a ledger of every effect. A recipient whose id starts with ``refuse`` is refused for good
 (422); ``slow`` ones are answered after a pause (a worker can die meanwhile); ``hang`` ones are
 held at the service until ``Ledger.released`` is set, and paid then (a call that lands late,
-whoever has given up on it)."""
+whoever has given up on it). ``GET /payroll/ledger?prefix=`` says what it holds, for a bench in
+another process."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,12 +93,24 @@ def payroll_service(ledger: Ledger) -> Starlette:
         body: dict[str, Any] = await request.json()
         return JSONResponse({"report_id": f"report-{body['run']}"})
 
+    async def effects(request: Request) -> Response:
+        """What the ledger holds for the recipients whose id starts with ``prefix``: how many
+        were paid, how many of those payments refunded, and the most any one was paid (the bench
+        reads it from its own process)."""
+        prefix = request.query_params.get("prefix", "")
+        mine = Counter(who for who in ledger.to.values() if who.startswith(prefix))
+        refunded = [ledger.to[p] for p in ledger.refunded if ledger.to[p].startswith(prefix)]
+        return JSONResponse(
+            {"paid": mine.total(), "refunded": len(refunded), "most_paid_once": max(mine.values(), default=0)}
+        )
+
     return Starlette(
         routes=[
             Route("/payroll/pay", pay, methods=["POST"]),
             Route("/payroll/refund", refund, methods=["POST"]),
             Route("/payroll/lookup", lookup, methods=["GET"]),
             Route("/payroll/report", report, methods=["POST"]),
+            Route("/payroll/ledger", effects, methods=["GET"]),
         ]
     )
 

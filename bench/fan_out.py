@@ -9,6 +9,9 @@ once, batches of 200) and the ``one_payment`` type (one step, the same call). Fi
 items; then N one-payment tasks, started 50 at a time (so both have 50 calls in flight). CPU is
 user + system seconds of the worker, the server and the service together, from ``/proc``, over
 each run. The histories: the batch task's own events and bytes, and its largest batch child's.
+Then the same fan-out with refusals (``payroll_tolerant``, 2 % of its items may fail): as many
+refused as it tolerates (``within_*``: the task goes on, the refused undone) and one more
+(``past_*``: the task is undone, every payment refunded), with the service's ledger after each.
 Then ``sas show`` of the batch task is timed, as an operator would run it (``sas_show_s``, a
 Python process started and all), and its read of the state store alone (``sas_show_read_s``).
 """
@@ -42,7 +45,7 @@ async def history_size(client: Any, workflow_id: str) -> tuple[int, int]:
     return len(history.events), len(json.dumps(history.to_json_dict()))
 
 
-async def measure(stack: BenchStack, pids: list[int], items: int) -> dict[str, Any]:
+async def measure(stack: BenchStack, pids: list[int], items: int, payroll_url: str) -> dict[str, Any]:
     from temporalio.common import WorkflowIDReusePolicy
 
     client = await sas_client(stack.temporal_address)
@@ -105,6 +108,8 @@ async def measure(stack: BenchStack, pids: list[int], items: int) -> dict[str, A
         "largest_batch_bytes": max((b for _, b in sizes), default=0),
     }
 
+    figures |= await refusals(client, queue, payroll_url, items)
+
     started = time.monotonic()
     shown = await asyncio.to_thread(
         subprocess.run,
@@ -118,6 +123,43 @@ async def measure(stack: BenchStack, pids: list[int], items: int) -> dict[str, A
     figures["sas_show_s"] = round(time.monotonic() - started, 2)
     assert shown.returncode == 0 and f"{items} items" in shown.stdout, shown.stdout + shown.stderr
     figures["sas_show_read_s"] = round(await show_read_s(stack.db_url, task_id), 3)
+    return figures
+
+
+async def refusals(client: Any, queue: str, service_url: str, items: int) -> dict[str, Any]:
+    """The same many-at-once fan-out with refusals (``payroll_tolerant``: 2 % may fail), once
+    with as many refused as it tolerates and once with one more: the task's state and counts,
+    and what the service's ledger holds after each (paid, refunded, the most any one was paid)."""
+    import httpx
+
+    allowed = int(items * 2 / 100)
+    figures: dict[str, Any] = {"tolerated": allowed}
+    for case, refused in (("within", allowed), ("past", allowed + 1)):
+        spread = items // max(refused, 1)
+        people = [
+            {
+                "id": f"refuse-{case}{i}" if refused and i % spread == 0 and i // spread < refused else f"{case}{i}",
+                "cents": 1,
+            }
+            for i in range(items)
+        ]
+        handle = await client.start_workflow(
+            "PayrollTolerantWorkflow", {"recipients": people}, id=f"fan-out-{case}-{items}", task_queue=queue
+        )
+        result = await handle.result()
+        pay = result["steps"][0]
+        async with httpx.AsyncClient(base_url=service_url) as http:
+            held = (await http.get("/payroll/ledger", params={"prefix": case})).json()
+        counts = pay.get("result") or {}
+        figures |= {
+            f"{case}_refused": refused,
+            f"{case}_state": result["state"],
+            f"{case}_processed": counts.get("processed", 0),
+            f"{case}_compensated": counts.get("compensated", 0),
+            f"{case}_paid": held["paid"],
+            f"{case}_refunded": held["refunded"],
+            f"{case}_most_paid_once": held["most_paid_once"],
+        }
     return figures
 
 
@@ -156,12 +198,12 @@ def main() -> None:
         worker = stack.sas_worker(
             "worker",
             SAS_TASK_TYPES__MODULES="bench._payroll",
-            SAS_TASK_TYPES__RUN="payroll_batch,one_payment",
+            SAS_TASK_TYPES__RUN="payroll_batch,payroll_tolerant,one_payment",
             SAS_SERVICES__PAYROLL__URL=f"http://127.0.0.1:{port}",
         )
         wait_log(worker, r"polling", 90)
         pids = [child.process.pid for child in (temporal, service, worker)]
-        figures = asyncio.run(measure(stack, pids, args.items))
+        figures = asyncio.run(measure(stack, pids, args.items, f"http://127.0.0.1:{port}"))
     print_summary(figures)
 
 
