@@ -21,7 +21,8 @@ from sas.activities.heartbeats import last_checkpoint, save_checkpoint
 from sas.task_models import StepCall, StepResult
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
-from sas.task_types.services import AgentFunction, Service, agent_function, service_of_ref
+from sas.task_types.agent_declarations import AgentFunction, agent_function
+from sas.task_types.services import Service, service_of_ref
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -69,7 +69,7 @@ async def write_fan_out_task(url: str, items: int) -> None:
     from sas.task_models import StepPlan, StepPolicyValues, StepState, StepTransition, TaskAccepted, TaskState
     from sas.task_models.fanout import ItemOutcome
     from sas.task_models.versions import version_of
-    from sas.task_types.definitions import Tolerance
+    from sas.task_types.fan_out import Tolerance
     from sas.workflows.core.fanout import FanOutTally, keyed_items
 
     db = DatabaseSettings(url=url)

@@ -6,7 +6,7 @@ task (``sas submit``, Schedules, the Supervisor's clean-up) and by the Scheduler
 the UI says the same thing whichever way a task began.
 
 What a task is about is its type's to say: a ``TaskDefinition`` may declare its ``summary`` and
-``details`` (sas/task_types/definitions.py). Without them sas says only what it knows of every
+``details`` (sas/task_types/task_definition.py). Without them sas says only what it knows of every
 type - the type, the id, the steps and their states - and invents nothing about the input.
 
 Text from outside sas (a service's error, a signal's note, what a type's summary answers) goes

@@ -17,7 +17,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import TaskResult
-    from sas.task_types.definitions import TaskDefinition
+    from sas.task_types.task_definition import TaskDefinition
     from sas.workflows.scheduler import TaskScheduler
 
 

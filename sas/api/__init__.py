@@ -114,21 +114,13 @@ from sas.task_models.results import ProviderId, StepResultModel
 from sas.task_models.task_input import TaskInput
 from sas.task_models.text import UserText
 from sas.task_types.agent_context import AgentContext
-from sas.task_types.definitions import (
-    ChildTask,
-    ForEach,
-    Parallel,
-    Sequence,
-    StepContext,
-    StepDefinition,
-    TaskDefinition,
-    Tolerance,
-    Wait,
-    When,
-)
 from sas.task_types.discovery import ENTRY_POINT_GROUP, TaskTypeError
+from sas.task_types.fan_out import ForEach, Tolerance
+from sas.task_types.groups import Parallel, Sequence
 from sas.task_types.services import HttpCall, Service
 from sas.task_types.sources import Const, Forward, ForwardKey, Input, Result, TaskId
+from sas.task_types.steps import ChildTask, StepContext, StepDefinition, Wait, When
+from sas.task_types.task_definition import TaskDefinition
 from sas.workflows.task_workflow import task_workflow
 
 if TYPE_CHECKING:

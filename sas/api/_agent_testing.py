@@ -28,7 +28,8 @@ from sas.state_store.agent_writes.writer import WritesBehind
 from sas.task_models import AcceptOutcome, MirrorStamp, StepCall, StepResult, StepTransition, TaskAccepted, seals
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
-from sas.task_types.services import HttpCall, agent_function
+from sas.task_types.agent_declarations import agent_function
+from sas.task_types.services import HttpCall
 
 
 class _NoMirror(WritesBehind):

@@ -41,17 +41,10 @@ from sas.api._supervising import ladder_decision, past_pivot
 from sas.api._testing import Answer, FakeAgents, fake_worker
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
-from sas.task_types.definitions import (
-    ChildTask,
-    ForEach,
-    Parallel,
-    Sequence,
-    StepContext,
-    StepDefinition,
-    TaskDefinition,
-    Wait,
-    leaves,
-)
+from sas.task_types.fan_out import ForEach
+from sas.task_types.groups import Parallel, Sequence, leaves
+from sas.task_types.steps import ChildTask, StepContext, StepDefinition, Wait
+from sas.task_types.task_definition import TaskDefinition
 from sas.workflows.scheduler import TaskScheduler
 
 _WHO = "failure-matrix"

@@ -28,7 +28,9 @@ from typing import Literal
 
 from sas.api._testing import FakeAgents
 from sas.task_models import StepCall, StepState, TaskStatus
-from sas.task_types.definitions import Parallel, StepDefinition, TaskDefinition, leaves
+from sas.task_types.groups import Parallel, leaves
+from sas.task_types.steps import StepDefinition
+from sas.task_types.task_definition import TaskDefinition
 
 Timing = Literal["before", "during", "after"]
 TIMINGS: tuple[Timing, ...] = ("before", "during", "after")

@@ -14,7 +14,8 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from sas.task_models import OperatorRequest, StepState, StepStatus, TaskResult, TaskStatus
-from sas.task_types.definitions import ChildTask, TaskDefinition
+from sas.task_types.steps import ChildTask
+from sas.task_types.task_definition import TaskDefinition
 from sas.workflows.core.children import child_task_id
 
 _WAITING_FOR_A_DECISION = (StepState.FAILED, StepState.COMPENSATION_FAILED)

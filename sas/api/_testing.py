@@ -45,8 +45,9 @@ from sas.task_models import (
 )
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
-from sas.task_types.definitions import AgentCall, ChildTask, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall
+from sas.task_types.steps import AgentCall, ChildTask, StepDefinition
+from sas.task_types.task_definition import TaskDefinition
 from sas.workflows.fanout_batch import FanOutBatchWorkflow
 from sas.workflows.runner import workflow_runner
 from sas.workflows.scheduler import TaskScheduler

@@ -48,8 +48,9 @@ def types(
 
 def describe(task_type: Any) -> dict[str, Any]:
     """One registered task type as JSON: what ``sas types --json`` prints."""
-    from sas.task_types.definitions import ChildTask, ForEach, StepDefinition
+    from sas.task_types.fan_out import ForEach
     from sas.task_types.services import HttpCall
+    from sas.task_types.steps import ChildTask, StepDefinition
     from sas.workflows.summaries import task_summary
 
     definition = task_type.definition
@@ -96,7 +97,7 @@ def describe(task_type: Any) -> dict[str, Any]:
 def shape(member: Any) -> Any:
     """A stage as JSON: a step's name, ``{"parallel": [...]}`` for a group (its members, started
     together), ``{"sequence": [...]}`` for a branch of one (its members, in order)."""
-    from sas.task_types.definitions import Parallel, Sequence
+    from sas.task_types.groups import Parallel, Sequence
 
     if isinstance(member, Parallel):
         return {"parallel": [shape(m) for m in member.steps]}

@@ -24,10 +24,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sas.task_models.steps import MirrorStamp, StepCall
-from sas.task_types.definitions import ForEach, StepContext, TaskDefinition
 from sas.task_types.discovery import Catalog
+from sas.task_types.fan_out import ForEach
 from sas.task_types.services import DEFAULT_LOOKUP, HttpCall, HttpRequest, Service
 from sas.task_types.sources import BodyValue, Const, Forward, ForwardKey, Input, Result, TaskId, value_of
+from sas.task_types.steps import StepContext
+from sas.task_types.task_definition import TaskDefinition
 
 KEY_PREFIX = "sas-check-"
 _FORWARD_FIELD = re.compile(r"\{forward\.([A-Za-z_][A-Za-z0-9_]*)\}")

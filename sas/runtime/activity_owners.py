@@ -34,8 +34,9 @@ from temporalio.exceptions import ApplicationError
 
 from sas.task_models import StepCall, seals
 from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW
-from sas.task_types.definitions import ForEach, TaskDefinition
 from sas.task_types.discovery import FoundType
+from sas.task_types.fan_out import ForEach
+from sas.task_types.task_definition import TaskDefinition
 
 # The type of the failure a refused activity ends with: never retried.
 ACTIVITY_REFUSED = "ActivityRefused"

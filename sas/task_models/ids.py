@@ -16,7 +16,7 @@ import re
 # Every id sas derives from a task id fits the limits of where it goes, because these bounds
 # are checked where each part enters (tests/bad_input/test_id_bounds.py does the sums):
 #   task id                      <= MAX_TASK_ID (128)      the tasks.task_id column, Temporal's workflow id
-#   step name                    <= MAX_STEP_NAME (32)     declared in code (workflows/definitions.py)
+#   step name                    <= MAX_STEP_NAME (32)     declared in code (sas/task_types/names.py)
 #   incarnation                  <= MAX_INCARNATION (9999) `sas resubmit` refuses beyond it
 #   idempotency key  <task>#<n>:<step>:undo  <= 171        the remote services take 200 (Idempotency-Key)
 #   clean-up workflow  cleanup-<task>        <= 136        Temporal takes 1000

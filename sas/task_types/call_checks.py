@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from sas.task_models.activity_defs import agent_result
 from sas.task_models.queues import service_of
-from sas.task_types.definitions import ForEach, StepDefinition, TaskDefinition
+from sas.task_types.fan_out import ForEach
 from sas.task_types.services import HttpCall
 from sas.task_types.sources import Forward, ForwardKey, Input, Result
+from sas.task_types.steps import StepDefinition
+from sas.task_types.task_definition import TaskDefinition
 
 
 def calls_problem(definition: TaskDefinition) -> str | None:

@@ -34,17 +34,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
-from sas.task_types.definitions import (
-    MAX_SUMMARY,
-    ChildTask,
-    ForEach,
-    Parallel,
-    Sequence,
-    StepDefinition,
-    TaskDefinition,
-    Wait,
-    leaves,
-)
+from sas.task_types.fan_out import ForEach
+from sas.task_types.groups import Parallel, Sequence, leaves
+from sas.task_types.steps import ChildTask, StepDefinition, Wait
+from sas.task_types.task_definition import MAX_SUMMARY, TaskDefinition
 
 # The task workflow's own handlers (workflows/shell/operator.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.

@@ -34,8 +34,9 @@ from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.call_checks import calls_problem
 from sas.task_types.checks import children_problem, definition_problem
-from sas.task_types.definitions import AgentCall, StepDefinition, TaskDefinition
 from sas.task_types.services import HttpCall, Service, service_of_ref
+from sas.task_types.steps import AgentCall, StepDefinition
+from sas.task_types.task_definition import TaskDefinition
 
 ENTRY_POINT_GROUP = "sas.task_types"
 """The entry point group in which a package names its task type modules (``pyproject.toml``:

@@ -19,29 +19,31 @@ What a service must do to be called this way - its HTTP contract - is in ``docs/
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal
 from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from sas.task_models.activity_defs import AgentRef, agent_defn, register_result
-from sas.task_models.steps import StepCall, StepResult
+from sas.task_models.activity_defs import AgentRef, register_result
+from sas.task_models.steps import StepCall
+from sas.task_types.agent_declarations import (
+    SERVICE_ATTR,
+    AgentFunction,
+    F,
+    declare_function,
+    declare_method,
+    older_form,
+)
+from sas.task_types.names import NAME, check_action
 from sas.task_types.sources import BodyValue, value_of
 
-if TYPE_CHECKING:
-    from sas.task_types.agent_context import AgentContext
-
-F = TypeVar("F", bound=Callable[..., Any])
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
-_SERVICE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-_ACTION = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _AGENT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 # A declared call's path may hold parameters, each filled from its own source: /bookings/{booking_id}.
@@ -56,12 +58,6 @@ _QUERY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PICK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+)*")
 # What a path parameter's value may not hold: anything that could take the call to another path.
 _UNSAFE_SEGMENT = re.compile(r"(^\.{1,2}$)|/|\\|%2e|%2f|%5c|\.\.", re.IGNORECASE)
-# The attribute a hand-written Agent's declaration carries its service in.
-SERVICE_ATTR = "__sas_service__"
-# The attribute an Agent declared with ``Service.action`` carries the function that does its work in.
-AGENT_FUNCTION_ATTR = "__sas_agent_function__"
-# What ``Service.action`` decorates: the work of one attempt, given the step and its context.
-AgentFunction = Callable[["StepCall", "AgentContext"], Awaitable["StepResult"]]
 DEFAULT_LOOKUP = "/{service}/lookup"
 
 
@@ -87,7 +83,7 @@ class Service:
     def __post_init__(self) -> None:
         if self.agent is not None:
             warnings.warn(older_form(self.name), FutureWarning, stacklevel=3)
-        if not _SERVICE_NAME.fullmatch(self.name):
+        if not NAME.fullmatch(self.name):
             raise ValueError(f"service name {self.name!r}: use 1-40 characters from a-z 0-9 _, starting with a letter")
         if self.agent is not None and not _AGENT_PATH.fullmatch(self.agent):
             raise ValueError(f"service {self.name}: agent={self.agent!r} is not 'package.module:Class'")
@@ -113,15 +109,7 @@ class Service:
             is ``raise NotImplementedError``: the class named by ``agent`` implements it with
             ``@implements(Declarations.action)``.
         """
-        _check_action(self.name, action)
-        declare = agent_defn(f"{self.name}.{action}", result)
-
-        def decorate(fn: F) -> F:
-            declared = declare(fn)
-            setattr(declared, SERVICE_ATTR, self)
-            return declared
-
-        return decorate
+        return declare_method(self, self.name, action, result)
 
     def action(self, action: str, result: type[BaseModel]) -> Callable[[AgentFunction], AgentRef]:
         """Declare one of this service's hand-written Agents on the function that does its work.
@@ -139,28 +127,7 @@ class Service:
             is imported in the workflow sandbox with the task type: keep its imports light (sas.api,
             pydantic, the team's models).
         """
-        _check_action(self.name, action)
-        declare = agent_defn(f"{self.name}.{action}", result)
-
-        def decorate(work: AgentFunction) -> AgentRef:
-            if not inspect.iscoroutinefunction(work):
-                raise TypeError(f"{self.name}.{action}: the Agent {work.__qualname__} must be an async def")
-            if len(inspect.signature(work).parameters) != 2:
-                raise TypeError(
-                    f"{self.name}.{action}: the Agent {work.__qualname__} takes (call: StepCall, agent: AgentContext)"
-                )
-
-            async def declared(call: StepCall) -> StepResult:
-                raise NotImplementedError(f"{self.name}.{action} runs on a worker, as an activity")
-
-            for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-                setattr(declared, attribute, getattr(work, attribute))
-            ref = declare(declared)
-            setattr(ref, SERVICE_ATTR, self)
-            setattr(ref, AGENT_FUNCTION_ATTR, work)
-            return ref
-
-        return decorate
+        return declare_function(self, self.name, action, result)
 
     def post(
         self,
@@ -172,21 +139,6 @@ class Service:
     ) -> HttpCall:
         """``HttpCall(self, "POST", path, ...)``: the usual call."""
         return HttpCall(self, "POST", path, result=result, body=body or {}, action=action)
-
-
-def older_form(service: str) -> str:
-    """The one line a service of the older Agent form gets at load: what to move to."""
-    return (
-        f"service {service!r}: Service(agent=...) with agent_defn/implements is deprecated and goes in sas 1.0; "
-        f'declare each Agent on its function instead: @{service.upper()}.action("<action>", Result) '
-        "async def <action>(call, agent) (docs/task-types.md)"
-    )
-
-
-def agent_function(ref: Callable[..., Any]) -> AgentFunction | None:
-    """The function that does the work of an Agent declared with ``Service.action``; None for
-    the older form (implemented by the class its service names)."""
-    return getattr(ref, AGENT_FUNCTION_ATTR, None)
 
 
 def service_of_ref(ref: Callable[..., Any]) -> Service | None:
@@ -311,7 +263,7 @@ class HttpCall:
                     f"HttpCall {self.path}: pick[{target!r}] = {where!r}: name a field of {self.result.__name__}"
                     " and where it is in the answer (data.booking.id)"
                 )
-        _check_action(self.service.name, self.verb)
+        check_action(self.service.name, self.verb)
         for part in ("body", "params", "query", "headers", "pick"):
             object.__setattr__(self, part, dict(getattr(self, part)))
         register_result(self.name, self.result)
@@ -344,16 +296,16 @@ class HttpCall:
     def build_body(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body this call sends for ``call``: each field from where it is declared to
         come. ``forward``: for an undo, its forward step's result (as completed by the lookup)."""
-        return {key: value_of(source, call, forward or call.forward_result or {}) for key, source in self.body.items()}
+        return self._values(self.body, call, forward)
 
     def build_path(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> str:
         """The path with each parameter filled and URL-encoded as one segment; UnsafeValue for a
         value that could change the path."""
-        known = forward or call.forward_result or {}
+        values = self._values(self.params, call, forward)
 
         def fill(match: re.Match[str]) -> str:
             name = match.group(1)
-            value = value_of(self.params[name], call, known)
+            value = values[name]
             text = "" if value is None else str(value)
             if not text or not text.isprintable() or _UNSAFE_SEGMENT.search(text):
                 raise UnsafeValue(f"{self.name}: path parameter {name} = {text[:80]!r} could change the path")
@@ -363,23 +315,26 @@ class HttpCall:
 
     def build_query(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, str]:
         """The query parameters, each as text; one whose value is None is left out."""
-        known = forward or call.forward_result or {}
-        found = {name: value_of(source, call, known) for name, source in self.query.items()}
-        return {name: _text(value) for name, value in found.items() if value is not None}
+        return {
+            name: _text(value) for name, value in self._values(self.query, call, forward).items() if value is not None
+        }
 
     def build_headers(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> dict[str, str]:
         """The declared headers, each as text; UnsafeValue for one with a control character."""
-        known = forward or call.forward_result or {}
-        headers = {}
-        for name, source in self.headers.items():
-            value = value_of(source, call, known)
-            if value is None:
-                continue
-            text = _text(value)
+        found = self._values(self.headers, call, forward)
+        headers = {name: _text(value) for name, value in found.items() if value is not None}
+        for name, text in headers.items():
             if not text.isprintable():
                 raise UnsafeValue(f"{self.name}: header {name} holds a control character")
-            headers[name] = text
         return headers
+
+    def _values(
+        self, part: Mapping[str, BodyValue], call: StepCall, forward: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Each value of ``part`` from its source; an undo's ``Forward`` values from ``forward`` if
+        given (its forward result as completed by the lookup), else from the call's own."""
+        known = forward or call.forward_result or {}
+        return {name: value_of(source, call, known) for name, source in part.items()}
 
     def picked(self, answer: Mapping[str, Any]) -> dict[str, Any]:
         """The answer as the result: each ``pick`` field taken from where it is (absent: None,
@@ -421,10 +376,3 @@ def _dig(answer: Any, where: str) -> Any:
 
 def _model_id(model: type[BaseModel]) -> str:
     return f"{model.__module__}.{model.__qualname__}"
-
-
-def _check_action(service: str, action: str) -> None:
-    if not _ACTION.fullmatch(action):
-        raise ValueError(
-            f"{service}.{action}: an action is 1-40 characters from a-z 0-9 _ (give action=... for this path)"
-        )

@@ -9,7 +9,7 @@ from bench._payroll import PAY, REPORT, PayrollInput
 from sas.api import ForEach, TaskDefinition, Tolerance
 from sas.task_models.fanout import FanOutItem, ItemOutcome
 from sas.task_types.checks import definition_problem
-from sas.task_types.definitions import Parallel
+from sas.task_types.groups import Parallel
 from sas.workflows.core.fanout import FanOutTally, batches, concurrency, keyed_items
 
 

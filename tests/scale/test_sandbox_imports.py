@@ -29,7 +29,7 @@ from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
 
 from sas.supervisor.run.workflow import SupervisorWorkflow
 from sas.task_models import TaskState
-from sas.task_types.definitions import TaskDefinition
+from sas.task_types.task_definition import TaskDefinition
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
 from tests.helpers import fresh_id, wait_until

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from sas.task_models import OperatorRequest, PivotRole, StepState, StepStatus, TaskState, TaskStatus
 from sas.task_models.fanout import FanOutItem, ItemOutcome
-from sas.task_types.definitions import Tolerance
+from sas.task_types.fan_out import Tolerance
 from sas.workflows.core.children import outcome_of
 from sas.workflows.core.fanout import FanOutTally
 from sas.workflows.core.machine import PlanStep, TaskCore

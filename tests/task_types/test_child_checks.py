@@ -13,8 +13,10 @@ from pydantic import BaseModel
 from sas.task_models import TaskState
 from sas.task_models.ids import MAX_TASK_ID, validate_task_id
 from sas.task_types.checks import children_problem, definition_problem
-from sas.task_types.definitions import ChildTask, Parallel, StepDefinition, TaskDefinition
 from sas.task_types.discovery import TaskTypeError
+from sas.task_types.groups import Parallel
+from sas.task_types.steps import ChildTask, StepDefinition
+from sas.task_types.task_definition import TaskDefinition
 from sas.workflows import registry
 from sas.workflows.core.children import CHILD_COMPENSATED, child_task_id, outcome_of
 from sas_orders.steps import CHARGE, RESERVE, SHIP

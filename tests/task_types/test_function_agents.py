@@ -7,7 +7,8 @@ import pytest
 
 from sas.api import AgentContext, Service, StepCall, StepDefinition, StepResult, StepResultModel
 from sas.task_models.activity_defs import activity_name, agent_result
-from sas.task_types.services import agent_function, service_of_ref
+from sas.task_types.agent_declarations import agent_function
+from sas.task_types.services import service_of_ref
 
 BILLING = Service("billing")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from sas.task_models.fanout import ITEM_STATES, FanOutItem, ItemOutcome, ItemState, describe_counts
 from sas.task_models.steps import StepPolicyValues
-from sas.task_types.definitions import Tolerance, item_key_problem
+from sas.task_types.fan_out import Tolerance, item_key_problem
 
 
 def keyed_items(
