@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench._chaos_trip import ChaosTripWorkflow
-from sas.api import check_failure_matrix, time_skipping_environment
+from sas.api.testing import check_failure_matrix, time_skipping_environment
 
 TRIP = {"traveller": "Ada", "destination": "Lisbon", "nights": 2, "insure": True}
 ANSWERS: dict[str, dict[str, Any]] = {

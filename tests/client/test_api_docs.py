@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sas.api import TaskClient
+from sas.api.client import TaskClient
 from sas.settings import get_settings
 from sas.state_store.queries import audit_for
 from tests.helpers import fresh_id, wait_until

@@ -25,7 +25,8 @@ from temporalio.client import (
     WorkflowUpdateHandle,
 )
 
-from sas.api import NotApplicable, Selection, TaskClient, TaskState
+from sas.api import TaskState
+from sas.api.client import NotApplicable, Selection, TaskClient
 from sas.state_store.mirror_tables import Task
 from sas.state_store.queries import audit_for
 from tests.helpers import fresh_id, wait_until

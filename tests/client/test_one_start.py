@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from sas.api import Selection, TaskClient, TaskState
+from sas.api import TaskState
+from sas.api.client import Selection, TaskClient
 from tests.cli.test_cli import ORDER_FLAGS, sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order

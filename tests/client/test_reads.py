@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sas.api import InvalidInput, TaskClient, TaskNotFound, Unreachable
+from sas.api.client import InvalidInput, TaskClient, TaskNotFound, Unreachable
 from sas.state_store.queries import audit_for
 from sas.state_store.tables import Alert
 from tests.helpers import fresh_id, wait_until

@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 
-from sas.api import (
-    ActionResult,
-    InvalidInput,
-    NotApplicable,
-    Selection,
-    TaskClient,
-    TaskIdTaken,
-    TaskNotFound,
-    TaskState,
-)
+from sas.api import TaskState
+from sas.api.client import ActionResult, InvalidInput, NotApplicable, Selection, TaskClient, TaskIdTaken, TaskNotFound
 from sas.client.waiting import EXIT_NEEDS_OPERATOR
 from sas.state_store.queries import audit_for
 from tests.helpers import fresh_id, wait_until

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from sas.api import ExplicitCalls, ServiceReport, SlowCall, Verdict, assert_conforms, check_service
+from sas.api.contract import ExplicitCalls, ServiceReport, SlowCall, Verdict, assert_conforms, check_service
 from tests.conformance.serving import serving
 from tests.conformance.widgets import REFUSED_COLOUR, Widgets, create_app
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sas.api import ExplicitCalls, Verdict, assert_conforms, builtin_services_slowdown, check_service
+from sas.api.contract import ExplicitCalls, Verdict, assert_conforms, builtin_services_slowdown, check_service
 from sas_demo_services import DECLINED_CARD, OUT_OF_STOCK_SKU, ServiceProcess, free_port, start_service_process
 
 CALLS = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sas.api import ExplicitCalls, ServiceCheckError, ServiceReport, SlowCall, Verdict, check_service
+from sas.api.contract import ExplicitCalls, ServiceCheckError, ServiceReport, SlowCall, Verdict, check_service
 from sas.cli.check_service_cmd import MAX_JSON_CHARS, _json_object
 from sas.cli.output import CliError
 from sas.conformance import builtin_services_slowdown

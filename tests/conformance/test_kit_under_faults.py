@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sas.api import StepPolicyValues, Verdict, assert_conforms, builtin_services_slowdown, check_service
+from sas.api import StepPolicyValues
+from sas.api.contract import Verdict, assert_conforms, builtin_services_slowdown, check_service
 from sas.conformance.target import KEY_PREFIX
 from sas_demo_services import ServiceProcess, free_port, start_service_process
 from tests.conformance.test_builtin_services import CALLS, REFUSING

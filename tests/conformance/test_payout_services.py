@@ -15,21 +15,8 @@ import httpx
 import pytest
 
 import sas.conformance.kit
-from sas.api import (
-    HttpCall,
-    Input,
-    Result,
-    Service,
-    ServiceCheckError,
-    SlowCall,
-    StepDefinition,
-    StepResultModel,
-    TaskDefinition,
-    TaskInput,
-    Verdict,
-    assert_conforms,
-    check_service,
-)
+from sas.api import HttpCall, Input, Result, Service, StepDefinition, StepResultModel, TaskDefinition, TaskInput
+from sas.api.contract import ServiceCheckError, SlowCall, Verdict, assert_conforms, check_service
 from sas.task_types.discovery import Catalog, FoundType
 from sas_payout.services import Ledger, create_app
 from tests.conformance.serving import serving

@@ -26,10 +26,8 @@ from sas.api import (
     TaskDefinition,
     TaskId,
     TaskInput,
-    Verdict,
-    assert_conforms,
-    check_service,
 )
+from sas.api.contract import Verdict, assert_conforms, check_service
 from sas.task_types.discovery import Catalog, FoundType
 from tests.conformance.serving import serving
 

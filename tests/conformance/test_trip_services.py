@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from sas.api import ExplicitCalls, ServiceCheckError, SlowCall, Verdict, assert_conforms, check_service
+from sas.api.contract import ExplicitCalls, ServiceCheckError, SlowCall, Verdict, assert_conforms, check_service
 
 TRIP = {"traveller": "Ada", "origin": "LHR", "destination": "Lisbon", "date": "2027-05-01", "nights": 3}
 CARDS = ExplicitCalls(

@@ -24,7 +24,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from sas.api import TaskClient, TaskState
+from sas.api import TaskState
+from sas.api.client import TaskClient
 from sas.settings import ServiceSettings, ServicesSettings, get_settings
 from sas.workflows import registry
 from tests.helpers import fresh_id, serving, wait_until

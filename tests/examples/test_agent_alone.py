@@ -12,7 +12,8 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api import FakeAgents, TaskState, run_agent, run_task, time_skipping_environment
+from sas.api import TaskState
+from sas.api.testing import FakeAgents, run_agent, run_task, time_skipping_environment
 from sas_trip.agents import charge, refund
 from sas_trip.workflows import FLIGHT, TripWorkflow
 from tests.helpers import fresh_id

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sas.api import run_agent
+from sas.api.testing import run_agent
 from sas_demo_services.launcher import ServiceProcess
 from sas_orders.agents import ship
 from tests.helpers import fresh_id

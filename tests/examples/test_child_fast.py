@@ -11,7 +11,8 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api import FakeAgents, TaskState, run_task, time_skipping_environment
+from sas.api import TaskState
+from sas.api.testing import FakeAgents, run_task, time_skipping_environment
 from sas_orders.workflows import OrderWorkflow
 from tests.e2e.children import GiftOrderWorkflow
 from tests.stack import order

@@ -9,8 +9,8 @@ from typing import Any
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api import FakeAgents, MatrixCase, check_failure_matrix, time_skipping_environment
 from sas.api._failure_matrix import _Runner
+from sas.api.testing import FakeAgents, MatrixCase, check_failure_matrix, time_skipping_environment
 from sas_orders.workflows import OrderWorkflow, PreorderWorkflow
 from sas_trip.models import TripInput
 from sas_trip.ticketed import TicketedTripWorkflow

@@ -13,7 +13,8 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from sas.api import FakeAgents, StepCall
+from sas.api import StepCall
+from sas.api.testing import FakeAgents
 from sas.task_models import MirrorStamp
 from sas_trip.workflows import TRIP
 

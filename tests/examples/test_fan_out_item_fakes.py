@@ -11,7 +11,8 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from bench._payroll import PayrollRunWorkflow
-from sas.api import FakeAgents, StepCall, TaskState, run_task, time_skipping_environment
+from sas.api import StepCall, TaskState
+from sas.api.testing import FakeAgents, run_task, time_skipping_environment
 
 PAYROLL = {"recipients": [{"id": f"r{n}", "cents": 100 + n} for n in range(10)]}
 

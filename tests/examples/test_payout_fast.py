@@ -16,7 +16,8 @@ import pytest_asyncio
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api import FakeAgents, StepCall, TaskResult, TaskState, fake_worker, run_task, time_skipping_environment
+from sas.api import StepCall, TaskResult, TaskState
+from sas.api.testing import FakeAgents, fake_worker, run_task, time_skipping_environment
 from sas_payout.notice import PayoutNoticeWorkflow
 from sas_payout.services import Ledger, create_app
 from sas_payout.workflows import PayoutWorkflow

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api import FakeAgents, TaskState, run_task, time_skipping_environment
+from sas.api import TaskState
+from sas.api.testing import FakeAgents, run_task, time_skipping_environment
 from sas_trip.models import TripInput
 from sas_trip.workflows import TripWorkflow
 

@@ -16,7 +16,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from bench._payroll_service import Ledger, payroll_service
-from sas.api import TaskClient
+from sas.api.client import TaskClient
 from sas.task_models import StepPolicyValues, StepState, TaskResult, TaskState
 from tests.fanout.test_fan_out_e2e import payroll_stack, payroll_type
 from tests.helpers import fresh_id, serving, wait_until

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench._payroll import PayrollRunWorkflow
-from sas.api import check_failure_matrix, time_skipping_environment
+from sas.api.testing import check_failure_matrix, time_skipping_environment
 
 ANSWERS = {"payroll.pay": {"payment_id": "p"}, "payroll.report": {"report_id": "r"}}
 

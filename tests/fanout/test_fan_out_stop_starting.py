@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from bench._payroll_service import Ledger
-from sas.api import TaskClient
+from sas.api.client import TaskClient
 from sas.task_models import StepState, TaskResult, TaskState
 from sas.task_models.fanout import STOP_STARTING
 from tests.fanout.test_fan_out_e2e import payroll_type

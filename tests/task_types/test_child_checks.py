@@ -121,7 +121,7 @@ def test_a_step_that_is_not_a_child_is_unchanged() -> None:
 
 
 async def test_the_failure_matrix_says_it_does_not_drive_a_child_step() -> None:
-    from sas.api import failure_matrix
+    from sas.api.testing import failure_matrix
     from tests.e2e.children import GiftOrderWorkflow
 
     with pytest.raises(ValueError, match="has child steps \\(gift\\): the failure matrix drives Agents only"):

@@ -23,7 +23,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from sas.api import TaskClient
+from sas.api.client import TaskClient
 from sas.client.errors import InvalidInput
 from sas.task_models import TaskResult, TaskState
 from sas.task_models.ids import cleanup_workflow_id

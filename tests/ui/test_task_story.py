@@ -14,8 +14,8 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api import FakeAgents, TaskResult, TaskState, time_skipping_environment
-from sas.api._testing import fake_worker
+from sas.api import TaskResult, TaskState
+from sas.api.testing import FakeAgents, fake_worker, time_skipping_environment
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.workflows.scheduler import TaskScheduler
 from sas_orders.models import OrderInput

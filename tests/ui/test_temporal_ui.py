@@ -19,7 +19,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from sas.api import TaskClient
+from sas.api.client import TaskClient
 from sas.task_models import OperatorAnswer, OperatorRequest, TaskResult, TaskState, TaskStatus
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
