@@ -12,14 +12,17 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from sas import state_store
 from sas.settings import Settings
+from sas.supervisor.models import SweepStats
 from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskResult, TaskStatus
 from tests.helpers import wait_until
@@ -197,3 +200,51 @@ async def mirror_agrees(stack: Stack, task_ids: list[str], timeout: float = 60) 
         timeout=timeout,
         what=f"the mirror to agree with Temporal: {truth}",
     )
+
+
+async def supervisor_sweeping(stack: Stack) -> None:
+    """The Supervisor workflow has swept at least once (its worker took its work)."""
+    handle = stack.client.get_workflow_handle(stack.settings.supervisor.workflow_id)
+
+    async def sweeps() -> int:
+        try:
+            return int((await handle.query("stats", result_type=SweepStats, rpc_timeout=timedelta(seconds=5))).sweeps)
+        except RPCError:
+            return 0  # not started yet, or no worker answering
+
+    await wait_until(sweeps, lambda n: n >= 1, timeout=90, what="the Supervisor's first sweep")
+
+
+async def supervisor_missed(stack: Stack, timeout: float = 60) -> None:
+    """Temporal has seen the Supervisor's worker miss its work: a workflow task of the Supervisor
+    timed out, or one of its activities is on a later attempt."""
+    handle = stack.client.get_workflow_handle(stack.settings.supervisor.workflow_id)
+
+    async def missed() -> bool:
+        described = await handle.describe()
+        if any(a.attempt >= 2 for a in described.raw_description.pending_activities):
+            return True
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_task_timed_out_event_attributes"):
+                return True
+        return False
+
+    await wait_until(missed, timeout=timeout, interval=0.5, what="Temporal to see the Supervisor miss its work")
+
+
+async def decision_problems(stack: Stack, expected: dict[str, list[tuple[str, str, int]]]) -> list[Any]:
+    """Each task has exactly the decisions expected, (kind, step, FailureCount), each carried out
+    (its signal sent) and none recorded twice."""
+    problems: list[Any] = []
+
+    async def rows() -> list[Any]:
+        return [d for t in expected for d in await stack.decisions(t) if d.kind != "wait"]
+
+    found = await wait_until(
+        rows, lambda ds: all(d.signal_sent_at is not None for d in ds), timeout=30, what="the outbox drained"
+    )
+    for task_id, want in expected.items():
+        decided = [(d.kind, d.step, d.failure_count) for d in found if d.task_id == task_id]
+        if decided != want:
+            problems.append((task_id, "decisions", decided, want))
+    return problems
