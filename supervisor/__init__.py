@@ -2,6 +2,10 @@
 failed or overran their complete-by, decides what to do (``supervisor/decide/policy.py``)
 and asks the Scheduler to do it. Run it with ``python -m sas.supervisor``.
 
+Its rooms, one role each: ``run`` (the workflow, its worker, the keeper), ``detect`` (what a sweep
+looks for), ``act`` (each decision claimed once, then sent), ``alert`` (raised once, grouped into
+incidents, sent to the webhook) and ``decide`` (pure); beside them, what they share.
+
 Kept free of heavy imports: the workflow sandbox loads this package.
 """
 

@@ -1,6 +1,6 @@
 """The escalation ladder, declared once: the Supervisor's defaults (``SAS_SUPERVISOR__*``), each
 task type's and step's overrides (``SAS_SUPERVISOR__LADDERS__…``) and the resolved ladder a due
-step carries into ``supervisor.policy`` are all this one model.
+step carries into ``sas.supervisor.decide.policy`` are all this one model.
 
 An override is a ``Ladder`` too: only the fields it was given (pydantic's ``model_fields_set``)
 replace the ones below it, so no second, all-optional copy of the fields is needed.
