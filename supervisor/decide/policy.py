@@ -249,7 +249,7 @@ def _problem(step: DueStep) -> str:
 #
 # A decision is made from the state store's rows; before it is carried out, what holds it back is
 # read from where it lives (the service's breaker row, Temporal's view of the workflow) and judged
-# here, as pure functions. ``supervisor/act/apply.py`` only fetches those facts and does what these say.
+# here, as pure functions. ``supervisor/act/vetoes.py`` only fetches those facts and does what these say.
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The Supervisor's vetoes, pure: what holds a decision back, judged from facts apply.py fetches."""
+"""The Supervisor's vetoes, pure: what holds a decision back, judged from facts act/vetoes.py fetches."""
 
 from __future__ import annotations
 
