@@ -25,7 +25,7 @@ from sas.settings import Settings
 from sas.supervisor.models import SweepStats
 from sas.supervisor.run.worker import build_worker, ensure_supervisor_running
 from sas.task_models import TaskResult, TaskStatus
-from tests.helpers import wait_until
+from tests.helpers import fresh_id, wait_until
 from tests.partitions.netns import Namespace
 from tests.stack import ADMIN_TOKEN, Stack, migrated
 
@@ -248,3 +248,56 @@ async def decision_problems(stack: Stack, expected: dict[str, list[tuple[str, st
         if decided != want:
             problems.append((task_id, "decisions", decided, want))
     return problems
+
+
+@dataclass
+class FailingOrders:
+    """Orders whose ship fails: ``retried`` twice, then works (one Supervisor retry completes
+    them); ``refused`` for good (the Supervisor undoes them at once)."""
+
+    retried: list[str]
+    refused: list[str]
+    handles: list[WorkflowHandle[Any, Any]]
+
+    @property
+    def ids(self) -> list[str]:
+        return self.retried + self.refused
+
+
+async def submit_failing(stack: Stack, prefix: str, n: int = 2) -> FailingOrders:
+    retried = [fresh_id(f"{prefix}-retry") for _ in range(n)]
+    refused = [fresh_id(f"{prefix}-refused") for _ in range(n)]
+    for task_id in retried:
+        await stack.add_fault(endpoint="shipping.ship", kind="transient", times=2, match_order_id=task_id)
+    for task_id in refused:
+        await stack.add_fault(
+            endpoint="shipping.ship", kind="permanent", status=422, error="address_rejected", match_order_id=task_id
+        )
+    return FailingOrders(retried, refused, [await stack.submit(task_id) for task_id in retried + refused])
+
+
+async def waiting_at_failed_ship(orders: FailingOrders) -> None:
+    """The workers ran each order to its failed ship, where it waits for a decision."""
+
+    async def ships() -> list[str]:
+        found = await asyncio.gather(*(status(h) for h in orders.handles))
+        return [f"{t.state.value}/{next(s.state.value for s in t.steps if s.name == 'ship')}" for t in found]
+
+    await wait_until(
+        ships, lambda seen: seen == ["Failed/Failed"] * len(orders.handles), timeout=60, what="every ship failed"
+    )
+
+
+async def decided_once(stack: Stack, orders: FailingOrders) -> None:
+    """The retried orders complete after one retry, the refused ones are undone after one
+    compensate, each effect once in the ledger, and the mirror says what Temporal says."""
+    ended = await results(orders.handles)
+    assert ended == dict.fromkeys(orders.retried, "Processed") | dict.fromkeys(orders.refused, "Compensated"), ended
+    problems = await decision_problems(
+        stack,
+        {t: [("retry", "ship", 1)] for t in orders.retried} | {t: [("compensate", "ship", 1)] for t in orders.refused},
+    )
+    for task_id in orders.ids:
+        problems += await ledger_problems(stack, task_id, undone=task_id in orders.refused)
+    assert problems == [], problems
+    await mirror_agrees(stack, orders.ids)
