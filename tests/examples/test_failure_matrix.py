@@ -9,8 +9,8 @@ from typing import Any
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api._failure_matrix import _Runner
 from sas.api.testing import FakeAgents, MatrixCase, check_failure_matrix, time_skipping_environment
+from sas.api.testing._failure_matrix import _Runner
 from sas_orders.workflows import OrderWorkflow, PreorderWorkflow
 from sas_trip.models import TripInput
 from sas_trip.ticketed import TicketedTripWorkflow
@@ -117,7 +117,7 @@ async def test_a_type_with_a_pivot_is_undone_before_it_and_parked_after_it(env: 
 
 
 def test_a_run_that_undoes_past_the_pivot_breaks_the_promise() -> None:
-    from sas.api._failure_matrix import _ended_as_promised
+    from sas.api.testing._failure_matrix import _ended_as_promised
 
     case = MatrixCase("tickets refused", outcome="Compensated", undone=["cards.refund"])
     _ended_as_promised(case, TicketedTripWorkflow.definition, [TicketedTripWorkflow.definition.step("tickets")])  # type: ignore[list-item]

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from sas.api._testing import FakeAgents
+from sas.api.testing._fakes import FakeAgents
 from sas.task_models import StepCall, StepState, TaskStatus
 from sas.task_types.groups import Parallel, leaves
 from sas.task_types.steps import StepDefinition

@@ -36,9 +36,9 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from sas.api._sibling_cases import sibling_cases
-from sas.api._supervising import ladder_decision, past_pivot
-from sas.api._testing import Answer, FakeAgents, fake_worker
+from sas.api.testing._fakes import Answer, FakeAgents, fake_worker
+from sas.api.testing._sibling_cases import sibling_cases
+from sas.api.testing._supervising import ladder_decision, past_pivot
 from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.fan_out import ForEach

@@ -30,8 +30,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from sas.activities.agent import sealed_result
-from sas.api._agent_testing import agents_against
-from sas.api._supervising import supervised
+from sas.api.testing._agent_alone import agents_against
+from sas.api.testing._supervising import supervised
 from sas.task_models import (
     AuditRecord,
     CallbackEvent,

@@ -22,9 +22,9 @@ What these cannot show - the HTTP contract, the mirror, the Supervisor, a crash 
 
 from __future__ import annotations
 
-from sas.api._agent_testing import run_agent
-from sas.api._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
-from sas.api._testing import FakeAgents, fake_worker, run_task, time_skipping_environment
+from sas.api.testing._agent_alone import run_agent
+from sas.api.testing._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
+from sas.api.testing._fakes import FakeAgents, fake_worker, run_task, time_skipping_environment
 
 __all__ = [
     "FakeAgents",
