@@ -1,4 +1,5 @@
-"""An operator's repairs of a task, as the Scheduler takes them: a step completed by hand.
+"""An operator's repairs of a task, as the Scheduler takes them: a step completed by hand, and a
+step retried with a changed input.
 
 A step whose call an operator made some other way (the payment taken over the phone) is
 completed with the result the service would have answered, which the Scheduler checks against
@@ -19,8 +20,9 @@ from sas.task_models.results import MAX_RESULT_BYTES
 from sas.task_models.status import OperatorRequest
 from sas.task_models.text import UserText
 
-# The audit action of a step completed by hand.
+# The audit actions of a step completed by hand, and of one retried with a changed input.
 COMPLETED_BY_HAND = "complete by hand"
+RETRIED_WITH_INPUT = "retry with input"
 
 
 class StepCompletion(BaseModel):
@@ -41,6 +43,37 @@ class StepCompletion(BaseModel):
         if size > MAX_RESULT_BYTES:
             raise ValueError(f"a result of {size:,} bytes as JSON; a step's result may be {MAX_RESULT_BYTES:,}")
         return result
+
+    def request(self) -> OperatorRequest:
+        """The request the core weighs (who, why, which step, forced or not)."""
+        return OperatorRequest(step=self.step, by=self.by, reason=self.reason, force=self.force)
+
+
+class InputChange(BaseModel):
+    """Payload of the ``request_retry_with_input`` update (and the ``check_retry_with_input``
+    query, its dry run): a bad input fixed (a wrong address), then the step that refused it
+    retried. The task's input becomes the old one with these fields changed, checked against
+    the type's input model; every step called from then on (and each undo) gets it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str | None = Field(
+        default=None, max_length=MAX_STEP_NAME, description="The step waiting for a decision; None: the only one."
+    )
+    fields: dict[str, Any] = Field(
+        min_length=1, max_length=50, description="The input's top-level fields to change, each to its new value."
+    )
+    by: UserText = Field(default="operator", max_length=200)
+    reason: UserText = Field(min_length=1, max_length=2000, description="Why, in the audit log and the task's story.")
+    force: bool = Field(default=False, description="Past the task's pivot too (with the reason).")
+
+    @field_validator("fields")
+    @classmethod
+    def _bounded(cls, fields: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(fields, ensure_ascii=True, separators=(",", ":"), allow_nan=False))
+        if size > MAX_RESULT_BYTES:
+            raise ValueError(f"{size:,} bytes of changes as JSON; at most {MAX_RESULT_BYTES:,}")
+        return fields
 
     def request(self) -> OperatorRequest:
         """The request the core weighs (who, why, which step, forced or not)."""

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState, TaskStatus
 from sas.workflows.core.machine import PlanStep, TaskCore
-from sas.workflows.core.requests import compensate_problem, complete_problem, park_problem, retry_problem, target_step
+from sas.workflows.core.requests import (
+    compensate_problem,
+    complete_problem,
+    park_problem,
+    retry_problem,
+    retry_with_input_problem,
+    target_step,
+)
 
 NAMES = ["a", "b", "c", "d", "e", "f"]
 
@@ -187,3 +194,21 @@ def test_a_step_is_completed_by_hand_only_going_forward_and_past_the_pivot_only_
     )
     core.begin_compensation(OperatorRequest(by="ops", reason="customer called"))
     assert "the task is compensating" in str(complete_problem(core, asked.model_copy(update={"force": True})))
+
+
+def test_a_step_is_retried_with_a_changed_input_only_going_forward_and_past_the_pivot_only_forced() -> None:
+    plan = [PlanStep("a", 0, 0, pivot="pivot"), PlanStep("b", 1, 1, pivot="forward_only")]
+    core = a_done_b_started(plan)
+    core.record_failure("b", StepState.FAILED, "bad address", "RemoteRejected", True)
+    asked = OperatorRequest(step="b", by="ops", reason="customer called")
+    past = str(retry_with_input_problem(core, asked))
+    assert "past the point of no return" in past and "to retry b with a changed input anyway: --force" in past
+    assert retry_with_input_problem(core, asked.model_copy(update={"force": True})) is None
+    assert retry_with_input_problem(core, OperatorRequest(step="a", by="ops", reason="x")) == (
+        "step a is Processed; the step waiting for a decision is b"
+    )
+    core.begin_compensation(OperatorRequest(by="ops", reason="customer cancelled"))
+    undoing = str(retry_with_input_problem(core, asked.model_copy(update={"force": True})))
+    assert (
+        undoing == "the task is compensating: a step is retried with a changed input only while the task goes forward"
+    )

@@ -143,11 +143,23 @@ def complete_problem(core: TaskCore, request: OperatorRequest) -> str | None:
     """Why completing a step by hand (an operator made its call some other way) does not apply
     now: only a forward step waiting for a decision, never a wait, never while undoing, and past
     the pivot only when forced with a reason."""
+    return _forward_repair_problem(core, request, "completed by hand", "complete {step} by hand")
+
+
+def retry_with_input_problem(core: TaskCore, request: OperatorRequest) -> str | None:
+    """Why retrying a step with a changed input (a bad input fixed) does not apply now: the same
+    bounds as completing it by hand, since from then on every call is made with the new input."""
+    return _forward_repair_problem(core, request, "retried with a changed input", "retry {step} with a changed input")
+
+
+def _forward_repair_problem(core: TaskCore, request: OperatorRequest, done: str, to_do: str) -> str | None:
+    """An operator's repair of a forward step: it waits for a decision, it is no wait, the task
+    is not being undone, and it is before the pivot unless forced with a reason."""
     problem = _common(core, request.step)
     if problem:
         return problem
     if core.compensating:
-        return "the task is compensating: a step is completed by hand only while the task goes forward"
+        return f"the task is compensating: a step is {done} only while the task goes forward"
     target = _target(core, request.step, _deciding(core), "a decision")
     if isinstance(target, str):
         return target
@@ -157,7 +169,7 @@ def complete_problem(core: TaskCore, request: OperatorRequest) -> str | None:
         return f"a decision for {target.name} is already being applied"
     past = core.past_pivot()
     if past is not None and not request.force:
-        return f"past the point of no return: {past}; to complete {target.name} by hand anyway: --force --reason WHY"
+        return f"past the point of no return: {past}; to {to_do.format(step=target.name)} anyway: --force --reason WHY"
     return None
 
 

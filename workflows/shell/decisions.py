@@ -12,7 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState
-    from sas.task_models.repairs import COMPLETED_BY_HAND
+    from sas.task_models.repairs import COMPLETED_BY_HAND, RETRIED_WITH_INPUT
     from sas.task_models.text import bounded
     from sas.workflows.core.machine import RequestKind
     from sas.workflows.core.requests import target_step
@@ -35,6 +35,9 @@ class Decisions:
         # Step name -> the result an operator completed it with (``request_complete``), checked
         # against the step's result model, until the step takes it.
         self.completions: dict[str, dict[str, Any]] = {}
+        # Step name -> the task's input with an operator's changes (``request_retry_with_input``),
+        # checked against the input model, and what changed, until the step's retry takes it.
+        self.input_changes: dict[str, tuple[dict[str, Any], str]] = {}
 
     async def wait_for(self, name: str, *, compensating: bool) -> Literal["retry", "compensate", "complete"]:
         """Wait for the Supervisor or an operator to decide about a step that failed (or whose
@@ -70,6 +73,13 @@ class Decisions:
                 changed = f"{name} ({step.state}) completed by hand with {bounded(result, _MAX_SHOWN)}"
                 await records.audit(COMPLETED_BY_HAND, name, request, changed)
                 return "complete"
+            changed_input = self.input_changes.pop(name, None)
+            if kind == "retry" and changed_input is not None:
+                run.payload, said = changed_input
+                run.publish()
+                run.event(f"{name}: input changed by {request.by}: {said}")
+                await records.audit(RETRIED_WITH_INPUT, name, request, f"{name} ({step.state}) retried with {said}")
+                return "retry"
             if request.reset_failure_count:
                 changed = f"FailureCount {core.reset_failures(name)} -> 0; {name} retried"
                 records.advance()

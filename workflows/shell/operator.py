@@ -1,6 +1,7 @@
 """The operator protocol, as every sas workflow declares it - the task workflows and the
 clean-up: the ``retry``, ``compensate`` and ``park`` signals, the ``request_retry`` and
-``request_compensate`` updates, and the ``status`` query.
+``request_compensate`` updates, the repairs (``request_complete``, ``request_retry_with_input``,
+each with its dry run as a query), and the ``status`` query.
 
 The signals keep the Temporal UI and ``temporal workflow signal`` working; a signal that does
 not apply changes nothing and is recorded in ``events``. The updates do the same, but reject
@@ -20,9 +21,16 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorAnswer, OperatorRequest, StepState, TaskStatus
     from sas.task_models.activity_defs import agent_result
-    from sas.task_models.repairs import StepCompletion
+    from sas.task_models.repairs import InputChange, StepCompletion
+    from sas.task_models.results import secret_fields
     from sas.task_models.text import MAX_EVENT_TEXT, bounded
-    from sas.workflows.core.requests import compensate_problem, complete_problem, park_problem, retry_problem
+    from sas.workflows.core.requests import (
+        compensate_problem,
+        complete_problem,
+        park_problem,
+        retry_problem,
+        retry_with_input_problem,
+    )
     from sas.workflows.definitions import StepDefinition
     from sas.workflows.inputs import decode, short
     from sas.workflows.shell.decisions import Decisions
@@ -167,6 +175,65 @@ class OperatorHandlers:
                 f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3]
             )
             raise ValueError(f"not a {model.__name__}: {problems}") from None
+
+    @workflow.update(name="request_retry_with_input")
+    def request_retry_with_input(self, change: InputChange) -> OperatorAnswer:
+        """Retry the step waiting for a decision with some of the task's input changed (a bad
+        address fixed): checked against the type's input model, audited with what changed, and
+        every call from then on made with it."""
+        payload, said = self._changed_input(change)
+        step = self.decisions.queue("retry", change.request())
+        self.decisions.input_changes[step.name] = (payload, said)
+        return OperatorAnswer(message=f"retrying step {step.name} with {said}", task_state=self.task.core.status.state)
+
+    @request_retry_with_input.validator
+    def _validate_retry_with_input(self, change: InputChange) -> None:
+        problem = self._input_problem(change)
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.query(name="check_retry_with_input")
+    def check_retry_with_input(self, change: InputChange) -> str:
+        """A dry run of ``request_retry_with_input``: why it would be refused, or "" if it would
+        apply (a query: nothing is recorded, nothing changes)."""
+        return self._input_problem(change) or ""
+
+    def _input_problem(self, change: InputChange) -> str | None:
+        problem = retry_with_input_problem(self.task.core, change.request())
+        if problem:
+            return problem
+        if getattr(self, "definition", None) is None:
+            return "a clean-up only undoes: its input is the task's, as it was accepted"
+        try:
+            self._changed_input(change)
+        except ValueError as err:
+            return str(err)
+        return None
+
+    def _changed_input(self, change: InputChange) -> tuple[dict[str, Any], str]:
+        """The task's input with the change, as the type's input model reads it, and what changed
+        (a secret field named, never shown)."""
+        model = self.definition.input_model  # type: ignore[attr-defined] # a task workflow's (checked above)
+        unknown = sorted(set(change.fields) - set(model.model_fields))
+        if unknown:
+            known = ", ".join(sorted(model.model_fields))
+            raise ValueError(f"no field {', '.join(unknown)} in a {model.__name__}; its fields are {known}")
+        try:
+            payload = model.model_validate({**self.task.payload, **change.fields}).model_dump(mode="json")
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3]
+            )
+            raise ValueError(f"not a {model.__name__}: {problems}") from None
+        changed = [name for name in sorted(change.fields) if payload.get(name) != self.task.payload.get(name)]
+        if not changed:
+            raise ValueError("the input already says that: nothing would change")
+        hidden = secret_fields(model)
+        said = ", ".join(
+            f"{name} changed" if name in hidden else f"{name} {self.task.payload.get(name)!r} -> {payload[name]!r}"
+            for name in changed
+        )
+        return payload, bounded(f"input {said}", MAX_EVENT_TEXT // 2)
 
     @workflow.query(name="status")
     def status(self) -> TaskStatus:

@@ -5,7 +5,8 @@ Order of checks for a request with Idempotency-Key K:
 1. K already succeeded: replay the stored answer (or refuse if the body differs).
 2. Forward call and K was compensated, or looked up with nothing done (tombstone): refuse
    with ``voided``, no effect.
-3. Business rules from the data (out of stock, card declined): refuse, no effect.
+3. Business rules from the data (out of stock, card declined, an address shipping cannot
+   deliver to): refuse, no effect.
 4. Record the effect and the answer together.
 
 Refusals are not stored, so a later call with the same key is evaluated afresh.
@@ -26,6 +27,7 @@ from sas_demo_services.schemas import ChargeBody, Endpoint, RequestBody, Reserve
 
 OUT_OF_STOCK_SKU = "OUT-OF-STOCK"
 DECLINED_CARD = "4000000000000002"
+UNDELIVERABLE_ADDRESS = "0 Nowhere Road"
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ def _forward(tx: LedgerTx, endpoint: Endpoint, key: str, body: RequestBody) -> d
         # As a real provider's payment intent: a secret the payer's device would confirm with.
         result = {"amount_cents": amount, "client_secret": f"{provider_id}_secret_{uuid.uuid4().hex}"}
     elif isinstance(body, ShipBody):
+        if body.address.strip().casefold() == UNDELIVERABLE_ADDRESS.casefold():
+            raise ServiceError(422, "address_rejected", f"no delivery to {body.address!r}")
         result = {}
         if body.parcel is not None:
             provider_id = _new_id("prc")
