@@ -28,9 +28,10 @@ from temporalio.common import Priority
 from temporalio.service import RPCError, RPCStatusCode
 
 from sas.client import audit
+from sas.client.answering import describe
 from sas.client.errors import NotApplicable, TaskIdTaken, TaskNotFound
 from sas.client.store import StateStore
-from sas.client.submitting import TaskStart, priority_of, start_task
+from sas.client.submitting import priority_of, run_again, start_task
 from sas.workflows.registry import by_workflow_name
 
 # Closer to its start than this, a delayed task may begin before the termination lands.
@@ -54,13 +55,9 @@ async def pending(client: Client, task_id: str) -> Pending | None:
     """The task's run if it is delayed and not started yet; None if Temporal has no such workflow.
 
     Raises NotApplicable naming the task's state when it exists but has started or finished."""
-    handle = client.get_workflow_handle(task_id)
-    try:
-        described = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
+    described = await describe(client, task_id)
+    if described is None:
+        return None
     if described.status != WorkflowExecutionStatus.RUNNING:
         status = described.status.name.lower() if described.status else "closed"
         raise NotApplicable(f"{task_id} has already ended ({status}): nothing to cancel", f"see `sas show {task_id}`")
@@ -144,16 +141,7 @@ async def reschedule(
         # The same task (type, input, queue, priority) under the same id, only later; the UI
         # says the new start (the old run's summary said the old one).
         handle = await start_task(
-            client,
-            TaskStart(
-                task_id=task_id,
-                workflow_type=task.workflow_type,
-                payload=task.payload,
-                task_queue=task.task_queue,
-                priority=task.priority,
-                start_delay=delay,
-                reuse="after_terminated",
-            ),
+            client, run_again(task, priority=task.priority, start_delay=delay, reuse="after_terminated")
         )
         if handle is None:
             raise TaskIdTaken(

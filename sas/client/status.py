@@ -12,6 +12,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
+from sas.client.answering import describe
 from sas.client.store import StateStore
 from sas.task_models import TaskState, TaskStatus
 
@@ -67,12 +68,9 @@ async def query_status(client: Client, task_id: str, run_id: str | None = None) 
 async def newest_run(client: Client, task_id: str) -> tuple[str | None, str | None] | None:
     """The id's newest run: its status name (RUNNING, COMPLETED, ...) and its chain (the first
     run id, which a reset keeps); None if Temporal has no such workflow."""
-    try:
-        described = await client.get_workflow_handle(task_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
+    described = await describe(client, task_id)
+    if described is None:
+        return None
     status = described.status.name if described.status is not None else None
     return status, described.raw_description.workflow_execution_info.first_run_id or None
 
@@ -185,13 +183,10 @@ async def closed_before_accepted(client: Client, task_id: str) -> dict[str, Any]
 
     A run started without sas (plain ``temporal workflow start``, a team's own client) with
     input its task type refuses fails at once, before its first write: its story is Temporal's."""
+    described = await describe(client, task_id)
+    if described is None:
+        return None
     handle = client.get_workflow_handle(task_id)
-    try:
-        described = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
     status = described.status.name if described.status is not None else ""
     if status not in _ENDED_BEFORE:
         return None
@@ -222,12 +217,9 @@ async def scheduled(client: Client, task_id: str) -> dict[str, Any] | None:
     """When a task that has not run yet starts (a delayed start), or that it was cancelled before
     it ran; None if Temporal has no such task, or it has run. Until its delay ends, Temporal has
     the workflow but no workflow task: the Scheduler cannot answer and the store has no row."""
-    try:
-        described = await client.get_workflow_handle(task_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
+    described = await describe(client, task_id)
+    if described is None:
+        return None
     if described.status == WorkflowExecutionStatus.TERMINATED and _never_ran(described):
         # A delayed task is cancelled by terminating it before its first workflow task.
         history = await client.get_workflow_handle(task_id, run_id=described.run_id).fetch_history()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import Priority, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -66,6 +66,33 @@ class TaskStart:
     resubmission: Resubmission | None = None
     incarnation: int = 1
     search_attributes: TypedSearchAttributes = field(default_factory=lambda: TypedSearchAttributes.empty)
+
+
+class RunOf(Protocol):
+    """A task that has a run (the state store's row, a delayed run): what a new run of it repeats."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def workflow_type(self) -> str: ...
+    @property
+    def payload(self) -> dict[str, Any]: ...
+    @property
+    def task_queue(self) -> str: ...
+
+
+def run_again(task: RunOf, *, priority: Priority, reuse: Reuse, **options: Any) -> TaskStart:
+    """A new run of the same task: its id, type, input and queue as they were, as urgent as it
+    was (``priority``), under ``reuse``; ``options`` the rest of ``TaskStart``."""
+    return TaskStart(
+        task_id=task.task_id,
+        workflow_type=task.workflow_type,
+        payload=task.payload,
+        task_queue=task.task_queue,
+        priority=priority,
+        reuse=reuse,
+        **options,
+    )
 
 
 def new_task(
@@ -281,11 +308,8 @@ async def resubmit_finished(
         )
     handle = await start_task(
         client,
-        TaskStart(
-            task_id=task_id,
-            workflow_type=task.workflow_type,
-            payload=task.payload,
-            task_queue=task.task_queue,
+        run_again(
+            task,
             # The task is the same task: as urgent as its finished run was.
             priority=await _priority_of_run(client, task_id, task.run_id),
             reuse="resubmission",
