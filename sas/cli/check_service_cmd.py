@@ -1,7 +1,7 @@
 """``sas check-service``: a team's running service driven through every clause of sas's HTTP
 contract, one line per clause (``--json`` for machines); exit 1 when any clause fails.
 
-The checks are ``sas.conformance``'s, the same that ``sas.api.check_service`` runs in a test."""
+The checks are ``sas.conformance``'s, the same that ``sas.api.contract.check_service`` runs in a test."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ class TaskClient(ReadCalls, ScheduleCalls, UpkeepCalls):
     (``create_schedule``, ``schedules``, ``pause_schedule``...) and the stack's upkeep
     (``reconcile``, ``health``).
 
-    Every failure a caller can act on is a ``ClientError`` (``sas.api``): ``InvalidInput``,
+    Every failure a caller can act on is a ``ClientError`` (``sas.api.client``): ``InvalidInput``,
     ``TaskNotFound``, ``TaskIdTaken``, ``NotApplicable``, ``NotConfirmed``, ``Unreachable``,
     ``Unhealthy``.
     """

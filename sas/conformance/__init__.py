@@ -1,5 +1,5 @@
 """The conformance kit: a team's running service checked against sas's HTTP contract
-(docs/http-contract.md), clause by clause. ``sas check-service`` and ``sas.api.check_service``
+(docs/http-contract.md), clause by clause. ``sas check-service`` and ``sas.api.contract.check_service``
 are its two faces; the checks are here, once."""
 
 from sas.conformance.clauses import SlowCall, SlowForward
