@@ -88,7 +88,7 @@ def _load(service: str, path: str) -> type[Agent]:
             f"service {service!r}: its Agent class {path!r} cannot be loaded: {type(err).__name__}: {err}"
         ) from err
     if not (isinstance(value, type) and issubclass(value, Agent)):
-        raise TaskTypeError(f"service {service!r}: {path!r} is not a subclass of sas.api.Agent")
+        raise TaskTypeError(f"service {service!r}: {path!r} is not a subclass of sas.api.agent_class.Agent")
     return value
 
 

@@ -1,4 +1,4 @@
-"""The task client from a team's own service code (``sas.api.TaskClient``), not the CLI: it
+"""The task client from a team's own service code (``sas.api.client.TaskClient``), not the CLI: it
 starts a task, waits for it, parks, retries and compensates it, and the audit log names the
 service (or the person it acts for) with the reason given. Real dev server, real services,
 real state store."""

@@ -1,4 +1,4 @@
-"""One Agent tested alone with sas.api.run_agent, against its team's service on loopback: the trip's
+"""One Agent tested alone with sas.api.testing.run_agent, against its team's service on loopback: the trip's
 hand-written charge and refund (one function each), and a call declared as data; and a task type
 run with its hand-written Agents for real against that service beside fakes of the others."""
 
