@@ -1,17 +1,12 @@
-"""Checks the settings of more than one group share: names of services and task types, and the
-Standard Webhooks secret of the alert webhook and the callbacks."""
+"""Checks the settings of more than one group share: the Standard Webhooks secret of the alert
+webhook and the callbacks. (Names of services and task types take ``sas.task_models.ids.NAME``.)"""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import re
 
 from pydantic import SecretStr
-
-# A service's name is the first part of its Agents' activity names (``shipping.ship``).
-SERVICE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-TASK_TYPE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 _SECRET_PREFIX = "whsec_"
 _NEW_SECRET = "python -c \"import base64,os; print('whsec_' + base64.b64encode(os.urandom(32)).decode())\""

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from sas.settings.checks import SERVICE_NAME, TASK_TYPE_NAME
+from sas.task_models.ids import NAME
 
 
 class ScheduleSettings(BaseModel):
@@ -61,7 +61,7 @@ class WorkerSettings(BaseModel):
         if not value:
             raise ValueError("name at least one queue ('workflows' or a service), or leave it unset for all")
         for name in value:
-            if name != WORKFLOW_QUEUE and not SERVICE_NAME.match(name):
+            if name != WORKFLOW_QUEUE and not NAME.fullmatch(name):
                 raise ValueError(f"{name!r}: use 'workflows' or a service's name")
         return list(dict.fromkeys(value))
 
@@ -105,7 +105,7 @@ class TaskTypeSettings(BaseModel):
     @classmethod
     def _type_names(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not TASK_TYPE_NAME.fullmatch(name):
+            if not NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a task type name (1-40 of a-z 0-9 _, starting with a letter)")
         return list(dict.fromkeys(value))
 

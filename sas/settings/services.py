@@ -8,7 +8,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from sas.breaker.settings import BreakerSettings, ReleaseSettings, ResolvedBreaker
-from sas.settings.checks import SERVICE_NAME
+from sas.task_models.ids import NAME
 
 # An HTTP header name (RFC 9110 token): anything else would be refused by httpx at the first call.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
@@ -135,7 +135,7 @@ class ServicesSettings(BaseModel):
     @model_validator(mode="after")
     def _names(self) -> ServicesSettings:
         for name in self.named:
-            if not SERVICE_NAME.match(name):
+            if not NAME.fullmatch(name):
                 raise ValueError(f"service name {name!r}: use 1-40 lowercase letters, digits or '_'")
         return self
 

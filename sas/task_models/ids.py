@@ -23,6 +23,10 @@ import re
 #   schedule id                  <= MAX_SCHEDULE_ID (107)  each run's id, <schedule>-<time>, is a task id
 MAX_TASK_ID = 128
 MAX_STEP_NAME = 32
+# A task type's, a service's and an action's name: each is part of activity names
+# (<service>.<action>), task queues and setting keys (SAS_SERVICES__<NAME>__*), so the declarations
+# and the settings take one shape.
+NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 MAX_INCARNATION = 9999
 # Temporal names each scheduled run <schedule id>-<its time, RFC 3339 to the second>.
 SCHEDULE_RUN_SUFFIX = len("-2026-01-01T00:00:00Z")

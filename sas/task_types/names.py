@@ -1,18 +1,17 @@
 """The names a declaration gives, and their shapes: a step's, a task type's, a service's and an
 action's. Each is part of activity names, idempotency keys, mirror keys or setting keys
 (``SAS_STEPS__<TYPE>__<STEP>__*``), so each is checked when its declaration is made, before any
-workflow sees it."""
+workflow sees it. A task type's, a service's and an action's name take the shape the settings
+take too (``sas.task_models.ids.NAME``)."""
 
 from __future__ import annotations
 
 import re
 
-from sas.task_models.ids import MAX_STEP_NAME
+from sas.task_models.ids import MAX_STEP_NAME, NAME
 
 STEP_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_STEP_NAME - 1}}}")
 """A step's name, and a wait's signal: part of every idempotency key (``sas/task_models/ids.py``)."""
-NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-"""A task type's, a service's and an action's name: 1-40 characters from a-z 0-9 _, starting with a letter."""
 
 
 def check_step_name(name: str) -> None:

@@ -30,6 +30,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from sas.task_models.activity_defs import AgentRef, register_result
+from sas.task_models.ids import NAME
 from sas.task_models.steps import StepCall
 from sas.task_types.agent_declarations import (
     SERVICE_ATTR,
@@ -39,7 +40,7 @@ from sas.task_types.agent_declarations import (
     declare_method,
     older_form,
 )
-from sas.task_types.names import NAME, check_action
+from sas.task_types.names import check_action
 from sas.task_types.sources import BodyValue, value_of
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]

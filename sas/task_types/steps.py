@@ -23,7 +23,8 @@ from pydantic import BaseModel
 
 from sas.task_models import StepPolicyValues
 from sas.task_models.activity_defs import AgentRef, activity_name, agent_result
-from sas.task_types.names import NAME, STEP_NAME, check_step_name
+from sas.task_models.ids import NAME
+from sas.task_types.names import STEP_NAME, check_step_name
 from sas.task_types.services import HttpCall
 
 

@@ -33,8 +33,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from sas.task_models import PivotRole
+from sas.task_models.ids import NAME
 from sas.task_types.groups import Member, Parallel, Sequence, leaves
-from sas.task_types.names import NAME
 from sas.task_types.steps import AgentCall, Step, StepContext, StepDefinition
 
 MAX_SUMMARY = 160
