@@ -231,12 +231,7 @@ class HttpCall:
             )
         if self.method == "GET" and self.body:
             raise ValueError(f"HttpCall GET {self.path}: a GET sends no body; use query=... or params=...")
-        for part, sources in (
-            ("body", self.body),
-            ("params", self.params),
-            ("query", self.query),
-            ("headers", self.headers),
-        ):
+        for part, sources in self.sources().items():
             for key, value in sources.items():
                 if not isinstance(value, BodyValue):
                     raise TypeError(
