@@ -48,8 +48,8 @@ async def test_a_worker_cut_off_from_temporal_makes_each_call_once_and_finishes_
     client: Client, temporal_address: str, services: ServiceProcess, db_url: str, tmp_path: Path
 ) -> None:
     """The worker loses Temporal while its charges are at the payment service. The calls finish
-    there and the worker writes their rows, but cannot tell Temporal, which gives up on those
-    attempts and schedules new ones. Healed, the worker takes them: the charge is asked for
+    there, but the worker cannot tell Temporal, which gives up on those attempts and schedules
+    new ones. Healed, the worker takes them: the charge is asked for
     again under the same key and answered from the service's memory, so each order is charged
     once, completes, nothing is undone, and the mirror says what Temporal says."""
     with namespace() as ns:
