@@ -33,6 +33,9 @@ UNDO_OF = {
     "book_flight": "cancel_flight",
     "book_hotel": "cancel_hotel",
     "cover": "uncover",
+    "open": "close",
+    "deliver": "recall",
+    "file": "unfile",
 }
 STEP_OF = {
     "reserve": "reserve",
@@ -41,6 +44,9 @@ STEP_OF = {
     "book_flight": "flight",
     "book_hotel": "hotel",
     "cover": "insure",
+    "open": "open",
+    "deliver": "deliver",
+    "file": "file",
 }
 ACTIVE_ALERT = ("open", "acked")
 
@@ -49,6 +55,7 @@ ACTIVE_ALERT = ("open", "acked")
 class MirrorTask:
     state: str
     steps: dict[str, str]  # step name -> state
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # step name -> its result, if any
 
 
 @dataclass
@@ -58,7 +65,8 @@ class TemporalView:
     status: the Scheduler workflow's execution status name (COMPLETED, RUNNING, TERMINATED, ...).
     state: the task state it reports (its result when completed, its status query while running).
     steps: step name -> state in that result/query.
-    cleanup: status name of ``cleanup-<id>`` if one exists.
+    cleanup: status name of ``cleanup-<id>`` if one exists (looked for when the workflow was
+        closed from outside, and for a child task, which its parent may undo once completed).
     cleanup_steps: the clean-up workflow's result (step -> state) when it completed.
     """
 
@@ -168,7 +176,11 @@ def mismatched(orders: list[str], mirror: dict[str, MirrorTask], temporal: dict[
         if task is None or view is None:
             problems.append(f"{order}: mirror={task and task.state} temporal={view and view.status}")
             continue
-        if view.status == "COMPLETED":
+        if view.status == "COMPLETED" and view.cleanup is not None:
+            # A child task completed, then undone by the clean-up its parent started.
+            if view.cleanup != "COMPLETED" or task.state != "Compensated":
+                problems.append(f"{order}: workflow completed, clean-up {view.cleanup}, mirror says {task.state}")
+        elif view.status == "COMPLETED":
             if task.state not in TERMINAL or view.state != task.state:
                 problems.append(f"{order}: workflow completed as {view.state}, mirror says {task.state}")
             elif view.steps != task.steps:

@@ -14,6 +14,7 @@ Two backends, each with an outage that is real for it:
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ Mirror = tuple[dict[str, check.MirrorTask], dict[str, list[tuple[str, str]]]]
 
 # The three reads of the mirror, one statement each; ``?`` is the task-id prefix (LIKE).
 _TASKS = "SELECT task_id, state FROM tasks WHERE task_id LIKE ?"
-_STEPS = "SELECT task_id, name, state FROM steps WHERE task_id LIKE ?"
+_STEPS = "SELECT task_id, name, state, result FROM steps WHERE task_id LIKE ?"
 _ALERTS = "SELECT task_id, status, kind FROM alerts WHERE task_id LIKE ?"
 
 # Run as its own process, so the lock is held by a writer the stack does not know, as a stray
@@ -63,9 +64,13 @@ class ChaosStore(Protocol):
 
 def build_mirror(tasks: Rows, steps: Rows, alerts: Rows) -> Mirror:
     mirror = {t: check.MirrorTask(state=s, steps={}) for t, s in tasks}
-    for task_id, name, state in steps:
+    for task_id, name, state, result in steps:
         if task_id in mirror:  # a task accepted between the two reads waits for the next
             mirror[task_id].steps[name] = state
+            if isinstance(result, str):  # JSON as text (SQLite, asyncpg without a codec)
+                result = json.loads(result)
+            if isinstance(result, dict):
+                mirror[task_id].results[name] = result
     by_task: dict[str, list[tuple[str, str]]] = {}
     for task_id, status, kind in alerts:
         by_task.setdefault(task_id, []).append((status, kind))

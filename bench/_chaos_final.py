@@ -11,14 +11,27 @@ from typing import Any
 from bench import _chaos_check as check
 
 
-async def temporal_view(client: Any, tasks: list[str]) -> dict[str, check.TemporalView]:
-    """What Temporal says of each task: its workflow's status, and its result, status query or clean-up."""
+async def temporal_view(
+    client: Any, tasks: list[str], children: frozenset[str] = frozenset()
+) -> dict[str, check.TemporalView]:
+    """What Temporal says of each task: its workflow's status, and its result, status query or
+    clean-up. A child task's clean-up is looked for even when it completed: its parent may have
+    undone it since."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError, RPCStatusCode
 
     from sas.task_models import TaskResult, TaskStatus
 
     gate = asyncio.Semaphore(16)
+
+    async def cleanup_of(order: str) -> str | None:
+        try:
+            c = await client.get_workflow_handle(f"cleanup-{order}").describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return None
+        return WorkflowExecutionStatus(c.status).name if c.status else "UNKNOWN"
 
     async def one(order: str) -> tuple[str, check.TemporalView]:
         async with gate:
@@ -29,16 +42,13 @@ async def temporal_view(client: Any, tasks: list[str]) -> dict[str, check.Tempor
             if status == "COMPLETED":
                 result = await client.get_workflow_handle(order, result_type=TaskResult).result()
                 view.state, view.steps = str(result.state), {s.name: str(s.state) for s in result.steps}
+                if order in children:
+                    view.cleanup = await cleanup_of(order)
             elif status == "RUNNING":
                 q = await handle.query("status", result_type=TaskStatus)
                 view.state, view.steps = str(q.state), {s.name: str(s.state) for s in q.steps}
             else:
-                try:
-                    c = await client.get_workflow_handle(f"cleanup-{order}").describe()
-                    view.cleanup = WorkflowExecutionStatus(c.status).name if c.status else "UNKNOWN"
-                except RPCError as err:
-                    if err.status != RPCStatusCode.NOT_FOUND:
-                        raise
+                view.cleanup = await cleanup_of(order)
             return order, view
 
     return dict(await asyncio.gather(*(one(o) for o in tasks)))

@@ -2,9 +2,10 @@
 the remote fault rules it posts to the demo services.
 
 Besides Temporal, the demo services, the worker and the Supervisor, the stack runs the chaos
-trip's own services (``trip_services``: bench/_chaos_trip_services.py) with the same fault rates,
-and gives the worker, the Supervisor and the run itself the ``chaos_trip`` task type
-(bench/_chaos_trip.py) through ``SAS_TASK_TYPES__MODULES``.
+trip's own services (``trip_services``: bench/_chaos_trip_services.py) and those of the fan-out
+and child task (``shape_services``: bench/_chaos_shape_services.py) with the same fault rates,
+and gives the worker, the Supervisor and the run itself their task types (bench/_chaos_trip.py,
+bench/_chaos_shapes.py) through ``SAS_TASK_TYPES__MODULES``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _chaos_env
+from bench._chaos_shape_services import SERVICES as SHAPE_SERVICES
 from bench._chaos_trip_services import SERVICES as TRIP_SERVICES
 from sas.cli.demo_plan import DEMO_ENV
 from sas.runtime.local_stack import LoopbackStack, temporal_binary
@@ -28,7 +30,7 @@ from sas.task_models.search_attributes import dev_server_flags
 from sas_demo_services.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-TRIP_TYPE_MODULE = "bench._chaos_trip"
+TASK_TYPE_MODULES = "bench._chaos_trip,bench._chaos_shapes"
 
 FORWARD = ("inventory.reserve", "payment.charge", "shipping.ship")
 UNDO = ("inventory.release", "payment.refund", "shipping.cancel")
@@ -73,7 +75,7 @@ class Stack(LoopbackStack):
         self.log = log
         self.seed = seed
         self.temporal_port, self.http_port, self.services_port = free_port(), free_port(), free_port()
-        self.trip_services_port = free_port()
+        self.trip_services_port, self.shape_services_port = free_port(), free_port()
         self.db_url = db_url
         self.children: dict[str, Child] = {}
         # The code under test, frozen at the start: every restarted process runs the same
@@ -97,11 +99,15 @@ class Stack(LoopbackStack):
     def trip_services_url(self) -> str:
         return f"http://127.0.0.1:{self.trip_services_port}"
 
+    @property
+    def shape_services_url(self) -> str:
+        return f"http://127.0.0.1:{self.shape_services_port}"
+
     def env(self) -> dict[str, str]:
         return {
             **DEMO_ENV,
             **self.stack_env(self.db_url),
-            **trip_env(self.trip_services_url),
+            **trip_env(self.trip_services_url, self.shape_services_url),
             "SAS_LOG_LEVEL": "INFO",
             "PYTHONPATH": self.pythonpath,
             "PYTHONUNBUFFERED": "1",
@@ -152,20 +158,21 @@ class Stack(LoopbackStack):
                 ],
                 {"PYTHONPATH": self.pythonpath, "SAS_SERVICES__ADMIN_TOKEN": self.admin_token},
             )
-        elif name == "trip_services":
+        elif name in ("trip_services", "shape_services"):
+            trips = name == "trip_services"
             child = self.group.python(
                 name,
                 [
                     "-S",
                     "-P",
                     "-m",
-                    "bench._chaos_trip_services",
+                    f"bench._chaos_{'trip' if trips else 'shape'}_services",
                     "--port",
-                    str(self.trip_services_port),
+                    str(self.trip_services_port if trips else self.shape_services_port),
                     "--ledger",
-                    str(self.dir / "trip-ledger.db"),
+                    str(self.dir / ("trip-ledger.db" if trips else "shape-ledger.db")),
                     "--fault-seed",
-                    str(self.seed + 7919 + self.restarts["services"]),
+                    str(self.seed + (7919 if trips else 104729) + self.restarts["services"]),
                     "--transient",
                     str(TRANSIENT),
                     "--hang",
@@ -202,6 +209,8 @@ class Stack(LoopbackStack):
             await self._until(lambda: http_healthy(self.services_url), child, timeout, "services /healthz")
         elif name == "trip_services":
             await self._until(lambda: http_healthy(self.trip_services_url), child, timeout, "trip services /healthz")
+        elif name == "shape_services":
+            await self._until(lambda: http_healthy(self.shape_services_url), child, timeout, "shape services /healthz")
         elif name in ("worker", "supervisor"):
             await self._until(
                 lambda: "polling" in _read_from(child.log_path, offset), child, timeout, "'polling' in its log"
@@ -248,9 +257,11 @@ def _read_from(path: Path, offset: int) -> str:
         return ""
 
 
-def trip_env(url: str) -> dict[str, str]:
-    """What a process needs to run (or submit) the chaos trip: its module and its services' URL."""
+def trip_env(url: str, shapes_url: str) -> dict[str, str]:
+    """What a process needs to run (or submit) the chaos trip, fan-out and child task: their
+    modules and their services' URLs."""
     return {
-        "SAS_TASK_TYPES__MODULES": TRIP_TYPE_MODULE,
+        "SAS_TASK_TYPES__MODULES": TASK_TYPE_MODULES,
         **{f"SAS_SERVICES__{name.upper()}__URL": url for name in TRIP_SERVICES},
+        **{f"SAS_SERVICES__{name.upper()}__URL": shapes_url for name in SHAPE_SERVICES},
     }

@@ -147,16 +147,26 @@ class Ledger:
 class Faults:
     """Exact per-call rates: one die per call, its faces split between decline, hang, transient."""
 
-    def __init__(self, seed: int, transient: float, hang: float, decline: float, hang_s: float, scope: str) -> None:
+    def __init__(
+        self,
+        seed: int,
+        transient: float,
+        hang: float,
+        decline: float,
+        hang_s: float,
+        scope: str,
+        declining: str = "chaos_bank",
+    ) -> None:
         self.rng = random.Random(seed)
         self.transient, self.hang, self.decline, self.hang_s, self.scope = transient, hang, decline, hang_s, scope
+        self.declining = declining  # the one service whose forward calls are declined
         self.hits: Counter[str] = Counter()
 
     def pick(self, service: str, undo: bool) -> str | None:
         if undo and self.scope != "all":
             return None
         roll = self.rng.random()
-        decline = self.decline if (service == "chaos_bank" and not undo) else 0.0
+        decline = self.decline if (service == self.declining and not undo) else 0.0
         for kind, rate in (("decline", decline), ("hang", self.hang), ("transient", self.transient)):
             if roll < rate:
                 self.hits[kind] += 1
@@ -199,7 +209,7 @@ def _forward_answer(service: str, spec: Spec, body: dict[str, Any]) -> dict[str,
     return {"policy_id": provider_id}
 
 
-async def _request(request: Request) -> tuple[str, dict[str, Any]] | JSONResponse:
+async def _request(request: Request, owner: str) -> tuple[str, dict[str, Any]] | JSONResponse:
     key = request.headers.get("Idempotency-Key", "")
     if not 1 <= len(key) <= 200 or not key.isprintable():
         return refusal(400, "missing_idempotency_key", "the Idempotency-Key header is required")
@@ -207,8 +217,8 @@ async def _request(request: Request) -> tuple[str, dict[str, Any]] | JSONRespons
         body = await request.json()
     except ValueError:
         return refusal(400, "invalid_json", "the body must be a JSON object")
-    if not isinstance(body, dict) or not isinstance(body.get("trip"), str):
-        return refusal(422, "invalid_request", "the body must be a JSON object with a trip")
+    if not isinstance(body, dict) or not isinstance(body.get(owner), str):
+        return refusal(422, "invalid_request", f"the body must be a JSON object with a {owner}")
     return key, body
 
 
@@ -224,43 +234,75 @@ async def _fault(faults: Faults, service: str, undo: bool, request: Request) -> 
     return None
 
 
-def create_app(ledger: Ledger, faults: Faults) -> Starlette:
+class TripRules:
+    """What the trip's services decide from the data: the refusals, the answers, the slow
+    flight and Limbo's failures. Another set of services in the same shape (the chaos run's
+    fan-out and child task: bench/_chaos_shape_services.py) gives its own."""
+
+    owner = "trip"  # the body field naming the task, the ledger's order_id
+
+    def __init__(self) -> None:
+        self.limbo_calls: Counter[str] = Counter()  # in memory: a restart fails a Limbo key's calls again
+
+    def before(self, service: str, key: str, body: dict[str, Any]) -> JSONResponse | None:
+        """An answer given before the faults and the key's lock, or None."""
+        if service in ("chaos_air", "chaos_hotel") and body.get("destination") == "Limbo":
+            self.limbo_calls[key] += 1
+            if self.limbo_calls[key] <= LIMBO_FAILS:
+                return refusal(503, "unavailable", "both siblings fail for now (Limbo)")
+        return None
+
+    def slow_s(self, service: str, body: dict[str, Any]) -> float:
+        """How long the call is served, holding its key's lock, before it is judged."""
+        return SLOW_S if service == "chaos_air" and body.get("destination") == "Nowhere" else 0.0
+
+    def refused(self, service: str, body: dict[str, Any]) -> JSONResponse | None:
+        return _refused(service, body)
+
+    def answer(self, service: str, spec: Spec, body: dict[str, Any]) -> dict[str, Any]:
+        return _forward_answer(service, spec, body)
+
+
+def create_app(ledger: Ledger, faults: Faults, services: dict[str, Spec] | None = None, rules: Any = None) -> Starlette:
+    """The services' routes over one ledger: ``services`` and ``rules`` default to the trip's."""
     locks = KeyLocks()
-    limbo_calls: Counter[str] = Counter()  # in memory: a restart fails a Limbo key's calls again
+    services = SERVICES if services is None else services
+    rules = TripRules() if rules is None else rules
+    owner = rules.owner
 
     def forward(service: str, spec: Spec) -> Any:
         async def handle(request: Request) -> Response:
-            parsed = await _request(request)
+            parsed = await _request(request, owner)
             if isinstance(parsed, JSONResponse):
                 return parsed
             key, body = parsed
-            if service in ("chaos_air", "chaos_hotel") and body.get("destination") == "Limbo":
-                limbo_calls[key] += 1
-                if limbo_calls[key] <= LIMBO_FAILS:
-                    return refusal(503, "unavailable", "both siblings fail for now (Limbo)")
+            early = rules.before(service, key, body)
+            if early is not None:
+                return early
             fault = await _fault(faults, service, False, request)
             if fault is not None:
                 return fault
             async with locks.hold(key):
-                if service == "chaos_air" and body.get("destination") == "Nowhere":
-                    await asyncio.sleep(SLOW_S)  # being served: a lookup of the key waits
+                slow = rules.slow_s(service, body)
+                if slow:
+                    await asyncio.sleep(slow)  # being served: a lookup of the key waits
                 stored = ledger.answer(key)
                 if stored is not None:
                     return JSONResponse(stored)  # a repeat: no second effect
                 if ledger.voided(service, key):
                     return refusal(409, "voided", f"{key} was undone before it arrived")
-                refused = _refused(service, body)
+                refused = rules.refused(service, body)
                 if refused is not None:
                     return refused  # not stored: a later call is judged afresh
-                answer = _forward_answer(service, spec, body)
-                ledger.record(service, spec.forward_action, body["trip"], key, answer, answer[spec.id_field])
+                answer = rules.answer(service, spec, body)
+                ledger.record(service, spec.forward_action, body[owner], key, answer, answer[spec.id_field])
             return JSONResponse(answer)
 
         return handle
 
     def undo(service: str, spec: Spec) -> Any:
         async def handle(request: Request) -> Response:
-            parsed = await _request(request)
+            parsed = await _request(request, owner)
             if isinstance(parsed, JSONResponse):
                 return parsed
             key, body = parsed
@@ -282,7 +324,7 @@ def create_app(ledger: Ledger, faults: Faults) -> Starlette:
                     return refusal(404, f"unknown_{spec.id_field}", f"nothing was done under {target}")
                 undo_id = f"un_{uuid.uuid4().hex[:16]}" if done is not None else None
                 answer = {"undone": done is not None}
-                ledger.record(service, spec.undo_action, body["trip"], key, answer, undo_id, target, void=target)
+                ledger.record(service, spec.undo_action, body[owner], key, answer, undo_id, target, void=target)
             return JSONResponse(answer)
 
         return handle
@@ -310,7 +352,7 @@ def create_app(ledger: Ledger, faults: Faults) -> Starlette:
         return JSONResponse({"ok": True})
 
     routes = [Route("/ledger", show_ledger), Route("/faults", show_faults), Route("/healthz", healthz)]
-    for service, spec in SERVICES.items():
+    for service, spec in services.items():
         routes += [
             Route(f"/{service}/{spec.forward}", forward(service, spec), methods=["POST"]),
             Route(f"/{service}/{spec.undo}", undo(service, spec), methods=["POST"]),
@@ -319,10 +361,17 @@ def create_app(ledger: Ledger, faults: Faults) -> Starlette:
     return Starlette(routes=routes)
 
 
-def main() -> None:
+def main(
+    description: str = __doc__.splitlines()[0],
+    services: dict[str, Spec] | None = None,
+    rules: Any = None,
+    declining: str = "chaos_bank",
+) -> None:
+    """Serve ``services`` (default: the trip's) with the faults of the command line; the
+    declines fall on ``declining``'s forward calls."""
     import uvicorn
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--ledger", required=True, help="SQLite file (created if missing)")
@@ -338,8 +387,9 @@ def main() -> None:
         or args.transient + args.hang + args.decline > 1
     ):
         p.error("--transient, --hang and --decline are shares of calls: each 0..1, together at most 1")
-    faults = Faults(args.fault_seed, args.transient, args.hang, args.decline, args.hang_s, args.fault_scope)
-    uvicorn.run(create_app(Ledger(args.ledger), faults), host=args.host, port=args.port, log_level="warning")
+    faults = Faults(args.fault_seed, args.transient, args.hang, args.decline, args.hang_s, args.fault_scope, declining)
+    app = create_app(Ledger(args.ledger), faults, services, rules)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

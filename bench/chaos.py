@@ -1,18 +1,24 @@
-"""The chaos run: orders and trips through the real stack while its parts fail, then the invariants.
+"""The chaos run: orders, trips, fan-outs and parents of child tasks through the real stack while
+its parts fail, then the invariants.
 
-    python bench/chaos.py                          # the full run: 200 orders, 100 trips, 6 worker kills
+    python bench/chaos.py                          # the full run: 200 orders, 100 trips, 20 fan-outs, 20 parents, 6 worker kills
     python bench/chaos.py --database sqlite        # the same on a SQLite state store
-    python bench/chaos.py --orders 40 --trips 20 --kills 2    # the short run (CI: tests/chaos/)
+    python bench/chaos.py --orders 40 --trips 20 --fan-outs 6 --parents 6 --kills 2    # the short run (CI: tests/chaos/)
 
-Two task types run side by side: the orders (a straight line, reserve → charge → ship), and the
+Four kinds of task run side by side: the orders (a straight line, reserve → charge → ship), the
 chaos trips (bench/_chaos_trip.py: a parallel group, a wait for an approval, a timer and a step
 under a ``When``) over services of their own (bench/_chaos_trip_services.py), whose approvals
-the run answers the public way as they come to wait (bench/_chaos_trips.py).
+the run answers the public way as they come to wait (bench/_chaos_trips.py); and the fan-outs
+and parents (bench/_chaos_shapes.py: a ``ForEach`` of 8 payments with a ``Tolerance`` of 2, some
+refused, some slow or late; a ``ChildTask`` whose child makes a call with its undo, then a step
+that may be refused after the child completed), over services of their own
+(bench/_chaos_shape_services.py), each one's case fixed by its index (bench/_chaos_shape_plan.py).
 
 It starts, as processes on free ports in a temporary directory:
 - ``temporal server start-dev --db-filename <file>`` (persistent, so it can be restarted);
 - the remote services with ``--enable-faults`` (``python -m sas_demo_services``, ledger file),
-  and the trips' services (``python -m bench._chaos_trip_services``, their own ledger file);
+  the trips' services (``python -m bench._chaos_trip_services``, their own ledger file) and the
+  fan-outs' and child tasks' (``python -m bench._chaos_shape_services``, theirs);
 - one worker (``python worker.py``) and one Supervisor (``python -m sas.supervisor``),
   with the demo's quick timings (``sas.cli.demo_plan.DEMO_ENV``) and a state store that
   ``--database`` chooses: ``postgres`` (default), a fresh database on the server of ``--pg-url``
@@ -28,14 +34,14 @@ seen (bench/_chaos_env.py).
 Remote faults (``POST /admin/faults``; exact per-call rates, see docs/reliability.md):
 transient 5xx on 20 % of calls, hangs past complete-by on 5 %, ``card_declined`` on 3 %
 of charges. ``--fault-scope all`` (default) puts the transient faults and hangs on every
-endpoint, compensations included; ``forward`` only on reserve/charge/ship. The trips' services
-draw the same rates on their own endpoints (given on their command line, so a restart keeps
-them), declines on their charges; and a trip to Atlantis is refused by both siblings of its
-parallel group at once.
+endpoint, compensations included; ``forward`` only on reserve/charge/ship. The trips' and the
+shapes' services draw the same rates on their own endpoints (given on their command line, so a
+restart keeps them), declines on their charges and payments; and a trip to Atlantis is refused
+by both siblings of its parallel group at once.
 
 Process faults at random moments (seeded; the seed is printed): ``kill -9`` of the worker
 ``--kills`` times (restarted each time), a ``kill -9`` and restart of both services processes
-(same ledgers, same ports; the fault rules are posted again), a restart of the Temporal dev
+(all three; same ledgers, same ports; the fault rules are posted again), a restart of the Temporal dev
 server (same file, same port), a ``kill -9`` and restart of the Supervisor, and a state-store
 outage of 4-8 s. On PostgreSQL the database refuses connections (``ALLOW_CONNECTIONS false``
 and its sessions terminated): every read and write fails at once. On SQLite another process
@@ -44,8 +50,10 @@ timeout 30 s) and an Agent whose attempt cannot wait goes on without its row; re
 (WAL). The seed draws the same plan on both backends.
 
 Then it waits (bounded by ``--timeout``) until every task is settled and prints the
-invariants; the last line is ``orders=… lost=… duplicates=… inconsistent=… mismatched=…
-left_behind=… trips=…`` followed by more figures. Exit code 0 only if the five are 0. Every process it started is
+invariants, over every task (the child tasks too: bench/_chaos_check.py, and for the fan-outs'
+items and the parents bench/_chaos_shape_check.py); the last line is ``orders=… lost=…
+duplicates=… inconsistent=… mismatched=… left_behind=… trips=… fan_outs=… parents=…`` followed
+by more figures. Exit code 0 only if the five are 0. Every process it started is
 stopped on the way out (Ctrl-C too; they also die with it), and a PostgreSQL database is
 dropped (a SQLite file goes with the state dir).
 Logs: ``<state dir>/logs/*.log`` (kept when the run fails, or with ``--keep``).
@@ -86,18 +94,23 @@ if __name__ == "__main__" and _chaos_env.SITE_ENV not in os.environ:
 import httpx  # noqa: E402
 
 from bench import _chaos_check as check  # noqa: E402
+from bench import _chaos_shape_check as shape_check  # noqa: E402
 from bench._chaos_db import ChaosStore, PostgresStore, SqliteStore  # noqa: E402
 from bench._chaos_final import demo_voids, temporal_view  # noqa: E402
-from bench._chaos_stack import DECLINE, HANG, TRANSIENT, TRIP_TYPE_MODULE, Stack, fault_rules  # noqa: E402
+from bench._chaos_shape_plan import ITEMS, fan_out_input, parent_input, shape_figures  # noqa: E402
+from bench._chaos_shapes import CHILD_STEP, FAN_OUT_TYPE, PARENT_TYPE, TOLERATED  # noqa: E402
+from bench._chaos_stack import DECLINE, HANG, TASK_TYPE_MODULES, TRANSIENT, Stack, fault_rules  # noqa: E402
 from bench._chaos_trip import TASK_TYPE as TRIP_TYPE  # noqa: E402
 from bench._chaos_trips import Approver, trip_figures, trip_input  # noqa: E402
 from bench._stack import install_signal_exit  # noqa: E402
 from sas_orders.demo import order_input  # noqa: E402
 
-# The run submits trips too: its own settings must know their type (read once, at first use).
-os.environ["SAS_TASK_TYPES__MODULES"] = TRIP_TYPE_MODULE
+# The run submits trips, fan-outs and parents too: its own settings must know their types (read
+# once, at first use).
+os.environ["SAS_TASK_TYPES__MODULES"] = TASK_TYPE_MODULES
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+SERVICES = ("services", "trip_services", "shape_services")  # the processes the services fault restarts
 OUTAGE = {"postgres": "refuses connections", "sqlite": "write-locked by another process"}
 
 
@@ -117,7 +130,10 @@ class Run:
         self.t0 = time.monotonic()
         self.orders = [f"chaos-{args.run_id}-{i:04d}" for i in range(args.orders)]
         self.trips = [f"chaos-{args.run_id}-trip-{i:04d}" for i in range(args.trips)]
-        self.tasks = self.orders + self.trips
+        self.fan_outs = [f"chaos-{args.run_id}-fan-{i:04d}" for i in range(args.fan_outs)]
+        self.parents = [f"chaos-{args.run_id}-parent-{i:04d}" for i in range(args.parents)]
+        self.tasks = self.orders + self.trips + self.fan_outs + self.parents
+        self.items: list[dict[str, Any]] = []  # the fan-outs' payments and refunds
         self.approver = Approver(self.trips, self.say)
         self.ledger: list[dict[str, Any]] = []
         self.submitted: set[str] = set()
@@ -141,11 +157,13 @@ class Run:
         try:
             rules = (await http.get("/admin/faults", timeout=5)).json()["faults"]
             trip_hits = (await http.get(f"{self.stack.trip_services_url}/faults", timeout=5)).json()["hits"]
+            shape_hits = (await http.get(f"{self.stack.shape_services_url}/faults", timeout=5)).json()["hits"]
         except (httpx.HTTPError, ValueError, KeyError):
             return
         for r in rules:
             self.fault_hits[r["kind"] if r["kind"] != "permanent" else "decline"] += r["hits"]
         self.fault_hits.update(trip_hits)
+        self.fault_hits.update(shape_hits)
 
     # -- submitting
 
@@ -158,6 +176,10 @@ class Run:
         # Orders and trips interleaved, each kind spread evenly over the submit window.
         work = [(i / len(self.orders), o, "order", order_input(i)) for i, o in enumerate(self.orders)]
         work += [((i + 0.5) / len(self.trips), t, TRIP_TYPE, trip_input(i)) for i, t in enumerate(self.trips)]
+        work += [
+            ((i + 0.25) / len(self.fan_outs), t, FAN_OUT_TYPE, fan_out_input(i)) for i, t in enumerate(self.fan_outs)
+        ]
+        work += [((i + 0.75) / len(self.parents), t, PARENT_TYPE, parent_input(i)) for i, t in enumerate(self.parents)]
         gap = self.args.submit_s / max(len(work), 1)
         for _, task_id, task_type, data in sorted(work):
             payload = validate_input(task_type, data, settings.outbound)
@@ -211,16 +233,15 @@ class Run:
                 self.say(f"supervisor restarted, polling after {ready:.1f}s")
             elif kind == "services":
                 await self.count_hits(http)
-                await self.stack.kill("services")
-                await self.stack.kill("trip_services")
-                self.say(f"kill -9 remote services and trip services (down {down:.1f}s)")
+                for name in SERVICES:
+                    await self.stack.kill(name)
+                self.say(f"kill -9 remote services, trip services and shape services (down {down:.1f}s)")
                 await asyncio.sleep(down)
                 self.stack.restarts["services"] += 1
-                ready = await self.stack.start("services")
-                ready += await self.stack.start("trip_services")
+                ready = sum([await self.stack.start(name) for name in SERVICES])
                 await self.post_faults(http)
                 self.injected.append("services-restart")
-                self.say(f"remote services and trip services restarted after {ready:.1f}s, fault rules posted again")
+                self.say(f"all three services restarted after {ready:.1f}s, fault rules posted again")
             elif kind == "temporal":
                 await self.stack.terminate("temporal")
                 self.say(f"Temporal dev server stopped (down {down:.1f}s)")
@@ -278,19 +299,29 @@ class Run:
     async def verdict(self, client: Any, http: httpx.AsyncClient) -> dict[str, list[str]]:
         mirror, alerts = await self.read_mirror()
         trip_books = (await http.get(f"{self.stack.trip_services_url}/ledger", timeout=30)).json()
-        ours = set(self.tasks)
+        shape_books = (await http.get(f"{self.stack.shape_services_url}/ledger", timeout=30)).json()
+        children = shape_check.children(self.parents, mirror, CHILD_STEP)
+        tasks = self.tasks + children  # a child task is a task of its own, held to every rule
+        ours = set(tasks)
         entries = (await http.get("/ledger", timeout=30)).json()["entries"] + trip_books["entries"]
+        entries += shape_books["entries"]
         ledger = [e for e in entries if e["order_id"] in ours]
+        items, steps = shape_check.split_items(ledger)
         voided = await asyncio.to_thread(demo_voids, self.args.state_dir / "ledger.db")
-        voided |= {v["key"] for v in trip_books["voids"]}
-        temporal = await temporal_view(client, self.tasks)
-        self.states, self.ledger = mirror, ledger
+        voided |= {v["key"] for v in trip_books["voids"] + shape_books["voids"]}
+        temporal = await temporal_view(client, tasks, frozenset(children))
+        self.states, self.ledger, self.items = mirror, steps, items
+        fan_outs = dict.fromkeys(self.fan_outs, ITEMS)
         return {
-            "lost": check.lost(self.tasks, mirror, alerts),
+            "lost": check.lost(tasks, mirror, alerts),
             "duplicates": check.duplicates(ledger),
-            "inconsistent": check.inconsistent(self.tasks, mirror, ledger, self.approver.verdicts),
-            "mismatched": check.mismatched(self.tasks, mirror, temporal),
-            "left_behind": check.left_behind(self.tasks, mirror, ledger, voided),
+            "inconsistent": check.inconsistent(tasks, mirror, steps, self.approver.verdicts)
+            + shape_check.fan_out_inconsistent(fan_outs, mirror, items, TOLERATED)
+            + shape_check.parent_inconsistent(self.parents, mirror, CHILD_STEP),
+            "mismatched": check.mismatched(tasks, mirror, temporal),
+            "left_behind": check.left_behind(tasks, mirror, steps, voided)
+            + shape_check.fan_out_left_behind(fan_outs, mirror, items, voided)
+            + shape_check.parent_left_behind(self.parents, mirror, CHILD_STEP),
         }
 
     async def main(self) -> int:
@@ -299,12 +330,13 @@ class Run:
         from sas.settings import TemporalSettings
 
         self.say(
-            f"seed={args.seed} orders={args.orders} kills={args.kills} fault_scope={args.fault_scope} "
+            f"seed={args.seed} orders={args.orders} trips={args.trips} fan_outs={args.fan_outs} "
+            f"parents={args.parents} kills={args.kills} fault_scope={args.fault_scope} "
             f"state_dir={args.state_dir} database={self.store.describe()}"
         )
         await self.store.create()
         self.stack = stack = Stack(args.state_dir, self.store.url, args.seed, self.say, args.fault_scope, args.hang_s)
-        for name in ("temporal", "services", "trip_services"):
+        for name in ("temporal", *SERVICES):
             self.say(f"{name} ready after {await stack.start(name):.1f}s")
         await stack.migrate()
         for name in ("worker", "supervisor"):
@@ -365,11 +397,14 @@ class Run:
             ),
             flush=True,
         )
+        shapes = shape_figures(self.fan_outs, self.parents, self.states, self.items, CHILD_STEP)
+        print("shapes: " + " ".join(f"{k}={v}" for k, v in shapes.items()), flush=True)
         counts = {k: len(v) for k, v in found.items()}
         print(
             f"orders={len(self.orders)} lost={counts['lost']} duplicates={counts['duplicates']} "
             f"inconsistent={counts['inconsistent']} mismatched={counts['mismatched']} "
-            f"left_behind={counts['left_behind']} trips={len(self.trips)} "
+            f"left_behind={counts['left_behind']} trips={len(self.trips)} fan_outs={len(self.fan_outs)} "
+            f"parents={len(self.parents)} "
             f"processed={states.get('Processed', 0)} compensated={states.get('Compensated', 0)} "
             f"parked={states.get('Error', 0)} worker_kills={injected['worker-kill']} "
             f"process_faults={len(self.injected)} seed={self.args.seed} elapsed_s={elapsed:.0f}",
@@ -386,6 +421,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="chaos trips to submit beside the orders (bench/_chaos_trip.py; default: half the orders)",
+    )
+    p.add_argument(
+        "--fan-outs",
+        type=int,
+        default=None,
+        help="chaos fan-outs to submit (bench/_chaos_shapes.py; default: a tenth of the orders)",
+    )
+    p.add_argument(
+        "--parents",
+        type=int,
+        default=None,
+        help="chaos parents of a child task to submit (bench/_chaos_shapes.py; default: a tenth of the orders)",
     )
     p.add_argument("--kills", type=int, default=6, help="kill -9 of the worker, each restarted (default %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="seed of every random choice (default: random, printed)")
@@ -428,8 +475,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.seed = random.SystemRandom().randrange(1_000_000)
     if args.trips is None:
         args.trips = args.orders // 2
-    if args.orders < 0 or args.trips < 0 or args.orders + args.trips == 0:
-        p.error("--orders and --trips: zero or more each, one task at least")
+    if args.fan_outs is None:
+        args.fan_outs = args.orders // 10
+    if args.parents is None:
+        args.parents = args.orders // 10
+    kinds = (args.orders, args.trips, args.fan_outs, args.parents)
+    if min(kinds) < 0 or sum(kinds) == 0:
+        p.error("--orders, --trips, --fan-outs and --parents: zero or more each, one task at least")
     if args.submit_s is None:
         args.submit_s = min(max(0.4 * args.orders, 20.0), 120.0)
     if args.chaos_s is None:

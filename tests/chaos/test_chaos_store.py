@@ -20,10 +20,13 @@ def _store(tmp_path: Path) -> SqliteStore:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")  # as `sas migrate` leaves it (sas/state_store/engine.py)
     db.execute("CREATE TABLE tasks (task_id TEXT PRIMARY KEY, state TEXT)")
-    db.execute("CREATE TABLE steps (task_id TEXT, name TEXT, state TEXT)")
+    db.execute("CREATE TABLE steps (task_id TEXT, name TEXT, state TEXT, result TEXT)")
     db.execute("CREATE TABLE alerts (task_id TEXT, status TEXT, kind TEXT)")
     db.execute("INSERT INTO tasks VALUES ('chaos-x-0001', 'Error'), ('other-0001', 'Processed')")
-    db.execute("INSERT INTO steps VALUES ('chaos-x-0001', 'reserve', 'Processed'), ('chaos-x-0001', 'charge', 'Error')")
+    db.execute(
+        "INSERT INTO steps VALUES ('chaos-x-0001', 'reserve', 'Processed', '{\"reservation_id\": \"r1\"}'),"
+        " ('chaos-x-0001', 'charge', 'Error', NULL)"
+    )
     db.execute("INSERT INTO alerts VALUES ('chaos-x-0001', 'open', 'parked')")
     db.close()
     return SqliteStore(path)
@@ -56,6 +59,7 @@ async def test_the_sqlite_outage_refuses_writes_keeps_reads_and_ends(tmp_path: P
     mirror, alerts = await store.read_mirror("chaos-x-")  # reads go on meanwhile (WAL)
     assert mirror["chaos-x-0001"].state == "Error"
     assert mirror["chaos-x-0001"].steps == {"reserve": "Processed", "charge": "Error"}
+    assert mirror["chaos-x-0001"].results == {"reserve": {"reservation_id": "r1"}}  # JSON read back
     assert set(mirror) == {"chaos-x-0001"} and alerts == {"chaos-x-0001": [("open", "parked")]}
     assert not outage.done()
     await outage
