@@ -26,6 +26,7 @@ COMMAND_MODULES: dict[str, str] = {
     "compensate": "compensate_cmd",
     "park": "park_cmd",
     "complete": "complete_cmd",
+    "fix-input": "fix_input_cmd",
     "approve": "approve_reject_cmd",
     "reject": "approve_reject_cmd",
     "up": "up_demo_cmd",

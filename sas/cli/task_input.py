@@ -96,7 +96,8 @@ def parse_sets(sets: Sequence[str]) -> dict[tuple[str, ...], str]:
     return parsed
 
 
-def _value(text: str) -> Any:
+def value_of(text: str) -> Any:
+    """A ``--set`` value: JSON when it parses as JSON, else the text as given."""
     from sas.task_models.strict_json import StrictJsonError, loads_strict
 
     try:
@@ -130,7 +131,7 @@ def build_input(
     task_type = require_type(task_type)
     assignments = parse_sets(sets)
     data = _read_input(file) if file is not None else {}
-    values = {path: _value(text) for path, text in assignments.items()}
+    values = {path: value_of(text) for path, text in assignments.items()}
     for path, value in values.items():
         _put(data, path, value)
     if outbound is None:

@@ -238,6 +238,31 @@ class TaskClient(ReadCalls, ScheduleCalls, UpkeepCalls):
         return await repairs.complete_step(await self._temporal(), task_id, done, dry_run=dry_run)
 
     @typed
+    async def retry_with_input(
+        self,
+        task_id: str,
+        fields: Mapping[str, Any],
+        *,
+        step: str | None = None,
+        by: str | None = None,
+        reason: str,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> str:
+        """Retry the step waiting for a decision with some of the task's input changed (a bad
+        address fixed): ``fields`` are its top-level fields, each to its new value. The Scheduler
+        checks the changed input against the type's input model, audits what changed and makes
+        every call from then on with it. Refused while the task is undone, for a wait, and past
+        the pivot unless ``force``. ``dry_run``: the Scheduler's checks only. Returns what was
+        (or would be) done."""
+        from sas.client import repairs
+
+        inputs.check_task_id(task_id)
+        who = self._who(by, reason)
+        change = repairs.input_change(step, fields, who, reason, force=force)
+        return await repairs.retry_with_input(await self._temporal(), task_id, change, dry_run=dry_run)
+
+    @typed
     async def resubmit(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:
         """Run the task again: a parked one with FailureCount 0, a finished Compensated or Error
         one as its next incarnation (``ActionResult.incarnation``)."""

@@ -41,7 +41,16 @@ from sas.task_types.task_definition import MAX_SUMMARY, TaskDefinition
 
 # The task workflow's own handlers (workflows/shell/operator.py): a wait's signal <name> and its
 # update request_<name> of one of these names would replace the operator protocol's.
-RESERVED_HANDLERS = ("retry", "compensate", "park", "status", "complete", "check_complete")
+RESERVED_HANDLERS = (
+    "retry",
+    "compensate",
+    "park",
+    "status",
+    "complete",
+    "check_complete",
+    "retry_with_input",
+    "check_retry_with_input",
+)
 """Names a wait step's signal may not take: the task workflow's own signals and query (and,
 through ``request_<name>``, its updates)."""
 MAX_IRREVERSIBLE = 200

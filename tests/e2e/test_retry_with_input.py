@@ -14,9 +14,10 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from sas.state_store.queries import audit_for
-from sas.task_models import OperatorAnswer, TaskState, TaskStatus
+from sas.task_models import TaskState, TaskStatus
 from sas.task_models.repairs import InputChange
 from sas_demo_services.operations import UNDELIVERABLE_ADDRESS
+from tests.cli.test_cli import sas
 from tests.helpers import fresh_id, wait_until
 from tests.stack import Stack, order
 
@@ -47,9 +48,11 @@ async def test_a_bad_address_fixed_and_ship_retried_ships_once_to_the_new_addres
     status = await ship_refused(stack, task_id)
     assert status.steps[-1].error_type == "RemoteRejected" and "address_rejected" in (status.steps[-1].last_error or "")
 
-    # The dry run: the Scheduler's checks, nothing recorded, nothing changed.
-    change = InputChange(step="ship", fields={"address": NEW_ADDRESS}, by="carol", reason="customer called")
-    assert await handle.query("check_retry_with_input", change) == ""
+    # The dry run (`sas fix-input --dry-run`): the Scheduler's checks, nothing recorded, nothing changed.
+    fix = ["fix-input", task_id, "--step", "ship", "--set", f"address={NEW_ADDRESS}", "--reason", "customer called"]
+    dry = await sas(stack, *fix, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would retry step ship with address changed" in dry.stdout
     assert (await ship_refused(stack, task_id)).steps[-1].runs == 1
 
     # Not the type's input: an unknown field, a value its model refuses, a change to nothing.
@@ -61,8 +64,9 @@ async def test_a_bad_address_fixed_and_ship_retried_ships_once_to_the_new_addres
     idle = await refused(stack, task_id, step="reserve", fields={"address": NEW_ADDRESS}, reason="x")
     assert "step reserve is Processed" in idle
 
-    answer = await handle.execute_update("request_retry_with_input", change, result_type=OperatorAnswer)
-    assert "retrying step ship with input address" in answer.message
+    done = await sas(stack, *fix, "--by", "carol")
+    assert done.returncode == 0, done.stderr
+    assert f"retrying step ship with input address '{UNDELIVERABLE_ADDRESS}' -> '{NEW_ADDRESS}'" in done.stdout
     result = await handle.result()
     assert result.state == TaskState.PROCESSED
     ship = next(s for s in result.steps if s.name == "ship")
