@@ -31,10 +31,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from sas.reconciliation.foreign_results import alert_foreign_result, completed_from_outside, foreign_note
 from sas.reconciliation.temporal_view import TemporalView, look
 from sas.state_store import mirror
-from sas.state_store.queries import OPEN_STEP_STATES, OPEN_TASK_STATES, finished_disagreeing, get_task, list_tasks_ids
+from sas.state_store.queries import (
+    OPEN_STEP_STATES,
+    OPEN_TASK_STATES,
+    TaskRecord,
+    finished_disagreeing,
+    get_task,
+    list_tasks_ids,
+)
 from sas.state_store.rejections import alert_refused_write, refused_for_good
 from sas.state_store.tables import AuditEntry
-from sas.task_models import StepState, StepStatus, TaskResult, TaskStatus
+from sas.task_models import StepState, StepStatus, TaskResult, TaskState, TaskStatus
 
 # Step states Temporal can show as settled; a row behind one of these (``_behind``) is stale.
 _DONE = (StepState.PROCESSED, StepState.COMPENSATED, StepState.SKIPPED)
@@ -109,10 +116,10 @@ async def reconcile_task(
                     repair.activity = row.agent
                     repair.foreign = await completed_from_outside(client, task_id, view.run_id, row.agent)
                 repairs.append(repair)
-        if view.status == "completed" and record.task.state != truth.state:
+        if view.status == "completed" and record.task.state != truth.state and not undone_after(record, truth):
             repairs.append(Repair(task_id, None, record.task.state, str(truth.state), record.task.version))
     newer_run = _newer_run_of_chain(record.task.chain_id, record.task.run_id, view)
-    if newer_run is not None:
+    if newer_run is not None and not (truth is not None and undone_after(record, truth)):
         repairs.append(Repair(task_id, None, str(record.task.run_id), newer_run, record.task.version, subject="run"))
     if repairs and not dry_run:
         try:
@@ -136,6 +143,15 @@ def _behind(row: str, shown: StepState) -> bool:
     Temporal shows its undo done (the undo's writes were lost; the step only ever moves on from
     Processed to Compensated, never back)."""
     return row in OPEN_STEP_STATES or (row == StepState.PROCESSED and shown == StepState.COMPENSATED)
+
+
+def undone_after(record: TaskRecord, truth: TaskResult | TaskStatus) -> bool:
+    """Whether the task was undone after its workflow completed: a child task its parent undid
+    is undone by a clean-up of its own (``cleanup-<id>``), which records its run on the row and
+    which the child's workflow result never shows. Such a row is ahead of that result, not behind
+    it: neither its state nor its run is taken back (a task only moves on from Processed to
+    Compensated, never back)."""
+    return record.task.state == TaskState.COMPENSATED and truth.state == TaskState.PROCESSED
 
 
 def _newer_run_of_chain(chain_id: str | None, run_id: str | None, view: TemporalView) -> str | None:

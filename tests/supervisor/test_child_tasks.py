@@ -18,6 +18,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
+from sas.reconciliation.repairs import reconcile_task
 from sas.task_models import TaskState
 from tests.cli.test_cli import sas
 from tests.e2e.children import GiftOrderWorkflow
@@ -83,6 +84,11 @@ async def test_a_parent_refused_after_its_child_completed_undoes_the_child(make_
     assert actions(await rig.ledger(child)) == ["reserve", "charge", "ship", "cancel", "refund", "release"]
     assert actions(await rig.ledger(parent)) == ["reserve", "release"]
     assert await rig.step_states(child) == {"reserve": "Compensated", "charge": "Compensated", "ship": "Compensated"}
+    assert await rig.task_state(child) == "Compensated"
+    # Reconciling the child with Temporal keeps it so: its workflow answered Processed, but it was
+    # undone after, by its clean-up, and a task row never goes back from Compensated.
+    reconciled = await reconcile_task(rig.sessions, rig.client, child)
+    assert reconciled is not None and reconciled.repairs == []
     assert await rig.task_state(child) == "Compensated"
     assert await rig.step_states(parent) == {"reserve": "Compensated", "gift": "Compensated", "ship": "Compensated"}
     # The parent's undo of its child is in its audit log, and the clean-up was its own child.
