@@ -9,7 +9,7 @@ nothing. Never a write to the mirror."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client
@@ -20,32 +20,29 @@ from sas.client.operator import update
 from sas.task_models import OperatorAnswer
 from sas.task_models.repairs import InputChange, StepCompletion
 
-Repair = TypeVar("Repair", StepCompletion, InputChange)
-
 
 def completion(step: str, result: Mapping[str, Any], by: str, reason: str, *, force: bool = False) -> StepCompletion:
     """The completion as the Scheduler takes it; InvalidInput naming what is wrong."""
-    asked = {"step": step, "result": dict(result), "by": by, "reason": reason, "force": force}
-    return _checked(StepCompletion, asked, "completing a step by hand", f"cannot complete step {step!r} by hand")
+    if not reason.strip():
+        raise InvalidInput("completing a step by hand needs a reason (--reason): it is kept in the audit log")
+    try:
+        return StepCompletion(step=step, result=dict(result), by=by, reason=reason, force=force)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
+        raise InvalidInput(f"cannot complete step {step!r} by hand: {problems}") from None
 
 
 def input_change(
     step: str | None, fields: Mapping[str, Any], by: str, reason: str, *, force: bool = False
 ) -> InputChange:
     """The input change as the Scheduler takes it; InvalidInput naming what is wrong."""
-    asked = {"step": step, "fields": dict(fields), "by": by, "reason": reason, "force": force}
-    return _checked(InputChange, asked, "changing a task's input", "cannot change the input")
-
-
-def _checked(model: type[Repair], asked: dict[str, Any], doing: str, refused: str) -> Repair:
-    """A repair as the Scheduler takes it; InvalidInput naming what is wrong (a reason first)."""
-    if not str(asked["reason"]).strip():
-        raise InvalidInput(f"{doing} needs a reason (--reason): it is kept in the audit log")
+    if not reason.strip():
+        raise InvalidInput("changing a task's input needs a reason (--reason): it is kept in the audit log")
     try:
-        return model.model_validate(asked)
+        return InputChange(step=step, fields=dict(fields), by=by, reason=reason, force=force)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
-        raise InvalidInput(f"{refused}: {problems}") from None
+        raise InvalidInput(f"cannot change the input: {problems}") from None
 
 
 async def complete_step(client: Client, task_id: str, done: StepCompletion, *, dry_run: bool = False) -> str:

@@ -25,14 +25,6 @@ COMPLETED_BY_HAND = "complete by hand"
 RETRIED_WITH_INPUT = "retry with input"
 
 
-def _within_a_result(data: dict[str, Any], too_large: str) -> dict[str, Any]:
-    """``data`` if it weighs no more than a step's result as JSON, since it is kept like one."""
-    size = len(json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False))
-    if size > MAX_RESULT_BYTES:
-        raise ValueError(too_large.format(size=size, most=MAX_RESULT_BYTES))
-    return data
-
-
 class StepCompletion(BaseModel):
     """Payload of the ``request_complete`` update (and the ``check_complete`` query, its dry run)."""
 
@@ -47,7 +39,10 @@ class StepCompletion(BaseModel):
     @field_validator("result")
     @classmethod
     def _bounded(cls, result: dict[str, Any]) -> dict[str, Any]:
-        return _within_a_result(result, "a result of {size:,} bytes as JSON; a step's result may be {most:,}")
+        size = len(json.dumps(result, ensure_ascii=True, separators=(",", ":"), allow_nan=False))
+        if size > MAX_RESULT_BYTES:
+            raise ValueError(f"a result of {size:,} bytes as JSON; a step's result may be {MAX_RESULT_BYTES:,}")
+        return result
 
     def request(self) -> OperatorRequest:
         """The request the core weighs (who, why, which step, forced or not)."""
@@ -75,7 +70,10 @@ class InputChange(BaseModel):
     @field_validator("fields")
     @classmethod
     def _bounded(cls, fields: dict[str, Any]) -> dict[str, Any]:
-        return _within_a_result(fields, "{size:,} bytes of changes as JSON; at most {most:,}")
+        size = len(json.dumps(fields, ensure_ascii=True, separators=(",", ":"), allow_nan=False))
+        if size > MAX_RESULT_BYTES:
+            raise ValueError(f"{size:,} bytes of changes as JSON; at most {MAX_RESULT_BYTES:,}")
+        return fields
 
     def request(self) -> OperatorRequest:
         """The request the core weighs (who, why, which step, forced or not)."""

@@ -7,6 +7,7 @@ made to a refused recipient."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +23,11 @@ ITEMS, TOLERATED = 150, 3  # Tolerance(percent=2) of 150
 __all__ = ["payroll", "payroll_type"]  # fixtures, shared with the 30-item tests
 
 
+@pytest.fixture
+def at_size(payroll_type: None) -> Iterator[None]:
+    yield
+
+
 def paid_and_refunded(ledger: Ledger) -> tuple[Counter[str], Counter[str]]:
     paid = Counter(who for action, who in ledger.entries if action == "pay")
     refunded = Counter(who for action, who in ledger.entries if action == "refund")
@@ -30,7 +36,7 @@ def paid_and_refunded(ledger: Ledger) -> tuple[Counter[str], Counter[str]]:
 
 @pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
 async def test_refusals_within_the_tolerance_at_size_leave_exact_counts_and_ledger(
-    payroll_type: None,
+    at_size: None,
     payroll: tuple[str, Ledger],
     client: Client,
     temporal_address: str,
@@ -59,7 +65,7 @@ async def test_refusals_within_the_tolerance_at_size_leave_exact_counts_and_ledg
 
 @pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
 async def test_one_refusal_past_the_tolerance_at_size_refunds_every_payment_made(
-    payroll_type: None,
+    at_size: None,
     payroll: tuple[str, Ledger],
     client: Client,
     temporal_address: str,

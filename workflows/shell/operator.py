@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 
@@ -168,7 +168,13 @@ class OperatorHandlers:
         model = agent_result(self.task.plans[completion.step].agent)
         if model is None:
             return dict(completion.result)
-        return _read_as(model, completion.result)
+        try:
+            return model.model_validate(completion.result).model_dump(mode="json")
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3]
+            )
+            raise ValueError(f"not a {model.__name__}: {problems}") from None
 
     @workflow.update(name="request_retry_with_input")
     def request_retry_with_input(self, change: InputChange) -> OperatorAnswer:
@@ -212,7 +218,13 @@ class OperatorHandlers:
         if unknown:
             known = ", ".join(sorted(model.model_fields))
             raise ValueError(f"no field {', '.join(unknown)} in a {model.__name__}; its fields are {known}")
-        payload = _read_as(model, {**self.task.payload, **change.fields})
+        try:
+            payload = model.model_validate({**self.task.payload, **change.fields}).model_dump(mode="json")
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3]
+            )
+            raise ValueError(f"not a {model.__name__}: {problems}") from None
         changed = [name for name in sorted(change.fields) if payload.get(name) != self.task.payload.get(name)]
         if not changed:
             raise ValueError("the input already says that: nothing would change")
@@ -245,11 +257,3 @@ class OperatorHandlers:
         workflow.logger.warning("%s signal rejected: %s", signal, problem)
         self.task.event(f"{signal} signal rejected: invalid request: {problem}")
         return None
-
-
-def _read_as(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` as ``model`` reads it, or a ValueError naming each wrong field."""
-    try:
-        return model.model_validate(data).model_dump(mode="json")
-    except ValidationError as err:
-        raise ValueError(f"not a {model.__name__}: {short(err)}") from None
