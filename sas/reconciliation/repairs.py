@@ -11,7 +11,7 @@ versions the rows already hold) is recorded as the task's run, audited, and noth
 changes.
 
 The Supervisor runs it for quiet open tasks, for every task it was about to act on, and for
-finished tasks whose steps disagree with them (``sas.supervisor.reconcile``); ``sas reconcile``
+finished tasks whose steps disagree with them (``sas.supervisor.detect.finished``); ``sas reconcile``
 (``TaskClient.reconcile``) runs it on demand. It sits below both, so both run this one copy.
 """
 

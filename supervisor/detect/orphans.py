@@ -11,7 +11,7 @@
 - completed: its rows are reconciled with what Temporal says;
 
 and tasks the mirror says are finished whose steps are still open (a write lost while the
-task finished) are reconciled too (``reconcile.reconcile_finished``).
+task finished) are reconciled too (``finished.reconcile_finished``).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from sas.supervisor.act import Outbox, outside_pauses_in
 from sas.supervisor.activity_defs import OrphanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert import alert_row, log_alert, log_decision, raise_once
+from sas.supervisor.decide import Closed, closed_from_outside, history_gone, workflow_stuck
+from sas.supervisor.detect.finished import reconcile_finished
 from sas.supervisor.detect.resets import ResetFollower
-from sas.supervisor.models import AlertSpec, OrphanCheckInput, OrphanCheckResult
+from sas.supervisor.models import OrphanCheckInput, OrphanCheckResult
 from sas.supervisor.per_task import isolated
-from sas.supervisor.reconcile import reconcile_finished
-from sas.task_models.ids import cleanup_workflow_id
 from sas.task_models.pauses import is_paused
 from sas.workflows.cleanup import UNDO_STATES
 
@@ -111,15 +111,23 @@ class OrphanActivities(OrphanDefs):
         return result
 
     async def _check(self, task: TaskRow, now: datetime, result: OrphanCheckResult) -> None:
-        """One quiet task: closed from outside (a clean-up is claimed), or reconciled."""
-        closed = await self._closed_how(task, now)
-        if closed is not None and await self._past_pivot(task, closed, now):
-            return  # never undone: an operator's (one alert)
-        if closed is not None and await self._claim_cleanup(task, closed, now):
-            result.orphans.append(task.task_id)
-        elif closed is None:
+        """One quiet task: closed from outside (a clean-up is claimed, unless past its pivot), or
+        reconciled."""
+        how = await self._closed_how(task, now)
+        if how is None:
             found = await reconcile_task(self._sessions, self._client, task.task_id)
             result.repaired += len(found.repairs) if found else 0
+            return
+        async with self._sessions() as session:
+            record = await get_task(session, task.task_id)
+        steps = record.steps if record is not None else []
+        done = [s.name for s in steps if s.state in UNDO_STATES]
+        closed = closed_from_outside(task.task_id, task.state, how, past_point_of_no_return(steps), done)
+        if not closed.undo:
+            key = f"closed_past_pivot:{task.task_id}"
+            await raise_once(self._sessions, closed.alert, key, now, task_id=task.task_id)
+        elif await self._claim_cleanup(task, closed, now):
+            result.orphans.append(task.task_id)
 
     async def _closed_how(self, task: TaskRow, now: datetime) -> str | None:
         """How the task's workflow was closed from outside, or None if it was not (running,
@@ -136,105 +144,39 @@ class OrphanActivities(OrphanDefs):
                 await outside_pauses_in(self._sessions, view, record.steps if record else [], now)
         return view.how if view.status == "closed" else None
 
-    async def _past_pivot(self, task: TaskRow, closed: str, now: datetime) -> bool:
-        """A task closed from outside past its point of no return is not cleaned up (that would
-        undo what must only go forward): one critical alert says so. Whether it was."""
-        async with self._sessions() as session:
-            record = await get_task(session, task.task_id)
-        past = past_point_of_no_return(record.steps) if record is not None else None
-        if past is None:
-            return False
-        spec = AlertSpec(
-            severity="critical",
-            kind="closed_past_pivot",
-            message=(
-                f"task {task.task_id}: its workflow was {closed} from outside past its point of no return ({past});"
-                " nothing was undone"
-            ),
-            suggested_action=(
-                f"finish it by hand (`sas show {task.task_id}`: what was done), or resubmit it "
-                f"(`sas resubmit {task.task_id} --reason ...`); then `sas alerts resolve`"
-            ),
-        )
-        await raise_once(self._sessions, spec, f"closed_past_pivot:{task.task_id}", now, task_id=task.task_id)
-        return True
-
     async def _history_gone(self, task: TaskRow, now: datetime) -> None:
-        """Temporal no longer knows the workflow (retention, a namespace reset). Its history was
-        the only proof of what it did, so nothing is undone on the mirror's word: one alert."""
-        spec = AlertSpec(
-            severity="critical",
-            kind="history_gone",
-            message=(
-                f"task {task.task_id}: Temporal no longer knows its workflow (history expired or the namespace was "
-                f"reset) while the mirror says {task.state}; nothing was undone"
-            ),
-            suggested_action=(
-                f"check the remote services' records for {task.task_id} (`sas show {task.task_id}`); "
-                "undo by hand what must be undone, then `sas alerts resolve`"
-            ),
-        )
+        spec = history_gone(task.task_id, task.state)
         key = f"history_gone:{task.task_id}"
         await raise_once(self._sessions, spec, key, now, task_id=task.task_id, step=task.current_step)
 
     async def _check_stuck(self, task: TaskRow, described: Any, now: datetime) -> None:
-        """A running workflow whose workflow task keeps failing cannot act on any signal - the
-        ladder is no use. Usually deployed code no longer matches its history (non-determinism).
-        Say so, once, to an operator."""
         attempt = described.raw_description.pending_workflow_task.attempt
-        if attempt < STUCK_WORKFLOW_TASK_ATTEMPTS:
+        spec = workflow_stuck(task.task_id, attempt, STUCK_WORKFLOW_TASK_ATTEMPTS)
+        if spec is None:
             return
-        spec = AlertSpec(
-            severity="critical",
-            kind="workflow_stuck",
-            message=(
-                f"task {task.task_id}: its workflow task keeps failing (attempt {attempt}), so it cannot make progress "
-                "(usually new workflow code that does not match its history: a non-determinism error)"
-            ),
-            suggested_action=(
-                "see the WorkflowTaskFailed event in the Temporal UI; deploy the previous worker version, or fix the "
-                "change with workflow.patched (docs/replay.md), or reset the workflow to an earlier event"
-            ),
-        )
         key = f"workflow_stuck:{task.task_id}"
         await raise_once(
             self._sessions, spec, key, now, task_id=task.task_id, step=task.current_step, failure_count=attempt
         )
 
-    async def _claim_cleanup(self, task: TaskRow, closed: str, now: datetime) -> bool:
-        async with self._sessions() as session:
-            record = await get_task(session, task.task_id)
-        done = [s.name for s in (record.steps if record else []) if s.state in UNDO_STATES]
-        reason = (
-            f"workflow {closed} while the mirror says {task.state}; "
-            f"undoing {', '.join(done) or 'nothing'} in {cleanup_workflow_id(task.task_id)}"
-        )
+    async def _claim_cleanup(self, task: TaskRow, closed: Closed, now: datetime) -> bool:
         decision = tables.Decision(
             task_id=task.task_id,
             step="-",
             failure_count=0,
             kind="cleanup",
             observed_state=task.state,
-            reason=reason,
+            reason=closed.reason,
             decided_by=self._identity,
             decided_at=now,
             signal_sent_at=None,
         )
-        spec = AlertSpec(
-            severity="critical",
-            kind="workflow_closed",
-            message=f"task {task.task_id}: its workflow was {closed} from outside while the mirror said {task.state}",
-            suggested_action=(
-                f"completed steps ({', '.join(done) or 'none'}) are being undone by {cleanup_workflow_id(task.task_id)}; "
-                "find out who closed it; resubmit under a new id if the customer still wants it"
-            ),
-        )
-        alert = alert_row(spec, task.task_id, "-", 0, None, now)
+        alert = alert_row(closed.alert, task.task_id, "-", 0, None, now)
         async with self._sessions() as session:
             claimed = await claim_cleanup(session, decision, task.state, task.version, CLEANUP_VERSION, alert)
         if claimed:
-            log_decision(task.task_id, "-", "cleanup", 0, reason)
-            log_alert(spec, task.task_id, "-", 0, None)
+            log_decision(task.task_id, "-", "cleanup", 0, closed.reason)
+            log_alert(closed.alert, task.task_id, "-", 0, None)
         return claimed
 
 
