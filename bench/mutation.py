@@ -68,6 +68,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/supervisor/test_policy_vetoes.py",
         ),
     ),
+    "outside": ("sas/supervisor/decide/outside.py", ("tests/supervisor/test_outside_decisions.py",)),
     "seals": ("sas/task_models/seals.py", (_SCHEDULER + "test_seals.py",)),
 }
 
@@ -248,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown module {', '.join(unknown)}: the modules are {', '.join(MODULES)}")
     started = time.monotonic()
+    # Absolute: the scores are read from inside the workspace.
+    args.work = args.work.resolve()
     prepare(args.work, modules, working_tree=args.working_tree)
     code = run_mutmut(args.work)
     if code != 0:
