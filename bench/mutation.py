@@ -46,7 +46,13 @@ _MODEL = _SCHEDULER + "test_core_model.py"
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "machine": (
         "sas/workflows/core/machine.py",
-        (_SCHEDULER + "test_core.py", _SCHEDULER + "test_pivot_core.py", _SCHEDULER + "test_core_mutants.py", _MODEL),
+        (
+            _SCHEDULER + "test_core.py",
+            _SCHEDULER + "test_pivot_core.py",
+            _SCHEDULER + "test_core_mutants.py",
+            _SCHEDULER + "test_machine_mutants.py",
+            _MODEL,
+        ),
     ),
     "requests": (
         "sas/workflows/core/requests.py",
@@ -54,11 +60,11 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "fanout": (
         "sas/workflows/core/fanout.py",
-        ("tests/fanout/test_fan_out_core.py", _MODEL),
+        ("tests/fanout/test_fan_out_core.py", "tests/fanout/test_fan_out_core_mutants.py", _MODEL),
     ),
     "children": (
         "sas/workflows/core/children.py",
-        ("tests/task_types/test_child_checks.py", _MODEL),
+        ("tests/task_types/test_child_checks.py", _SCHEDULER + "test_children_mutants.py", _MODEL),
     ),
     "policy": (
         "sas/supervisor/decide/policy.py",
@@ -66,6 +72,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/supervisor/test_policy.py",
             "tests/supervisor/test_policy_pivot.py",
             "tests/supervisor/test_policy_vetoes.py",
+            "tests/supervisor/test_policy_mutants.py",
         ),
     ),
     "outside": ("sas/supervisor/decide/outside.py", ("tests/supervisor/test_outside_decisions.py",)),
