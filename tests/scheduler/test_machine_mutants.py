@@ -203,6 +203,19 @@ def test_done_is_processed_for_the_last_step_and_compensating_while_undoing() ->
     assert (undoing.step("a").state, undoing.status.state) == (StepState.PROCESSED, TaskState.COMPENSATING)
 
 
+def test_a_failed_step_completed_by_hand_no_longer_fails_the_task() -> None:
+    # An operator's complete (``request_complete``) finishes a step that waits as Failed: the task's
+    # state is read once the step is Processed, not while it still reads Failed.
+    core = three()
+    core.record_failure("a", StepState.FAILED, "503", "RemoteTransient", False)
+    assert core.done("a") == TaskState.PROCESSING
+    assert (core.step("a").state, core.status.state, core.completed) == (
+        StepState.PROCESSED,
+        TaskState.PROCESSING,
+        ["a"],
+    )
+
+
 def test_a_skip_says_why_and_is_never_completed() -> None:
     core = three()
     step = core.skip("b", "no gift wrap")

@@ -400,6 +400,7 @@ def test_a_workflow_task_waiting_one_interval_is_the_queue_checks_case() -> None
     assert edge is not None and edge.look_again_at == NOW + timedelta(seconds=15)  # the queue check's interval
     none_waits = temporal_says_wait("running", "paused", None, 10, NOW, VETO_POLICY)
     assert none_waits is not None and none_waits.look_again_at == NOW + timedelta(seconds=15)
+    assert (none_waits.why, none_waits.held, none_waits.reconcile) == ("paused", False, False)
     slow_interval = SupervisorPolicy(interval_s=50, queue_check_s=15)
     latest = temporal_says_wait("running", "paused", None, 10, NOW, slow_interval)
     assert latest is not None and latest.look_again_at == NOW + timedelta(seconds=50)
