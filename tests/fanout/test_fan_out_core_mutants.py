@@ -94,9 +94,15 @@ def test_an_item_never_called_is_forgotten_with_its_error() -> None:
     tally.begin(items("a", "b"))
     tally.take([ItemOutcome(key="a", state="failed", error="no", error_type="Rejected")])
     assert tally.errors == {"a": "Rejected: no"}
-    tally.take([ItemOutcome(key="a", state="not_started"), ItemOutcome(key="c", state="not_started")])
-    assert tally.states == {"b": "processing"} and tally.errors == {}
-    assert tally.counts() == {"items": 3, "tolerated": 1, "processing": 1, "not_started": 2}
+    tally.take(
+        [
+            ItemOutcome(key="a", state="not_started"),
+            ItemOutcome(key="c", state="not_started"),  # never begun: nothing to forget
+            ItemOutcome(key="b", state="processed"),  # the outcomes after it are taken too
+        ]
+    )
+    assert tally.states == {"b": "processed"} and tally.errors == {}
+    assert tally.counts() == {"items": 3, "tolerated": 1, "processed": 1, "not_started": 2}
 
 
 def test_an_item_that_ends_well_after_a_failure_loses_its_error() -> None:
