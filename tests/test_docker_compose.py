@@ -845,3 +845,16 @@ def test_each_process_has_a_healthcheck_that_tests_itself() -> None:
     from sas.cli.commands import COMMAND_MODULES  # tests/cli/test_command_table.py holds it to the modules
 
     assert "health" in COMMAND_MODULES, "the healthchecks run `sas health`, which sas does not define"
+
+
+def test_the_server_hands_out_a_backlog_by_fairness_key() -> None:
+    """The compose server turns fairness on as the dev servers do (dev_server_flags): without it
+    the tasks' fairness keys are taken and ignored."""
+    from sas.task_models.search_attributes import FAIRNESS_CONFIG, dev_server_flags
+
+    server = load_compose()["services"]["temporal"]
+    path = server["environment"]["DYNAMIC_CONFIG_FILE_PATH"]
+    config = next(c for c in server["configs"] if c["target"] == path)
+    dynamic = yaml.safe_load(load_compose()["configs"][config["source"]]["content"])
+    assert dynamic[FAIRNESS_CONFIG] == [{"value": True, "constraints": {}}]
+    assert f"{FAIRNESS_CONFIG}=true" in dev_server_flags()
