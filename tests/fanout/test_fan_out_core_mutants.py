@@ -57,6 +57,7 @@ def test_one_items_attempts_are_each_attempt_and_the_capped_waits_between_them()
 
 def test_items_run_wave_after_wave_of_batches_round_after_round_within_a_batch() -> None:
     assert run_s(POLICY, 0, 20, 100) == 0.0
+    assert run_s(POLICY, -150, 100, 100) == 0.0  # no count below nothing runs for any time
     assert run_s(POLICY, 1, 20, 100) == ATTEMPTS
     # 30 items in one batch, 20 at once: 2 rounds.
     assert run_s(POLICY, 30, 20, 100) == 2 * ATTEMPTS
@@ -73,6 +74,7 @@ def test_the_tolerated_undo_is_its_rounds_of_the_allowed_items_two_four_seconds_
     assert tolerated_undo_s(POLICY, 1, 2, 100, 1) == ATTEMPTS
     # 5 items, 2 at once: 3 rounds of attempts per try; 3 tries, 2 s and 4 s apart.
     assert tolerated_undo_s(POLICY, 5, 2, 100, 3) == 3 * 3 * ATTEMPTS + 2 + 4
+    assert tolerated_undo_s(POLICY, 5, 2, 100, 4) == 4 * 3 * ATTEMPTS + 2 + 4 + 8  # doubling, not adding
 
 
 def test_batches_at_once_never_exceed_the_bound_and_are_at_least_one() -> None:
