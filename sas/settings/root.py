@@ -27,6 +27,7 @@ from sas.settings.processes import (
 from sas.settings.security import CallbackSettings, CodecServerSettings, EncryptionSettings, SealSettings
 from sas.settings.services import ServicesSettings
 from sas.settings.supervisor import SupervisorSettings
+from sas.settings.teams import TeamSettings, check_team_names
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from sas.task_models.steps import StepPolicyValues as StepPolicy
 
@@ -120,6 +121,10 @@ class Settings(BaseSettings):
         default=StepPolicy(max_attempts=5),
         description="How each compensation (undo) runs before it is reported as CompensationFailed.",
     )
+    teams: dict[str, TeamSettings] = Field(
+        default_factory=dict,
+        description="Per team, for the team a task type names (TaskDefinition(team=...)): SAS_TEAMS__PAYMENTS__WEIGHT=3.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Least level logged; logs are JSON lines on stderr."
     )
@@ -151,6 +156,11 @@ class Settings(BaseSettings):
             except OutboundRefused as err:
                 raise ValueError(f"SAS_SUPERVISOR__WEBHOOK__URL refused: {err}") from None
         return self
+
+    @field_validator("teams", mode="before")
+    @classmethod
+    def _team_names(cls, value: Any) -> Any:
+        return check_team_names(value)
 
     @field_validator("steps", mode="before")
     @classmethod

@@ -1,0 +1,48 @@
+"""Each team's share of a backlogged queue: ``SAS_TEAMS__<TEAM>__WEIGHT``, for the team a task
+type names (``TaskDefinition(team=...)``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sas.task_models.ids import NAME
+
+# Temporal clamps a fairness weight to this range; a value outside it is refused here rather than
+# silently changed by the server.
+MIN_WEIGHT, MAX_WEIGHT = 0.001, 1000.0
+
+
+class TeamSettings(BaseModel):
+    """One team's settings (``SAS_TEAMS__PAYMENTS__WEIGHT=3``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weight: float = Field(
+        default=1.0,
+        ge=MIN_WEIGHT,
+        le=MAX_WEIGHT,
+        description="The team's fairness weight, 0.001 to 1000: with two teams' tasks waiting in one queue, a team of"
+        " weight 3 is handed three for each one of a team of weight 1. Carried by each task when it is started:"
+        " a change applies to the tasks started after it.",
+    )
+
+
+def check_team_names(value: Any) -> Any:
+    """The teams' map keyed as task types name them: lower case (the environment's upper-case
+    ``PAYMENTS`` is ``payments``), each a name as ``TaskDefinition(team=...)`` allows."""
+    if not isinstance(value, dict):
+        return value
+    teams = {str(name).lower(): entry for name, entry in value.items()}
+    bad = sorted(name for name in teams if not NAME.fullmatch(name))
+    if bad:
+        raise ValueError(f"team {bad[0]!r}: use 1-40 characters from a-z 0-9 _, starting with a letter")
+    return teams
+
+
+def weight_of(teams: dict[str, TeamSettings], team: str | None) -> float | None:
+    """The weight a task of ``team`` carries; None (the server's default, 1) for a team not set."""
+    if team is None or team not in teams:
+        return None
+    return teams[team].weight
