@@ -14,6 +14,7 @@ and a resubmission, which the accepting run allows or refuses (``mirror.accept``
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -25,6 +26,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from sas.client.answering import run_status
 from sas.client.errors import InvalidInput, NotApplicable, NotConfirmed, TaskIdTaken, TaskNotFound
 from sas.client.inputs import TASK_TYPES
+from sas.client.priorities import deployment_teams, fair_priority, priority_of_run
+from sas.client.priorities import priority_of as priority_of  # where sas.client.delayed reads it
 from sas.client.store import StateStore
 from sas.task_models import RESUBMIT_MEMO, Resubmission, TaskState
 from sas.task_models.ids import MAX_INCARNATION, validate_new_task_id, validate_schedule_id
@@ -32,8 +35,9 @@ from sas.workflows.registry import by_workflow_name
 from sas.workflows.summaries import delayed_start, task_details, task_summary
 
 if TYPE_CHECKING:
-    from temporalio.api.common.v1 import Priority as PriorityProto
     from temporalio.client import ScheduleActionStartWorkflow
+
+    from sas.settings.teams import TeamSettings
 
 # How a start may meet a run already under its id.
 Reuse = Literal["never", "after_terminated", "resubmission"]
@@ -53,6 +57,8 @@ class TaskStart:
 
     ``priority`` is Temporal's task priority (a backlogged queue hands out urgent tasks first;
     the steps inherit it): a run started again (rescheduled, resubmitted) keeps the one it had.
+    Its fairness key and weight are the task type's (``sas.client.priorities``), whatever it
+    says, by ``teams`` (None: this process's ``SAS_TEAMS__*``).
     ``resubmission`` (with ``incarnation``): the operator's request, carried in the memo for the
     accepting run, and said in the UI's summary."""
 
@@ -66,6 +72,7 @@ class TaskStart:
     resubmission: Resubmission | None = None
     incarnation: int = 1
     search_attributes: TypedSearchAttributes = field(default_factory=lambda: TypedSearchAttributes.empty)
+    teams: Mapping[str, TeamSettings] | None = None
 
 
 class RunOf(Protocol):
@@ -103,6 +110,7 @@ def new_task(
     *,
     start_delay: timedelta | None = None,
     priority: Priority = Priority.default,
+    teams: Mapping[str, TeamSettings] | None = None,
 ) -> TaskStart:
     """The start of a new task of a registered ``task_type`` (id = task id)."""
     return TaskStart(
@@ -112,19 +120,25 @@ def new_task(
         task_queue=task_queue,
         priority=priority,
         start_delay=start_delay or None,
+        teams=teams,
     )
 
 
 def _options(start: TaskStart) -> dict[str, Any]:
     """What a run is started with, for a start now and a schedule's action alike: its queue, its
-    priority, the UI's summary and details (what the list and the workflow page show before the
+    priority with its type's fair share, the UI's summary and details (what the list and the workflow page show before the
     Scheduler has said anything) and its memo; its search attributes are passed beside them
     (the two calls name that argument differently)."""
     summary, details = _metadata(start)
     memo = {RESUBMIT_MEMO: start.resubmission.model_dump()} if start.resubmission is not None else None
     return {
         "task_queue": start.task_queue,
-        "priority": start.priority,
+        "priority": fair_priority(
+            start.priority,
+            start.workflow_type,
+            start.payload,
+            deployment_teams() if start.teams is None else start.teams,
+        ),
         "static_summary": summary,
         "static_details": details,
         "memo": memo,
@@ -200,6 +214,7 @@ def schedule_action(start: TaskStart) -> ScheduleActionStartWorkflow:
             task_queue=start.task_queue,
             priority=start.priority,
             search_attributes=start.search_attributes,
+            teams=start.teams,
         )
     )
     return ScheduleActionStartWorkflow(
@@ -211,15 +226,6 @@ def schedule_action(start: TaskStart) -> ScheduleActionStartWorkflow:
     )
 
 
-def priority_of(proto: PriorityProto) -> Priority:
-    """The priority a run was started with, as Temporal describes it (unset fields: the default)."""
-    return Priority(
-        priority_key=proto.priority_key or None,
-        fairness_key=proto.fairness_key or None,
-        fairness_weight=proto.fairness_weight or None,
-    )
-
-
 async def start(
     client: Client,
     task_queue: str,
@@ -228,11 +234,13 @@ async def start(
     payload: dict[str, Any],
     start_delay: timedelta | None = None,
     priority: Priority = Priority.default,
+    teams: Mapping[str, TeamSettings] | None = None,
 ) -> bool:
     """Start a new task of ``task_type`` on ``task_queue`` (``start_task``). False if the id
     already names a task (running or finished): nothing new started."""
     started = await start_task(
-        client, new_task(task_type, task_id, payload, task_queue, start_delay=start_delay, priority=priority)
+        client,
+        new_task(task_type, task_id, payload, task_queue, start_delay=start_delay, priority=priority, teams=teams),
     )
     return started is not None
 
@@ -311,7 +319,7 @@ async def resubmit_finished(
         run_again(
             task,
             # The task is the same task: as urgent as its finished run was.
-            priority=await _priority_of_run(client, task_id, task.run_id),
+            priority=await priority_of_run(client, task_id, task.run_id),
             reuse="resubmission",
             resubmission=Resubmission(of=task.chain_id, by=by, reason=reason),
             incarnation=task.incarnation + 1,
@@ -343,20 +351,6 @@ async def resubmit_finished(
     if isinstance(outcome, NotApplicable):
         raise outcome
     return outcome
-
-
-async def _priority_of_run(client: Client, task_id: str, run_id: str | None) -> Priority:
-    """The priority the task's last run was started with (the default if Temporal no longer
-    keeps that run)."""
-    from temporalio.service import RPCError, RPCStatusCode
-
-    try:
-        described = await client.get_workflow_handle(task_id, run_id=run_id).describe()
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return Priority.default
-    return priority_of(described.raw_description.workflow_execution_info.priority)
 
 
 def resubmission_metadata(

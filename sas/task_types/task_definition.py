@@ -26,6 +26,7 @@ module that sas finds through the ``sas.task_types`` entry point group or the
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ MAX_SUMMARY = 160
 """The most characters of a task type's declared summary shown (the UI cuts long lines)."""
 MAX_DETAILS = 2000
 """The most characters of a task type's declared details shown on the workflow page."""
+MAX_FAIRNESS_KEY = 64
+"""The most bytes of a fairness key Temporal takes."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,13 @@ class TaskDefinition:
         details: The task's story on its workflow page: a pure function of a ``StepContext``
             (the input and the results of the steps done so far, their ``Secret`` fields left
             out), answering plain text, a paragraph a line. None: nothing beyond sas's own.
+        team: The team that owns the type (1-40 characters from a-z 0-9 _, starting with a
+            letter): each of its tasks carries the team as Temporal's fairness key, so a backlog
+            is handed out to the teams in turn, weighted by ``SAS_TEAMS__<TEAM>__WEIGHT``. None:
+            no fairness key, as before (docs/task-types.md, "Team and fair share").
+        fairness_from: A field of the input whose value is the fairness key instead (a tenant
+            id): ``<team>/<value>`` with a team, the value alone without one. A task whose field
+            is empty falls back to the team.
 
     Both run in the workflow too, on every change of the task and again on replay: no clock,
     no I/O, no random. What they answer is shown as text (never as Markdown) and cut to
@@ -83,6 +93,8 @@ class TaskDefinition:
     pivot: str | None = None
     summary: str | Callable[[Mapping[str, Any]], str] | None = None
     details: Callable[[StepContext], str] | None = None
+    team: str | None = None
+    fairness_from: str | None = None
     _flat: tuple[tuple[Step, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -90,11 +102,35 @@ class TaskDefinition:
             raise ValueError(
                 f"task type {self.task_type!r}: use 1-40 characters from a-z 0-9 _, starting with a letter"
             )
+        if self.team is not None and not NAME.fullmatch(self.team):
+            raise ValueError(
+                f"task type {self.task_type}: team {self.team!r}: use 1-40 characters from a-z 0-9 _,"
+                " starting with a letter"
+            )
+        if self.fairness_from is not None and self.fairness_from not in self.input_model.model_fields:
+            raise ValueError(
+                f"task type {self.task_type}: fairness_from {self.fairness_from!r} is not a field of"
+                f" {self.input_model.__name__}"
+            )
         flat = tuple((step, stage) for stage, item in enumerate(self.stages) for step in leaves(item))
         names = [s.name for s, _ in flat]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"task type {self.task_type}: give one or more steps, each with its own name")
         object.__setattr__(self, "_flat", flat)
+
+    def fairness_key(self, payload: Mapping[str, Any]) -> str | None:
+        """The fairness key a task of this type with input ``payload`` carries: its tenant field's
+        value (``fairness_from``, under the team), else the team; None if the type names neither.
+        Temporal keeps at most 64 bytes of a key: a longer one is its head and a digest of it all,
+        so two tenants never share a key by a common prefix."""
+        tenant = payload.get(self.fairness_from) if self.fairness_from is not None else None
+        if tenant is None or tenant == "":
+            return self.team
+        key = f"{self.team}/{tenant}" if self.team is not None else str(tenant)
+        if len(key.encode()) <= MAX_FAIRNESS_KEY:
+            return key
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        return key.encode()[: MAX_FAIRNESS_KEY - 17].decode(errors="ignore") + "~" + digest
 
     @property
     def steps(self) -> tuple[Step, ...]:
