@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, str] = {
     "park": "park_cmd",
     "complete": "complete_cmd",
     "fix-input": "fix_input_cmd",
+    "skip": "skip_cmd",
     "approve": "approve_reject_cmd",
     "reject": "approve_reject_cmd",
     "up": "up_demo_cmd",

@@ -17,6 +17,7 @@ from sas.client import inputs
 from sas.client.core import typed
 from sas.client.errors import InvalidInput, NotApplicable, TaskNotFound
 from sas.client.read_calls import ReadCalls
+from sas.client.repair_calls import RepairCalls
 from sas.client.results import ActionResult, BulkResult, Submitted
 from sas.client.schedule_calls import ScheduleCalls
 from sas.client.selection import DEFAULT_CONCURRENCY, Action, Result, Selected, Selection
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from sas.task_models import TaskResult
 
 
-class TaskClient(ReadCalls, ScheduleCalls, UpkeepCalls):
+class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
     """Start tasks and act on them as an operator, from code.
 
     Build it with ``await TaskClient.connect()`` (the SAS_* settings, or ``settings``), or over
@@ -42,6 +43,7 @@ class TaskClient(ReadCalls, ScheduleCalls, UpkeepCalls):
     when a call does not say (``by=``): name your service, so the audit log does.
 
     Its parts, by concern: starting and following a task and the operator actions (here), the
+    repairs (``complete_step``, ``retry_with_input``, ``skip_step``), the
     reads (``show``, ``list``, ``alerts``, ``services``, ``incidents``), the schedules
     (``create_schedule``, ``schedules``, ``pause_schedule``...) and the stack's upkeep
     (``reconcile``, ``health``).
@@ -211,56 +213,6 @@ class TaskClient(ReadCalls, ScheduleCalls, UpkeepCalls):
             task_id,
             await parking.park_step(await self._temporal(), self.store, task_id, step, who, reason, confirm_within_s),
         )
-
-    @typed
-    async def complete_step(
-        self,
-        task_id: str,
-        step: str,
-        result: Mapping[str, Any],
-        *,
-        by: str | None = None,
-        reason: str,
-        force: bool = False,
-        dry_run: bool = False,
-    ) -> str:
-        """Complete ``step``, waiting for a decision, by hand: an operator made its call some
-        other way (the payment taken over the phone), and ``result`` is what its service would have
-        answered. The Scheduler checks it against the step's result model, audits it, keeps it
-        like any result (the steps after it read it, its undo gets it) and goes on. Refused while
-        the task is undone, for a wait, and past the pivot unless ``force``. ``dry_run``: the
-        Scheduler's checks only, nothing changed. Returns what was (or would be) done."""
-        from sas.client import repairs
-
-        inputs.check_task_id(task_id)
-        who = self._who(by, reason)
-        done = repairs.completion(step, result, who, reason, force=force)
-        return await repairs.complete_step(await self._temporal(), task_id, done, dry_run=dry_run)
-
-    @typed
-    async def retry_with_input(
-        self,
-        task_id: str,
-        fields: Mapping[str, Any],
-        *,
-        step: str | None = None,
-        by: str | None = None,
-        reason: str,
-        force: bool = False,
-        dry_run: bool = False,
-    ) -> str:
-        """Retry the step waiting for a decision with some of the task's input changed (a bad
-        address fixed): ``fields`` are its top-level fields, each to its new value. The Scheduler
-        checks the changed input against the type's input model, audits what changed and makes
-        every call from then on with it. Refused while the task is undone, for a wait, and past
-        the pivot unless ``force``. ``dry_run``: the Scheduler's checks only. Returns what was
-        (or would be) done."""
-        from sas.client import repairs
-
-        inputs.check_task_id(task_id)
-        who = self._who(by, reason)
-        change = repairs.input_change(step, fields, who, reason, force=force)
-        return await repairs.retry_with_input(await self._temporal(), task_id, change, dry_run=dry_run)
 
     @typed
     async def resubmit(self, task_id: str, *, by: str | None = None, reason: str = "") -> ActionResult:

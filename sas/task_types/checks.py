@@ -50,6 +50,8 @@ RESERVED_HANDLERS = (
     "check_complete",
     "retry_with_input",
     "check_retry_with_input",
+    "skip",
+    "check_skip",
 )
 """Names a wait step's signal may not take: the task workflow's own signals and query (and,
 through ``request_<name>``, its updates)."""

@@ -72,6 +72,9 @@ class StepDefinition:
         read_only: The step changes nothing at its service (a check, a quote): nothing to undo.
         irreversible: Why the step's effect cannot be undone and need not be (1-200 characters);
             undoing the task leaves it as it is.
+        skippable: The task can do without the step: when it fails, an operator may skip it
+            (``sas skip``, ``TaskClient.skip_step``, with a reason). It is then Skipped, the task
+            goes on, the steps after it find no result of it, and its undo is never called.
     """
 
     name: str
@@ -83,6 +86,7 @@ class StepDefinition:
     when: When | None = None
     read_only: bool = False
     irreversible: str | None = None
+    skippable: bool = False
 
     # Cached: the Scheduler looks its Agents up by name at every step (TaskDefinition.agents), and
     # a name is found by reading the activity's definition off its declaration. The steps are

@@ -15,6 +15,7 @@ from sas.workflows.core.requests import (
     park_problem,
     retry_problem,
     retry_with_input_problem,
+    skip_problem,
     target_step,
 )
 
@@ -212,3 +213,36 @@ def test_a_step_is_retried_with_a_changed_input_only_going_forward_and_past_the_
     assert (
         undoing == "the task is compensating: a step is retried with a changed input only while the task goes forward"
     )
+
+
+def test_a_step_is_skipped_only_where_its_type_allows_going_forward_and_past_the_pivot_only_forced() -> None:
+    plan = [
+        PlanStep("a", 0, 0, pivot="pivot"),
+        PlanStep("b", 1, 1, pivot="forward_only", skippable=True),
+        PlanStep("c", 2, 2, pivot="forward_only"),
+    ]
+    core = a_done_b_started(plan)
+    core.record_failure("b", StepState.FAILED, "printer out", "RemoteRejected", True)
+    asked = OperatorRequest(step="b", by="ops", reason="sent without a note")
+    past = str(skip_problem(core, asked))
+    assert "past the point of no return" in past and "to skip b anyway: --force" in past
+    forced = asked.model_copy(update={"force": True})
+    assert skip_problem(core, forced) is None
+    assert skip_problem(core, OperatorRequest(step="a", by="ops", reason="x")) == (
+        "step a is Processed; the step waiting for a decision is b"
+    )
+    # Skipped: the task goes forward, the stage is done, and its undo is never run.
+    core.skip_by_operator("b", "skipped by ops: sent without a note")
+    assert core.step("b").state == StepState.SKIPPED and core.status.state == TaskState.PROCESSING
+    assert core.stage_done(["b"]) and core.undo_order() == ["a"]
+    # A step its type does not declare skippable is refused, forced or not.
+    core.start("c")
+    core.record_failure("c", StepState.FAILED, "no", "RemoteRejected", True)
+    not_skippable = OperatorRequest(step="c", by="ops", reason="x", force=True)
+    assert skip_problem(core, not_skippable) == "step c may not be skipped: its task type does not declare it skippable"
+    core.begin_compensation(OperatorRequest(by="ops", reason="customer cancelled"))
+    assert (
+        str(skip_problem(core, forced))
+        == "the task is compensating: a step is skipped only while the task goes forward"
+    )
+    assert core.undo_order() == ["c", "a"]

@@ -29,7 +29,7 @@ from sas.task_models import OperatorRequest, PivotRole, StepState, StepStatus, T
 
 # A step in one of these states waits for a decision (the Supervisor's or an operator's).
 DECISION_STATES = (StepState.FAILED, StepState.COMPENSATION_FAILED, StepState.ERROR)
-RequestKind = Literal["retry", "compensate", "park", "complete"]
+RequestKind = Literal["retry", "compensate", "park", "complete", "skip"]
 
 
 class Keep(Enum):
@@ -52,6 +52,7 @@ class PlanStep:
     wait: bool = False  # a wait step: no Agent, no effect to undo
     signal: str | None = None  # what a wait step waits for: this signal (or its update); None: a time
     pivot: PivotRole | None = None  # the task type's point of no return, or a step after it
+    skippable: bool = False  # an operator may skip it when it fails (StepDefinition.skippable)
 
 
 @dataclass
@@ -197,6 +198,16 @@ class TaskCore:
     def skip(self, name: str, why: str) -> StepStatus:
         """A conditional step whose condition is false: never run, never undone."""
         return self.set(name, StepState.SKIPPED, note=why)
+
+    def skip_by_operator(self, name: str, why: str) -> StepStatus:
+        """A failed step an operator skipped (its type lets it be): Skipped, as a step whose
+        condition was false, so its stage may end and its undo is never run (``undo_order``
+        leaves Skipped steps out). Skipped rather than Processed, since it produced nothing
+        and a Processed step is one whose effect a compensation undoes. The task goes forward
+        again: Processing, unless another step of its stage still waits for a decision."""
+        step = self.set(name, StepState.SKIPPED, note=why)
+        self.set_task(self.forward_state())
+        return step
 
     def record_failure(
         self, name: str, state: StepState, message: str, error_type: str, permanent: bool

@@ -18,8 +18,10 @@ A request applies only to the exact state it names:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sas.task_models import Approval, OperatorRequest, StepState, StepStatus
-from sas.workflows.core.machine import TaskCore
+from sas.workflows.core.machine import PlanStep, TaskCore
 
 
 def _common(core: TaskCore, step: str | None) -> str | None:
@@ -152,9 +154,29 @@ def retry_with_input_problem(core: TaskCore, request: OperatorRequest) -> str | 
     return _forward_repair_problem(core, request, "retried with a changed input", "retry {step} with a changed input")
 
 
-def _forward_repair_problem(core: TaskCore, request: OperatorRequest, done: str, to_do: str) -> str | None:
-    """An operator's repair of a forward step: it waits for a decision, it is no wait, the task
-    is not being undone, and it is before the pivot unless forced with a reason."""
+def skip_problem(core: TaskCore, request: OperatorRequest) -> str | None:
+    """Why skipping a step (the task does without it) does not apply now: the bounds of every
+    forward repair, and only a step its task type declares skippable."""
+    return _forward_repair_problem(core, request, "skipped", "skip {step}", allowed=_skippable)
+
+
+def _skippable(step: PlanStep) -> str | None:
+    if step.skippable:
+        return None
+    return f"step {step.name} may not be skipped: its task type does not declare it skippable"
+
+
+def _forward_repair_problem(
+    core: TaskCore,
+    request: OperatorRequest,
+    done: str,
+    to_do: str,
+    *,
+    allowed: Callable[[PlanStep], str | None] | None = None,
+) -> str | None:
+    """An operator's repair of a forward step: it waits for a decision, it is no wait, the
+    repair is ``allowed`` on it, the task is not being undone, and it is before the pivot unless
+    forced with a reason."""
     problem = _common(core, request.step)
     if problem:
         return problem
@@ -163,8 +185,12 @@ def _forward_repair_problem(core: TaskCore, request: OperatorRequest, done: str,
     target = _target(core, request.step, _deciding(core), "a decision")
     if isinstance(target, str):
         return target
-    if core.planned(target.name).wait:
+    planned = core.planned(target.name)
+    if planned.wait:
         return f"step {target.name} is a wait: approve or reject it"
+    refused = allowed(planned) if allowed is not None else None
+    if refused:
+        return refused
     if core.has_request(target.name):
         return f"a decision for {target.name} is already being applied"
     past = core.past_pivot()

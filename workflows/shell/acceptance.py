@@ -74,6 +74,7 @@ def core_for(
                 wait=is_wait,
                 signal=step.signal if isinstance(step, Wait) else None,
                 pivot=pivot,
+                skippable=isinstance(step, StepDefinition) and step.skippable,
             )
         )
     status = TaskStatus(

@@ -12,7 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorRequest, StepState, StepStatus, TaskState
-    from sas.task_models.repairs import COMPLETED_BY_HAND, RETRIED_WITH_INPUT
+    from sas.task_models.repairs import COMPLETED_BY_HAND, RETRIED_WITH_INPUT, SKIPPED_BY_OPERATOR
     from sas.task_models.text import bounded
     from sas.workflows.core.machine import RequestKind
     from sas.workflows.core.requests import target_step
@@ -23,6 +23,9 @@ with workflow.unsafe.imports_passed_through():
 # counts the step's overruns of its complete-by.
 IGNORED_REQUEST_COUNTS_ONLY_OVERRUNS = "ignored-request-counts-only-overruns"
 _OVERRUN_STATES = (StepState.PROCESSING, StepState.COMPENSATING)
+# A step an operator skipped: Skipped, mirrored and audited here. Runs from before never took a
+# skip (no handler accepted one); the marker sets apart the histories that did.
+SKIP_BY_OPERATOR = "skip-by-operator"
 # How much of a result completed by hand the audit entry quotes.
 _MAX_SHOWN = 1000
 
@@ -39,9 +42,10 @@ class Decisions:
         # checked against the input model, and what changed, until the step's retry takes it.
         self.input_changes: dict[str, tuple[dict[str, Any], str]] = {}
 
-    async def wait_for(self, name: str, *, compensating: bool) -> Literal["retry", "compensate", "complete"]:
+    async def wait_for(self, name: str, *, compensating: bool) -> Literal["retry", "compensate", "complete", "skip"]:
         """Wait for the Supervisor or an operator to decide about a step that failed (or whose
-        undo failed). Parking leaves it waiting, as Error, for an operator."""
+        undo failed). Parking leaves it waiting, as Error, for an operator; a skip is done here
+        (the step Skipped, mirrored and audited), and its caller only goes on."""
         run = self.run
         core, records = run.core, run.records
         step = core.step(name)
@@ -73,6 +77,9 @@ class Decisions:
                 changed = f"{name} ({step.state}) completed by hand with {bounded(result, _MAX_SHOWN)}"
                 await records.audit(COMPLETED_BY_HAND, name, request, changed)
                 return "complete"
+            if kind == "skip" and workflow.patched(SKIP_BY_OPERATOR):
+                await self._skip(name, request)
+                return "skip"
             changed_input = self.input_changes.pop(name, None)
             if kind == "retry" and changed_input is not None:
                 run.payload, said = changed_input
@@ -92,6 +99,17 @@ class Decisions:
             if kind == "compensate" and not compensating:
                 return "compensate"
             return "retry"
+
+    async def _skip(self, name: str, request: OperatorRequest) -> None:
+        run = self.run
+        core, records = run.core, run.records
+        was = core.step(name).state
+        forced = " (forced past the point of no return)" if request.force and core.past_pivot() else ""
+        records.advance()
+        step = core.skip_by_operator(name, bounded(f"skipped by {request.by}{forced}: {request.reason}", 300))
+        run.publish()
+        await records.mirror([records.transition(step, task_state=core.status.state, note=step.note)])
+        await records.audit(SKIPPED_BY_OPERATOR, name, request, f"{name} ({was}) skipped{forced}; its undo is not run")
 
     def queue(self, kind: RequestKind, request: OperatorRequest, *, undo: bool = False) -> StepStatus:
         """Queue a request that applies on the step it targets; returns that step."""

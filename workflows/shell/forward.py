@@ -170,7 +170,7 @@ class StepRunner:
         # Resumed after a refused cancellation while the step waited for a decision: it still does.
         resumed = core.step(name).state in DECISION_STATES
         decided = await self.decisions.wait_for(name, compensating=False) if resumed else "retry"
-        if decided == "compensate":
+        if decided in ("compensate", "skip"):
             return
         if decided == "complete":
             await self._completed_by_hand(plan, name)
@@ -225,7 +225,7 @@ class StepRunner:
             finally:
                 run.inflight.pop(name, None)
             decided = await self.decisions.wait_for(name, compensating=False)
-            if decided == "compensate":
+            if decided in ("compensate", "skip"):
                 return
             if decided == "complete":
                 await self._completed_by_hand(plan, name)

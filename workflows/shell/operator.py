@@ -1,7 +1,7 @@
 """The operator protocol, as every sas workflow declares it - the task workflows and the
 clean-up: the ``retry``, ``compensate`` and ``park`` signals, the ``request_retry`` and
 ``request_compensate`` updates, the repairs (``request_complete``, ``request_retry_with_input``,
-each with its dry run as a query), and the ``status`` query.
+``request_skip``, each with its dry run as a query), and the ``status`` query.
 
 The signals keep the Temporal UI and ``temporal workflow signal`` working; a signal that does
 not apply changes nothing and is recorded in ``events``. The updates do the same, but reject
@@ -21,7 +21,7 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import OperatorAnswer, OperatorRequest, StepState, TaskStatus
     from sas.task_models.activity_defs import agent_result
-    from sas.task_models.repairs import InputChange, StepCompletion
+    from sas.task_models.repairs import InputChange, StepCompletion, StepSkip
     from sas.task_models.results import secret_fields
     from sas.task_models.text import MAX_EVENT_TEXT, bounded
     from sas.workflows.core.requests import (
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         park_problem,
         retry_problem,
         retry_with_input_problem,
+        skip_problem,
     )
     from sas.workflows.definitions import StepDefinition
     from sas.workflows.inputs import decode, short
@@ -234,6 +235,25 @@ class OperatorHandlers:
             for name in changed
         )
         return payload, bounded(f"input {said}", MAX_EVENT_TEXT // 2)
+
+    @workflow.update(name="request_skip")
+    def request_skip(self, skip: StepSkip) -> OperatorAnswer:
+        """Skip the step waiting for a decision, where its task type declares it skippable: the
+        task goes on without it, and its undo is never called; audited, with the reason."""
+        step = self.decisions.queue("skip", skip.request())
+        return OperatorAnswer(message=f"skipping step {step.name}", task_state=self.task.core.status.state)
+
+    @request_skip.validator
+    def _validate_skip(self, skip: StepSkip) -> None:
+        problem = skip_problem(self.task.core, skip.request())
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.query(name="check_skip")
+    def check_skip(self, skip: StepSkip) -> str:
+        """A dry run of ``request_skip``: why it would be refused, or "" if it would apply (a
+        query: nothing is recorded, nothing changes)."""
+        return skip_problem(self.task.core, skip.request()) or ""
 
     @workflow.query(name="status")
     def status(self) -> TaskStatus:
