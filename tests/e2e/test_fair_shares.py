@@ -1,0 +1,40 @@
+"""Fair shares: team B's one task is not stuck behind team A's backlog. The backlog and B's task
+are all queued before any worker polls, and the worker takes one activity at a time, so what it
+is handed first is the matcher's order: with each task carrying its team as its fairness key,
+the teams are served in turn; without keys, in arrival order (B's last)."""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+
+from sas.api.client import TaskClient
+from sas_demo_services.launcher import ServiceProcess
+from tests.e2e.test_priority import closed_at, team_types
+from tests.stack import order, start_stack
+from tests.stack import test_settings as stack_settings
+
+BACKLOG = 30
+
+__all__ = ["team_types"]  # the fixture, shared with test_priority.py
+
+
+async def test_team_bs_task_is_not_stuck_behind_team_as_backlog(
+    team_types: None, client: Client, temporal_address: str, services: ServiceProcess, sqlite_url: str
+) -> None:
+    settings = stack_settings(temporal_address, services.url, sqlite_url)
+    tasks = TaskClient(client, settings)
+    backlog = [(await tasks.submit("team_a_order", order())).task_id for _ in range(BACKLOG)]
+    team_b = (await tasks.submit("team_b_order", order(customer_id="acme"))).task_id
+    one_at_a_time = {"max_concurrent_activities": 1, "max_concurrent_workflow_tasks": 2}
+    async with start_stack(
+        client,
+        temporal_address,
+        services.url,
+        sqlite_url,
+        supervisor=False,
+        temporal=settings.temporal,
+        worker_options=one_at_a_time,
+    ):
+        closed = {t: await closed_at(client, t) for t in [*backlog, team_b]}
+    before = sum(1 for t in backlog if closed[t] < closed[team_b])
+    assert before < BACKLOG // 3, f"{before} of team A's {BACKLOG} queued before it completed first"
