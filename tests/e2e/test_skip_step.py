@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from sas.settings import get_settings
@@ -111,6 +112,39 @@ async def test_a_skippable_step_skipped_lets_the_order_go_on_without_calling_it_
     assert any(a["action"] == "skip" and a["actor"] == "carol" for a in shown["operator_actions"])
     final = await stack.client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
     assert any(f"ship: skip by carol: {REASON}" in e for e in final.events)
+    metadata = await stack.client.get_workflow_handle(task_id).query(
+        "__temporal_workflow_metadata", result_type=WorkflowMetadata
+    )
+    ship_line = next(line for line in metadata.current_details.splitlines() if line.startswith("- **ship**"))
+    assert ship_line.startswith("- **ship**: Skipped · run 1") and f"skipped by carol: {REASON}" in ship_line
+
+
+async def test_a_skipped_step_is_not_undone_when_the_task_is_compensated_later(skip_stack: Stack) -> None:
+    stack = skip_stack
+    task_id = fresh_id("collect-undo")
+    await stack.add_fault(
+        endpoint="payment.charge", kind="permanent", status=402, error="declined", match_order_id=task_id
+    )
+    await ship_refused(stack, task_id, "CollectableOrderWorkflow")
+    assert (await sas(stack, *skip(task_id))).returncode == 0
+    handle = stack.client.get_workflow_handle(task_id, result_type=TaskResult)
+    await wait_until(
+        lambda: handle.query("status", result_type=TaskStatus),
+        lambda s: s.state == TaskState.FAILED and s.steps[2].state == "Failed",
+        what="the charge declined and waiting for a decision",
+    )
+    undo = await sas(stack, "compensate", task_id, "--reason", "card declined")
+    assert undo.returncode == 0, undo.stderr
+    result = await handle.result()
+    assert result.state == TaskState.COMPENSATED
+    assert {s.name: s.state for s in result.steps} == {
+        "reserve": "Compensated",
+        "ship": "Skipped",
+        "charge": "Compensated",
+    }
+    # The reserve is released, nothing was shipped or charged, and ship stayed Skipped: its undo never ran.
+    effects = [(e["service"], e["action"]) for e in await stack.ledger(task_id)]
+    assert effects == [("inventory", "reserve"), ("inventory", "release")]
 
 
 async def test_a_skip_past_the_pivot_is_refused_unless_forced(skip_stack: Stack) -> None:
