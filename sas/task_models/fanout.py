@@ -83,16 +83,30 @@ class BatchProgress(BaseModel):
 
 
 # The counts a fan-out step's result gives besides its states: not states of an item.
-_NOT_STATES = ("items", "tolerated")
+# ``tolerance`` is how many items may fail; ``failed_items`` how many did (undone since, within the
+# tolerance, or not); ``tolerated`` is the tolerance under its first name, kept in every result so
+# that a reader of results written before (which have it alone) reads both alike.
+_NOT_STATES = ("items", "tolerance", "failed_items", "tolerated")
+
+
+def named_counts(counts: dict[str, int], *, failed_items: int) -> dict[str, int]:
+    """A fan-out step's result from its tally's counts (``items``, ``tolerated``, then one count per
+    item state): the tolerance under its own name and the failed items counted, beside the rest."""
+    named = {"items": counts.get("items", 0), "tolerance": tolerance_of(counts), "failed_items": failed_items}
+    return named | counts
+
+
+def tolerance_of(counts: dict[str, Any]) -> int:
+    """How many items a fan-out step may fail, from its result: ``tolerance``, or in a result
+    written before it was named so, ``tolerated``."""
+    return int(counts.get("tolerance", counts.get("tolerated", 0)))
 
 
 def describe_counts(counts: dict[str, int]) -> str:
     """One line for a fan-out step's note, from its counts (its result):
     ``40 items: 37 processed, 3 compensated (3 may fail)``."""
     parts = [f"{n} {state.replace('_', ' ')}" for state, n in counts.items() if state not in _NOT_STATES]
-    return (
-        f"{counts.get('items', 0)} items: {', '.join(parts) or 'none started'} ({counts.get('tolerated', 0)} may fail)"
-    )
+    return f"{counts.get('items', 0)} items: {', '.join(parts) or 'none started'} ({tolerance_of(counts)} may fail)"
 
 
 def with_ended(counts: dict[str, int], ended: dict[str, int]) -> dict[str, int]:
@@ -105,7 +119,7 @@ def with_ended(counts: dict[str, int], ended: dict[str, int]) -> dict[str, int]:
         shown[state] = shown.get(state, 0) + moved
     # In the order the Scheduler gives them (workflows/core/fanout.py), a state none is in left out.
     order = (*_NOT_STATES, *ITEM_STATES, "not_started")
-    return {k: shown[k] for k in order if shown.get(k) or k in _NOT_STATES}
+    return {k: shown[k] for k in order if k in shown and (shown[k] or k in _NOT_STATES)}
 
 
 def running_batches(description: Any) -> list[str]:

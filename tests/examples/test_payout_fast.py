@@ -91,7 +91,7 @@ async def test_each_recipient_is_paid_under_their_own_key_then_the_notices_are_s
     assert send.task_id == f"{task_id}:notice"
     assert (send.payload["run_id"], send.payload["channel"]) == (task_id, "email")
     steps = {s.name: s for s in result.steps}
-    assert steps["pay"].result == {"items": 3, "tolerated": 0, "processed": 3}
+    assert steps["pay"].result == {"items": 3, "tolerance": 0, "failed_items": 0, "tolerated": 0, "processed": 3}
     assert steps["notice"].result == {"child_task_id": f"{task_id}:notice", "state": "Processed"}
     # The type's own line and story, in the workflow's current details.
     assert "payout 3 recipients, 30.03 EUR" in details and "Paid 3 of 3 recipients" in details
@@ -107,7 +107,14 @@ async def test_blocked_payees_within_the_tolerance_are_left_unpaid_and_the_rest_
     result, _ = await with_notice(env, payout(20, blocked=2), agents, task_id)
     assert result.state == TaskState.PROCESSED
     pay = next(s for s in result.steps if s.name == "pay")
-    assert pay.result == {"items": 20, "tolerated": 2, "processed": 18, "compensated": 2}
+    assert pay.result == {
+        "items": 20,
+        "tolerance": 2,
+        "failed_items": 2,
+        "tolerated": 2,
+        "processed": 18,
+        "compensated": 2,
+    }
     # The bank paid each other payee once; the blocked ones were never paid, so nothing was reversed.
     actions = Counter((e["action"], e["payee_id"]) for e in ledger.effects)
     assert actions == Counter({("payout_bank.pay", f"emp-{n}"): 1 for n in range(2, 20)})

@@ -52,7 +52,14 @@ async def test_refusals_within_the_tolerance_at_size_leave_exact_counts_and_ledg
     assert result.state == TaskState.PROCESSED
     (pay,) = result.steps
     assert pay.state == StepState.PROCESSED
-    assert pay.result == {"items": ITEMS, "tolerated": TOLERATED, "processed": ITEMS - TOLERATED, "compensated": 3}
+    assert pay.result == {
+        "items": ITEMS,
+        "tolerance": TOLERATED,
+        "failed_items": TOLERATED,
+        "tolerated": TOLERATED,
+        "processed": ITEMS - TOLERATED,
+        "compensated": 3,
+    }
     # Each recipient but the refused paid exactly once; nothing refunded (a refusal paid nothing).
     paid, refunded = paid_and_refunded(ledger)
     assert paid == Counter(r["id"] for r in payload["recipients"] if not r["id"].startswith("refuse"))
@@ -91,7 +98,7 @@ async def test_one_refusal_past_the_tolerance_at_size_refunds_every_payment_made
     counts = pay.result or {}
     assert counts["items"] == ITEMS
     assert counts.get("compensated", 0) == len(paid) + TOLERATED + 1
-    assert sum(v for k, v in counts.items() if k not in ("items", "tolerated")) == ITEMS
+    assert sum(v for k, v in counts.items() if k not in ("items", "tolerance", "failed_items", "tolerated")) == ITEMS
     assert mirrored is not None and mirrored.task.state == TaskState.COMPENSATED
     (row,) = mirrored.steps
     assert row.state == StepState.COMPENSATED  # a compensated step keeps no forward result there

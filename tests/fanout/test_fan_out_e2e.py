@@ -81,7 +81,14 @@ async def test_refusals_within_the_tolerance_are_undone_and_the_task_goes_on(
         mirrored = await stack.record(task_id)
     assert result.state == TaskState.PROCESSED
     pay = next(s for s in result.steps if s.name == "pay")
-    assert pay.result == {"items": 30, "tolerated": 3, "processed": 28, "compensated": 2}
+    assert pay.result == {
+        "items": 30,
+        "tolerance": 3,
+        "failed_items": 2,
+        "tolerated": 3,
+        "processed": 28,
+        "compensated": 2,
+    }
     assert [s.state for s in result.steps] == [StepState.PROCESSED, StepState.PROCESSED]
     # Nothing was paid to a refused recipient, so nothing was refunded; every other paid once.
     assert sorted(who for action, who in ledger.entries if action == "pay") == sorted(

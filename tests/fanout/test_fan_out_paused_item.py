@@ -113,7 +113,7 @@ async def test_a_paused_item_parks_its_step_with_an_alert_and_sas_retry_unpauses
         result: TaskResult = await handle.result()
 
     assert result.state == TaskState.PROCESSED
-    assert result.steps[0].result == {"items": 10, "tolerated": 3, "processed": 10}
+    assert result.steps[0].result == {"items": 10, "tolerance": 3, "failed_items": 0, "tolerated": 3, "processed": 10}
     # The unpaused attempt sent hang0's key again: the service answered it from its record.
     assert Counter(who for action, who in ledger.entries if action == "pay") == Counter(
         r["id"] for r in payload["recipients"]
@@ -217,7 +217,14 @@ async def test_sas_status_counts_the_items_as_they_end(
         # The batch's last answer may still be on its way to the worker that answers the query.
         pay = await wait_until(pay_step, lambda s: s["result"].get("processed") == 9, what="9 counted processed")
         assert pay["state"] == "Processing"
-        assert pay["result"] == {"items": 10, "tolerated": 3, "processing": 1, "processed": 9}
+        assert pay["result"] == {
+            "items": 10,
+            "tolerance": 3,
+            "failed_items": 0,
+            "tolerated": 3,
+            "processing": 1,
+            "processed": 9,
+        }
         assert pay["note"] == "10 items: 1 processing, 9 processed (3 may fail)"
 
         ledger.released.set()

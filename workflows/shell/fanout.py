@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         FanOutBatchResult,
         FanOutItem,
         ItemOutcome,
+        named_counts,
     )
     from sas.task_models.seals import FOREIGN_RESULT
     from sas.task_models.text import MAX_ERROR_TEXT, bounded
@@ -55,6 +56,9 @@ ITEM_UNDO_FAILED = "FanOutUndoFailed"
 # The task undoes itself when a fan-out fails past its tolerance: recorded as the request's author.
 FAN_OUT_ACTOR = "sas"
 _STOP_STARTING_PATCH = "fan-out-batches-told-to-stop-starting"
+# A history recorded before its result named the tolerance and counted the failures replays with
+# the counts it gave then (``tolerated``, the limit, alone).
+_NAMED_COUNTS_PATCH = "fan-out-counts-named"
 NOT_STARTED_FROM_OUTSIDE = "BatchStoppedFromOutside"
 
 
@@ -92,6 +96,8 @@ class FanOut:
         self.decisions = decisions
         self._tallies: dict[str, FanOutTally] = {}
         self._items: dict[str, dict[str, FanOutItem]] = {}
+        # The items whose forward call failed, of each step: an undone one is still a failure.
+        self._failed: dict[str, set[str]] = {}
         self._batch_rounds = 0
 
     def owns(self, name: str) -> bool:
@@ -151,7 +157,7 @@ class FanOut:
             await self._fail_for_good(status, why, PAST_TOLERANCE)
             return
         records.advance()
-        result: dict[str, object] = dict(tally.counts())
+        result: dict[str, object] = dict(self._counts(name, tally))
         core.set(name, note=tally.describe(), result=result)
         self.run.results[name] = dict(result)
         task_state = core.done(name)
@@ -252,6 +258,7 @@ class FanOut:
                 # called, but the step will not go on as if they had been paid: they are failures.
                 outcomes = [o if o.state != "not_started" else _told_from_outside(o.key) for o in outcomes]
             tally.take(outcomes)
+            self._failed.setdefault(name, set()).update(o.key for o in outcomes if o.state == "failed")
 
         answering = asyncio.gather(*(answered(start + i, items) for i, items in enumerate(wave)))
         try:
@@ -348,8 +355,17 @@ class FanOut:
 
     def _show(self, status: StepStatus, tally: FanOutTally) -> None:
         """The counts in the task's status (``sas status``, the query, the UI), as they change."""
-        self.run.core.set(status.name, result=dict(tally.counts()), note=tally.describe())
+        self.run.core.set(status.name, result=self._counts(status.name, tally), note=tally.describe())
         self.run.publish()
+
+    def _counts(self, name: str, tally: FanOutTally) -> dict[str, int]:
+        """The step's result: its counts by state, with the limit named ``tolerance`` and the
+        items that failed counted (``failed_items``); ``tolerated``, the limit too, stays for the
+        readers of results written before."""
+        counts = tally.counts()
+        if not workflow.patched(_NAMED_COUNTS_PATCH):
+            return counts
+        return named_counts(counts, failed_items=len(self._failed.get(name, ())))
 
     async def _fail_for_good(self, status: StepStatus, why: str, error_type: str) -> None:
         """The fan-out cannot go on: the step is Failed for good and the task is undone at once
