@@ -86,6 +86,9 @@ class Decision(BaseModel):
     next_look_at: datetime = Field(description="New CompleteBy: when the step is due again if nothing moves")
     last_error: str | None = None
     alert: AlertSpec | None = None
+    cooled_down: bool = Field(
+        default=False, description="A retry after a cool-down: with others of its service, a backlog let go at once"
+    )
 
 
 class ScanInput(BaseModel):

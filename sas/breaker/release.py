@@ -128,6 +128,8 @@ class Release:
         # One of the worker's pollers asks the store at a time; the others wait their turn here.
         self._asking = asyncio.Lock()
         self._ended: float | None = None  # a release this worker saw end, before its next read of the row
+        # The release its gate took turns in, and how many of those turns no call has used yet.
+        self._turns: tuple[float | None, int] = (None, 0)
 
     def under_way(self, view: BreakerView) -> bool:
         """Whether the row says a release is under way that this worker takes part in."""
@@ -162,11 +164,31 @@ class Release:
                     if answer.ended:
                         self._ended = since
                         log.info("release of %s ended: its backlog has drained", self.service)
+                    else:
+                        turns_of, left = self._turns
+                        self._turns = (since, left + 1 if turns_of == since else 1)
                     return True
                 if answer.outcome == "held":
                     await refresh()
                     return False
                 await asyncio.sleep(min(answer.wait_s, _ASK_EVERY_S) * (1 + random.uniform(0, self._jitter)))
+        return True
+
+    def admits(self, view: BreakerView) -> bool:
+        """Whether a call this worker polled may go to the service now: outside a release always;
+        in one, only as many calls as the turns its gate took in it.
+
+        A release begun while the service was not held (an incident retried, cool-downs ended
+        together) finds the worker's polls already waiting on Temporal, let go before there was a
+        turn to take: the first tasks of the backlog would reach the service past the canaries.
+        Such a call is refused as a held one is (``BreakerOpen``, no attempt spent), and the
+        Scheduler starts it again, to wait for a turn like the rest."""
+        if not self.under_way(view):
+            return True
+        turns_of, left = self._turns
+        if turns_of != view.release_since or left <= 0:
+            return False
+        self._turns = (turns_of, left - 1)
         return True
 
     async def canary_answered(self, view: BreakerView) -> None:

@@ -12,7 +12,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sas.breaker.model import BreakerStateName, BreakerView
+from sas.breaker.model import BreakerStateName, BreakerView, ReleasePlan
 from sas.state_store.alerts import active_alert, raise_alert, resolve_alert
 from sas.state_store.rate_limits import store_now
 from sas.state_store.tables import Alert, AuditEntry, Breaker, BreakerWindow
@@ -244,6 +244,26 @@ async def force(
             )
         )
     return before, after
+
+
+async def begin_release(session: AsyncSession, service: str, now: datetime, plan: ReleasePlan) -> bool:
+    """Begin the staged release of ``service``'s work, as a closing breaker does, for a backlog let
+    go at once by someone else (an incident retried, cool-downs ended together). True when begun.
+
+    Not begun while the breaker holds (its closing begins the release), nor while a release under
+    way still paces its calls: it could let no more go at once than a new one's canaries, so the
+    backlog joins it and there is one release. A release whose allowance ran ahead of its calls
+    (its backlog drained, the row not yet told) would let the new backlog go at once: one begins."""
+    async with session.begin():
+        row = await _ensure_row(session, service, now)
+        if row.state != "closed":
+            return False
+        if row.release_since is not None:
+            waves_at = row.release_waves_at
+            elapsed = None if waves_at is None else await store_now(session) - waves_at
+            if plan.allowed(elapsed) - (row.release_let or 0) <= plan.canaries:
+                return False
+        return await _cas(session, service, row.version, await _release_values(session) | {"updated_at": now})
 
 
 async def report_window(

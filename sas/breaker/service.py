@@ -109,9 +109,13 @@ class ServiceBreaker:
 
     def admit(self) -> bool:
         """Whether a request may go to the service now (no I/O). While the breaker holds, only
-        this worker's one probe is admitted."""
+        this worker's one probe is admitted; while a release is under way, only the calls its
+        gate took a turn for (``Release.admits``)."""
         if not self.holding():
-            return True
+            if self.release.admits(self.view):
+                return True
+            self.rejected += 1
+            return False
         if self._our_probe() and not self._probe_sent:
             self._probe_sent = True
             return True

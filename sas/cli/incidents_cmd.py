@@ -53,7 +53,7 @@ def incidents(
                     f"{i.task_count}" + (f"\n{i.parked} parked" if i.parked else ""),
                     f"{ago(i.first_at)}\nlatest {ago(i.latest_at)}",
                     ago(i.next_look_at),
-                    f"{i.status}\n{i.severity}",
+                    f"{i.status}\n{i.severity}" + (f"\n{i.release}" if i.release else ""),
                 ]
                 for i in rows
             ],
@@ -73,6 +73,8 @@ def _one(incident: IncidentView, limit: int, as_json: bool) -> None:
     console.print(
         f"incident {incident.id} ({shown(incident.status)}, {shown(incident.severity)}): {shown(incident.message)}"
     )
+    if incident.release:
+        console.print(f"its service: {shown(incident.release)}")
     if incident.resolution:
         console.print(f"resolved: {shown(incident.resolution)}")
     console.print(f"do: {shown(incident.suggested_action)}")

@@ -226,7 +226,13 @@ async def act_all(
     concurrency: int,
     on_result: Callable[[Result], None] | None = None,
 ) -> list[Result]:
-    """Act on every target, at most ``concurrency`` at a time; ``on_result`` hears of each as it is done."""
+    """Act on every target, at most ``concurrency`` at a time; ``on_result`` hears of each as it is done.
+
+    Retrying an incident's tasks lets its service's backlog go at once: before the first is
+    retried, the service's staged release begins (``sas/breaker/backlog.py``), so that a service
+    just back gets canaries, then growing waves, as after its breaker closes."""
+    if action == "retry":
+        await _release_incidents(store, [t.task_id for t in targets])
     gate = asyncio.Semaphore(concurrency)
 
     async def one(target: SelectedTask) -> Result:
@@ -246,6 +252,42 @@ async def act_all(
         return result
 
     return list(await asyncio.gather(*(one(t) for t in targets)))
+
+
+async def _release_incidents(store: StateStore, task_ids: list[str]) -> list[str]:
+    """Begin the staged release of each service whose open incident holds some of ``task_ids``
+    (``--incident ID`` selects exactly one's; other flags may pick an incident's tasks too)."""
+    from sas.breaker.backlog import release_backlog
+
+    backlog = await store.read(lambda session: _incident_services(session, task_ids))
+    if not backlog:
+        return []
+    breakers = {service: store.settings.services.service(service).breaker for service in backlog}
+    return await store.sessions(lambda sessions: release_backlog(sessions, backlog, breakers, "an incident retried"))
+
+
+async def _incident_services(session: Any, task_ids: list[str]) -> dict[str, int]:
+    """Of ``task_ids``, how many each service's open incidents hold."""
+    from sqlalchemy import func, select
+
+    from sas.state_store.alerts import ACTIVE
+    from sas.state_store.incident_tables import Incident, IncidentTask
+    from sas.state_store.tables import Alert
+
+    counts: dict[str, int] = {}
+    # A bulk action has at most MAX_LIMIT targets: read in slices a database's IN list takes.
+    for first in range(0, len(task_ids), 500):
+        rows = await session.execute(
+            select(Incident.service, func.count(func.distinct(IncidentTask.task_id)))
+            .join(IncidentTask, IncidentTask.alert_id == Incident.alert_id)
+            .join(Alert, Alert.id == Incident.alert_id)
+            .where(IncidentTask.task_id.in_(task_ids[first : first + 500]), Alert.status.in_(ACTIVE))
+            .where(Incident.service.is_not(None))
+            .group_by(Incident.service)
+        )
+        for service, count in rows.all():
+            counts[service] = counts.get(service, 0) + count
+    return counts
 
 
 async def act_one(client: Client, store: StateStore, action: Action, request: OperatorRequest, task_id: str) -> Result:

@@ -39,9 +39,14 @@ class IncidentView:
     resolution: str | None
     data: dict[str, Any]
     task_ids: list[str] = field(default_factory=list)
+    # The staged release under way on its service, as `sas services` says it ("releasing: ..."):
+    # after `sas retry --incident`, the tasks go to the service in canaries, then waves.
+    release: str | None = None
 
     @classmethod
-    def of(cls, alert: Any, incident: Any, task_ids: list[str] | None = None) -> IncidentView:
+    def of(
+        cls, alert: Any, incident: Any, task_ids: list[str] | None = None, release: str | None = None
+    ) -> IncidentView:
         from sas.state_store.incidents import incident_view
 
         return cls(
@@ -60,9 +65,23 @@ class IncidentView:
             message=alert.message,
             suggested_action=alert.suggested_action,
             resolution=alert.resolution,
-            data=incident_view(alert, incident),
+            data=incident_view(alert, incident) | {"release": release},
             task_ids=list(task_ids or []),
+            release=release,
         )
+
+
+async def _releases(store: StateStore, session: Any) -> dict[str, str]:
+    """The staged release under way on each service that has one, in words."""
+    from sas.breaker.rows import read_breakers
+    from sas.breaker.settings import release_of
+
+    found: dict[str, str] = {}
+    for service, view in (await read_breakers(session)).items():
+        shown = release_of(store.settings.services.service(service).breaker, view)
+        if shown is not None:
+            found[service] = shown
+    return found
 
 
 def _check(status: str, limit: int) -> None:
@@ -82,7 +101,12 @@ async def list_incidents(store: StateStore, status: str = "active", limit: int =
 
     async def load(session: Any) -> list[IncidentView]:
         rows = await query(session, wanted, limit)
-        return [IncidentView.of(a, i) for a, i in rows if status != "active" or a.status in ACTIVE]
+        releases = await _releases(store, session)
+        return [
+            IncidentView.of(a, i, release=releases.get(i.service or ""))
+            for a, i in rows
+            if status != "active" or a.status in ACTIVE
+        ]
 
     return await store.read(load)
 
@@ -98,7 +122,10 @@ async def get_incident(store: StateStore, incident_id: int, limit: int = 100) ->
         found = await find(session, incident_id)
         if found is None:
             return None
-        return IncidentView.of(*found, await incident_task_ids(session, incident_id, limit))
+        releases = await _releases(store, session)
+        alert, incident = found
+        release = releases.get(incident.service or "")
+        return IncidentView.of(alert, incident, await incident_task_ids(session, incident_id, limit), release)
 
     view = await store.read(load)
     if view is None:

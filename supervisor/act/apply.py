@@ -25,6 +25,7 @@ from sas.runtime.task_faults import TaskFault
 from sas.settings import Settings
 from sas.state_store import tables
 from sas.state_store.decisions import claim_decision
+from sas.supervisor.act.cooled_down import release_cooled_down
 from sas.supervisor.act.outbox import Outbox
 from sas.supervisor.act.vetoes import Vetoes
 from sas.supervisor.activity_defs import ApplyDefs
@@ -77,6 +78,8 @@ class ApplyActivities(ApplyDefs):
             else:
                 result.skipped += 1
 
+        # Before any is sent: a backlog of cool-downs that ended together goes in stages.
+        await release_cooled_down(self._sessions, self._settings, request.decisions)
         await bounded(self._settings.supervisor.concurrency, [partial(one, d) for d in request.decisions])
         result.signalled = await self._outbox.flush(shard_buckets(self._settings, request.shard))
         record_sweep("apply", time.monotonic() - started)

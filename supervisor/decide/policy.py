@@ -65,7 +65,13 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
     look_again = now + timedelta(seconds=step.complete_by_s + policy.overdue_grace_s)
 
     def decision(
-        kind: DecisionKind, reason: str, alert: AlertSpec | None = None, *, at: datetime = look_again, n: int = count
+        kind: DecisionKind,
+        reason: str,
+        alert: AlertSpec | None = None,
+        *,
+        at: datetime = look_again,
+        n: int = count,
+        cooled_down: bool = False,
     ) -> Decision:
         return Decision(
             task_id=step.task_id,
@@ -81,6 +87,7 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
             next_look_at=at,
             last_error=step.last_error,
             alert=alert,
+            cooled_down=cooled_down,
         )
 
     if step.state == StepState.COMPENSATION_FAILED:
@@ -174,7 +181,9 @@ def decide(step: DueStep, policy: SupervisorPolicy, now: datetime) -> Decision:
                 suggested_action=f"fix the remote service; or `sas retry {step.task_id}` to try now",
             )
         return decision("wait", f"{label} at {due.isoformat(timespec='seconds')}", alert, at=due, n=step.failure_count)
-    return decision("retry", f"{label}: asking the Scheduler to retry")
+    # A cool-down's retry is marked: those of one service that end together are its backlog let go
+    # at once, which the apply begins a staged release for (supervisor/act/cooled_down.py).
+    return decision("retry", f"{label}: asking the Scheduler to retry", cooled_down=cooling)
 
 
 def _spent(step: DueStep, count: int, kind: str) -> AlertSpec:
