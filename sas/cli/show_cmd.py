@@ -26,9 +26,12 @@ _PIVOT_MARKS = {"pivot": " (pivot)", "forward_only": " (forward only)"}
 def show(
     task_id: str = typer.Argument(..., help="Task id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    share: bool = typer.Option(
+        False, "--share", help="Also ask Temporal for the run's priority, team, fairness key and weight."
+    ),
 ) -> None:
     """Show a task's steps, its attempts, decisions and operator actions in time order, and its alerts."""
-    story = context.call(lambda tasks: tasks.show(task_id))
+    story = context.call(lambda tasks: _told(tasks, task_id, share))
     if as_json:
         print_json(story.data)
     elif story.told == "delayed":
@@ -45,6 +48,17 @@ def show(
         _print_story(task_id, story.data)
 
 
+async def _told(tasks: Any, task_id: str, share: bool) -> Any:
+    """The story from the state store; with ``share``, Temporal's word on the run's share too
+    (only then is Temporal's SDK loaded: ``sas show`` alone starts fast)."""
+    story = await tasks.show(task_id)
+    if not share:
+        return story
+    from sas.client.story import with_share
+
+    return await with_share(story, tasks._temporal)
+
+
 def _print_story(task_id: str, data: dict[str, Any]) -> None:
     task = data["task"]
     console.print(
@@ -52,6 +66,8 @@ def _print_story(task_id: str, data: dict[str, Any]) -> None:
         + shown(stands_at(task["state"], data["steps"], task["current_step"]))
         + f", queue {shown(task['task_queue'])}, updated {ago(task['updated_at'])}"
     )
+    if "share" in data:
+        _print_share(data["share"])
     _print_family(data)
     # Few, short columns, so the table fits 80 columns without breaking a state in two.
     console.print(
@@ -124,6 +140,19 @@ def _print_story(task_id: str, data: dict[str, Any]) -> None:
             ],
         )
     )
+
+
+def _print_share(share: dict[str, Any] | None) -> None:
+    """The run's priority and, when its type names a team or a tenant, its share of a backlog."""
+    if share is None:
+        console.print("priority: Temporal could not say (see `sas status`)")
+        return
+    line = f"priority {share['priority']}"
+    if share["fairness_key"] is not None:
+        weight = share["weight"] if share["weight"] is not None else "1 (default)"
+        team = f"team {shown(share['team'])}, " if share["team"] else ""
+        line += f", {team}fairness key {shown(share['fairness_key'])}, weight {weight}"
+    console.print(line, highlight=False)
 
 
 def _print_family(data: dict[str, Any]) -> None:

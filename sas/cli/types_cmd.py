@@ -83,6 +83,7 @@ def describe(task_type: Any) -> dict[str, Any]:
         steps.append(entry)
     return {
         "task_type": definition.task_type,
+        "share": share(definition),
         "pivot": definition.pivot,
         "workflow_type": task_type.workflow_name,
         "module": task_type.module,
@@ -92,6 +93,19 @@ def describe(task_type: Any) -> dict[str, Any]:
         "services": sorted({s["service"] for s in steps if "service" in s}),
         "input_schema": definition.input_model.model_json_schema(),
     }
+
+
+def share(definition: Any) -> dict[str, Any]:
+    """Whose share of a backlog the type's tasks take: its team, where the fairness key comes
+    from (``team``, ``<team>/<input field>``, ``<input field>``, or None: no key) and the team's
+    weight (None: the server's default, 1); each task's priority is its own (``--priority``)."""
+    from sas.settings import get_settings
+    from sas.settings.teams import weight_of
+
+    team, tenant = definition.team, definition.fairness_from
+    key = team if tenant is None else (f"{team}/<{tenant}>" if team else f"<{tenant}>")
+    weight = weight_of(get_settings().teams, team) if key is not None else None
+    return {"team": team, "fairness_key": key, "weight": weight}
 
 
 def shape(member: Any) -> Any:
@@ -140,6 +154,11 @@ def _print(entry: dict[str, Any]) -> None:
         f"[bold]{shown(name)}[/bold] · {shown(entry['workflow_type'])} · {shown(entry['module'])}", highlight=False
     )
     console.print(f"  {shown(entry['flow'])}", highlight=False)
+    fair = entry["share"]
+    if fair["fairness_key"] is not None:
+        weight = fair["weight"] if fair["weight"] is not None else "1 (default)"
+        team = f"team {shown(fair['team'])}, " if fair["team"] else ""
+        console.print(f"  {team}fairness key {shown(fair['fairness_key'])}, weight {weight}", highlight=False)
     rows = []
     for step in entry["steps"]:
         if step["kind"] == "wait":

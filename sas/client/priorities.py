@@ -26,6 +26,13 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
 
+# The memo key of the team a run was started for: what ``sas show`` says of it without loading
+# the task types (the fairness key alone does not say it: a tenant's key may hold any text).
+TEAM_MEMO = "sas_team"
+# The priority a task given none runs at (Temporal's default of its five levels).
+DEFAULT_PRIORITY = 3
+
+
 @dataclass(frozen=True)
 class FairShare:
     """Who a task's share belongs to: its type's team, its fairness key and the team's weight
@@ -54,7 +61,11 @@ def fair_priority(
     """``priority`` (its priority key kept as given) with the task's fairness key and weight; a
     type that gives none keeps the key and weight ``priority`` has (a run started again of a
     task whose type has no team since)."""
-    share = share_of(workflow_type, payload, teams)
+    return with_share(priority, share_of(workflow_type, payload, teams))
+
+
+def with_share(priority: Priority, share: FairShare) -> Priority:
+    """``priority`` with ``share``'s fairness key and weight (``fair_priority``)."""
     if share.fairness_key is None:
         return priority
     return Priority(
@@ -93,3 +104,26 @@ async def priority_of_run(client: Client, task_id: str, run_id: str | None) -> P
             raise
         return Priority.default
     return priority_of(described.raw_description.workflow_execution_info.priority)
+
+
+async def share_of_run(client: Client, task_id: str) -> dict[str, Any] | None:
+    """What the task's current run was started with, as Temporal keeps it: its priority (the
+    default if none was given), its team (from the memo), fairness key and weight (None: none,
+    the server's default weight). None if Temporal no longer keeps the run."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        described = await client.get_workflow_handle(task_id).describe()
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
+    given = described.raw_description.workflow_execution_info.priority
+    memo = await described.memo()
+    team = memo.get(TEAM_MEMO)
+    return {
+        "priority": given.priority_key or DEFAULT_PRIORITY,
+        "team": team if isinstance(team, str) else None,
+        "fairness_key": given.fairness_key or None,
+        "weight": round(given.fairness_weight, 3) or None,
+    }

@@ -8,6 +8,7 @@ story of an accepted task loads nothing of Temporal's SDK (``sas show`` starts f
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
 Told = Literal["task", "delayed", "actions", "unaccepted"]
+
+# How long the story waits for Temporal's word on the run's priority before it is told without it.
+SHARE_WITHIN_S = 5.0
 
 _TASK = (
     "task_id",
@@ -83,7 +87,8 @@ class TaskStory:
 
     ``told`` says from what: ``task`` (the state store's rows: ``data`` has ``task``, ``steps``,
     ``history``, ``decisions``, ``operator_actions``, ``alerts``, ``attempts``, ``parent``,
-    ``children`` and ``archived_incarnations``), ``delayed`` (a start delay not yet over:
+    ``children``, ``archived_incarnations`` and, if asked for (``with_share``), ``share``),
+    ``delayed`` (a start delay not yet over:
     ``data`` is what ``TaskClient.status`` says of it), ``actions`` (no rows, only its audit
     entries: a delayed task cancelled before it ran, a deleted schedule) or ``unaccepted``
     (its run failed before sas accepted it: ``data["reason"]`` is Temporal's word). ``state``
@@ -133,6 +138,27 @@ async def tell(store: StateStore, temporal: Callable[[], Awaitable[Client]], tas
     if failed is not None and failed["state"] == "Failed":
         return TaskStory(task_id, "unaccepted", failed["state"], {**failed, "task": None, "operator_actions": []})
     raise TaskNotFound(f"no task {task_id!r} in the state store", "check the id with `sas list`")
+
+
+async def with_share(story: TaskStory, temporal: Callable[[], Awaitable[Client]]) -> TaskStory:
+    """``story`` with ``data["share"]``: the run's priority, team, fairness key and weight as
+    Temporal keeps them (``priorities.share_of_run``), None if Temporal cannot say now (the rest
+    of the story is the state store's, and stands). A story not told from the rows is left as it is."""
+    if story.told == "task":
+        story.data["share"] = await _share(temporal, story.task_id)
+    return story
+
+
+async def _share(temporal: Callable[[], Awaitable[Client]], task_id: str) -> dict[str, Any] | None:
+    from temporalio.service import RPCError
+
+    from sas.client.priorities import share_of_run
+    from sas.runtime.failures import TemporalUnreachable
+
+    try:
+        return await asyncio.wait_for(share_of_run(await temporal(), task_id), SHARE_WITHIN_S)
+    except (TemporalUnreachable, RPCError, TimeoutError):
+        return None
 
 
 async def task_history(session: Any, task_id: str) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from sas.client.answering import run_status
 from sas.client.errors import InvalidInput, NotApplicable, NotConfirmed, TaskIdTaken, TaskNotFound
 from sas.client.inputs import TASK_TYPES
-from sas.client.priorities import deployment_teams, fair_priority, priority_of_run
+from sas.client.priorities import TEAM_MEMO, deployment_teams, priority_of_run, share_of, with_share
 from sas.client.priorities import priority_of as priority_of  # where sas.client.delayed reads it
 from sas.client.store import StateStore
 from sas.task_models import RESUBMIT_MEMO, Resubmission, TaskState
@@ -126,22 +126,21 @@ def new_task(
 
 def _options(start: TaskStart) -> dict[str, Any]:
     """What a run is started with, for a start now and a schedule's action alike: its queue, its
-    priority with its type's fair share, the UI's summary and details (what the list and the workflow page show before the
-    Scheduler has said anything) and its memo; its search attributes are passed beside them
-    (the two calls name that argument differently)."""
+    priority with its type's fair share, the UI's summary and details (what the list and the
+    workflow page show before the Scheduler has said anything) and its memo (a resubmission's
+    request, the team); its search attributes are passed beside them (the two calls name that
+    argument differently)."""
     summary, details = _metadata(start)
-    memo = {RESUBMIT_MEMO: start.resubmission.model_dump()} if start.resubmission is not None else None
+    share = share_of(start.workflow_type, start.payload, deployment_teams() if start.teams is None else start.teams)
+    memo: dict[str, Any] = {RESUBMIT_MEMO: start.resubmission.model_dump()} if start.resubmission is not None else {}
+    if share.team is not None:
+        memo[TEAM_MEMO] = share.team
     return {
         "task_queue": start.task_queue,
-        "priority": fair_priority(
-            start.priority,
-            start.workflow_type,
-            start.payload,
-            deployment_teams() if start.teams is None else start.teams,
-        ),
+        "priority": with_share(start.priority, share),
         "static_summary": summary,
         "static_details": details,
-        "memo": memo,
+        "memo": memo or None,
     }
 
 
