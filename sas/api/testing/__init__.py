@@ -10,7 +10,8 @@ from sas.api.testing import FakeAgents, run_task, time_skipping_environment
 
 - A task run with fake Agents: [`FakeAgents`][sas.api.testing.FakeAgents],
   [`run_task`][sas.api.testing.run_task], [`fake_worker`][sas.api.testing.fake_worker],
-  [`time_skipping_environment`][sas.api.testing.time_skipping_environment].
+  [`time_skipping_environment`][sas.api.testing.time_skipping_environment]; one item of a
+  fan-out refused, failing or slowed (``FakeAgents.refuse_items``, ``fail_items``, ``slow_items``).
 - One Agent alone against a service at a URL: [`run_agent`][sas.api.testing.run_agent].
 - The failure matrix, every failure point of a type checked against the promise:
   [`check_failure_matrix`][sas.api.testing.check_failure_matrix],

@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -59,6 +59,21 @@ FAST = StepPolicyValues(complete_by_s=10, max_attempts=2, initial_interval_s=0.1
 Answer = Mapping[str, Any] | Callable[[StepCall], Mapping[str, Any]]
 # Awaited by a fake at a point of its call (FakeAgents.before_call, .at_service).
 Gate = Callable[[StepCall], Awaitable[None]]
+# Which items of a fan-out a fake picks (FakeAgents.refuse_items, .fail_items, .slow_items): one
+# item's key, several keys, or a predicate over the item (the dict its call is given, its input).
+ItemChoice = str | Collection[str] | Callable[[Mapping[str, Any]], bool]
+
+
+def picks(choice: ItemChoice, call: StepCall) -> bool:
+    """Whether ``call`` is the call of an item that ``choice`` picks (never a call of no item)."""
+    if call.item_key is None:
+        return False
+    if isinstance(choice, str):
+        return call.item_key == choice
+    if callable(choice):
+        return bool(choice(call.payload))
+    return call.item_key in choice
+
 
 # How often a held fake heartbeats: Temporal hands an activity its cancellation in the answer to
 # a heartbeat, so a held call learns of the Scheduler's cancel within this.
@@ -82,9 +97,16 @@ class FakeAgents:
         refuse: Activity names whose fake refuses for good (a non-retryable failure, as a 4xx).
         flaky: Activity names whose fake fails once per key (transient), then answers.
         refuse_when, flaky_when: Activity name -> a predicate of the ``StepCall``: only the calls
-            it holds for are refused for good, or fail once, such as one item of a fan-out
-            (``{"payroll.pay": lambda call: call.item_key == "r3"}``). To slow one item, give
-            ``at_service`` a gate that holds only its calls.
+            it holds for are refused for good, or fail once
+            (``{"payroll.pay": lambda call: call.item_key == "r3"}``).
+        refuse_items: Activity name -> the fan-out items (an ``ItemChoice``: a key, keys, or a
+            predicate over the item) whose calls are refused for good: ``{"payroll.pay": "r3"}``,
+            ``{"payroll.pay": lambda item: item["cents"] > 10_000}``.
+        fail_items: Alike, for items whose every attempt fails (transient, a 503): each is
+            failed once its quick retries are spent, as an item whose service stays down.
+        slow_items: Activity name -> (an ``ItemChoice``, a gate): each picked item's call is held
+            at its service until the gate returns, as ``at_service`` holds a call; the other
+            items go on meanwhile.
         calls: Every attempt, in order: (activity name, the StepCall).
         effects: (activity name, idempotency key) of each effect, once per key, in order.
         bodies: For a step declared as ``HttpCall``: (activity name, the JSON body the call
@@ -111,6 +133,9 @@ class FakeAgents:
     flaky: set[str] = field(default_factory=set)
     refuse_when: dict[str, Callable[[StepCall], bool]] = field(default_factory=dict)
     flaky_when: dict[str, Callable[[StepCall], bool]] = field(default_factory=dict)
+    refuse_items: dict[str, ItemChoice] = field(default_factory=dict)
+    fail_items: dict[str, ItemChoice] = field(default_factory=dict)
+    slow_items: dict[str, tuple[ItemChoice, Gate]] = field(default_factory=dict)
     calls: list[tuple[str, StepCall]] = field(default_factory=list)
     effects: list[tuple[str, str]] = field(default_factory=list)
     bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -185,7 +210,7 @@ class FakeAgents:
                     return sealed_result(call, {})  # not sent
             if declared is not None:
                 self.bodies.append((name, declared.build_body(call)))
-            held = None if call.compensation else self.at_service.get(name)
+            held = None if call.compensation else self._gate_at_service(name, call)
             cut_off = False
             if held is not None:
                 self.serving.add(call.idempotency_key)
@@ -204,6 +229,16 @@ class FakeAgents:
 
         return fake
 
+    def _gate_at_service(self, name: str, call: StepCall) -> Gate | None:
+        slow = self.slow_items.get(name)
+        if slow is not None and picks(slow[0], call):
+            return slow[1]
+        return self.at_service.get(name)
+
+    def _picked(self, choices: Mapping[str, ItemChoice], name: str, call: StepCall) -> bool:
+        choice = choices.get(name)
+        return choice is not None and picks(choice, call)
+
     def _served(self, name: str, call: StepCall, nothing_done: bool) -> StepResult:
         """What the service does with a call that reached it: refuses a voided key, refuses or
         fails as told, else keeps its effect (once per key) and answers."""
@@ -215,8 +250,14 @@ class FakeAgents:
                 non_retryable=True,
             )
         refused = self.refuse_when.get(name)
-        if name in self.refuse or (refused is not None and refused(call)):
+        if (
+            name in self.refuse
+            or (refused is not None and refused(call))
+            or self._picked(self.refuse_items, name, call)
+        ):
             raise ApplicationError(f"{name} refused (fake)", {"status": 422}, type="RemoteRejected", non_retryable=True)
+        if self._picked(self.fail_items, name, call):
+            raise ApplicationError(f"{name}: 503 (fake): its service stays down for this item", type="RemoteTransient")
         flaky = self.flaky_when.get(name)
         if (
             name in self.flaky or (flaky is not None and flaky(call))
