@@ -8,7 +8,6 @@ story of an accepted task loads nothing of Temporal's SDK (``sas show`` starts f
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -150,6 +149,8 @@ async def with_share(story: TaskStory, temporal: Callable[[], Awaitable[Client]]
 
 
 async def _share(temporal: Callable[[], Awaitable[Client]], task_id: str) -> dict[str, Any] | None:
+    import asyncio
+
     from temporalio.service import RPCError
 
     from sas.client.priorities import share_of_run
