@@ -53,6 +53,13 @@ def shape_figures(
     ended = {t: states[t] for t in fan_outs if t in states}
     processed = [t for t, s in ended.items() if s.state == "Processed"]
     kids = [s for p in parents if (s := states.get(shapes.child_of(p, step))) is not None]
+    # Told apart by the parent's plan, not by the child's rows: a child refused at its own
+    # delivery has that step undone too (its lookup found nothing), as one its parent undid.
+    undone = [
+        (kid, parent_input(i))
+        for i, p in enumerate(parents)
+        if (kid := states.get(shapes.child_of(p, step))) is not None and kid.state == "Compensated"
+    ]
     nowhere = [t for t, s in ended.items() if fan_out_input(index[t])["cabinet"] == "Nowhere"]
     parent_states = Counter(states[p].state for p in parents if p in states)
     return {
@@ -68,10 +75,8 @@ def shape_figures(
         "parents_compensated": parent_states["Compensated"],
         "parents_parked": parent_states["Error"],
         "children_processed": sum(s.state == "Processed" for s in kids),
-        "children_undid_themselves": sum(
-            s.state == "Compensated" and s.steps.get("deliver") != "Compensated" for s in kids
-        ),
+        "children_undid_themselves": sum(plan["destination"] == "Atlantis" for _, plan in undone),
         "children_undone_by_parent": sum(
-            s.state == "Compensated" and s.steps.get("deliver") == "Compensated" for s in kids
+            plan["destination"] != "Atlantis" and plan["cabinet"] == "Nowhere" for _, plan in undone
         ),
     }
