@@ -8,7 +8,9 @@ workflow's visibility record. This runs N orders on each design (default ``bare-
 bench/_designs.py) one after another, reads each finished history, and prints the median count
 of each event type per order, and the history's encoded size. Ends with one line of key=value
 figures: ``<design>_events``, ``<design>_history_bytes`` and, per event type that differs
-between the designs, ``<design>_<type>``.
+between the designs, ``<design>_<type>``. ``--dump DIR`` writes each design's first order's
+history to ``DIR/<design>.json`` (as ``temporal workflow show --output json`` shows it, payloads
+decoded by the converter's codec), to read what each byte is.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from bench._designs import ALL, completed, start, start_order
 from bench._stack import BenchStack, median, print_summary, sas_client
 
 
-async def history_of(handle) -> tuple[Counter[str], Counter[str]]:  # type: ignore[no-untyped-def]
-    """An order's events and their encoded bytes, by type (``EVENT_TYPE_`` dropped, lower case)."""
+async def history_of(handle, dump: Path | None = None) -> tuple[Counter[str], Counter[str]]:  # type: ignore[no-untyped-def]
+    """An order's events and their encoded bytes, by type (``EVENT_TYPE_`` dropped, lower case);
+    the history written to ``dump`` as JSON when given."""
     from temporalio.api.enums.v1 import EventType
 
     history = await handle.fetch_history()
+    if dump is not None:
+        dump.write_text(history.to_json())
     count: Counter[str] = Counter()
     size: Counter[str] = Counter()
     for e in history.events:
@@ -52,7 +57,8 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             for h in handles:
                 if not completed(await h.result()):
                     raise RuntimeError(f"{v}: an order did not complete")
-            per_design[v] = [await history_of(h) for h in handles]
+            dump = args.dump / f"{v}.json" if args.dump else None
+            per_design[v] = [await history_of(h, dump if i == 0 else None) for i, h in enumerate(handles)]
     out: dict[str, object] = {"orders": args.orders}
     kinds = sorted({k for histories in per_design.values() for types, _ in histories for k in types})
     typical = {v: {k: median([t[k] for t, _ in hs]) for k in kinds} for v, hs in per_design.items()}
@@ -76,8 +82,11 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=20, help="orders per design (default 20)")
     parser.add_argument("--variants", default="bare-queues,sas", help=f"comma-separated designs from {','.join(ALL)}")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
+    parser.add_argument("--dump", type=Path, help="write each design's first order's history here, as JSON")
     args = parser.parse_args()
     args.variants = args.variants.split(",")
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
     unknown = set(args.variants) - set(ALL)
     if unknown:
         parser.error(f"unknown designs {sorted(unknown)}; choose from {ALL}")

@@ -1,19 +1,93 @@
-"""The data converter every sas client and worker uses."""
+"""The data converter every sas client and worker uses: pydantic JSON, lean in the history,
+encrypted when keys are configured."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+import temporalio.api.common.v1
+from pydantic import BaseModel
+from pydantic_core import to_json
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
 
 from sas.payload_codec.codec import EncryptionCodec
 from sas.payload_codec.keys import KeyRing
 from sas.settings import EncryptionSettings
 
+# The class attribute by which a model says its None fields may be left out of its payloads.
+OMITS_NONE = "history_omits_none"
+
+
+def left_out(value: Any) -> dict[Any, Any] | None:
+    """What of ``value`` its payload leaves out (pydantic's ``exclude``): in a model that sets
+    ``history_omits_none``, each field that is None and whose default is None; looked for in its
+    nested models and lists of them, not in plain dicts (a task's input is the team's own data).
+
+    A field left out reads back as its default, None: the same model, for this code and for any
+    older worker's (a field a model gains is always defaulted, so older code has the same rule).
+    Only None: a field left out because it equals some other default would read back as whatever
+    its default is *then*, so a changed default would rewrite every history written before it.
+    """
+    if isinstance(value, BaseModel):
+        model = type(value)
+        lean = getattr(model, OMITS_NONE, False)
+        spec: dict[Any, Any] = {}
+        for name, field in model.model_fields.items():
+            item = getattr(value, name)
+            if item is None:
+                if lean and field.default is None and field.default_factory is None:
+                    spec[name] = True
+            elif isinstance(item, BaseModel | list):
+                inner = left_out(item)
+                if inner:
+                    spec[name] = inner
+        return spec or None
+    if isinstance(value, list):
+        spec = {i: inner for i, item in enumerate(value) if isinstance(item, BaseModel) and (inner := left_out(item))}
+        return spec or None
+    return None
+
+
+class LeanJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """Pydantic JSON, with ``left_out`` applied to the models that ask for it: the calls, results
+    and plans every task's history carries once per step."""
+
+    def to_payload(self, value: Any) -> temporalio.api.common.v1.Payload | None:
+        if not getattr(type(value), OMITS_NONE, False):
+            return super().to_payload(value)
+        return temporalio.api.common.v1.Payload(
+            metadata={"encoding": self.encoding.encode()}, data=to_json(value, exclude=left_out(value))
+        )
+
+
+class LeanPayloadConverter(PydanticPayloadConverter):
+    """Temporal's default converters, with JSON written by ``LeanJSONPayloadConverter``: still a
+    pydantic converter to whoever checks a client's (it reads every payload as one does)."""
+
+    def __init__(self) -> None:
+        lean = LeanJSONPayloadConverter()
+        CompositePayloadConverter.__init__(
+            self,
+            *(
+                lean if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            ),
+        )
+
+
+lean_data_converter = DataConverter(payload_converter_class=LeanPayloadConverter)
+
 
 def data_converter(settings: EncryptionSettings | None) -> DataConverter:
-    """Pydantic JSON, encrypted when keys are configured.
+    """Pydantic JSON (lean: ``left_out``), encrypted when keys are configured.
 
     With encryption on, failures' messages and stack traces are moved into an encrypted
     attribute too (Temporal's ``encode_common_attributes``): a validation error quotes the
@@ -21,13 +95,13 @@ def data_converter(settings: EncryptionSettings | None) -> DataConverter:
     The history then shows "Encoded failure"; the codec server shows the real text.
     """
     if settings is None or not settings.enabled:
-        return pydantic_data_converter
+        return lean_data_converter
     codec = EncryptionCodec(KeyRing.from_settings(settings))
     if not codec.encrypts:
         # Decrypt-only (turning encryption off): encoded failures still decode either way.
-        return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+        return dataclasses.replace(lean_data_converter, payload_codec=codec)
     return dataclasses.replace(
-        pydantic_data_converter,
+        lean_data_converter,
         payload_codec=codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,10 @@ MAX_FAILURE_COUNT = 100_000
 
 class StepStatus(BaseModel):
     """One step as its Scheduler sees it: state, FailureCount, runs, last error, result, note."""
+
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
 
     name: str
     position: int
@@ -58,6 +62,10 @@ class TaskStatus(BaseModel):
 
 class TaskResult(BaseModel):
     """What a task workflow returns when it ends: Processed or Compensated, and its steps."""
+
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
 
     task_id: str
     state: TaskState

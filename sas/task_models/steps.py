@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,10 @@ PivotRole = Literal["pivot", "forward_only"]
 
 class StepPolicyValues(BaseModel):
     """How one step runs: its complete-by and the Agent's quick retries (Temporal's retry policy)."""
+
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
 
     # Upper bounds keep a typo from scheduling an attempt for a year or retrying it a million times.
     complete_by_s: float = Field(
@@ -49,6 +53,10 @@ class StepPolicyValues(BaseModel):
 
 class StepPlan(BaseModel):
     """One declared step, with the policy in force when the task was accepted."""
+
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
 
     name: str
     position: int
@@ -141,6 +149,10 @@ class AcceptOutcome(BaseModel):
 class TaskPlan(BaseModel):
     """The accepted task's steps with the policies of the worker that accepted it (recorded in history)."""
 
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
+
     steps: list[StepPlan]
     compensation_policy: StepPolicyValues
     supervisor_workflow_id: str | None = Field(default=None, description="Woken when a step fails.")
@@ -168,6 +180,10 @@ class TaskPlan(BaseModel):
 class MirrorStamp(BaseModel):
     """Lets an Agent write its own Processing/Processed rows in order (see task_models.versions)."""
 
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
+
     seq: int = Field(ge=0, description="The Scheduler's transition stamp (task_models.versions).")
     chain_id: str | None = Field(default=None, description="The task's chain of runs: writes from another are refused.")
     failure_count: int = Field(default=0, ge=0)
@@ -178,6 +194,10 @@ class MirrorStamp(BaseModel):
 
 class StepCall(BaseModel):
     """The message from the Scheduler to an Agent: what to do, under which key."""
+
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
 
     task_id: str
     task_type: str
@@ -208,6 +228,10 @@ class StepCall(BaseModel):
 class StepResult(BaseModel):
     """What an Agent returns: the remote service's answer, as the step's result model
     (task_models.results) dumped to JSON, secret fields included."""
+
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
 
     data: dict[str, Any] = {}
     replayed: bool = Field(default=False, description="The service answered from its idempotency store.")

@@ -10,6 +10,7 @@ from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 from temporalio.exceptions import ApplicationError
 
 from sas.payload_codec import ENCODING, KEY_ID, PayloadDecryptionError, UnknownKeyError, data_converter
+from sas.payload_codec.converter import lean_data_converter
 from sas.settings import EncryptionSettings
 from sas_orders.models import OrderInput
 from tests.encryption.conftest import codec_for, encryption_settings, new_key
@@ -98,9 +99,9 @@ async def test_without_a_current_key_it_writes_plaintext_but_still_decrypts() ->
     assert await turning_off.decode(written) == plain_payloads()
 
 
-async def test_data_converter_is_plain_pydantic_when_no_keys_are_configured() -> None:
-    assert data_converter(None) is pydantic_data_converter
-    assert data_converter(EncryptionSettings()) is pydantic_data_converter
+async def test_data_converter_is_plain_lean_json_when_no_keys_are_configured() -> None:
+    assert data_converter(None) is lean_data_converter
+    assert data_converter(EncryptionSettings()) is lean_data_converter
 
 
 async def test_data_converter_round_trips_models_and_encrypts_failure_messages(encryption: EncryptionSettings) -> None:

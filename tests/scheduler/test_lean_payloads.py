@@ -1,0 +1,116 @@
+"""The calls, results and plans a task's history carries leave their None fields out, and read
+back the same: with this code, and with a worker's that writes every field (an older one)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from sas.payload_codec import data_converter
+from sas.task_models import (
+    MirrorStamp,
+    StepCall,
+    StepPlan,
+    StepPolicyValues,
+    StepResult,
+    StepStatus,
+    TaskPlan,
+    TaskResult,
+    TaskState,
+    TaskStatus,
+)
+
+LEAN = data_converter(None).payload_converter
+FULL = pydantic_data_converter.payload_converter
+
+
+def call() -> StepCall:
+    return StepCall(
+        task_id="t-1",
+        task_type="order",
+        step="charge",
+        position=1,
+        idempotency_key="t-1:charge",
+        payload={"callback_url": None, "sku": "B-1"},
+        stamp=MirrorStamp(seq=3, chain_id="c"),
+        results={"reserve": {"reservation_id": "r-1", "note": None}},
+        seal="s",
+    )
+
+
+def plan() -> TaskPlan:
+    policy = StepPolicyValues()
+    steps = [
+        StepPlan(name="reserve", position=0, agent="inventory.reserve", idempotency_key="t-1:reserve", policy=policy)
+    ]
+    return TaskPlan(steps=steps, compensation_policy=policy, supervisor_workflow_id="sup")
+
+
+def result() -> TaskResult:
+    steps = [StepStatus(name="reserve", position=0, state="Processed", runs=1, result={"reservation_id": "r-1"})]
+    return TaskResult(task_id="t-1", state=TaskState.PROCESSED, steps=steps)
+
+
+def written(value: Any) -> dict[str, Any]:
+    [payload] = LEAN.to_payloads([value])
+    return json.loads(payload.data)
+
+
+def test_none_fields_are_left_out_at_every_level() -> None:
+    sent = written(call())
+    assert "target_key" not in sent and "forward_result" not in sent and "item_key" not in sent
+    assert "task_state_on_done" not in sent["stamp"]
+    accepted = written(plan())
+    assert "refused" not in accepted and "heartbeat_s" not in accepted["compensation_policy"]
+    assert not {"compensation", "task_queue", "stage", "pivot"} & set(accepted["steps"][0])
+    assert "heartbeat_s" not in accepted["steps"][0]["policy"]
+    ended = written(result())
+    assert not {"last_error", "error_type", "note", "wait_until", "waits_for", "stage"} & set(ended["steps"][0])
+
+
+def test_what_is_not_none_is_kept_and_a_task_input_is_left_as_it_is() -> None:
+    sent = written(call())
+    # A team's own data (the input, an earlier result) keeps its None values: its models are not ours.
+    assert sent["payload"] == {"callback_url": None, "sku": "B-1"}
+    assert sent["results"] == {"reserve": {"reservation_id": "r-1", "note": None}}
+    assert sent["compensation"] is False and sent["stamp"]["failure_count"] == 0 and sent["seal"] == "s"
+    assert written(plan())["steps"][0]["policy"]["max_attempts"] == 3
+
+
+def test_lean_payloads_read_back_the_same_here_and_by_a_full_writer() -> None:
+    for value in (call(), plan(), result(), StepResult(data={"id": "x"}, seal="s")):
+        model = type(value)
+        [lean] = LEAN.to_payloads([value])
+        [full] = FULL.to_payloads([value])
+        assert len(lean.data) < len(full.data) or model is StepResult
+        assert LEAN.from_payloads([lean], [model]) == [value]
+        assert FULL.from_payloads([lean], [model]) == [value]  # an older worker reads it
+        assert LEAN.from_payloads([full], [model]) == [value]  # and this one reads an older worker's
+
+
+class _Defaulted(BaseModel):
+    history_omits_none: ClassVar[bool] = True
+    given: int | None = 5
+    unset: int | None = None
+
+
+def test_a_none_whose_default_is_not_none_is_kept() -> None:
+    # Left out, it would read back as 5.
+    value = _Defaulted(given=None)
+    assert written(value) == {"given": None}
+    assert LEAN.from_payloads(LEAN.to_payloads([value]), [_Defaulted]) == [value]
+
+
+def test_models_that_do_not_ask_keep_every_field() -> None:
+    status = TaskStatus(task_id="t-1", task_type="order", state=TaskState.PROCESSED, steps=result().steps)
+    shown = written(status)
+    assert shown["current_step"] is None and shown["steps"][0]["last_error"] is None
+
+
+def test_the_lean_converter_is_a_pydantic_one_to_whoever_checks() -> None:
+    from temporalio.contrib.pydantic import PydanticPayloadConverter
+
+    assert issubclass(data_converter(None).payload_converter_class, PydanticPayloadConverter)
