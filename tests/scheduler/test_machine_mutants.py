@@ -223,6 +223,14 @@ def test_a_skip_says_why_and_is_never_completed() -> None:
     assert core.completed == [] and core.status.current_step is None
 
 
+def test_a_step_an_operator_skips_says_who_and_why_and_the_task_goes_forward() -> None:
+    core = three()
+    core.record_failure("b", StepState.FAILED, "no", "Refused", True)
+    step = core.skip_by_operator("b", "skipped by ops: not needed")
+    assert (step.name, step.state, step.note) == ("b", StepState.SKIPPED, "skipped by ops: not needed")
+    assert core.status.state == TaskState.PROCESSING and core.completed == []
+
+
 def test_a_failure_is_recorded_and_fails_the_task_or_keeps_it_compensating() -> None:
     core = three()
     step, task_state = core.record_failure("a", StepState.FAILED, "503", "RemoteTransient", False)
