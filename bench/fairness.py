@@ -120,6 +120,8 @@ async def behind_a_backlog(run: Run, a_type: str, b_type: str, count: int, prior
     closed = await run.done(task_id)
     took = time.monotonic() - began
     after = await run.closed_before(a_type, closed)
+    # Said before the drain, which at thousands takes long: B's figures are all in by now.
+    print(f"{b_type}: {took:.2f}s behind {waiting} waiting, {after} completed before it", flush=True)
     drain_began = time.monotonic()
     # Counted, not each awaited: thousands of long polls for results would load the server more
     # than the backlog itself does.
