@@ -8,6 +8,9 @@ contract as the real run does):
 - nothing failing: the task ends Processed and nothing is undone;
 - each step's forward call refused for good: the task ends Compensated (a fan-out's every item
   refused: Compensated past its tolerance, Processed within it);
+- one item of each fan-out refused for good (the first of its keys, sorted): Processed within its tolerance,
+  the refused item proven to have done nothing and the others done; past it (a tolerance of 0),
+  Compensated, every item that had an effect undone;
 - each sibling of a parallel group refused for good while each other sibling is before,
   during or after its call, and each two siblings refused at once (``_sibling_cases.py``): the
   task ends Compensated;
@@ -127,6 +130,8 @@ async def failure_matrix(
         happy.problems.append(f"undid {happy.undone} though nothing failed")
     cases = [happy]
     reached = set(happy.done)
+    # Each fan-out's items, as the run with nothing failing called them.
+    items_of = {s.agent: run.item_keys(s.agent) for s in definition.steps if isinstance(s, ForEach)}
     steps = [s for s in definition.steps if isinstance(s, StepDefinition)]
     for step in steps:
         if step.agent not in reached:
@@ -137,6 +142,22 @@ async def failure_matrix(
             # are undone (they did nothing) and the task goes on.
             if case.outcome != TaskState.PROCESSED:
                 case.problems.append(f"ended {case.outcome}, not Processed: its items' refusals are tolerated")
+        else:
+            _ended_as_promised(case, definition, [step])
+        cases.append(case)
+    for step in steps:
+        if not isinstance(step, ForEach) or step.agent not in reached:
+            continue
+        items = items_of[step.agent]
+        if not items:
+            continue  # no item for this input: nothing to refuse
+        case = await run.case(f"{step.name}'s item {items[0]} refused", set(), refuse_items={step.agent: items[0]})
+        if step.tolerate.allowed(len(items)) >= 1:
+            if case.outcome != TaskState.PROCESSED:
+                case.problems.append(f"ended {case.outcome}, not Processed: one item's refusal is tolerated")
+            paid = {k.rsplit(":", 1)[-1] for n, k in run.effects if n == step.agent}
+            if paid != set(items[1:]):
+                case.problems.append(f"items done: {sorted(paid)}, not every item but {items[0]}")
         else:
             _ended_as_promised(case, definition, [step])
         cases.append(case)
@@ -205,6 +226,7 @@ class _Runner:
         name = workflow_name_of(workflow)
         assert name is not None
         self._name = name
+        self._last = FakeAgents()
         self._owner = {s.agent: s for s in definition.steps if isinstance(s, StepDefinition)}
         self._owner.update(
             {s.compensation: s for s in definition.steps if isinstance(s, StepDefinition) and s.compensation}
@@ -217,8 +239,10 @@ class _Runner:
         fix_undo: StepDefinition | None = None,
         arrange: Callable[[FakeAgents, Callable[[], Awaitable[TaskStatus]]], None] | None = None,
         decide_when: Callable[[TaskStatus], bool] | None = None,
+        refuse_items: Mapping[str, str] | None = None,
     ) -> MatrixCase:
-        agents = FakeAgents(answers=dict(self._answers), refuse=set(refuse))
+        agents = FakeAgents(answers=dict(self._answers), refuse=set(refuse), refuse_items=dict(refuse_items or {}))
+        self._last = agents
         case = MatrixCase(name)
         task_id = f"{self._definition.task_type}-matrix-{uuid.uuid4().hex[:10]}"
         if arrange is not None:
@@ -246,6 +270,16 @@ class _Runner:
         case.cut_off = [n for n, _ in agents.cut_off]
         case.problems += self._broken_promises(agents, case.outcome)
         return case
+
+    def item_keys(self, agent: str) -> list[str]:
+        """The keys of the items the last case called ``agent`` for, sorted (a batch calls its items
+        at once, so the order they were called in is not the same from run to run)."""
+        return sorted({c.item_key for n, c in self._last.calls if n == agent and c.item_key and not c.compensation})
+
+    @property
+    def effects(self) -> list[tuple[str, str]]:
+        """The last case's effects: (activity name, idempotency key)."""
+        return list(self._last.effects)
 
     def _fixed(self, case: MatrixCase, agents: FakeAgents, step: StepDefinition) -> None:
         """Before the operator acts on a parked undo: only what completed after it is undone."""
