@@ -13,22 +13,18 @@ progress and prints a result per task.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import typer
 
 from sas.cli import context
-from sas.cli.bulk_selection import Selected, Selection, check, select
+from sas.cli.bulk_selection import Selected, Selection, check
 from sas.cli.output import CliError, Markup, ago, console, err_console, print_json, shown, styled, table
 from sas.client.selection import DEFAULT_CONCURRENCY, MAX_CONCURRENCY, Action, Result
 
 if TYPE_CHECKING:
-    from temporalio.client import Client
-
-    from sas.state_store.selection import SelectedTask
-    from sas.task_models import OperatorRequest
+    from sas.client.results import BulkResult
 
 CONCURRENCY = typer.Option(
     DEFAULT_CONCURRENCY, "--concurrency", help=f"Tasks acted on at once (1 to {MAX_CONCURRENCY})."
@@ -89,7 +85,8 @@ def refuse_selection_with_id(flags: Flags, *, step_is_single: bool = False) -> N
 
 
 def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
-    """The bulk command: select, then list (dry run), refuse (no --yes), or act. The exit code."""
+    """The bulk command: select, then list (dry run), refuse (no --yes), or act, each one call
+    of the task client (``TaskClient.select``, ``TaskClient.bulk``). The exit code."""
     if flags.dry_run and flags.yes:
         raise CliError("give --dry-run or --yes, not both")
     if not 1 <= flags.concurrency <= MAX_CONCURRENCY:
@@ -100,92 +97,83 @@ def run(action: Action, flags: Flags, *, by: str | None, reason: str) -> int:
     from sas.cli import audit
 
     actor = audit.actor(by)
-    bulk_id = uuid.uuid4().hex[:8]
-    request = _request(action, flags.step, actor, f"{reason} (bulk {bulk_id})".strip())
-
-    async def go() -> tuple[Selected, list[Result] | None]:
-        context.require_state_store(context.settings())
-        # Temporal is asked only for a visibility query or to act: a dry run from the state store needs none.
-        client = await context.client() if selection.query is not None or flags.yes else None
-        chosen = await select(client, context.settings().temporal.task_queue, selection)
-        if not chosen.tasks or flags.dry_run or not flags.yes:
-            return chosen, None
-        client = client or await context.client()
-        return chosen, await _act_all(client, action, bulk_id, request, chosen.tasks, flags.concurrency)
-
-    chosen, results = context.run(go)
-    if not chosen.tasks:
-        # Nothing to act on is an answer, not a failure: a script that retries whatever is
-        # parked must not fail when nothing is.
-        if flags.as_json:
-            print_json({"action": action, "dry_run": flags.dry_run, "selection": selection.describe(), "tasks": []})
-        else:
-            console.print(f"no task matches {shown(selection.describe())}: nothing to {action}")
-        return 0
-    if results is None:
+    audit.check_reason(reason)
+    context.require_state_store(context.settings())
+    if not flags.yes:
+        chosen = context.call(lambda tasks: tasks.select(selection))
+        if not chosen.tasks:
+            return _nothing(action, selection, flags)
         _print_plan(action, selection, chosen, flags.as_json)
         if flags.dry_run:
             if not flags.as_json:
                 console.print(f"dry run: nothing done; add --yes instead of --dry-run to {action} them")
             return 0
-        n = len(chosen.tasks)
         err_console.print(
-            f"[bold red]sas:[/bold red] nothing done: add --yes to {action} these {n} task(s) "
+            f"[bold red]sas:[/bold red] nothing done: add --yes to {action} these {len(chosen.tasks)} task(s) "
             "(--dry-run only lists them)"
         )
         return 2
-    _print_results(action, bulk_id, chosen, results, flags.as_json)
-    return 1 if any(r.outcome == "failed" for r in results) else 0
+    progress = _Progress(action, flags.concurrency)
+    with progress:
+        done = context.call(
+            lambda tasks: tasks.bulk(
+                action,
+                selection,
+                by=actor,
+                reason=reason,
+                concurrency=flags.concurrency,
+                on_start=progress.start,
+                on_result=progress.advance,
+            )
+        )
+    if not done.results:
+        return _nothing(action, selection, flags)
+    _print_results(action, done, flags.as_json)
+    return 1 if any(r.outcome == "failed" for r in done.results) else 0
 
 
-def _request(action: Action, step: str | None, by: str, reason: str) -> OperatorRequest:
-    from sas.cli.tasks import operator_request
-
-    return operator_request(
-        step=step if action == "retry" else None, by=by, reason=reason, reset_failure_count=action == "resubmit"
-    )
+def _nothing(action: Action, selection: Selection, flags: Flags) -> int:
+    # Nothing to act on is an answer, not a failure: a script that retries whatever is parked
+    # must not fail when nothing is.
+    if flags.as_json:
+        print_json({"action": action, "dry_run": flags.dry_run, "selection": selection.describe(), "tasks": []})
+    else:
+        console.print(f"no task matches {shown(selection.describe())}: nothing to {action}")
+    return 0
 
 
 # ------------------------------------------------------------------ acting
 
 
-async def _act_all(
-    client: Client,
-    action: Action,
-    bulk_id: str,
-    request: OperatorRequest,
-    targets: list[SelectedTask],
-    concurrency: int,
-) -> list[Result]:
-    """The task client acts on every target (``sas.client.bulk.act_all``), with a progress bar on a terminal."""
-    from sas.client.bulk import act_all
-    from sas.client.store import StateStore
-
-    progress = _Progress(action, len(targets))
-    # Said first, so an interrupted run can still be found in the audit log by its id.
-    err_console.print(
-        f"{action} (bulk {bulk_id}): {len(targets)} task(s), {concurrency} at a time", markup=False, highlight=False
-    )
-    with progress:
-        store = StateStore(context.settings())
-        return await act_all(client, store, action, request, targets, concurrency, progress.advance)
-
-
 class _Progress:
-    """A rich progress bar on a terminal; a plain line every tenth of the way otherwise."""
+    """A rich progress bar on a terminal; a plain line every tenth of the way otherwise. Its
+    total is known once the task client has selected the tasks (``start``)."""
 
-    def __init__(self, action: Action, total: int) -> None:
+    def __init__(self, action: Action, concurrency: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.total, self.done, self.counts = total, 0, {"ok": 0, "skipped": 0, "failed": 0}
-        self.action = action
+        self.action, self.concurrency = action, concurrency
+        self.total, self.done, self.counts = 0, 0, {"ok": 0, "skipped": 0, "failed": 0}
         self.bar: Progress | None = None
         if err_console.is_terminal:
             self.bar = Progress(
                 TextColumn(f"{action}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console
             )
-            self.task = self.bar.add_task(action, total=total)
-        self.step = max(1, total // 10)
+            self.task = self.bar.add_task(action, total=None)
+        self.step = 1
+
+    def start(self, bulk_id: str, chosen: Selected) -> None:
+        self.total = len(chosen.tasks)
+        self.step = max(1, self.total // 10)
+        if self.bar is not None:
+            self.bar.update(self.task, total=self.total)
+        if self.total:
+            # Said first, so an interrupted run can still be found in the audit log by its id.
+            err_console.print(
+                f"{self.action} (bulk {bulk_id}): {self.total} task(s), {self.concurrency} at a time",
+                markup=False,
+                highlight=False,
+            )
 
     def __enter__(self) -> _Progress:
         if self.bar is not None:
@@ -255,14 +243,15 @@ def _short(text: str | None, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _print_results(action: Action, bulk_id: str, chosen: Selected, results: list[Result], as_json: bool) -> None:
+def _print_results(action: Action, done: BulkResult, as_json: bool) -> None:
+    bulk_id, results = done.bulk_id, done.results
     counts = {k: sum(1 for r in results if r.outcome == k) for k in ("ok", "skipped", "failed")}
     if as_json:
         print_json(
             {
                 "action": action,
                 "bulk_id": bulk_id,
-                "more": chosen.more,
+                "more": done.more,
                 "counts": counts,
                 "results": [asdict(r) for r in results],
             }
@@ -276,5 +265,5 @@ def _print_results(action: Action, bulk_id: str, chosen: Selected, results: list
             [[r.task_id, Markup(f"[{style[r.outcome]}]{r.outcome}[/]"), r.reason] for r in results],
         )
     )
-    if chosen.more:
+    if done.more:
         console.print("more tasks match than --limit: run the command again for the rest")

@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 import typer
 
 from sas.cli.output import CliError
 from sas.client.selection import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, Selected, Selection
 
-if TYPE_CHECKING:
-    from temporalio.client import Client
-
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_QUERY_CHARS", "Selected", "Selection", "check", "check_query", "select"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_QUERY_CHARS", "Selected", "Selection", "check", "check_query"]
 
 # Bounds of --since: a second at least, a retention period at most (older tasks are history).
 MAX_SINCE = timedelta(days=90)
@@ -166,12 +162,3 @@ def check_query(query: str) -> str:
         return checked(query)
     except InvalidInput as err:
         raise CliError(err.message, err.hint) from None
-
-
-async def select(client: Client | None, task_queue: str, selection: Selection) -> Selected:
-    """The tasks ``selection`` picks (``sas.client.bulk.select``), from the commands' state store."""
-    from sas.cli import context
-    from sas.client.bulk import select as selecting
-    from sas.client.store import StateStore
-
-    return await selecting(client, StateStore(context.settings()), task_queue, selection)

@@ -299,11 +299,15 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
         reason: str = "",
         concurrency: int = DEFAULT_CONCURRENCY,
         on_result: Callable[[Result], None] | None = None,
+        on_start: Callable[[str, Selected], None] | None = None,
     ) -> BulkResult:
         """``retry``, ``compensate`` or ``resubmit`` every task ``selection`` picks, each as the
         one-task action does (a finished workflow is skipped, a refusal is that task's
         ``failed`` with the reason), at most ``concurrency`` at a time. Each audit entry's
-        reason carries ``(bulk <id>)``, ``BulkResult.bulk_id``."""
+        reason carries ``(bulk <id>)``, ``BulkResult.bulk_id``. ``on_start`` hears the bulk id
+        and what was selected before the first task is acted on (a progress bar's total, a
+        line that lets an interrupted run be found in the audit log), ``on_result`` each
+        task's result as it comes."""
         from sas.client import bulk, operator
 
         if action not in ("retry", "compensate", "resubmit"):
@@ -317,6 +321,10 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
             step=step, by=who, reason=f"{reason} (bulk {bulk_id})".strip(), reset_failure_count=action == "resubmit"
         )
         chosen = await self.select(selection)
+        if on_start is not None:
+            on_start(bulk_id, chosen)
+        if not chosen.tasks:
+            return BulkResult(bulk_id, [], chosen.more)
         temporal = await self._temporal()
         results = await bulk.act_all(temporal, self.store, action, request, chosen.tasks, concurrency, on_result)
         return BulkResult(bulk_id, results, chosen.more)
