@@ -109,6 +109,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
             payload,
             start_delay=start_delay,
             priority=urgency,
+            teams=self.settings.teams,  # the client's own settings, not this process's environment
         )
         if not started:
             raise await submitting.existing_task(temporal, self.store, task_id)
