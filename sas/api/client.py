@@ -16,6 +16,10 @@ from sas.api.client import TaskClient, TaskIdTaken
   alerts ([`AlertList`][sas.api.client.AlertList] of [`AlertView`][sas.api.client.AlertView],
   [`AlertChange`][sas.api.client.AlertChange]), the services' breakers
   ([`ServiceView`][sas.api.client.ServiceView], [`BreakerChange`][sas.api.client.BreakerChange]).
+- Its lifetime: ``async with await TaskClient.connect() as client:`` closes it
+  ([`close`][sas.client.core.ClientCore.close]); a program that used it ends through
+  [`run_driver`][sas.api.client.run_driver], so that it exits with its own code, never the
+  abort of temporalio's Rust bridge at interpreter exit.
 - Its errors, each a [`ClientError`][sas.api.client.ClientError]:
   [`InvalidInput`][sas.api.client.InvalidInput], [`TaskNotFound`][sas.api.client.TaskNotFound],
   [`TaskIdTaken`][sas.api.client.TaskIdTaken], [`NotApplicable`][sas.api.client.NotApplicable],
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 from sas.client.alerts import AlertChange, AlertList, AlertView
 from sas.client.breakers import BreakerChange, ServiceView
+from sas.client.core import run_driver
 from sas.client.errors import (
     ClientError,
     InvalidInput,
@@ -68,4 +73,5 @@ __all__ = [
     "TaskStory",
     "TaskView",
     "Unreachable",
+    "run_driver",
 ]
