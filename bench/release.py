@@ -18,6 +18,18 @@ before, on PYTHONPATH) releases everything at once: the baseline. One line:
 ``peak_per_s_first_10s``: the most requests in any window [t, t + 1 s) starting in the first 10 s
 after the close; ``drain_s``: from the close until the last task completed. The goal
 (docs/benchmarks.md): peak_over_steady <= 1.5. The script asserts nothing.
+
+    python bench/release.py --case incident|cooldown [--bypass]
+
+The same outage let go by someone else, with a Supervisor running (``sas/breaker/backlog.py``):
+for --outage-s the service answers 503, and the backlog (--rate x --outage-s tasks) fails there.
+``incident``: the load goes on meanwhile; each task is parked at once (the ladder's outcome, no
+retries), they are one incident, and once the service is back the operator retries it
+(``TaskClient.bulk("retry", Selection(incident=ID))``). ``cooldown``: the backlog is submitted at
+once as the outage begins, fails together, and its one cool-down try (--outage-s long) ends
+together, about when the service is back. The peak is counted from the moment the service is
+back. ``--bypass`` turns the release off (``RELEASE__ENABLED=false``): these cases as the code
+before them let them go, the baseline.
 """
 
 from __future__ import annotations
@@ -70,14 +82,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     registry.refresh()
     arrivals: list[float] = []
 
+    down = [False]
+
     async def ping(request: Request) -> Response:
         arrivals.append(time.time())
+        if down[0]:
+            return JSONResponse({"error": "down", "message": "down"}, status_code=503)
         return JSONResponse({"ok": True})
 
-    staged = "release" in ServiceSettings.model_fields
+    staged = "release" in ServiceSettings.model_fields and not args.bypass
     meter: dict[str, Any] = {"breaker": {"enabled": True, "min_calls": 100_000, "open_s": 3_600}}
-    if staged:
-        meter["release"] = {"up_to_per_second": args.rate}
+    if "release" in ServiceSettings.model_fields:
+        meter["release"] = {"up_to_per_second": args.rate, "enabled": staged}
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
@@ -88,16 +104,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with serving(Starlette(routes=[Route("/meter/ping", ping, methods=["POST"])]), "meter") as url:
             meter["url"] = url
             where = ServicesSettings(url=url, meter=meter)  # type: ignore[call-arg]
+            supervised = args.case != "breaker"
+            ladder = {"cooldown_tries": 1, "cooldown_s": args.outage_s} if args.case == "cooldown" else {}
             async with start_stack(
                 env.client,
                 env.client.service_client.config.target_host,
                 url,
                 f"sqlite+aiosqlite:///{folder}/state.db",
-                supervisor=False,
+                supervisor=supervised,
+                supervisor_settings=_ladder(args, **ladder) if supervised else None,
                 services=where,
-                steps={"ping": PATIENT},
+                steps={"ping": ONE_TRY if supervised else PATIENT},
             ) as stack:
-                return await outage(stack, args, staged, arrivals)
+                if args.case == "breaker":
+                    return await outage(stack, args, staged, arrivals)
+                return await let_go(stack, args, staged, arrivals, down)
     finally:
         await env.shutdown()
 
@@ -143,11 +164,102 @@ async def outage(stack: Stack, args: argparse.Namespace, staged: bool, arrivals:
     }
 
 
+# One attempt: a call that fails is the Supervisor's at once, and waits its turn long enough.
+ONE_TRY = PATIENT.model_copy(update={"max_attempts": 1})
+
+
+def _ladder(args: argparse.Namespace, **ladder: Any) -> Any:
+    from sas.settings import SupervisorSettings
+
+    return SupervisorSettings(
+        interval_s=0.5,
+        batch_size=1_000,
+        concurrency=64,
+        retries=0,
+        cooldown_tries=0,
+        outcome="park",
+        orphan_after_s=3_600,
+        orphan_check_s=3_600,
+        workflow_id=fresh_id("bench-supervisor"),
+        **ladder,
+    )
+
+
+async def let_go(
+    stack: Stack, args: argparse.Namespace, staged: bool, arrivals: list[float], down: list[bool]
+) -> dict[str, Any]:
+    """The outage's backlog let go by an incident's retry, or by cool-downs ending together."""
+    from sas.api.client import Selection, TaskClient
+    from sas.state_store.incidents import list_incidents
+
+    handles: list[Any] = []
+
+    async def load(seconds: float) -> None:
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < seconds:
+            handles.append(await stack.submit(fresh_id("bench-rel"), {"n": n}, "MeteredWorkflow"))
+            n += 1
+            await asyncio.sleep(max(started + n / args.rate - time.monotonic(), 0))
+
+    normal_from = time.time()
+    await load(args.normal_s)
+    await asyncio.gather(*(h.result() for h in handles))
+    steady = len([t for t in arrivals if normal_from + 1 <= t < normal_from + args.normal_s]) / (args.normal_s - 1)
+    before = len(handles)
+    down[0] = True
+    outage_from = time.monotonic()
+    if args.case == "cooldown":
+        count = int(args.rate * args.outage_s)
+        handles += await asyncio.gather(
+            *(stack.submit(fresh_id("bench-rel"), {"n": n}, "MeteredWorkflow") for n in range(count))
+        )
+    else:
+        await load(args.outage_s)
+    backlog = len(handles) - before
+    await asyncio.sleep(max(outage_from + args.outage_s - time.monotonic(), 0))
+    tasks = TaskClient(stack.client, stack.settings, actor="bench")
+    incident = None
+    if args.case == "incident":
+        while incident is None:
+            async with stack.sessions() as session:
+                found = await list_incidents(session, "open", 10)
+            if found and found[0][1].parked >= backlog:
+                incident = found[0][0].id
+            else:
+                await asyncio.sleep(0.5)
+    down[0] = False
+    back_at = time.time()
+    if incident is not None:
+        await tasks.bulk("retry", Selection(limit=1_000, incident=incident), reason="the service is back")
+    results = await asyncio.gather(*(h.result() for h in handles))
+    drained_at = time.time()
+    peak = most_in_a_second(arrivals, back_at, back_at + 10.0)
+    return {
+        "case": args.case,
+        "release": "staged" if staged else "all_at_once",
+        "steady_per_s": round(steady, 1),
+        "backlog": backlog,
+        "peak_per_s_first_10s": peak,
+        "peak_over_steady": round(peak / steady, 2) if steady else None,
+        "drain_s": round(drained_at - back_at, 1),
+        "completed": sum(1 for r in results if r.state == TaskState.PROCESSED),
+        "compensated": sum(1 for r in results if r.state != TaskState.PROCESSED),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=10.0, help="Tasks a second: the service's steady rate.")
     parser.add_argument("--normal-s", type=float, default=10.0, help="Seconds of load before the outage.")
     parser.add_argument("--outage-s", type=float, default=30.0, help="Seconds the breaker holds the work.")
+    parser.add_argument(
+        "--case",
+        choices=("breaker", "incident", "cooldown"),
+        default="breaker",
+        help="Who lets the backlog go: the breaker closing, an incident's retry, cool-downs ending together.",
+    )
+    parser.add_argument("--bypass", action="store_true", help="The release off (RELEASE__ENABLED=false): the baseline.")
     figures = asyncio.run(run(parser.parse_args()))
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
 
