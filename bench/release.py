@@ -171,17 +171,15 @@ ONE_TRY = PATIENT.model_copy(update={"max_attempts": 1})
 def _ladder(args: argparse.Namespace, **ladder: Any) -> Any:
     from sas.settings import SupervisorSettings
 
+    given: dict[str, Any] = {"retries": 0, "cooldown_tries": 0, "outcome": "park"} | ladder
     return SupervisorSettings(
         interval_s=0.5,
         batch_size=1_000,
         concurrency=64,
-        retries=0,
-        cooldown_tries=0,
-        outcome="park",
         orphan_after_s=3_600,
         orphan_check_s=3_600,
         workflow_id=fresh_id("bench-supervisor"),
-        **ladder,
+        **given,
     )
 
 
