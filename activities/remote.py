@@ -218,9 +218,10 @@ class RemoteCaller:
             # so that no attempt of Temporal's retry policy is spent on it: the Scheduler starts the
             # step's activity again, and it waits in the service's queue, which the gate keeps unpolled.
             _record_call(self._service, path, BREAKER_OPEN, 0.0)
+            why = self._breaker.refused_why()
             raise ApplicationError(
-                f"{path}: not sent, the circuit breaker of its service is open",
-                {"retry_in_s": self._breaker.retry_in_s()},
+                f"{path}: not sent, {why}",
+                {"retry_in_s": self._breaker.retry_in_s(), "why": why},
                 type=BREAKER_OPEN,
                 non_retryable=True,
                 # Not a failure of the call but a hand-over: no warning and traceback per call

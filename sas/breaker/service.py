@@ -158,6 +158,13 @@ class ServiceBreaker:
         while self._window and self._window[0][0] < horizon:
             self._window.popleft()
 
+    def refused_why(self) -> str:
+        """Why ``admit`` refused a call, in the words an operator reads in the task's story: a call
+        with no turn in a release under way is not held by an open breaker."""
+        if not self.holding() and self.releasing():
+            return "its service's held work is being let go in stages, and this call waits its turn"
+        return "the circuit breaker of its service is open"
+
     def retry_in_s(self) -> float:
         """How long until the breaker may let calls through again (a held call's next try)."""
         retry_at = self.view.retry_at

@@ -222,3 +222,16 @@ async def wait_for_claim(*breakers: ServiceBreaker) -> None:
         return any(b.view.state == "half_open" for b in breakers)
 
     await wait_until(claimed, timeout=10, interval=0.05, what="a probe claimed")
+
+
+def test_a_call_refused_for_want_of_a_turn_in_a_release_says_so_not_that_the_breaker_is_open() -> None:
+    # The refusal's words go to the task's story ("held, <why>"): during a release the breaker is
+    # closed, and an operator told it is open would look for an outage that has ended.
+    sessions = object()  # a breaker with a shared row; nothing is read or written here
+    breaker = ServiceBreaker("inventory", BreakerSettings(enabled=True), "w1", sessions)  # type: ignore[arg-type]
+    breaker.view = BreakerView(service="inventory", state="closed", release_since=T0.timestamp())
+    assert not breaker.admit()  # no turn taken in the release
+    assert "let go in stages" in breaker.refused_why()
+    breaker.view = BreakerView(service="inventory", state="open", retry_at=datetime.now(UTC) + timedelta(hours=1))
+    assert not breaker.admit()
+    assert breaker.refused_why() == "the circuit breaker of its service is open"

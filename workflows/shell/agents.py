@@ -179,9 +179,15 @@ async def held_by_service(
     cause = held_cause(err)
     if cause is None:
         return None
+    details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+    # The worker's own words where it gave them (a call waiting its turn in a release is refused as
+    # a held one is, and is not held by an open breaker); bounded, since they are a worker's answer.
+    said = details.get("why")
     why = (
         "every slot of its service is busy"
         if cause.type == SLOTS_FULL
+        else said[:200]
+        if isinstance(said, str) and said
         else "the circuit breaker of its service is open"
     )
     if queue is None and workflow.patched(HELD_IN_SERVICE_QUEUE):
@@ -190,7 +196,6 @@ async def held_by_service(
         return Held(own)
     note(f"{step}: held, {why}; started again")
     if queue is None:
-        details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
         await workflow.sleep(timedelta(seconds=float(details.get("retry_in_s", 5.0))))
     return Held(queue)
 
