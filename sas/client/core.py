@@ -133,7 +133,7 @@ def run_driver(main: Callable[[], Coroutine[Any, Any, object]]) -> NoReturn:
 
     async def main() -> None:
         async with await TaskClient.connect(actor="billing-job") as client:
-            print((await client.submit("order", order_input)).task_id)
+            print((await client.submit(task_type, task_input)).task_id)
 
 
     run_driver(main)

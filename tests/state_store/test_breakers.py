@@ -10,6 +10,7 @@ from sas import state_store
 from sas.breaker.model import BreakerView
 from sas.breaker.rows import alert_key, claim_probe, close, force, read_breakers, trip
 from sas.breaker.service import ServiceBreaker
+from sas.breaker.settings import ReleaseSettings, ResolvedBreaker
 from sas.settings import BreakerSettings, DatabaseSettings
 from sas.state_store.queries import audit_for
 from sas.state_store.tables import Alert
@@ -117,7 +118,11 @@ async def test_two_workers_share_one_breaker(db_url: str) -> None:
     await state_store.upgrade_async(db_url)
     engine = state_store.create_engine(DatabaseSettings(url=db_url))
     sessions = state_store.session_factory(engine)
-    settings = BreakerSettings(enabled=True, min_calls=3, failure_rate=0.5, open_s=0.1, sync_s=0.1)
+    # Held work let go all at once on closing: the staged release that follows a close by default
+    # (each call waiting for its turn) is tests/e2e/test_staged_release.py's.
+    settings = ResolvedBreaker(
+        enabled=True, min_calls=3, failure_rate=0.5, open_s=0.1, sync_s=0.1, release=ReleaseSettings(enabled=False)
+    )
     one = ServiceBreaker("inventory", settings, "w1", sessions)
     two = ServiceBreaker("inventory", settings, "w2", sessions)
     try:
