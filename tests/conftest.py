@@ -17,9 +17,9 @@ import httpx
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from sas.payload_codec import data_converter
 from sas.task_models.search_attributes import dev_server_flags
 from sas_demo_services.launcher import ServiceProcess, free_port, start_service_process
 from tests.helpers import wait_until
@@ -68,7 +68,8 @@ def temporal_binary() -> str:
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
+        # sas's own (pydantic JSON, lean), as every sas process connects with it.
+        data_converter=data_converter(None),
         dev_server_extra_args=dev_server_flags(),
         ui=True,
         ui_port=UI_PORT,

@@ -24,7 +24,6 @@ import httpx
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -314,10 +313,13 @@ def _test_server() -> str | None:
 
 
 async def time_skipping_environment() -> WorkflowEnvironment:
-    """Temporal's time-skipping test environment, with sas's data converter. Shut it down
-    with ``await env.shutdown()`` (a session-scoped fixture is the usual place)."""
+    """Temporal's time-skipping test environment, with sas's data converter (the one its
+    workers and clients use: pydantic JSON, lean). Shut it down with ``await env.shutdown()``
+    (a session-scoped fixture is the usual place)."""
+    from sas.payload_codec import data_converter
+
     return await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(None),
         test_server_existing_path=_test_server(),
         # A busy machine (several test processes at once) can take longer than the SDK's 5 s.
         test_server_startup_timeout=timedelta(seconds=90),
