@@ -120,18 +120,19 @@ class ReleasePlan:
             return self.wave_s
         return max((let + 1 - self.allowed(elapsed)) / self.rate(self.wave(elapsed)), 0.0)
 
-    def describe(self, view: BreakerView, now: float) -> str | None:
-        """The release as ``sas services`` shows it, or None when none is under way."""
+    def describe(self, view: BreakerView, now: float, waiting: int | None = None) -> str | None:
+        """The release as ``sas services`` shows it, or None when none is under way. ``waiting``:
+        the calls still held in the service's queue (Temporal's approximate backlog), which makes
+        the count "40 of about 400 let through"; without it, of the calls allowed so far."""
         if view.release_since is None or view.state != "closed":
             return None
         if view.release_waves_at is None:
-            return f"releasing: {view.release_ok} of {self.canaries} canaries answered"
+            shown = f"releasing: {view.release_ok} of {self.canaries} canaries answered"
+            return shown if waiting is None else shown + f", {waiting} calls waiting"
         elapsed = now - view.release_waves_at
         wave = self.wave(elapsed)
-        shown = (
-            f"releasing: wave {wave + 1} at {self.rate(wave):g}/s, {view.release_let} of"
-            f" {int(self.allowed(elapsed))} calls let through"
-        )
+        of = f"{int(self.allowed(elapsed))} calls" if waiting is None else f"about {view.release_let + waiting}"
+        shown = f"releasing: wave {wave + 1} at {self.rate(wave):g}/s, {view.release_let} of {of} let through"
         if self.at_full_rate(wave):
             return shown + ", at full rate until the backlog drains"
         return shown + f", next wave in {self.wave_s - (elapsed - wave * self.wave_s):.0f} s"

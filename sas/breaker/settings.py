@@ -109,7 +109,8 @@ def release_plan(settings: BreakerSettings) -> ReleasePlan | None:
     return ReleaseSettings().plan(None)
 
 
-def release_of(settings: BreakerSettings, view: BreakerView) -> str | None:
-    """The release under way in ``view`` as ``sas services`` shows it; None: none (or not staged)."""
+def release_of(settings: BreakerSettings, view: BreakerView, waiting: int | None = None) -> str | None:
+    """The release under way in ``view`` as ``sas services`` shows it; None: none (or not staged).
+    ``waiting``: the calls still held in the service's queue, when known."""
     plan = release_plan(settings)
-    return None if plan is None else plan.describe(view, time.time())
+    return None if plan is None else plan.describe(view, time.time(), waiting)

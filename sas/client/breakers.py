@@ -3,7 +3,8 @@ and an operator's hand on it: forced open or closed, audited (``TaskClient.force
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -68,8 +69,12 @@ def _names() -> list[str]:
     return sorted(AGENTS)
 
 
-async def services(store: StateStore, settings: Settings) -> list[ServiceView]:
-    """Every service's breaker and queue, by name."""
+async def services(
+    store: StateStore, settings: Settings, waiting: Callable[[str], Awaitable[int | None]] | None = None
+) -> list[ServiceView]:
+    """Every service's breaker and queue, by name. ``waiting``: how many calls wait in a queue
+    (Temporal's backlog of it, None when it cannot say), asked of a service with its own queue
+    only while its held work is being released, so that the release reads "40 of about 400"."""
     from sas.breaker.model import BreakerView
     from sas.breaker.rows import read_breakers, recent_windows
     from sas.breaker.settings import release_of
@@ -77,12 +82,12 @@ async def services(store: StateStore, settings: Settings) -> list[ServiceView]:
 
     names = _names()
 
-    async def load(session: Any) -> list[ServiceView]:
+    async def load(session: Any) -> list[tuple[ServiceView, BreakerView, bool]]:
         now = datetime.now(UTC)
         views = await read_breakers(session)
         longest = max((settings.services.service(n).breaker.window_s for n in names), default=0.0)
         windows = await recent_windows(session, now - timedelta(seconds=2 * longest))
-        rows = []
+        rows: list[tuple[ServiceView, BreakerView, bool]] = []
         for name in names:
             service = settings.services.service(name)
             view = views.get(name, BreakerView(service=name))
@@ -90,30 +95,43 @@ async def services(store: StateStore, settings: Settings) -> list[ServiceView]:
             if view.state != "closed" and view.calls:
                 calls, failures = view.calls, view.failures  # the window that opened it
             queue = settings.temporal.task_queue
+            own = agent_queue(queue, name, service.own_queue)
             rows.append(
-                ServiceView(
-                    service=name,
-                    # Where its Agents are planned now: its own queue, or the workflow's.
-                    queue=agent_queue(queue, name, service.own_queue) or queue,
-                    enabled=service.breaker.enabled,
-                    state=view.state,
-                    since=view.outage_since if view.state != "closed" else view.since,
-                    state_since=view.since,
-                    calls=calls,
-                    failures=failures,
-                    failure_rate=failures / calls if calls else 0.0,
-                    next_probe=view.retry_at if view.state == "open" and not view.forced_by else None,
-                    probe_by=view.probe_by if view.state == "half_open" else None,
-                    forced_by=view.forced_by,
-                    holding=view.holding(now),
-                    hold_until=view.hold_until if view.state != "closed" and not view.forced_by else None,
-                    last_error=view.last_error,
-                    release=release_of(service.breaker, view),
+                (
+                    ServiceView(
+                        service=name,
+                        # Where its Agents are planned now: its own queue, or the workflow's.
+                        queue=own or queue,
+                        enabled=service.breaker.enabled,
+                        state=view.state,
+                        since=view.outage_since if view.state != "closed" else view.since,
+                        state_since=view.since,
+                        calls=calls,
+                        failures=failures,
+                        failure_rate=failures / calls if calls else 0.0,
+                        next_probe=view.retry_at if view.state == "open" and not view.forced_by else None,
+                        probe_by=view.probe_by if view.state == "half_open" else None,
+                        forced_by=view.forced_by,
+                        holding=view.holding(now),
+                        hold_until=view.hold_until if view.state != "closed" and not view.forced_by else None,
+                        last_error=view.last_error,
+                        release=release_of(service.breaker, view),
+                    ),
+                    view,
+                    own is not None,
                 )
             )
         return rows
 
-    return await store.read(load)
+    shown: list[ServiceView] = []
+    for row, view, own_queue in await store.read(load):
+        # A queue of its own holds only its calls; the workflow's holds every workflow task too.
+        if row.release is not None and own_queue and waiting is not None:
+            held = await waiting(row.queue)
+            if held is not None:
+                row = replace(row, release=release_of(settings.services.service(row.service).breaker, view, held))
+        shown.append(row)
+    return shown
 
 
 def check_force(service: str, reason: str) -> None:

@@ -79,10 +79,38 @@ class ReadCalls(ClientCore):
 
     @typed
     async def services(self) -> list[ServiceView]:
-        """Each remote service's circuit breaker and queue, by name (``ServiceView``)."""
+        """Each remote service's circuit breaker and queue, by name (``ServiceView``). A release
+        under way counts the calls still held in the service's queue, as Temporal has it."""
         from sas.client.breakers import services
 
-        return await services(self.store, self.settings)
+        return await services(self.store, self.settings, self._activities_waiting)
+
+    async def _activities_waiting(self, queue: str) -> int | None:
+        """Temporal's approximate backlog of activities on ``queue``; None when Temporal cannot
+        be asked now (the breakers' rows still say the rest)."""
+        from datetime import timedelta
+
+        from temporalio.api.enums.v1 import TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+        from temporalio.service import RPCError
+
+        from sas.client.errors import Unreachable
+
+        try:
+            client = await self._temporal()
+            described = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+                    report_stats=True,
+                ),
+                timeout=timedelta(seconds=5),
+            )
+        except (RPCError, Unreachable):
+            return None
+        return int(described.stats.approximate_backlog_count) if described.HasField("stats") else None
 
     @typed
     async def force_breaker(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -164,6 +165,14 @@ async def held_backlog(stack: Stack, count: int) -> list[Any]:
     return list(handles)
 
 
+async def release_line(stack: Stack) -> str | None:
+    """The meter's release as ``sas services`` shows it (``TaskClient.services``)."""
+    from sas.api.client import TaskClient
+
+    [view] = [v for v in await TaskClient(stack.client, stack.settings).services() if v.service == "meter"]
+    return view.release
+
+
 def worker_holds(stack: Stack) -> bool:
     """Whether the in-process worker's breaker of the service holds (it reads the row every sync_s)."""
     assert stack.breakers is not None
@@ -201,6 +210,16 @@ async def test_a_closed_breaker_releases_its_backlog_in_canaries_then_growing_wa
     handles = await held_backlog(stack, BACKLOG)
     assert kept.arrivals == []  # held: nothing reached the service
     await force_meter(stack, "closed")
+    # What ``sas services`` shows meanwhile counts the backlog, Temporal's of the service's queue.
+    line = await wait_until(
+        lambda: release_line(stack),
+        lambda shown: shown is not None and " of about " in shown,
+        timeout=120,
+        interval=0.5,
+        what="sas services counting the release's backlog",
+    )
+    total = int(re.search(r" of about (\d+) let through", line or "").group(1))  # type: ignore[union-attr]
+    assert BACKLOG // 2 <= total <= BACKLOG + RELEASE.canaries, line
     results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=300)
     # Every task completed, none compensated, each with one call (none failed).
     assert [r.state for r in results] == [TaskState.PROCESSED] * BACKLOG
@@ -268,6 +287,13 @@ def test_the_allowance_grows_wave_by_wave_up_to_the_normal_rate_and_sas_services
     at = 1_000.0
     view = BreakerView(service="meter", release_since=at, release_waves_at=at + 1, release_let=15, release_ok=3)
     assert PLAN.describe(view, at + 5.5) == "releasing: wave 2 at 4/s, 15 of 15 calls let through, next wave in 2 s"
+    # With the service queue's backlog known (``sas services`` asks Temporal): of the whole backlog.
+    assert PLAN.describe(view, at + 5.5, waiting=385) == (
+        "releasing: wave 2 at 4/s, 15 of about 400 let through, next wave in 2 s"
+    )
+    assert PLAN.describe(BreakerView(service="meter", release_since=at, release_ok=1), at, waiting=397) == (
+        "releasing: 1 of 3 canaries answered, 397 calls waiting"
+    )
     assert PLAN.describe(BreakerView(service="meter", release_since=at, release_ok=1), at) == (
         "releasing: 1 of 3 canaries answered"
     )
