@@ -193,19 +193,33 @@ async def parked_incident(stack: Stack, handles: list[Any]) -> tuple[int, list[s
 
     await wait_until(parked, lambda n: n == len(ids), timeout=300, what="every task parked")
 
-    async def listed() -> list[Any]:
+    async def listed() -> list[tuple[int, int, int]]:
+        """(alert id, tasks, parked) of each open incident."""
         async with stack.sessions() as session:
-            return await list_incidents(session, "open", 10)
+            found = await list_incidents(session, "open", 10)
+        return [(int(alert.id), incident.task_count, incident.parked) for alert, incident in found]
 
-    [(alert, _)] = await wait_until(
-        listed,
-        lambda found: len(found) == 1 and found[0][1].task_count == found[0][1].parked >= len(ids) - 2,
-        timeout=120,
-        what="one incident of the parked tasks",
+    def settled(found: list[tuple[int, int, int]]) -> bool:
+        # One incident, every task of it parked, most of the tasks in it (on a starved machine
+        # a few more than two may park for another cause: a call's heartbeat lost, say).
+        return len(found) == 1 and found[0][1] == found[0][2] >= len(ids) // 2
+
+    # Two looks a second apart agreeing: the Supervisor has stopped adding tasks to it, so
+    # that none is retried twice, by the incident and on its own.
+    last: list[tuple[int, int, int]] = []
+
+    async def steady() -> list[tuple[int, int, int]]:
+        nonlocal last
+        before, now = last, await listed()
+        last = now
+        return now if now == before else []
+
+    [(alert_id, _, _)] = await wait_until(
+        steady, settled, timeout=180, interval=1.0, what="one incident of the parked tasks, settled"
     )
     async with stack.sessions() as session:
-        members = set(await incident_task_ids(session, alert.id, 1000))
-    return int(alert.id), [i for i in ids if i not in members]
+        members = set(await incident_task_ids(session, alert_id, 1000))
+    return alert_id, [i for i in ids if i not in members]
 
 
 async def retried(stack: Stack, incident: int, stragglers: list[str], reason: str) -> list[Any]:

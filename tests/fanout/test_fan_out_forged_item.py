@@ -48,26 +48,30 @@ async def test_an_item_completed_from_outside_is_not_counted_paid_and_is_undone_
     payload = recipients(10)
     payload["recipients"][3]["id"] = "hang0"
     async with payroll_stack(url, client, temporal_address, services, sqlite_url) as stack:
-        task_id = fresh_id("payroll-forged")
-        handle = await stack.submit(task_id, payload, "PayrollRunWorkflow")
-        await wait_until(lambda: _holding(ledger), bool, what="hang0's payment held at the service")
-        found = await wait_until(
-            lambda: pending_payment(stack.client, task_id), lambda found: found is not None, what="hang0 pending"
-        )
-        assert found is not None
-        batch, activity_id = found
-        forged = {"data": {"payment_id": "pay_forged"}}
-        done = await temporal_cli(
-            stack.settings.temporal.address,
-            *("activity", "complete", "--workflow-id", batch, "--activity-id", activity_id),
-            *("--result", json.dumps(forged)),
-        )
-        assert done.returncode == 0, done.stderr
-        ledger.released.set()  # the real payment lands late, after the forger's word
-        result: TaskResult = await handle.result()
-        alerts = [a for a in await stack.alerts(task_id) if a.kind == "foreign_result"]
-        async with stack.sessions() as session:
-            refused = [a for a in await audit_for(session, task_id) if a.action == "refuse result"]
+        try:
+            task_id = fresh_id("payroll-forged")
+            handle = await stack.submit(task_id, payload, "PayrollRunWorkflow")
+            await wait_until(lambda: _holding(ledger), bool, what="hang0's payment held at the service")
+            found = await wait_until(
+                lambda: pending_payment(stack.client, task_id), lambda found: found is not None, what="hang0 pending"
+            )
+            assert found is not None
+            batch, activity_id = found
+            forged = {"data": {"payment_id": "pay_forged"}}
+            done = await temporal_cli(
+                stack.settings.temporal.address,
+                *("activity", "complete", "--workflow-id", batch, "--activity-id", activity_id),
+                *("--result", json.dumps(forged)),
+            )
+            assert done.returncode == 0, done.stderr
+            ledger.released.set()  # the real payment lands late, after the forger's word
+            result = await _ended(stack.client, task_id, handle)
+            alerts = [a for a in await stack.alerts(task_id) if a.kind == "foreign_result"]
+            async with stack.sessions() as session:
+                refused = [a for a in await audit_for(session, task_id) if a.action == "refuse result"]
+        finally:
+            # Before the worker stops: its shutdown waits for hang0's held call to end.
+            ledger.released.set()
 
     assert result.state == TaskState.PROCESSED
     pay = next(s for s in result.steps if s.name == "pay")
@@ -89,31 +93,46 @@ async def _holding(ledger: Ledger) -> bool:
 
 class HoldFirstRefund:
     """The payroll service with its first refund held at the door until released: an undo
-    whose answer has not come when someone completes it from outside."""
+    whose answer has not come when someone completes it from outside. ``held_key``: that
+    request's idempotency key, which names the undo's activity (its input carries it)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.holding = asyncio.Event()
         self.release = asyncio.Event()
+        self.held_key = ""
         self._first = True
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] == "/payroll/refund" and self._first:
             self._first = False
+            self.held_key = dict(scope["headers"]).get(b"idempotency-key", b"").decode()
             self.holding.set()
             await self.release.wait()
         await self.app(scope, receive, send)
 
 
-async def pending_refund(client: Client, task_id: str) -> tuple[str, str] | None:
-    """An undo batch and the activity id of its refund held at the service, once Temporal runs it."""
+async def pending_refund(client: Client, task_id: str, key: str) -> tuple[str, str] | None:
+    """The undo batch and activity id of the refund under idempotency ``key`` (the one held at
+    the service), once Temporal runs it. The batch's other refunds are answered at once: one of
+    those, taken instead, would be over before it could be completed from outside."""
     async for listed in client.list_workflows(f"WorkflowId STARTS_WITH '{task_id}:'"):
         if ":undo-" not in listed.id:
             continue
-        described = await client.get_workflow_handle(listed.id).describe()
-        for pending in described.raw_description.pending_activities:
-            if pending.activity_type.name == "payroll.refund":
-                return listed.id, pending.activity_id
+        batch = client.get_workflow_handle(listed.id)
+        pending = {
+            a.activity_id
+            for a in (await batch.describe()).raw_description.pending_activities
+            if a.activity_type.name == "payroll.refund"
+        }
+        async for event in batch.fetch_history_events():
+            scheduled = event.activity_task_scheduled_event_attributes
+            if (
+                event.HasField("activity_task_scheduled_event_attributes")
+                and scheduled.activity_id in pending
+                and any(f'"idempotency_key":"{key}"'.encode() in p.data for p in scheduled.input.payloads)
+            ):
+                return listed.id, scheduled.activity_id
     return None
 
 
@@ -127,16 +146,19 @@ async def test_an_item_s_undo_completed_from_outside_does_not_end_the_task_compe
     ledger = Ledger()
     held = HoldFirstRefund(payroll_service(ledger))
     payload = recipients(10, refused=5)  # past its tolerance of 3: every payment made is refunded
-    try:
-        async with (
-            serving(held, "the payroll service") as url,
-            payroll_stack(url, client, temporal_address, services, sqlite_url) as stack,
-        ):
+    async with (
+        serving(held, "the payroll service") as url,
+        payroll_stack(url, client, temporal_address, services, sqlite_url) as stack,
+    ):
+        try:
             task_id = fresh_id("payroll-forged-undo")
             handle = await stack.submit(task_id, payload, "PayrollRunWorkflow")
             await wait_until(lambda: _set(held.holding), bool, what="a refund held at the service")
+            assert held.held_key, "the refund came with no idempotency key"
             found = await wait_until(
-                lambda: pending_refund(stack.client, task_id), lambda f: f is not None, what="the refund pending"
+                lambda: pending_refund(stack.client, task_id, held.held_key),
+                lambda f: f is not None,
+                what="the held refund pending",
             )
             assert found is not None
             batch, activity_id = found
@@ -146,12 +168,12 @@ async def test_an_item_s_undo_completed_from_outside_does_not_end_the_task_compe
                 *("--result", json.dumps({"data": {"refunded": True}})),
             )
             assert done.returncode == 0, done.stderr
-            result: TaskResult = await handle.result()
+            result = await _ended(stack.client, task_id, handle)
             paid = Counter(who for action, who in ledger.entries if action == "pay")
             refunded = Counter(who for action, who in ledger.entries if action == "refund")
+        finally:
+            # Before the worker stops: its shutdown waits for the held refund's call to end.
             held.release.set()
-    finally:
-        held.release.set()  # nothing stays held when the service stops
     assert result.state == TaskState.COMPENSATED
     # Undone as a whole, for real: every payment made was refunded before the task said so.
     assert paid == refunded and set(paid.values()) == {1}, (paid, refunded)
@@ -159,3 +181,19 @@ async def test_an_item_s_undo_completed_from_outside_does_not_end_the_task_compe
 
 async def _set(event: asyncio.Event) -> bool:
     return event.is_set()
+
+
+async def _ended(client: Client, task_id: str, handle: Any) -> TaskResult:
+    """The task's result within 120 s (it takes a few); past that, a failure that says what each of
+    its workflows still waits for, rather than a test that waits until its worker is killed."""
+    try:
+        result: TaskResult = await asyncio.wait_for(handle.result(), timeout=120)
+        return result
+    except TimeoutError:
+        waiting = []
+        async for listed in client.list_workflows(f"WorkflowId STARTS_WITH '{task_id}'"):
+            described = (await client.get_workflow_handle(listed.id).describe()).raw_description
+            activities = [(a.activity_type.name, a.state, a.attempt) for a in described.pending_activities]
+            children = [c.workflow_id for c in described.pending_children]
+            waiting.append(f"{listed.id} {listed.status}: activities {activities}, children {children}")
+        raise AssertionError("the task did not end in 120 s:\n" + "\n".join(waiting)) from None

@@ -351,11 +351,8 @@ class FanOut:
                 told.running.pop(child_id, None)
 
     def _show(self, status: StepStatus, tally: FanOutTally) -> None:
-        """The counts in the task's status (``sas status``, the query, the UI), as they change:
-        the tally's own. The named counts are the step's result once it has ended (``done``);
-        given here as well, a fan-out whose item undo was completed from outside never ended
-        (tests/fanout/test_fan_out_forged_item.py), for a reason not yet found."""
-        self.run.core.set(status.name, result=dict(tally.counts()), note=tally.describe())
+        """The counts in the task's status (``sas status``, the query, the UI), as they change."""
+        self.run.core.set(status.name, result=self._counts(status.name, tally), note=tally.describe())
         self.run.publish()
 
     def _counts(self, name: str, tally: FanOutTally) -> dict[str, int]:
