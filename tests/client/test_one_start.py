@@ -34,8 +34,8 @@ NOT_A_TASK = {
     # A clean-up of a task closed from outside: cleanup-<id>, started once, ever.
     ("supervisor/act/outbox.py", "Outbox._start_cleanup"): "start_workflow",
     # A team's tests of its own task type: a time-skipping server and fake Agents, no deployment.
-    ("api/testing/_fakes.py", "run_task"): "start_workflow",
-    ("api/testing/_failure_matrix.py", "_Runner.case"): "start_workflow",
+    ("api/testing/_running.py", "run_task"): "start_workflow",
+    ("api/testing/_matrix_runner.py", "MatrixRunner.case"): "start_workflow",
 }
 STARTS = ("start_workflow", "execute_workflow", "ScheduleActionStartWorkflow")
 

@@ -62,9 +62,9 @@ async def test_a_child_s_step_refused_for_good_is_decided_and_undoes_child_and_p
 async def test_a_child_type_neither_given_nor_registered_is_refused_naming_it(
     env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sas.api.testing import _fakes
+    from sas.api.testing import _running
 
-    monkeypatch.setattr(_fakes, "_registered_workflow", lambda task_type: None)
+    monkeypatch.setattr(_running, "_registered_workflow", lambda task_type: None)
     with pytest.raises(
         TypeError, match="child step 'gift' runs task type 'order', which is neither given nor registered"
     ):

@@ -10,7 +10,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api.testing import FakeAgents, MatrixCase, check_failure_matrix, time_skipping_environment
-from sas.api.testing._failure_matrix import _Runner
+from sas.api.testing._matrix_runner import MatrixRunner
 from sas_orders.workflows import OrderWorkflow, PreorderWorkflow
 from sas_trip.models import TripInput
 from sas_trip.ticketed import TicketedTripWorkflow
@@ -80,7 +80,7 @@ async def test_the_trip_survives_every_failure_point(env: WorkflowEnvironment) -
 def test_the_checks_catch_a_run_that_breaks_the_promise() -> None:
     """Effects a broken Scheduler might leave: an undo twice, undos not latest first, an undo
     with nothing to undo, an undo of a step never started."""
-    runner = _Runner(None, OrderWorkflow, OrderWorkflow.definition, {}, {}, 1)  # type: ignore[arg-type]
+    runner = MatrixRunner(None, OrderWorkflow, OrderWorkflow.definition, {}, {}, 1)  # type: ignore[arg-type]
     twice = FakeAgents()
     twice.effects = [("inventory.reserve", "t:reserve"), ("inventory.release", "t:reserve:undo")] * 2
     twice.effects = [*twice.effects[:2], ("inventory.release", "t:reserve:undo")]

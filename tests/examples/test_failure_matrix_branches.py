@@ -12,7 +12,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api.testing import check_failure_matrix, time_skipping_environment
-from sas.api.testing._failure_matrix import _branch_order
+from sas.api.testing._matrix_runner import _branch_order
 from sas_trip.models import SeatedTripInput
 from sas_trip.seated import SEATED_TRIP, SeatedTripWorkflow
 

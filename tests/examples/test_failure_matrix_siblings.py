@@ -11,7 +11,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api.testing import FakeAgents, MatrixCase, check_failure_matrix, failure_matrix, time_skipping_environment
-from sas.api.testing import _failure_matrix as matrix_module
+from sas.api.testing import _matrix_runner as matrix_module
 from sas_trip.workflows import TripWorkflow
 from tests.examples.broken_undo import ForgetsCutOffAttemptsTripWorkflow
 from tests.examples.test_failure_matrix import BOOKED, TRIP

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from sas.api.testing import time_skipping_environment
 from sas.supervisor.models import (
     ApplyInput,
     ApplyResult,
@@ -40,12 +37,7 @@ HOUR = 3600.0
 
 @pytest_asyncio.fixture(scope="module")
 async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    path = shutil.which("temporal-test-server") or str(Path(sys.executable).parent / "temporal-test-server")
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=path,
-        data_converter=pydantic_data_converter,
-        test_server_startup_timeout=timedelta(seconds=90),  # several pytest workers start theirs at once
-    )
+    env = await time_skipping_environment()
     try:
         yield env
     finally:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from sas.api.testing._agent_alone import run_agent
 from sas.api.testing._failure_matrix import MatrixCase, check_failure_matrix, failure_matrix
-from sas.api.testing._fakes import FakeAgents, fake_worker, run_task, time_skipping_environment
+from sas.api.testing._fakes import FakeAgents
+from sas.api.testing._running import fake_worker, run_task, time_skipping_environment
 
 __all__ = [
     "FakeAgents",

@@ -1,0 +1,269 @@
+"""One case of the failure matrix run and checked (``_failure_matrix.py`` chooses the cases):
+the task type run with fake Agents that refuse what the case says, decided as the Supervisor's
+default ladder would, and what its Agents did checked against what "undone as a whole" promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from sas.api.testing._fakes import Answer, FakeAgents
+from sas.api.testing._running import fake_worker
+from sas.api.testing._supervising import ladder_decision, past_pivot
+from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
+from sas.task_models.sdk_internals import workflow_name_of
+from sas.task_types.groups import Parallel, Sequence, leaves
+from sas.task_types.steps import StepDefinition, Wait
+from sas.task_types.task_definition import TaskDefinition
+from sas.workflows.scheduler import TaskScheduler
+
+_WHO = "failure-matrix"
+
+
+@dataclass
+class MatrixCase:
+    """One run of the task type with one failure, and what broke the promise (nothing, if passed).
+
+    Attributes:
+        name: The failure point, e.g. ``charge refused``, ``hotel refused during flight's call``
+            or ``flight's undo refused``.
+        outcome: How the task ended: ``Processed``, ``Compensated``, or ``parked`` (an operator's).
+        done: The forward calls that had their effect, in order (activity names).
+        undone: The undos that had their effect, in order.
+        cut_off: The forward calls whose attempt the Scheduler cancelled while they were at their
+            service (a sibling's refusal came during them), in order.
+        problems: What broke the promise; empty when the case passed.
+    """
+
+    name: str
+    outcome: str = ""
+    done: list[str] = field(default_factory=list)
+    undone: list[str] = field(default_factory=list)
+    cut_off: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+class MatrixRunner:
+    """Runs the task type once per case with fresh fake Agents, drives it as the Supervisor's
+    default ladder and an approver would, and checks what the run did against the promise."""
+
+    def __init__(
+        self,
+        env: WorkflowEnvironment,
+        workflow: type[TaskScheduler],
+        definition: TaskDefinition,
+        payload: dict[str, Any],
+        answers: dict[str, Answer],
+        timeout_s: float,
+    ) -> None:
+        self._env, self._workflow, self._definition = env, workflow, definition
+        self._payload, self._answers, self._timeout_s = payload, answers, timeout_s
+        name = workflow_name_of(workflow)
+        assert name is not None
+        self._name = name
+        self._last = FakeAgents()
+        self._owner = {s.agent: s for s in definition.steps if isinstance(s, StepDefinition)}
+        self._owner.update(
+            {s.compensation: s for s in definition.steps if isinstance(s, StepDefinition) and s.compensation}
+        )
+
+    async def case(
+        self,
+        name: str,
+        refuse: set[str],
+        fix_undo: StepDefinition | None = None,
+        arrange: Callable[[FakeAgents, Callable[[], Awaitable[TaskStatus]]], None] | None = None,
+        decide_when: Callable[[TaskStatus], bool] | None = None,
+        refuse_items: Mapping[str, str] | None = None,
+    ) -> MatrixCase:
+        agents = FakeAgents(answers=dict(self._answers), refuse=set(refuse), refuse_items=dict(refuse_items or {}))
+        self._last = agents
+        case = MatrixCase(name)
+        task_id = f"{self._definition.task_type}-matrix-{uuid.uuid4().hex[:10]}"
+        if arrange is not None:
+            arrange(
+                agents, lambda: self._env.client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
+            )
+        async with fake_worker(self._env, agents, self._workflow) as queue:
+            handle = await self._env.client.start_workflow(
+                self._name, self._payload, id=task_id, task_queue=queue, result_type=TaskResult
+            )
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    case.outcome = await self._drive(handle, decide_when)
+                    if fix_undo is not None:
+                        self._fixed(case, agents, fix_undo)
+                        assert fix_undo.compensation is not None
+                        agents.refuse.discard(fix_undo.compensation)
+                        await handle.signal("compensate", OperatorRequest(step=fix_undo.name, by=_WHO, reason="fixed"))
+                        case.outcome = await self._drive(handle)
+            except TimeoutError:
+                case.outcome = "still running"
+                case.problems.append(f"did not end within {self._timeout_s:.0f} s ({await _where(handle)})")
+        case.done = agents.done()
+        case.undone = agents.undone()
+        case.cut_off = [n for n, _ in agents.cut_off]
+        case.problems += self._broken_promises(agents, case.outcome)
+        return case
+
+    def item_keys(self, agent: str) -> list[str]:
+        """The keys of the items the last case called ``agent`` for, sorted (a batch calls its items
+        at once, so the order they were called in is not the same from run to run)."""
+        return sorted({c.item_key for n, c in self._last.calls if n == agent and c.item_key and not c.compensation})
+
+    @property
+    def effects(self) -> list[tuple[str, str]]:
+        """The last case's effects: (activity name, idempotency key)."""
+        return list(self._last.effects)
+
+    def _fixed(self, case: MatrixCase, agents: FakeAgents, step: StepDefinition) -> None:
+        """Before the operator acts on a parked undo: only what completed after it is undone."""
+        if case.outcome != "parked":
+            case.problems.append(f"{step.name}'s undo kept failing, but the task ended {case.outcome}, not parked")
+            return
+        own_stage = self._stage(step.agent)
+        early_undos = [n for n in agents.undone() if self._stage(n) < own_stage]
+        if early_undos:
+            case.problems.append(f"undid {early_undos} before {step.name}'s undo succeeded (not latest first)")
+
+    async def _drive(
+        self, handle: WorkflowHandle[Any, TaskResult], decide_when: Callable[[TaskStatus], bool] | None = None
+    ) -> str:
+        """Decide as the Supervisor's default ladder would, approve every wait, skip time; the
+        task's end, or ``parked`` once it waits for an operator. No decision is sent until
+        ``decide_when`` holds of the task's status, if given."""
+        decided: set[tuple[str, StepState, int]] = set()
+        undo_tries: dict[str, int] = {}
+        approved: set[str] = set()
+        while True:
+            status = await handle.query("status", result_type=TaskStatus)
+            if status.state.terminal:
+                return str((await handle.result()).state)
+            if status.needs_operator:
+                return "parked"
+            if decide_when is not None and not decide_when(status):
+                await asyncio.sleep(0.05)
+                continue
+            acted = False
+            for step in status.steps:
+                declared = self._definition.step(step.name)
+                if step.state == StepState.WAITING and isinstance(declared, Wait) and declared.signal:
+                    if step.name not in approved:
+                        approved.add(step.name)
+                        acted = True
+                        approval = Approval(step=step.name, approved=True, by=_WHO, reason="approved")
+                        await handle.signal(declared.signal, approval)
+                    continue
+                failure = (step.name, step.state, step.failure_count)
+                if step.state not in (StepState.FAILED, StepState.COMPENSATION_FAILED) or failure in decided:
+                    continue
+                decided.add(failure)
+                acted = True
+                await handle.signal(*ladder_decision(step, undo_tries, past_pivot=past_pivot(self._definition, status)))
+            waits = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
+            if waits and not acted:
+                await self._env.sleep(max(min(waits) - await self._env.get_current_time(), timedelta(seconds=1)))
+            else:
+                await asyncio.sleep(0.05)
+
+    def _stage(self, activity_name: str) -> int:
+        """The position of the step's stage: its parallel group's, or its own."""
+        step = self._owner[activity_name]
+        stage = self._definition.stage_of(step.name)
+        return stage if stage is not None else self._definition.steps.index(step)
+
+    def _broken_promises(self, agents: FakeAgents, outcome: str) -> list[str]:
+        """What the run broke of the promise: when the task ends Compensated, every step that had
+        an effect is undone exactly once, latest first, and every other attempted step was proven
+        to have done nothing (its key voided by the lookup that said so); no undo ever without an
+        effect to undo; a step never started never has its undo called."""
+        problems: list[str] = []
+        forward = [(n, k) for n, k in agents.effects if not k.endswith(":undo")]
+        undos = [(n, k.removesuffix(":undo")) for n, k in agents.effects if k.endswith(":undo")]
+        with_undo = [(n, k) for n, k in forward if self._owner[n].compensation is not None]
+        undone_keys = [k for _, k in undos]
+        for name, key in with_undo:
+            count = undone_keys.count(key)
+            if (outcome == TaskState.COMPENSATED and count != 1) or count > 1:
+                problems.append(f"{self._owner[name].name} undone {count} times")
+        if outcome == TaskState.COMPENSATED:
+            attempted = {(n, c.idempotency_key) for n, c in agents.calls if not c.compensation}
+            for name, key in sorted(attempted):
+                if (
+                    self._owner[name].compensation is not None
+                    and (name, key) not in forward
+                    and key not in agents.voided
+                ):
+                    problems.append(
+                        f"{self._owner[name].name} attempted, but neither undone nor found to have done nothing"
+                    )
+        for name, key in undos:
+            if key not in {k for _, k in forward}:
+                problems.append(f"{self._owner[name].name} undone with no effect to undo")
+        # Latest first: by stage. Among a parallel group's members that completed, any order is
+        # latest first (they completed in an order only the workflow saw); but a call cut off in
+        # flight landed after them, so it is the latest work of its stage, undone before them.
+        stages = [self._stage(n) for n, _ in undos]
+        if stages != sorted(stages, reverse=True):
+            problems.append(f"undos not latest first: {[self._owner[n].name for n, _ in undos]}")
+        problems += _branch_order(self._definition, [self._owner[n].name for n, _ in undos])
+        cut = {k for _, k in agents.cut_off}
+        for position, ((name, key), stage) in enumerate(zip(undos, stages, strict=True)):
+            ahead = [
+                self._owner[n].name
+                for (n, k), s in zip(undos[:position], stages[:position], strict=True)
+                if k not in cut and s == stage
+            ]
+            if key in cut and ahead:
+                problems.append(f"{self._owner[name].name} was cut off in flight, but undone after {ahead}")
+        called = {n for n, _ in agents.calls}
+        for step in self._owner.values():
+            if step.agent not in called and step.compensation is not None and step.compensation in called:
+                problems.append(f"{step.name} was never started but its undo was called")
+        return problems
+
+
+def _branch_order(definition: TaskDefinition, undone: list[str]) -> list[str]:
+    """Latest first within each branch of a group (``Sequence``): a member's steps are undone
+    before those of the members before it, whatever the other branches did meanwhile."""
+    problems = []
+    for branch in _branches(definition.stages):
+        member_of = {leaf.name: i for i, member in enumerate(branch.steps) for leaf in leaves(member)}
+        order = [member_of[name] for name in undone if name in member_of]
+        if order != sorted(order, reverse=True):
+            mine = [name for name in undone if name in member_of]
+            problems.append(f"undos not latest first within the branch {' → '.join(member_of)}: {mine}")
+    return problems
+
+
+def _branches(members: tuple[Any, ...]) -> list[Sequence]:
+    """Every branch of the task type's groups, nested ones too."""
+    found: list[Sequence] = []
+    for member in members:
+        if isinstance(member, Sequence):
+            found.append(member)
+        if isinstance(member, Parallel | Sequence):
+            found += _branches(member.steps)
+    return found
+
+
+async def _where(handle: WorkflowHandle[Any, TaskResult]) -> str:
+    """Where a task that did not end was: its steps' states and its last events."""
+    try:
+        status = await asyncio.wait_for(handle.query("status", result_type=TaskStatus), timeout=10)
+    except Exception as err:  # noqa: BLE001 - only a clue for the message
+        return f"its status not read: {err}"
+    steps = ", ".join(f"{s.name} {s.state} (runs {s.runs})" for s in status.steps)
+    return f"{status.state}: {steps}; last events: {status.events[-5:]}"
