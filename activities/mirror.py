@@ -14,7 +14,7 @@ from sas.activities.refused_writes import RefusedWrites
 from sas.activities.supervisor_wakes import SupervisorWakes
 from sas.settings import Settings
 from sas.state_store.agent_writes.writer import StepWriter
-from sas.state_store.incarnations import refusal, resubmit_task
+from sas.state_store.incarnations import redrive_as_accepted, refusal, resubmit_task
 from sas.state_store.mirror import record_audit, record_transitions
 from sas.state_store.rejections import refused_for_good
 from sas.task_models import (
@@ -63,11 +63,15 @@ class MirrorActivities(MirrorDefs):
         ]
         accepted = accepted.model_copy(update={"steps": steps})
         # On the hot path, so through the Agents' writer: one statement batch, no ORM.
+        redrive = accepted.resubmission is not None and accepted.resubmission.from_step is not None
         try:
             outcome = await self._writer.accept(accepted)
             if outcome.status == "other_task" and accepted.resubmission is not None:
                 async with self._sessions() as session:
                     outcome = await resubmit_task(session, accepted)
+            elif redrive and outcome.incarnation > 1:
+                async with self._sessions() as session:
+                    outcome = await redrive_as_accepted(session, accepted, outcome)
         except Exception as err:
             if refused_for_good(err):
                 # Nothing has been done for this task yet: it fails here, visibly, and is not retried.
@@ -76,7 +80,10 @@ class MirrorActivities(MirrorDefs):
         refused = refusal(accepted.task_id, outcome) if outcome.status == "other_task" else None
         if refused is not None:
             activity.logger.warning("task id reused: %s", refused)
-        if outcome.incarnation > 1:
+        if outcome.keys is not None:
+            keys = outcome.keys  # a redrive's: its kept steps' and its sent calls' keys are the ones before
+            steps = [p.model_copy(update={"idempotency_key": keys.get(p.name, p.idempotency_key)}) for p in steps]
+        elif outcome.incarnation > 1:
             n = outcome.incarnation
             steps = [p.model_copy(update={"idempotency_key": incarnation_key(p.idempotency_key, n)}) for p in steps]
         return TaskPlan(
@@ -90,6 +97,7 @@ class MirrorActivities(MirrorDefs):
             refused=refused,
             incarnation=outcome.incarnation,
             waits_for_cancelled_attempts=True,
+            kept=outcome.kept or None,
         )
 
     def _check_callback_url(self, accepted: TaskAccepted) -> None:

@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, str] = {
     "complete": "complete_cmd",
     "fix-input": "fix_input_cmd",
     "skip": "skip_cmd",
+    "redrive": "redrive_cmd",
     "approve": "approve_reject_cmd",
     "reject": "approve_reject_cmd",
     "up": "up_demo_cmd",

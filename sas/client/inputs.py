@@ -129,6 +129,17 @@ def check_task_id(task_id: str, name: str = "task_id") -> str:
         raise InvalidInput(str(err), field=name.lstrip("-")) from None
 
 
+def check_step_name(step: str, name: str = "from_step") -> str:
+    """The step's name, or InvalidInput saying what a step name may hold."""
+    from sas.task_types.names import check_step_name as check
+
+    try:
+        check(step)
+    except ValueError as err:
+        raise InvalidInput(str(err), field=name) from None
+    return step
+
+
 # Temporal's task priority keys: 1 goes first, 5 last; a task given none runs at the server's
 # default (3). Activities inherit their workflow's priority, so every step of the task has it.
 PRIORITY_RANGE = (1, 5)

@@ -167,12 +167,12 @@ async def resubmit(client: Client, store: StateStore, task_id: str, by: str, rea
         answer = await send(client, answers, "request_retry", operator)
         return f"FailureCount reset; {answer.message}", None
     if answers.scheduler_status == "COMPLETED" and answers.described is not None:
-        await _refuse_processed(client, task_id, answers.described)
+        await refuse_processed(client, task_id, answers.described)
     incarnation = await resubmit_finished(client, store, task_id, by, reason)
     return f"resubmitted as incarnation {incarnation}, with new idempotency keys", incarnation
 
 
-async def _refuse_processed(client: Client, task_id: str, described: WorkflowExecutionDescription) -> None:
+async def refuse_processed(client: Client, task_id: str, described: WorkflowExecutionDescription) -> None:
     """A task whose workflow completed Processed is done and stays done, whatever the mirror says:
     the mirror follows Temporal, never leads it, so a row that drifted to Compensated or Error
     does not run the task again (``sas reconcile`` repairs the row)."""

@@ -1,6 +1,7 @@
 """``TaskClient``'s repairs of one task (``sas.client.repairs``): a step completed by hand, a step
-retried with a changed input, a step skipped. Each is checked here, then validated and audited by
-the task's Scheduler; ``dry_run`` asks its checks only."""
+retried with a changed input, a step skipped, and a task finished in Error redriven from a step
+(``sas.client.redrive``). Each is checked here, then validated and audited by the task's
+Scheduler; ``dry_run`` asks its checks only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 from sas.client import inputs
 from sas.client.core import ClientCore, typed
+from sas.client.errors import InvalidInput
+from sas.client.results import ActionResult
 
 
 class RepairCalls(ClientCore):
@@ -86,3 +89,33 @@ class RepairCalls(ClientCore):
         who = self._who(by, reason)
         skip = repairs.step_skip(step, who, reason, force=force)
         return await repairs.skip_step(await self._temporal(), task_id, skip, dry_run=dry_run)
+
+    @typed
+    async def redrive(
+        self,
+        task_id: str,
+        from_step: str,
+        *,
+        by: str | None = None,
+        reason: str,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> ActionResult:
+        """Run a task finished in Error again from ``from_step``, as its next incarnation: the
+        steps of the stages before it are kept done (not called again; the steps after them read
+        their results, and an undo names them, under their old idempotency keys), and the rest
+        run again. Refused for a task not finished in Error, for a step before a fan-out, a child
+        step or a result with secret fields, and for running a done pivot again unless
+        ``force``. ``dry_run``: says what would be kept and run, starts nothing. Audited as
+        ``redrive``; ``ActionResult.incarnation`` is the new incarnation (None for a dry run)."""
+        from sas.client import redrive
+
+        inputs.check_task_id(task_id)
+        inputs.check_step_name(from_step)
+        if not reason.strip():
+            raise InvalidInput("a redrive needs a reason (--reason): it is kept in the audit log")
+        who = self._who(by, reason)
+        message, incarnation = await redrive.redrive(
+            await self._temporal(), self.store, task_id, from_step, who, reason, force=force, dry_run=dry_run
+        )
+        return ActionResult(task_id, message, incarnation)

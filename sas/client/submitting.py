@@ -150,7 +150,7 @@ def _metadata(start: TaskStart) -> tuple[str | None, str | None]:
         return None, None  # not a type of this deployment's: nothing to say of it
     definition, task_id, payload = registered.definition, start.task_id, start.payload
     if start.resubmission is not None:
-        return resubmission_metadata(start.workflow_type, task_id, payload, start.incarnation, start.resubmission.by)
+        return resubmission_metadata(start.workflow_type, task_id, payload, start.incarnation, start.resubmission)
     summary, details = task_summary(definition, task_id, payload), task_details(definition, task_id, payload)
     if start.start_delay:
         # Until it starts, these are all the UI can show of it: say when.
@@ -275,9 +275,18 @@ async def existing_task(client: Client, store: StateStore, task_id: str) -> Task
 
 
 async def resubmit_finished(
-    client: Client, store: StateStore, task_id: str, by: str, reason: str, timeout_s: float = 60
+    client: Client,
+    store: StateStore,
+    task_id: str,
+    by: str,
+    reason: str,
+    timeout_s: float = 60,
+    *,
+    from_step: str | None = None,
+    force: bool = False,
 ) -> int:
     """Run a finished Compensated or Error task again as its next incarnation; the new incarnation's number.
+    ``from_step``: a redrive from that step (``sas.client.redrive``), the steps before it kept.
 
     The new run of the same workflow id carries the operator's request in its memo; its
     ``mirror.accept`` archives the finished rows, starts fresh ones under new idempotency keys
@@ -320,7 +329,7 @@ async def resubmit_finished(
             # The task is the same task: as urgent as its finished run was.
             priority=await priority_of_run(client, task_id, task.run_id),
             reuse="resubmission",
-            resubmission=Resubmission(of=task.chain_id, by=by, reason=reason),
+            resubmission=Resubmission(of=task.chain_id, by=by, reason=reason, from_step=from_step, force=force),
             incarnation=task.incarnation + 1,
         ),
     )
@@ -353,19 +362,24 @@ async def resubmit_finished(
 
 
 def resubmission_metadata(
-    workflow_type: str, task_id: str, payload: dict[str, Any], incarnation: int, by: str
+    workflow_type: str, task_id: str, payload: dict[str, Any], incarnation: int, request: Resubmission
 ) -> tuple[str | None, str | None]:
-    """The UI's summary and details of a resubmitted run: the task's own, saying which
-    incarnation it is and who started it (the reason stays in the audit log)."""
+    """The UI's summary and details of a resubmitted (or redriven) run: the task's own, saying
+    which incarnation it is and who started it (the reason stays in the audit log)."""
     registered = by_workflow_name(workflow_type)
     if registered is None:
         return None, None
     definition = registered.definition
-    summary = f"{task_summary(definition, task_id, payload)} · incarnation {incarnation}"
+    redriven = f" · redriven from {request.from_step}" if request.from_step else ""
+    summary = f"{task_summary(definition, task_id, payload)} · incarnation {incarnation}{redriven}"
+    how = (
+        f"redriven from step {request.from_step} by {request.by} with `sas redrive`, the steps before it kept"
+        if request.from_step
+        else f"resubmitted by {request.by} with `sas resubmit`"
+    )
     details = (
         f"{task_details(definition, task_id, payload)}\n\n"
-        f"**Incarnation {incarnation}**, resubmitted by {by} with `sas resubmit`;"
-        f" `sas show {task_id}` lists the earlier ones."
+        f"**Incarnation {incarnation}**, {how}; `sas show {task_id}` lists the earlier ones."
     )
     return summary, details
 

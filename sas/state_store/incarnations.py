@@ -14,8 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from sas.state_store import mirror
 from sas.state_store.queries import as_dict, get_task
+from sas.state_store.redrive import kept_by, redrive
 from sas.state_store.tables import AuditEntry, TaskArchive
 from sas.task_models import AcceptOutcome, TaskAccepted, TaskState, incarnation_key
+from sas.task_models.steps import KeptStep
 
 # Finished tasks that an operator may run again; a Processed task is done and stays done.
 RESUBMITTABLE = (str(TaskState.COMPENSATED), str(TaskState.ERROR))
@@ -23,6 +25,8 @@ RESUBMITTABLE = (str(TaskState.COMPENSATED), str(TaskState.ERROR))
 
 def refusal(task_id: str, outcome: AcceptOutcome) -> str:
     """What a run started under an id that belongs to another task is told (and fails with)."""
+    if outcome.why is not None:
+        return f"task {task_id} cannot be redriven: {outcome.why}; this run changed nothing"
     how = (
         f"`sas resubmit {task_id}` runs it again as a new incarnation, or submit it under a new id"
         if outcome.state in RESUBMITTABLE
@@ -56,7 +60,15 @@ async def resubmit_task(session: AsyncSession, accepted: TaskAccepted) -> Accept
         # Counting FailureCount afresh is a reset: a new epoch keeps the new decisions apart from the old.
         resets = max((s.resets for s in record.steps), default=0) + 1
         keys = {p.name: incarnation_key(p.idempotency_key, incarnation) for p in accepted.steps}
-        if not await mirror.start_incarnation(session, accepted, incarnation, resets, keys, now):
+        kept: list[KeptStep] = []
+        if request.from_step is not None:
+            redriven = redrive(accepted.steps, record.steps, request.from_step, incarnation, force=request.force)
+            if isinstance(redriven, str):
+                return AcceptOutcome(
+                    status="other_task", state=previous_state, incarnation=incarnation - 1, why=redriven
+                )
+            kept, keys = redriven
+        if not await mirror.start_incarnation(session, accepted, incarnation, resets, keys, now, kept):
             return AcceptOutcome(status="other_task", state=previous_state, incarnation=incarnation - 1)
         session.add(
             TaskArchive(
@@ -74,12 +86,41 @@ async def resubmit_task(session: AsyncSession, accepted: TaskAccepted) -> Accept
                 run_id=accepted.run_id or "",
                 seq=0,
                 step=None,
-                action="resubmit",
+                action="resubmit" if request.from_step is None else "redrive",
                 actor=request.by,
                 reason=request.reason,
-                changed=f"{previous_state} incarnation {incarnation - 1} archived; incarnation {incarnation} started "
-                "with new idempotency keys",
+                changed=_changed(previous_state, incarnation, request.from_step, kept),
                 at=now,
             )
         )
-    return AcceptOutcome(status="resubmitted", state=str(TaskState.PENDING), incarnation=incarnation)
+    if request.from_step is None:
+        return AcceptOutcome(status="resubmitted", state=str(TaskState.PENDING), incarnation=incarnation)
+    return AcceptOutcome(
+        status="resubmitted", state=str(TaskState.PENDING), incarnation=incarnation, keys=keys, kept=kept
+    )
+
+
+def _changed(previous_state: str, incarnation: int, from_step: str | None, kept: list[KeptStep]) -> str:
+    """The audit entry's account of what the resubmission (or redrive) did."""
+    archived = f"{previous_state} incarnation {incarnation - 1} archived; incarnation {incarnation} started"
+    if from_step is None:
+        return f"{archived} with new idempotency keys"
+    held = ", ".join(k.name for k in kept) or "no step"
+    return f"{archived}, redriven from {from_step}: {held} kept as done, with their results and idempotency keys"
+
+
+async def redrive_as_accepted(session: AsyncSession, accepted: TaskAccepted, outcome: AcceptOutcome) -> AcceptOutcome:
+    """A redriven incarnation accepted again (its accept retried, the run reset): its kept steps
+    and keys as its rows hold them, never the new keys of a plain incarnation, which would run
+    the kept steps' effects again."""
+    request = accepted.resubmission
+    assert request is not None and request.from_step is not None, "only a redrive keeps steps"
+    async with session.begin():
+        record = await get_task(session, accepted.task_id)
+    if record is None:
+        return outcome
+    redriven = kept_by(accepted, record.steps, request.from_step)
+    if redriven is None:
+        return outcome
+    kept, keys = redriven
+    return outcome.model_copy(update={"kept": kept, "keys": keys})

@@ -13,6 +13,7 @@ and returns whether its row was written (False: the row was not as the caller re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -24,6 +25,7 @@ from sas.state_store.alerts import raise_refused_result
 from sas.state_store.tables import AuditEntry, Decision
 from sas.task_models import AuditRecord, StepTransition, TaskAccepted
 from sas.task_models.seals import REFUSED_RESULT
+from sas.task_models.steps import KeptStep
 from sas.task_models.versions import version_of
 
 
@@ -171,11 +173,17 @@ async def adopt_run(session: AsyncSession, task_id: str, chain_id: str, seen_run
 
 
 async def start_incarnation(
-    session: AsyncSession, accepted: TaskAccepted, incarnation: int, resets: int, keys: dict[str, str], at: datetime
+    session: AsyncSession,
+    accepted: TaskAccepted,
+    incarnation: int,
+    resets: int,
+    keys: dict[str, str],
+    at: datetime,
+    kept: Sequence[KeptStep] = (),
 ) -> bool:
-    """Replace a finished task's rows (already archived) with its next incarnation's, Pending,
-    if the task is still the chain the operator resubmitted. FailureCount starts again at 0:
-    the operator's reset, counted in ``resets``."""
+    """Replace a finished task's rows (already archived) with its next incarnation's, Pending
+    (a redrive's ``kept`` steps as they were), if the task is still the chain the operator
+    resubmitted. FailureCount starts again at 0: the operator's reset, counted in ``resets``."""
     assert accepted.resubmission is not None, "an incarnation is started by a resubmission"
     restarted = await _run(
         session,
@@ -193,7 +201,7 @@ async def start_incarnation(
     if not restarted:
         return False
     await _run(session, rules.DROP_STEPS, {"task_id": accepted.task_id})
-    rows = rules.new_step_params(accepted, at, resets=resets, keys=keys)
+    rows = rules.new_step_params(accepted, at, resets=resets, keys=keys, kept=kept)
     await _run(session, rules.STEP_INSERT[_backend(session)], rows)
     return True
 

@@ -38,7 +38,7 @@ The rules, stated once:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -67,6 +67,7 @@ from sqlalchemy.sql.elements import BindParameter
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.tables import StepAttempt, shard_of
 from sas.task_models import AcceptOutcome, StepState, StepTransition, TaskAccepted, TaskState
+from sas.task_models.steps import KeptStep
 
 _tasks = cast(Table, Task.__table__)
 _steps = cast(Table, Step.__table__)
@@ -259,21 +260,35 @@ def new_task_params(a: TaskAccepted, at: datetime) -> dict[str, Any]:
 
 
 def new_step_params(
-    a: TaskAccepted, at: datetime, resets: int = 0, keys: Mapping[str, str] | None = None
+    a: TaskAccepted,
+    at: datetime,
+    resets: int = 0,
+    keys: Mapping[str, str] | None = None,
+    kept: Sequence[KeptStep] = (),
 ) -> list[dict[str, Any]]:
-    """Pending rows of the accepted steps (``keys``: idempotency keys other than the plan's, for an incarnation)."""
+    """Pending rows of the accepted steps (``keys``: idempotency keys other than the plan's, for an
+    incarnation; ``kept``: a redrive's steps, written as they were kept, done with their results)."""
     shard = shard_of(a.task_id)
+    done = {k.name: k for k in kept}
     return [
         {
             "task_id": a.task_id, "name": p.name, "position": p.position, "agent": p.agent,
-            "compensation": p.compensation, "state": str(StepState.PENDING), "locked_by": None, "complete_by": None,
+            "compensation": p.compensation, "locked_by": None, "complete_by": None,
             "failure_count": 0, "resets": resets, "attempt": 0, "last_error": None, "error_type": None,
             "permanent": False, "idempotency_key": (keys or {}).get(p.name, p.idempotency_key),
-            "complete_by_s": p.resolved_policy.complete_by_s, "result": None, "note": None, "pivot": p.pivot, "version": 0,
+            "complete_by_s": p.resolved_policy.complete_by_s, "pivot": p.pivot, "version": 0,
             "chain_id": a.chain_id, "run_id": a.run_id, "updated_at": at, "shard": shard,
+            **_first_state(done.get(p.name)),
         }
         for p in a.steps
     ]  # fmt: skip
+
+
+def _first_state(kept: KeptStep | None) -> dict[str, Any]:
+    """A new row's state: Pending, or a redrive's kept step as it was."""
+    if kept is None:
+        return {"state": str(StepState.PENDING), "result": None, "note": None}
+    return {"state": str(kept.state), "result": kept.result, "note": "kept by a redrive"}
 
 
 def judge_existing(chain_id: str | None, state: str, incarnation: int, accepted: TaskAccepted) -> AcceptOutcome:

@@ -98,6 +98,17 @@ class Resubmission(BaseModel):
     of: str = Field(max_length=64, description="The chain of runs it replaces, as the operator saw it.")
     by: UserText = Field(default="operator", max_length=200)
     reason: UserText = Field(default="", max_length=2000)
+    from_step: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_STEP_NAME,
+        description="A redrive (`sas redrive`) of a task finished in Error: the step it runs again from. The steps"
+        " of the stages before it are kept as they were, with their results and idempotency keys. None: every"
+        " step runs again under new keys.",
+    )
+    force: bool = Field(
+        default=False, description="A redrive that runs the pivot again, once it is done (with a reason)."
+    )
 
 
 def incarnation_key(key: str, incarnation: int) -> str:
@@ -135,6 +146,17 @@ class TaskAccepted(BaseModel):
     parent: ParentLink | None = Field(default=None, description="The parent task's step that started it as a child.")
 
 
+class KeptStep(BaseModel):
+    """A step a redrive keeps as the finished incarnation left it: done, with its result (and, in
+    the plan's keys, its idempotency key), so the steps after it read it and its undo names it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=MAX_STEP_NAME)
+    state: Literal[StepState.PROCESSED, StepState.SKIPPED]
+    result: dict[str, Any] | None = None
+
+
 class AcceptOutcome(BaseModel):
     """What the state store found when a run asked to accept its task."""
 
@@ -144,6 +166,11 @@ class AcceptOutcome(BaseModel):
     )
     state: str | None = Field(default=None, description="The existing task's state (other_task).")
     incarnation: int = 1
+    why: str | None = Field(default=None, description="Why a redrive was refused (other_task), in the refusal.")
+    keys: dict[str, str] | None = Field(
+        default=None, description="A redrive's idempotency key of each step; None: the incarnation's new keys."
+    )
+    kept: list[KeptStep] | None = Field(default=None, description="A redrive's steps kept as they were.")
 
 
 class TaskPlan(BaseModel):
@@ -174,6 +201,9 @@ class TaskPlan(BaseModel):
         description="Whether a forward attempt cancelled because the task is being undone is waited for until it"
         " has ended (its Agent lets a request already sent get its answer), so that its undo is decided on what"
         " the service did. Plans accepted before this field existed have none, and cancel at once when they replay.",
+    )
+    kept: list[KeptStep] | None = Field(
+        default=None, description="A redrive's steps kept done as the finished incarnation left them; None: none."
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sas.task_models import PivotRole
+from sas.task_models import PivotRole, StepPlan
 from sas.task_models.ids import NAME
 from sas.task_types.groups import Member, Parallel, Sequence, leaves
 from sas.task_types.steps import AgentCall, Step, StepContext, StepDefinition
@@ -162,6 +162,29 @@ class TaskDefinition:
         own = next(stage for step, stage in self._flat if step.name == name)
         before = {step.name for step, stage in self._flat if stage < own}
         return before | _before_in(self.stages[own], name)
+
+    def step_plans(self, task_id: str) -> list[StepPlan]:
+        """Each step as a task of this type declares it for the state store to accept: its
+        Agents, its idempotency key (``<task>:<step>``), its policy, stage and pivot role."""
+        return [
+            StepPlan(
+                name=step.name,
+                position=position,
+                agent=step.agent,
+                compensation=step.compensation,
+                idempotency_key=f"{task_id}:{step.name}",
+                policy=step.policy if isinstance(step, StepDefinition) else None,
+                stage=self.stage_of(step.name),
+                pivot=self.pivot_role(step.name),
+            )
+            for position, step in enumerate(self.steps)
+        ]
+
+    def stages_before(self, name: str) -> list[Step]:
+        """The steps of every stage before ``name``'s own, in declaration order: what a redrive
+        from ``name`` keeps."""
+        own = next(stage for step, stage in self._flat if step.name == name)
+        return [step for step, stage in self._flat if stage < own]
 
     def pivot_role(self, name: str) -> PivotRole | None:
         """``pivot`` for the pivot, ``forward_only`` for a step of a later stage, None before it

@@ -195,6 +195,13 @@ class TaskCore:
         self.set(name, StepState.PROCESSED, task_state)
         return task_state
 
+    def keep(self, name: str, state: StepState, result: dict[str, Any] | None) -> StepStatus:
+        """A step a redrive keeps as the task's earlier incarnation left it: Processed (it ran
+        there once, so the pivot's rule and the undo count it) or Skipped; never called again."""
+        if state == StepState.PROCESSED:
+            self.step(name).runs = max(self.step(name).runs, 1)
+        return self.set(name, state, note="kept by a redrive", result=result)
+
     def skip(self, name: str, why: str) -> StepStatus:
         """A conditional step whose condition is false: never run, never undone."""
         return self.set(name, StepState.SKIPPED, note=why)

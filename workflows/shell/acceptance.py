@@ -23,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
         ParentLink,
         PivotRole,
         Resubmission,
-        StepPlan,
         StepStatus,
         TaskAccepted,
         TaskPlan,
@@ -35,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.ids import reserved_shape, scheduled_run_of, validate_new_task_id
     from sas.workflows.core.children import PARENT_MEMO, child_task_id
     from sas.workflows.core.machine import PlanStep, TaskCore
+    from sas.workflows.core.redrive import redrive_refused
     from sas.workflows.definitions import StepDefinition, TaskDefinition, Wait
     from sas.workflows.inputs import (
         INVALID_INPUT,
@@ -51,6 +51,8 @@ with workflow.unsafe.imports_passed_through():
 TASK_ID_REUSED = "TaskIdReused"
 # Runs recorded before a reserved id was refused went on with it, and replay that way.
 RESERVED_TASK_IDS = "refuse-reserved-task-ids"
+# A redrive's kept steps are taken as done; runs recorded before redrives had none to take.
+REDRIVE_KEEPS_STEPS = "redrive-keeps-steps"
 # Temporal's search attribute on each run a schedule starts: the schedule's id.
 _SCHEDULED_BY = SearchAttributeKey.for_keyword("TemporalScheduledById")
 
@@ -146,20 +148,13 @@ async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str,
     """Have the state store accept the task, and take its plan: the run's core is built again
     over the steps the plan recorded, keeping what happened before (a compensate, events)."""
     info = workflow.info()
-    declared = []
-    for position, step in enumerate(definition.steps):
-        declared.append(
-            StepPlan(
-                name=step.name,
-                position=position,
-                agent=step.agent,
-                compensation=step.compensation,
-                idempotency_key=f"{info.workflow_id}:{step.name}",
-                policy=step.policy if isinstance(step, StepDefinition) else None,
-                stage=definition.stage_of(step.name),
-                pivot=definition.pivot_role(step.name),
-            )
-        )
+    declared = definition.step_plans(info.workflow_id)
+    resubmission = workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission)
+    if resubmission is not None and resubmission.from_step is not None:
+        refused = redrive_refused(definition, resubmission.from_step)
+        if refused is not None:
+            # Checked before the accept: the finished incarnation's rows stay as they are.
+            raise ApplicationError(f"cannot redrive: {refused}", type=TASK_ID_REUSED, non_retryable=True)
     plan = await workflow.execute_local_activity_method(
         MirrorDefs.accept,
         TaskAccepted(
@@ -172,7 +167,7 @@ async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str,
             accepted_at=workflow.now(),
             run_id=info.run_id,
             chain_id=info.first_execution_run_id,
-            resubmission=workflow.memo_value(RESUBMIT_MEMO, default=None, type_hint=Resubmission),
+            resubmission=resubmission,
             parent=_parent(),
         ),
         start_to_close_timeout=_MIRROR_TIMEOUT,
@@ -188,6 +183,12 @@ async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str,
     run.core.compensation = before.compensation  # a compensate that came before the accept
     run.core.status.events = before.status.events
     run.plans = {p.name: p for p in plan.steps}
+    if plan.kept and workflow.patched(REDRIVE_KEEPS_STEPS):
+        for kept in plan.kept:
+            # Already in the state store as kept (the accept wrote it): the run takes it as done.
+            run.core.keep(kept.name, kept.state, kept.result)
+            if kept.result is not None:
+                run.results[kept.name] = kept.result
     run.compensation_policy = plan.compensation_policy
     run.supervisor_id = plan.supervisor_workflow_id
     run.publisher.search_attributes = plan.search_attributes

@@ -10,7 +10,7 @@ a team's services would meet sas's HTTP contract (docs/http-contract.md):
 - a refusal is a 4xx with a JSON object ``{"error", "message"}``; ``GET /<service>/lookup``
   says what was done under a forward key, once a request being served under it has ended, and
   its "nothing" is final: it voids the key as an early undo does;
-- ``GET /ledger?trip=T`` lists the effects, ``/admin/faults`` injects faults (for tests).
+- ``GET /ledger?trip=T`` lists the effects, ``/admin/faults`` injects faults (for tests; ``DELETE`` clears them).
 
 State lives in memory: this is an example, not a booking system. ``sas-trip-services --port 8090``.
 """
@@ -187,6 +187,13 @@ def create_app(ledger: Ledger | None = None) -> Starlette:
     async def list_faults(_: Request) -> Response:
         return JSONResponse({"faults": ledger.faults})
 
+    async def clear_faults(request: Request) -> Response:
+        """The rules of one trip (``?trip=T``), or every rule, gone: the service is back."""
+        trip = request.query_params.get("trip")
+        kept = [f for f in ledger.faults if trip is not None and f["trip"] != trip]
+        cleared, ledger.faults[:] = len(ledger.faults) - len(kept), kept
+        return JSONResponse({"cleared": cleared})
+
     async def healthz(_: Request) -> Response:
         return JSONResponse({"ok": True})
 
@@ -198,6 +205,7 @@ def create_app(ledger: Ledger | None = None) -> Starlette:
         Route("/ledger", show_ledger, methods=["GET"]),
         Route("/admin/faults", add_fault, methods=["POST"]),
         Route("/admin/faults", list_faults, methods=["GET"]),
+        Route("/admin/faults", clear_faults, methods=["DELETE"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     return Starlette(routes=routes)
