@@ -5,6 +5,7 @@ exactly with a bulk action whose selection names the incident (``bulk.Selection(
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -71,19 +72,6 @@ class IncidentView:
         )
 
 
-async def _releases(store: StateStore, session: Any) -> dict[str, str]:
-    """The staged release under way on each service that has one, in words."""
-    from sas.breaker.rows import read_breakers
-    from sas.breaker.settings import release_of
-
-    found: dict[str, str] = {}
-    for service, view in (await read_breakers(session)).items():
-        shown = release_of(store.settings.services.service(service).breaker, view)
-        if shown is not None:
-            found[service] = shown
-    return found
-
-
 def _check(status: str, limit: int) -> None:
     if status not in STATUSES:
         raise InvalidInput(f"--status {status!r}: unknown status", f"use one of: {', '.join(STATUSES)}", field="status")
@@ -91,8 +79,13 @@ def _check(status: str, limit: int) -> None:
         raise InvalidInput(f"--limit {limit}: must be 1 to {MAX_LIMIT}", field="limit")
 
 
-async def list_incidents(store: StateStore, status: str = "active", limit: int = 100) -> list[IncidentView]:
-    """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``."""
+async def list_incidents(
+    store: StateStore, status: str = "active", limit: int = 100, releases: Mapping[str, str] | None = None
+) -> list[IncidentView]:
+    """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``.
+    ``releases``: the staged release under way on each service that has one, as ``sas services``
+    words it (``TaskClient.services``), said beside its incidents."""
+    releases = releases or {}
     from sas.state_store.alerts import ACTIVE
     from sas.state_store.incidents import list_incidents as query
 
@@ -101,7 +94,6 @@ async def list_incidents(store: StateStore, status: str = "active", limit: int =
 
     async def load(session: Any) -> list[IncidentView]:
         rows = await query(session, wanted, limit)
-        releases = await _releases(store, session)
         return [
             IncidentView.of(a, i, release=releases.get(i.service or ""))
             for a, i in rows
@@ -111,8 +103,12 @@ async def list_incidents(store: StateStore, status: str = "active", limit: int =
     return await store.read(load)
 
 
-async def get_incident(store: StateStore, incident_id: int, limit: int = 100) -> IncidentView:
-    """One incident with the ids of its tasks (the first ``limit``, the earliest to join first)."""
+async def get_incident(
+    store: StateStore, incident_id: int, limit: int = 100, releases: Mapping[str, str] | None = None
+) -> IncidentView:
+    """One incident with the ids of its tasks (the first ``limit``, the earliest to join first);
+    ``releases`` as for ``list_incidents``."""
+    releases = releases or {}
     from sas.state_store.incidents import get_incident as find
     from sas.state_store.incidents import incident_task_ids
 
@@ -122,7 +118,6 @@ async def get_incident(store: StateStore, incident_id: int, limit: int = 100) ->
         found = await find(session, incident_id)
         if found is None:
             return None
-        releases = await _releases(store, session)
         alert, incident = found
         release = releases.get(incident.service or "")
         return IncidentView.of(alert, incident, await incident_task_ids(session, incident_id, limit), release)

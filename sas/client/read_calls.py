@@ -28,12 +28,12 @@ class ReadCalls(ClientCore):
     @typed
     async def incidents(self, status: str = "active", limit: int = 100) -> list[IncidentView]:
         """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``."""
-        return await incidents.list_incidents(self.store, status, limit)
+        return await incidents.list_incidents(self.store, status, limit, await self._releases())
 
     @typed
     async def incident(self, incident_id: int, limit: int = 100) -> IncidentView:
         """One incident and the ids of its tasks (the first ``limit``)."""
-        return await incidents.get_incident(self.store, incident_id, limit)
+        return await incidents.get_incident(self.store, incident_id, limit, await self._releases())
 
     @typed
     async def resolve_incident(self, incident_id: int) -> tuple[str, str]:
@@ -84,6 +84,11 @@ class ReadCalls(ClientCore):
         from sas.client.breakers import services
 
         return await services(self.store, self.settings, self._activities_waiting)
+
+    async def _releases(self) -> dict[str, str]:
+        """The staged release under way on each service that has one, in the words of ``services``
+        (so an incident says "40 of about 400" as its service does)."""
+        return {s.service: s.release for s in await self.services() if s.release is not None}
 
     async def _activities_waiting(self, queue: str) -> int | None:
         """Temporal's approximate backlog of activities on ``queue``; None when Temporal cannot

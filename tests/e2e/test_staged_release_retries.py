@@ -233,6 +233,13 @@ async def retried(stack: Stack, incident: int, stragglers: list[str], reason: st
     return list(done.results)
 
 
+async def incident_release(stack: Stack, incident: int) -> str | None:
+    """The release beside the incident, as ``sas incidents ID`` shows it (``TaskClient.incident``)."""
+    from sas.api.client import TaskClient
+
+    return (await TaskClient(stack.client, stack.settings).incident(incident)).release
+
+
 async def canaries_answered_once_the_rest_waits(stack: Stack, kept: Ledger, handles: list[Any]) -> None:
     """The canaries answer once every other task's call has reached the service or waits in its
     queue: the backlog is all there, as after an outage, however slowly a loaded machine let it
@@ -286,6 +293,14 @@ async def test_an_incident_retried_releases_its_tasks_in_canaries_then_growing_w
     kept.back(slow_canaries=True)
     done = await retried(stack, incident, stragglers, "the service is back")
     assert [r.outcome for r in done] == ["ok"] * (BACKLOG - len(stragglers))
+    # ``sas incidents`` says the release as ``sas services`` does: with the backlog Temporal counts.
+    await wait_until(
+        lambda: incident_release(stack, incident),
+        lambda shown: shown is not None and "canaries answered, " in shown and shown.endswith(" calls waiting"),
+        timeout=120,
+        interval=0.5,
+        what="sas incidents counting the release's backlog",
+    )
     await canaries_answered_once_the_rest_waits(stack, kept, handles)
     await all_processed(handles)
     assert_staged(kept, BACKLOG)

@@ -3,6 +3,7 @@ workflows (non-determinism) fails here, in CI, before it reaches a worker."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -38,6 +39,17 @@ def all_workflows() -> list[type]:
         GiftOrderWorkflow,
     ]
     return list(dict.fromkeys(found))
+
+
+def patches_of(path: Path) -> set[str]:
+    """The patches a recorded history's run took (its ``core_patch`` markers)."""
+    found = set()
+    for event in json.loads(path.read_text())["events"]:
+        marker = event.get("markerRecordedEventAttributes", {})
+        if marker.get("markerName") == "core_patch":
+            for payload in marker["details"]["patch-data"]["payloads"]:
+                found.add(json.loads(base64.b64decode(payload["data"]))["id"])
+    return found
 
 
 def recorded() -> list[Path]:
@@ -76,6 +88,8 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert "ServiceSlotsFull" in held
     # Child tasks (tests/supervisor/test_child_tasks.py records them).
     assert "GiftOrderWorkflow" in types
+    # A redriven task, its steps before the redrive's kept (tests/examples/test_redrive.py records it).
+    assert "redrive-keeps-steps" in patches_of(HISTORIES / "ticketed_trip_redriven.json")
 
 
 @pytest.mark.parametrize("path", recorded(), ids=lambda p: p.stem)
