@@ -11,12 +11,23 @@ each time and a registration is never missed for having asked too early.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sas.task_types.discovery import Catalog, FoundType, TaskTypeError, discover
 
 # A registered task type: its definition, its workflow class, its module and workflow type name.
 TaskType = FoundType
 
-__all__ = ["TaskType", "TaskTypeError", "by_workflow_name", "catalog", "refresh", "task_types"]
+__all__ = [
+    "TaskType",
+    "TaskTypeError",
+    "by_workflow_name",
+    "catalog",
+    "owning_team",
+    "refresh",
+    "task_types",
+    "types_of_team",
+]
 
 
 def catalog(*, lenient: bool = False) -> Catalog:
@@ -44,6 +55,20 @@ def task_types() -> dict[str, TaskType]:
 
 def by_workflow_name(name: str) -> TaskType | None:
     return catalog().by_workflow_name(name)
+
+
+def types_of_team(team: str) -> list[str]:
+    """The registered task types ``team`` owns (``TaskDefinition(team=...)``), by name."""
+    return sorted(name for name, found in task_types().items() if found.definition.team == team)
+
+
+def owning_team(names: Iterable[str]) -> str | None:
+    """The team that owns what is about these task types (an alert, an incident): the one team
+    they all belong to; None when they name none, or several, or a type not registered here
+    (then it is the platform's, whose operators see every team's)."""
+    types = task_types()
+    teams = {types[n].definition.team if n in types else None for n in names}
+    return next(iter(teams)) if len(teams) == 1 else None
 
 
 def refresh() -> None:

@@ -24,11 +24,12 @@ def alerts(
     with_folded: bool = typer.Option(
         False, "--folded", help="Also the alerts of tasks in an open incident (`sas incidents`), folded into it."
     ),
+    team: str | None = typer.Option(None, help="Only the alerts this team owns (its task types' tasks)."),
 ) -> None:
     """List operator alerts (open ones by default); a task's alert folded into an incident is not listed."""
     if ctx.invoked_subcommand is not None:
         return
-    found = context.call(lambda tasks: tasks.alerts(status_filter or "open", limit, folded=with_folded))
+    found = context.call(lambda tasks: tasks.alerts(status_filter or "open", limit, folded=with_folded, team=team))
     rows, hidden = found.alerts, found.folded
     if as_json:
         print_json([a.data for a in rows])

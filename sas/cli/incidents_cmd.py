@@ -30,12 +30,13 @@ def incidents(
     ),
     limit: int = typer.Option(100, min=1, max=1000, help="At most this many incidents (or tasks of one)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    team: str | None = typer.Option(None, help="Only the incidents with a task of this team's types."),
 ) -> None:
     """Open incidents: many tasks failing for one cause (service, step, error), one line each."""
     if incident_id is not None:
         _one(context.call(lambda tasks: tasks.incident(incident_id, limit)), limit, as_json)
         return
-    rows = context.call(lambda tasks: tasks.incidents(status_filter, limit))
+    rows = context.call(lambda tasks: tasks.incidents(status_filter, limit, team=team))
     if as_json:
         print_json([i.data for i in rows])
         return

@@ -21,9 +21,10 @@ def list_tasks(
     ),
     limit: int = typer.Option(50, min=1, max=10_000),
     as_json: bool = JSON,
+    team: str | None = typer.Option(None, help="Only the tasks of this team's task types."),
 ) -> None:
     """List tasks from the state store, newest first, and workflows stuck before it saw them."""
-    found = context.call(lambda tasks: tasks.list(state, limit))
+    found = context.call(lambda tasks: tasks.list(state, limit, team=team))
     if as_json:
         print_json([t.data for t in found.tasks])
         return

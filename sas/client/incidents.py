@@ -80,12 +80,20 @@ def _check(status: str, limit: int) -> None:
 
 
 async def list_incidents(
-    store: StateStore, status: str = "active", limit: int = 100, releases: Mapping[str, str] | None = None
+    store: StateStore,
+    status: str = "active",
+    limit: int = 100,
+    releases: Mapping[str, str] | None = None,
+    team: str | None = None,
 ) -> list[IncidentView]:
     """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``.
     ``releases``: the staged release under way on each service that has one, as ``sas services``
-    words it (``TaskClient.services``), said beside its incidents."""
+    words it (``TaskClient.services``), said beside its incidents. ``team``: only the incidents
+    with a task of that team's types."""
+    from sas.client.teams import team_types
+
     releases = releases or {}
+    types = team_types(team) if team is not None else None
     from sas.state_store.alerts import ACTIVE
     from sas.state_store.incidents import list_incidents as query
 
@@ -93,7 +101,7 @@ async def list_incidents(
     wanted = None if status in ("all", "active") else status
 
     async def load(session: Any) -> list[IncidentView]:
-        rows = await query(session, wanted, limit)
+        rows = await query(session, wanted, limit, types)
         return [
             IncidentView.of(a, i, release=releases.get(i.service or ""))
             for a, i in rows

@@ -26,9 +26,12 @@ class ReadCalls(ClientCore):
     ``services`` and ``incidents``)."""
 
     @typed
-    async def incidents(self, status: str = "active", limit: int = 100) -> list[IncidentView]:
-        """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or ``all``."""
-        return await incidents.list_incidents(self.store, status, limit, await self._releases())
+    async def incidents(
+        self, status: str = "active", limit: int = 100, *, team: str | None = None
+    ) -> list[IncidentView]:
+        """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or
+        ``all``; ``team``: only those with a task of that team's types."""
+        return await incidents.list_incidents(self.store, status, limit, await self._releases(), team)
 
     @typed
     async def incident(self, incident_id: int, limit: int = 100) -> IncidentView:
@@ -56,12 +59,16 @@ class ReadCalls(ClientCore):
         return await tell(self.store, self._temporal, task_id)
 
     @typed
-    async def alerts(self, status: str = "open", limit: int = 100, *, folded: bool = False) -> AlertList:
+    async def alerts(
+        self, status: str = "open", limit: int = 100, *, folded: bool = False, team: str | None = None
+    ) -> AlertList:
         """Alerts, newest first: ``open``, ``acked``, ``resolved`` or ``all``. A task's alert
-        folded into an open incident is only counted (``AlertList.folded``) unless ``folded``."""
+        folded into an open incident is only counted (``AlertList.folded``) unless ``folded``.
+        ``team``: only the alerts that team owns (of its task types' tasks, or incidents of them);
+        each alert names its owning team (``AlertView.team``)."""
         from sas.client.alerts import list_alerts
 
-        return await list_alerts(self.store, status, limit, folded=folded)
+        return await list_alerts(self.store, status, limit, folded=folded, team=team)
 
     @typed
     async def acknowledge_alert(self, alert_id: int) -> AlertChange:
@@ -131,10 +138,10 @@ class ReadCalls(ClientCore):
         return await force(self.store, service, state, self._who(by, reason), reason)
 
     @typed
-    async def list(self, state: str | None = None, limit: int = 50) -> TaskList:
+    async def list(self, state: str | None = None, limit: int = 50, *, team: str | None = None) -> TaskList:
         """The tasks of the state store, newest first (at most ``limit``; ``state``: only those,
-        in any case), after every workflow stuck before the state store saw it (state ``Stuck``).
-        ``TaskList.tasks`` has each (``ListedTask``)."""
+        in any case; ``team``: only that team's types'), after every workflow stuck before the
+        state store saw it (state ``Stuck``; not with a team). ``TaskList.tasks`` has each (``ListedTask``)."""
         from sas.client.listing import list_tasks
 
-        return await list_tasks(self.store, state, limit)
+        return await list_tasks(self.store, state, limit, team)

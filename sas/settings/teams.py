@@ -1,5 +1,5 @@
-"""Each team's share of a backlogged queue: ``SAS_TEAMS__<TEAM>__WEIGHT``, for the team a task
-type names (``TaskDefinition(team=...)``)."""
+"""Each team's share of a backlogged queue (``SAS_TEAMS__<TEAM>__WEIGHT``) and where its alerts go
+(``SAS_TEAMS__<TEAM>__WEBHOOK__URL``), for the team a task type names (``TaskDefinition(team=...)``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sas.settings.supervisor import WebhookSettings
 from sas.task_models.ids import NAME
 
 # Temporal clamps a fairness weight to this range; a value outside it is refused here rather than
@@ -26,6 +27,11 @@ class TeamSettings(BaseModel):
         description="The team's fairness weight, 0.001 to 1000: with two teams' tasks waiting in one queue, a team of"
         " weight 3 is handed three for each one of a team of weight 1. Carried by each task when it is started:"
         " a change applies to the tasks started after it.",
+    )
+    webhook: WebhookSettings = Field(
+        default_factory=WebhookSettings,
+        description="Where the team's alerts and incidents go (those of its task types' tasks), instead of"
+        " SAS_SUPERVISOR__WEBHOOK: no other team's reach it. Unset: the team's go to SAS_SUPERVISOR__WEBHOOK.",
     )
 
 

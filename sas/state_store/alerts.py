@@ -7,6 +7,7 @@ lists it, but it is not listed by default nor sent to the webhook; the incident 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -39,13 +40,52 @@ def folded() -> ColumnElement[bool]:
     )
 
 
+def owned_by(task_types: Sequence[str]) -> ColumnElement[bool]:
+    """True for an alert of a task of one of ``task_types`` (a team's), and for an incident one
+    of whose tasks is."""
+    of_task = select(Task.task_id).where(Task.task_id == Alert.task_id, Task.task_type.in_(task_types)).exists()
+    of_incident = (
+        select(IncidentTask.task_id)
+        .join(Task, Task.task_id == IncidentTask.task_id)
+        .where(IncidentTask.alert_id == Alert.id, Task.task_type.in_(task_types))
+        .exists()
+    )
+    return or_(of_task, of_incident)
+
+
+async def task_types_of_alerts(session: AsyncSession, alert_ids: Sequence[int]) -> dict[int, set[str]]:
+    """The task types each alert is about: its task's, or an incident's tasks'."""
+    found: dict[int, set[str]] = {i: set() for i in alert_ids}
+    if not alert_ids:
+        return found
+    own = select(Alert.id, Task.task_type).join(Task, Task.task_id == Alert.task_id).where(Alert.id.in_(alert_ids))
+    members = (
+        select(IncidentTask.alert_id, Task.task_type)
+        .join(Task, Task.task_id == IncidentTask.task_id)
+        .where(IncidentTask.alert_id.in_(alert_ids))
+        .distinct()
+    )
+    for query in (own, members):
+        for alert_id, task_type in (await session.execute(query)).all():
+            found[int(alert_id)].add(str(task_type))
+    return found
+
+
 async def list_alerts(
-    session: AsyncSession, status: str | None = None, limit: int = 100, *, include_folded: bool = True
+    session: AsyncSession,
+    status: str | None = None,
+    limit: int = 100,
+    *,
+    include_folded: bool = True,
+    task_types: Sequence[str] | None = None,
 ) -> list[Alert]:
-    """Alerts, newest first; without ``include_folded``, not those folded into an open incident."""
+    """Alerts, newest first; without ``include_folded``, not those folded into an open incident;
+    with ``task_types``, only those these types own (``owned_by``)."""
     query = select(Alert).order_by(Alert.id.desc()).limit(limit)
     if status is not None:
         query = query.where(Alert.status == status)
+    if task_types is not None:
+        query = query.where(owned_by(task_types))
     if not include_folded:
         query = query.where(~folded())
     return list((await session.scalars(query)).all())

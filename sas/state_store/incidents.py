@@ -9,13 +9,14 @@ so ``sas alerts ack ID`` works on it too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from sas.state_store.alerts import ACTIVE, INCIDENT, raise_alert, resolve_alert
+from sas.state_store.alerts import ACTIVE, INCIDENT, owned_by, raise_alert, resolve_alert
 from sas.state_store.incident_tables import Incident, IncidentTask
 from sas.state_store.tables import Alert
 
@@ -88,12 +89,15 @@ async def resolve_incident(session: AsyncSession, alert: Alert, at: datetime, wh
 
 
 async def list_incidents(
-    session: AsyncSession, status: str | None = None, limit: int = 100
+    session: AsyncSession, status: str | None = None, limit: int = 100, task_types: Sequence[str] | None = None
 ) -> list[tuple[Alert, Incident]]:
-    """Incidents, newest first; ``status`` one of the alert statuses, or None for all."""
+    """Incidents, newest first; ``status`` one of the alert statuses, or None for all;
+    ``task_types``: only those with a task of these types (a team's)."""
     query = select(Alert, Incident).join(Incident, Incident.alert_id == Alert.id).order_by(Alert.id.desc())
     if status is not None:
         query = query.where(Alert.status == status)
+    if task_types is not None:
+        query = query.where(owned_by(task_types))
     return [(a, i) for a, i in (await session.execute(query.limit(limit))).all()]
 
 

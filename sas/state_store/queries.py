@@ -7,6 +7,7 @@ the type checker, so nothing outside the state store writes them by changing a l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -55,10 +56,14 @@ def as_dict(row: TaskRow | StepRow) -> dict[str, Any]:
     return {c.key: (v.isoformat() if isinstance(v := getattr(row, c.key), datetime) else v) for c in columns}
 
 
-async def list_tasks(session: AsyncSession, state: str | None = None, limit: int = 50) -> list[TaskRow]:
+async def list_tasks(
+    session: AsyncSession, state: str | None = None, limit: int = 50, task_types: Sequence[str] | None = None
+) -> list[TaskRow]:
     query = select(Task).order_by(Task.updated_at.desc()).limit(limit)
     if state is not None:
         query = query.where(Task.state == state)
+    if task_types is not None:
+        query = query.where(Task.task_type.in_(task_types))
     return list((await session.scalars(query)).all())
 
 

@@ -83,7 +83,9 @@ async def test_a_trip_closed_past_its_pivot_is_redriven_from_its_tickets_and_cha
     assert called == ["tickets.issue"], called
     if os.environ.get("SAS_RECORD_HISTORIES") == "1":  # kept in tests/histories/, replayed by tests/replay
         histories = Path(__file__).resolve().parents[1] / "histories"
-        (histories / "ticketed_trip_redriven.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+        (histories / "ticketed_trip_redriven.json").write_text(
+            json.dumps(json.loads(history.to_json()), indent=1) + "\n"
+        )
     status = await handle.query("status", result_type=TaskStatus)
     kept = {s.name: (s.state, s.note) for s in status.steps if s.name != "tickets"}
     assert kept == dict.fromkeys(("flight", "hotel", "charge"), (StepState.PROCESSED, "kept by a redrive"))
