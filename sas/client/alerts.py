@@ -30,7 +30,6 @@ class AlertView:
     status: str
     created_at: datetime
     updated_at: datetime
-    team: str | None = None  # the team that owns it (its task types'); None: the platform's
 
     @property
     def data(self) -> dict[str, Any]:
@@ -69,11 +68,16 @@ async def list_alerts(
 ) -> AlertList:
     """Alerts in ``status`` (open, acked, resolved or all), newest first, at most ``limit``;
     with ``team``, only the ones that team owns."""
-    from sas.client.teams import owner_of, team_types
-    from sas.state_store.alerts import count_folded, task_types_of_alerts
+    from sas.state_store.alerts import count_folded
     from sas.state_store.alerts import list_alerts as query
 
-    types = team_types(team) if team is not None else None
+    types = None
+    if team is not None:
+        # Only then are the task types read (a team is what they name): a plain read of alerts
+        # stays a read of the state store.
+        from sas.client.teams import team_types
+
+        types = team_types(team)
     if status not in (*_statuses(), "all"):
         raise InvalidInput(
             f"--status {status!r}: unknown status", f"use one of: {', '.join(_statuses())}, all", field="status"
@@ -84,9 +88,7 @@ async def list_alerts(
 
     async def load(session: Any) -> AlertList:
         rows = await query(session, wanted, limit, include_folded=folded, task_types=types)
-        about = await task_types_of_alerts(session, [a.id for a in rows])
-        fields = [f for f in AlertView.__dataclass_fields__ if f != "team"]
-        views = [AlertView(**{f: getattr(a, f) for f in fields}, team=owner_of(about[a.id])) for a in rows]
+        views = [AlertView(**{f: getattr(a, f) for f in AlertView.__dataclass_fields__}) for a in rows]
         return AlertList(views, 0 if folded else await count_folded(session, wanted))
 
     return await store.read(load)

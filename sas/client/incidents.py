@@ -90,10 +90,12 @@ async def list_incidents(
     ``releases``: the staged release under way on each service that has one, as ``sas services``
     words it (``TaskClient.services``), said beside its incidents. ``team``: only the incidents
     with a task of that team's types."""
-    from sas.client.teams import team_types
-
     releases = releases or {}
-    types = team_types(team) if team is not None else None
+    types = None
+    if team is not None:
+        from sas.client.teams import team_types  # the task types, read only for a team
+
+        types = team_types(team)
     from sas.state_store.alerts import ACTIVE
     from sas.state_store.incidents import list_incidents as query
 

@@ -88,14 +88,17 @@ async def list_tasks(store: StateStore, state: str | None, limit: int, team: str
     """The stuck workflows first (unless ``state`` names another, or a ``team`` is asked for:
     a stuck one has no type yet), then the mirror's tasks in ``state`` (any) of ``team``'s types
     (any), newest first, at most ``limit`` of them."""
-    from sas.client.teams import team_types
     from sas.state_store.queries import failure_counts, stuck_before_the_mirror
     from sas.state_store.queries import list_tasks as query
 
     wanted = check_state(state)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"--limit {limit}: must be 1 to {MAX_LIMIT}", field="limit")
-    types = team_types(team) if team is not None else None
+    types = None
+    if team is not None:
+        from sas.client.teams import team_types  # the task types, read only for a team
+
+        types = team_types(team)
 
     async def load(session: Any) -> TaskList:
         stuck = await stuck_before_the_mirror(session, STUCK_SHOWN) if wanted in (None, STUCK) and not types else []

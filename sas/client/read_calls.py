@@ -64,8 +64,7 @@ class ReadCalls(ClientCore):
     ) -> AlertList:
         """Alerts, newest first: ``open``, ``acked``, ``resolved`` or ``all``. A task's alert
         folded into an open incident is only counted (``AlertList.folded``) unless ``folded``.
-        ``team``: only the alerts that team owns (of its task types' tasks, or incidents of them);
-        each alert names its owning team (``AlertView.team``)."""
+        ``team``: only the alerts that team owns (of its task types' tasks, or incidents of them)."""
         from sas.client.alerts import list_alerts
 
         return await list_alerts(self.store, status, limit, folded=folded, team=team)
@@ -94,7 +93,14 @@ class ReadCalls(ClientCore):
 
     async def _releases(self) -> dict[str, str]:
         """The staged release under way on each service that has one, in the words of ``services``
-        (so an incident says "40 of about 400" as its service does)."""
+        (so an incident says "40 of about 400" as its service does). Only while a release is under
+        way are the services listed and Temporal asked: otherwise a read of incidents stays a
+        read of the state store, importing neither Temporal's SDK nor the task types."""
+        from sas.breaker.rows import read_breakers
+
+        rows = await self.store.read(read_breakers)
+        if all(view.release_since is None for view in rows.values()):
+            return {}
         return {s.service: s.release for s in await self.services() if s.release is not None}
 
     async def _activities_waiting(self, queue: str) -> int | None:

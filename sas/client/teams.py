@@ -1,10 +1,8 @@
-"""Which team a read is limited to (``--team``, ``TaskClient.alerts(team=...)``), and which team
-owns an alert: the team its task types name (``TaskDefinition(team=...)``), as the Supervisor
-routes alerts to the team's webhook (``supervisor/alert/webhook.py``)."""
+"""Which task types a read limited to a team (``--team``, ``TaskClient.alerts(team=...)``) covers:
+those that name the team (``TaskDefinition(team=...)``), as the Supervisor routes their alerts to
+the team's webhook (``supervisor/alert/webhook.py``)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from sas.client.errors import InvalidInput
 
@@ -25,14 +23,3 @@ def team_types(team: str) -> list[str]:
             field="team",
         )
     return found
-
-
-def owner_of(task_types: Iterable[str]) -> str | None:
-    """The team that owns what is about these task types; None: the platform's."""
-    from sas.workflows.registry import TaskTypeError, owning_team
-
-    names = set(task_types)
-    try:
-        return owning_team(names) if names else None
-    except TaskTypeError:
-        return None
