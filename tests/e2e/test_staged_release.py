@@ -219,7 +219,9 @@ async def test_a_closed_breaker_releases_its_backlog_in_canaries_then_growing_wa
         what="sas services counting the release's backlog",
     )
     total = int(re.search(r" of about (\d+) let through", line or "").group(1))  # type: ignore[union-attr]
-    assert BACKLOG // 2 <= total <= BACKLOG + RELEASE.canaries, line
+    # Temporal's backlog is approximate (a call polled and handed back is counted again for a
+    # while), so "about" may run a little over the held calls; never to the allowance's size.
+    assert BACKLOG // 2 <= total <= BACKLOG * 11 // 10 + RELEASE.canaries, line
     results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=300)
     # Every task completed, none compensated, each with one call (none failed).
     assert [r.state for r in results] == [TaskState.PROCESSED] * BACKLOG
