@@ -10,7 +10,6 @@ from typing import Any
 
 from sas.client import inputs
 from sas.client.core import ClientCore, typed
-from sas.client.errors import InvalidInput
 from sas.client.results import ActionResult
 
 
@@ -108,12 +107,11 @@ class RepairCalls(ClientCore):
         step or a result with secret fields, and for running a done pivot again unless
         ``force``. ``dry_run``: says what would be kept and run, starts nothing. Audited as
         ``redrive``; ``ActionResult.incarnation`` is the new incarnation (None for a dry run)."""
-        from sas.client import redrive
+        from sas.client import redrive, repairs
 
         inputs.check_task_id(task_id)
         inputs.check_step_name(from_step)
-        if not reason.strip():
-            raise InvalidInput("a redrive needs a reason (--reason): it is kept in the audit log")
+        repairs.require_reason(reason, "a redrive")
         who = self._who(by, reason)
         message, incarnation = await redrive.redrive(
             await self._temporal(), self.store, task_id, from_step, who, reason, force=force, dry_run=dry_run

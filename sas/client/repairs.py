@@ -43,10 +43,15 @@ def step_skip(step: str, by: str, reason: str, *, force: bool = False) -> StepSk
     return _checked(StepSkip, asked, "skipping a step", f"cannot skip step {step!r}")
 
 
+def require_reason(reason: str, doing: str) -> None:
+    """Every repair says why: InvalidInput for an empty reason."""
+    if not reason.strip():
+        raise InvalidInput(f"{doing} needs a reason (--reason): it is kept in the audit log")
+
+
 def _checked(model: type[_Asked], asked: dict[str, Any], doing: str, cannot: str) -> _Asked:
     """One repair's payload, checked before Temporal is asked: a reason, and the model's bounds."""
-    if not str(asked["reason"]).strip():
-        raise InvalidInput(f"{doing} needs a reason (--reason): it is kept in the audit log")
+    require_reason(str(asked["reason"]), doing)
     try:
         return model(**asked)
     except ValidationError as err:
