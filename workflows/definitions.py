@@ -4,6 +4,7 @@ worker's Agents can read the task types too. Teams import them from ``sas.api``.
 
 from __future__ import annotations
 
+from sas.task_types.choices import Choice, Option
 from sas.task_types.fan_out import ForEach
 from sas.task_types.groups import Parallel, Sequence, leaves
 from sas.task_types.steps import (
@@ -25,8 +26,10 @@ __all__ = [
     "MAX_WAIT",
     "AgentCall",
     "ChildTask",
+    "Choice",
     "DeadlineOutcome",
     "ForEach",
+    "Option",
     "Parallel",
     "Sequence",
     "Step",

@@ -31,6 +31,7 @@ from sas.workflows.definitions import (
     MAX_DETAILS,
     MAX_SUMMARY,
     ChildTask,
+    Choice,
     ForEach,
     Parallel,
     Sequence,
@@ -113,7 +114,9 @@ def _flow(definition: TaskDefinition) -> str:
     brackets, ``([flight → seat] ‖ hotel) → charge``; the pivot (the point of no return) marked
     ``charge (pivot)``."""
 
-    def drawn(member: StepDefinition | Wait | ChildTask | Sequence | Parallel) -> str:
+    def drawn(member: StepDefinition | Wait | ChildTask | Sequence | Parallel | Choice) -> str:
+        if isinstance(member, Choice):
+            return "(" + " | ".join(drawn(path) for _, path in member.paths) + ")"
         if isinstance(member, Parallel):
             return "(" + " ‖ ".join(drawn(m) for m in member.steps) + ")"
         if isinstance(member, Sequence):
@@ -165,7 +168,7 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
         f"{i + 1}. **{s.name}**: {_kind(definition, s)}"
         + (f" · in parallel (stage {stage + 1})" if stage is not None else "")
         + (f" · in its branch after {', '.join(after)}" if after else "")
-        + (f" · only if not: {s.when.unless}" if s.when is not None else "")
+        + _condition(definition, s)
         for i, s in enumerate(definition.steps)
         for stage in [definition.stage_of(s.name)]
         for after in [_in_branch_after(definition, s.name)]
@@ -183,6 +186,14 @@ def task_details(definition: TaskDefinition, task_id: str, payload: Mapping[str,
         + f"Watch: `sas status {task_id}` · history: `sas show {task_id}` · "
         f"act: `sas retry {task_id}` or `sas compensate {task_id}`"
     )
+
+
+def _condition(definition: TaskDefinition, step: Step) -> str:
+    """When a step runs, if not always: its path of a choice, or its own condition."""
+    path = definition.choice_path(step.name)
+    if path is not None:
+        return f" · one path of a choice: {'when no option holds' if path.label == 'otherwise' else path.label}"
+    return f" · only if not: {step.when.unless}" if step.when is not None else ""
 
 
 def _in_branch_after(definition: TaskDefinition, name: str) -> list[str]:

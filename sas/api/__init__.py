@@ -56,6 +56,7 @@ Groups (each name links to its entry in the docs site's API reference):
   [`StepDefinition`][sas.api.StepDefinition], [`Wait`][sas.api.Wait],
   [`Parallel`][sas.api.Parallel], [`Sequence`][sas.api.Sequence], [`ChildTask`][sas.api.ChildTask], [`ForEach`][sas.api.ForEach] (a
   fan-out over a list, with its [`Tolerance`][sas.api.Tolerance]), [`When`][sas.api.When],
+  [`Choice`][sas.api.Choice] (one of several paths, each an [`Option`][sas.api.Option]),
   [`StepContext`][sas.api.StepContext], [`StepPolicyValues`][sas.api.StepPolicyValues], [`task_workflow`][sas.api.task_workflow].
 - Calling services: [`Service`][sas.api.Service], [`HttpCall`][sas.api.HttpCall] and what goes
   in a body ([`Input`][sas.api.Input], [`Result`][sas.api.Result], [`Forward`][sas.api.Forward],
@@ -101,6 +102,7 @@ from sas.task_models.results import ProviderId, StepResultModel
 from sas.task_models.task_input import TaskInput
 from sas.task_models.text import UserText
 from sas.task_types.agent_context import AgentContext
+from sas.task_types.choices import Choice, Option
 from sas.task_types.demos import DEMO_ENTRY_POINT_GROUP, DemoCase, DemoPlan
 from sas.task_types.discovery import ENTRY_POINT_GROUP, TaskTypeError
 from sas.task_types.fan_out import ForEach, Tolerance
@@ -124,6 +126,7 @@ __all__ = [
     "AgentContext",
     "Approval",
     "ChildTask",
+    "Choice",
     "Const",
     "DemoCase",
     "DemoPlan",
@@ -132,6 +135,7 @@ __all__ = [
     "ForwardKey",
     "HttpCall",
     "Input",
+    "Option",
     "Parallel",
     "ProviderId",
     "Result",

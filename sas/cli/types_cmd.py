@@ -48,6 +48,7 @@ def types(
 
 def describe(task_type: Any) -> dict[str, Any]:
     """One registered task type as JSON: what ``sas types --json`` prints."""
+    from sas.task_types.choices import Choice
     from sas.task_types.fan_out import ForEach
     from sas.task_types.services import HttpCall
     from sas.task_types.steps import ChildTask, StepDefinition
@@ -78,7 +79,10 @@ def describe(task_type: Any) -> dict[str, Any]:
             entry |= {"kind": "wait", "signal": step.signal, "deadline_s": _seconds(step.deadline)}
             if step.signal is not None:
                 entry["on_deadline"] = step.on_deadline
-        if step.when is not None:
+        path = definition.choice_path(step.name)
+        if path is not None:
+            entry["path_of_choice"] = path.label
+        elif step.when is not None:
             entry["unless"] = step.when.unless
         steps.append(entry)
     return {
@@ -89,6 +93,7 @@ def describe(task_type: Any) -> dict[str, Any]:
         "module": task_type.module,
         "flow": task_summary(definition, "", {}).split(" · ")[-1],
         "shape": [shape(stage) for stage in definition.stages],
+        "choices": [choice(stage) for stage in definition.stages if isinstance(stage, Choice)],
         "steps": steps,
         "services": sorted({s["service"] for s in steps if "service" in s}),
         "input_schema": definition.input_model.model_json_schema(),
@@ -110,14 +115,24 @@ def share(definition: Any) -> dict[str, Any]:
 
 def shape(member: Any) -> Any:
     """A stage as JSON: a step's name, ``{"parallel": [...]}`` for a group (its members, started
-    together), ``{"sequence": [...]}`` for a branch of one (its members, in order)."""
+    together), ``{"sequence": [...]}`` for a branch of one (its members, in order),
+    ``{"choice": [...]}`` for one of several paths (``choice``)."""
+    from sas.task_types.choices import Choice
     from sas.task_types.groups import Parallel, Sequence
 
+    if isinstance(member, Choice):
+        return {"choice": choice(member)["paths"]}
     if isinstance(member, Parallel):
         return {"parallel": [shape(m) for m in member.steps]}
     if isinstance(member, Sequence):
         return {"sequence": [shape(m) for m in member.steps]}
     return member.name
+
+
+def choice(member: Any) -> dict[str, Any]:
+    """A ``Choice`` as JSON: its paths in the order they are asked, each with its label
+    (``otherwise`` last) and its shape."""
+    return {"paths": [{"when": label, "path": shape(path)} for label, path in member.paths]}
 
 
 def fan_out(step: Any) -> dict[str, Any]:
@@ -159,6 +174,12 @@ def _print(entry: dict[str, Any]) -> None:
         weight = fair["weight"] if fair["weight"] is not None else "1 (default)"
         team = f"team {shown(fair['team'])}, " if fair["team"] else ""
         console.print(f"  {team}fairness key {shown(fair['fairness_key'])}, weight {weight}", highlight=False)
+    for each in entry["choices"]:
+        paths = " | ".join(f"{_names(p['path'])} ({p['when']})" for p in each["paths"])
+        console.print(f"  one of: {shown(paths)}", highlight=False)
+    for step in entry["steps"]:
+        if "unless" in step:
+            console.print(f"  {shown(step['name'])} only if so, else skipped: {shown(step['unless'])}", highlight=False)
     rows = []
     for step in entry["steps"]:
         if step["kind"] == "wait":
@@ -182,6 +203,15 @@ def _print(entry: dict[str, Any]) -> None:
     console.print(table(None, ["input field", "type", "required"], fields))
     command_line(f"  sas submit --type {name} --input {name}.json")
     console.print()
+
+
+def _names(shaped: Any) -> str:
+    """A path's steps, as the flow draws them."""
+    if isinstance(shaped, str):
+        return shaped
+    if "sequence" in shaped:
+        return " → ".join(_names(m) for m in shaped["sequence"])
+    return " ‖ ".join(_names(m) for m in shaped["parallel"])
 
 
 def _type_of(spec: dict[str, Any]) -> str:

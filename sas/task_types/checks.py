@@ -8,6 +8,9 @@ says is refused before any task of it starts:
 - the pivot names a step of its own stage (not a wait, not in a parallel group), and no wait
   for a signal follows it (its rejection would undo the task past the point of no return);
 - every complete-by is within its bounds (``StepPolicyValues``: over 0, at most a day);
+- a ``Choice`` is a stage of its own; its options are labelled each its own way, no step of a
+  path has a ``when=`` of its own (its path's condition is its condition), the pivot is in no
+  path, and no step names a result of another path of its choice;
 - a parallel group holds two or more members: steps, waits, branches (``Sequence``, one or
   more members, none of them a ``Sequence``) and groups; a ``Sequence`` is never a stage of
   its own;
@@ -34,6 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sas.task_models import StepPolicyValues
+from sas.task_types.choices import Choice
 from sas.task_types.fan_out import ForEach
 from sas.task_types.groups import Parallel, Sequence, leaves
 from sas.task_types.steps import ChildTask, StepDefinition, Wait
@@ -74,7 +78,12 @@ def definition_problem(definition: TaskDefinition) -> str | None:
 
 
 def _stages_problem(definition: TaskDefinition) -> str | None:
-    for stage in definition.stages:
+    for declared in definition.stages:
+        if isinstance(declared, Choice):
+            problem = _choice_problem(declared)
+            if problem:
+                return problem
+    for stage in definition.run_stages:
         if isinstance(stage, Parallel):
             problem = _group_problem(stage)
             if problem:
@@ -83,6 +92,25 @@ def _stages_problem(definition: TaskDefinition) -> str | None:
             return "a Sequence is a stage: a branch belongs in a parallel group (the stages already run in order)"
         elif not isinstance(stage, StepDefinition | Wait | ChildTask):
             return f"stage {stage!r} is not a step, a wait, a child task or a parallel group"
+    return None
+
+
+def _choice_problem(choice: Choice) -> str | None:
+    """A choice's paths: labels of their own, and no step with a condition besides its path's."""
+    labels = [label for label, _ in choice.paths]
+    if len(set(labels)) != len(labels):
+        return f"a Choice with two options labelled alike ({', '.join(labels)}): give each its own label"
+    for label, path in choice.paths:
+        if isinstance(path, Sequence):
+            problem = _group_problem(path)
+            if problem:
+                return problem
+        for step in leaves(path):
+            if step.when is not None:
+                return (
+                    f"step {step.name!r}: a step of a Choice's path ({label}) runs when its path is chosen;"
+                    " give it no when= of its own (add an Option for that case)"
+                )
     return None
 
 
@@ -115,6 +143,12 @@ def _pivot_problem(definition: TaskDefinition) -> str | None:
     step = definition.step(pivot)
     if isinstance(step, Wait):
         return f"step {pivot!r}: a wait cannot be the pivot (it has no effect); name the step that commits"
+    path = definition.choice_path(pivot)
+    if path is not None:
+        return (
+            f"step {pivot!r}: the pivot is in a path of a Choice ({path.label}), so whether the task passed"
+            " its point of no return would depend on the path; give it a stage of its own"
+        )
     if definition.stage_of(pivot) is not None:
         return (
             f"step {pivot!r}: the pivot is in a parallel group; give it a stage of its own, so that what"
@@ -271,7 +305,7 @@ MAX_FAN_OUT_BATCH = 500
 
 
 def _fan_out_problem(definition: TaskDefinition) -> str | None:
-    for stage in definition.stages:
+    for stage in definition.run_stages:
         nested = (
             next((s for s in leaves(stage) if isinstance(s, ForEach)), None) if isinstance(stage, Parallel) else None
         )

@@ -18,6 +18,9 @@ Beyond a straight line of steps (``sas.task_types.steps``), a definition may hol
 - ``when=When(predicate, "why")`` on a step: the step runs only if the predicate, a pure
   function of the input and the earlier steps' results, is true; otherwise it is Skipped and
   the mirror records why.
+- ``Choice(Option("express", when=..., then=EXPRESS), otherwise=SHIP)``: one of several paths,
+  the first option whose condition holds, else ``otherwise``; the other paths' steps are
+  Skipped (``sas.task_types.choices``).
 
 A task type is a ``TaskDefinition`` and its workflow class (``sas.api.task_workflow``), in a
 module that sas finds through the ``sas.task_types`` entry point group or the
@@ -35,6 +38,7 @@ from pydantic import BaseModel
 
 from sas.task_models import PivotRole, StepPlan
 from sas.task_models.ids import NAME
+from sas.task_types.choices import Choice, ChoicePath, laid_out
 from sas.task_types.groups import Member, Parallel, Sequence, leaves
 from sas.task_types.steps import AgentCall, Step, StepContext, StepDefinition
 
@@ -58,7 +62,7 @@ class TaskDefinition:
             where the task's status events are posted.
         stages: Steps (``StepDefinition``, ``Wait``, ``ChildTask``) and parallel groups
             (``Parallel``), in order; a group's members may be branches (``Sequence``) and groups
-            of their own.
+            of their own. A ``Choice`` is a stage that runs one of its paths.
         pivot: The name of the task's point of no return: a step of its own stage (not a wait,
             not in a parallel group). Once the pivot has been attempted and may have had its
             effect, the task only goes forward: the steps after it are retried and parked for an
@@ -89,13 +93,15 @@ class TaskDefinition:
 
     task_type: str
     input_model: type[BaseModel]
-    stages: tuple[Step | Parallel, ...]
+    stages: tuple[Step | Parallel | Choice, ...]
     pivot: str | None = None
     summary: str | Callable[[Mapping[str, Any]], str] | None = None
     details: Callable[[StepContext], str] | None = None
     team: str | None = None
     fairness_from: str | None = None
     _flat: tuple[tuple[Step, int], ...] = field(init=False, repr=False, compare=False)
+    _run: tuple[Step | Parallel, ...] = field(init=False, repr=False, compare=False)
+    _paths: dict[str, ChoicePath] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.task_type):
@@ -112,11 +118,14 @@ class TaskDefinition:
                 f"task type {self.task_type}: fairness_from {self.fairness_from!r} is not a field of"
                 f" {self.input_model.__name__}"
             )
-        flat = tuple((step, stage) for stage, item in enumerate(self.stages) for step in leaves(item))
+        run, paths = laid_out(self.stages)
+        flat = tuple((step, stage) for stage, item in enumerate(run) for step in leaves(item))
         names = [s.name for s, _ in flat]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"task type {self.task_type}: give one or more steps, each with its own name")
         object.__setattr__(self, "_flat", flat)
+        object.__setattr__(self, "_run", run)
+        object.__setattr__(self, "_paths", paths)
 
     def fairness_key(self, payload: Mapping[str, Any]) -> str | None:
         """The fairness key a task of this type with input ``payload`` carries: its tenant field's
@@ -133,6 +142,16 @@ class TaskDefinition:
         return key.encode()[: MAX_FAIRNESS_KEY - 17].decode(errors="ignore") + "~" + digest
 
     @property
+    def run_stages(self) -> tuple[Step | Parallel, ...]:
+        """The stages the Scheduler runs: ``stages`` with each ``Choice`` laid out as its paths'
+        stages, every step of a path under its path's condition (``sas.task_types.choices``)."""
+        return self._run
+
+    def choice_path(self, name: str) -> ChoicePath | None:
+        """Where a step of a ``Choice`` is (its choice and path); None for any other step."""
+        return self._paths.get(name)
+
+    @property
     def steps(self) -> tuple[Step, ...]:
         """Every step, in declaration order (a parallel group's steps one after the other)."""
         return tuple(s for s, _ in self._flat)
@@ -144,7 +163,7 @@ class TaskDefinition:
         what they always were)."""
         for step, stage in self._flat:
             if step.name == name:
-                if not isinstance(self.stages[stage], Parallel):
+                if not isinstance(self._run[stage], Parallel):
                     return None
                 return next(i for i, (_, other) in enumerate(self._flat) if other == stage)
         raise KeyError(name)
@@ -153,15 +172,18 @@ class TaskDefinition:
         return next(s for s in self.steps if s.name == name)
 
     def stage_item(self, name: str) -> Step | Parallel:
-        """The stage a step belongs to, as declared: the step itself, or its parallel group."""
-        return self.stages[next(stage for step, stage in self._flat if step.name == name)]
+        """The stage a step belongs to, as run: the step itself, or its parallel group."""
+        return self._run[next(stage for step, stage in self._flat if step.name == name)]
 
     def finished_before(self, name: str) -> set[str]:
         """The steps that have finished whenever ``name`` starts: those of the stages before its
         own and, in a branch, the steps before it in its ``Sequence`` (and in the ones around it)."""
         own = next(stage for step, stage in self._flat if step.name == name)
         before = {step.name for step, stage in self._flat if stage < own}
-        return before | _before_in(self.stages[own], name)
+        path = self._paths.get(name)
+        if path is not None:
+            before -= path.siblings  # another path of its choice: never run with it
+        return before | _before_in(self._run[own], name)
 
     def step_plans(self, task_id: str) -> list[StepPlan]:
         """Each step as a task of this type declares it for the state store to accept: its

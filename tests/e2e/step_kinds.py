@@ -11,7 +11,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import TaskResult
-    from sas.workflows.definitions import Parallel, TaskDefinition, Wait, When
+    from sas.workflows.definitions import Choice, Option, Parallel, TaskDefinition, Wait, When
     from sas.workflows.scheduler import TaskScheduler
     from sas_orders.models import OrderInput
     from sas_orders.steps import CHARGE, RESERVE, SHIP
@@ -31,6 +31,20 @@ PICKUP = TaskDefinition(
     "pickup_order",
     OrderInput,
     (RESERVE, CHARGE, replace(SHIP, when=When(lambda ctx: ctx.input["address"] != "pickup", "collected in store"))),
+)
+
+# Shipped to the door, or to the store for collection: one path or the other, never both.
+CHOSEN = TaskDefinition(
+    "chosen_order",
+    OrderInput,
+    (
+        RESERVE,
+        CHARGE,
+        Choice(
+            Option("delivery to the door", when=lambda ctx: ctx.input["address"] != "pickup", then=SHIP),
+            otherwise=replace(SHIP, name="ship_to_store"),
+        ),
+    ),
 )
 
 
@@ -64,6 +78,15 @@ class PatientOrderWorkflow(TaskScheduler):
 @workflow.defn(name="PickupOrderWorkflow")
 class PickupOrderWorkflow(TaskScheduler):
     definition = PICKUP
+
+    @workflow.run
+    async def run(self, order: RawValue) -> TaskResult:
+        return await self.execute(order)
+
+
+@workflow.defn(name="ChosenOrderWorkflow")
+class ChosenOrderWorkflow(TaskScheduler):
+    definition = CHOSEN
 
     @workflow.run
     async def run(self, order: RawValue) -> TaskResult:

@@ -25,7 +25,7 @@ def all_workflows() -> list[type]:
     from bench._payroll import PayrollNarrowWorkflow, PayrollRunWorkflow
     from sas.supervisor.run.workflow import SupervisorWorkflow
     from tests.e2e.children import GiftOrderWorkflow
-    from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PickupOrderWorkflow
+    from tests.e2e.step_kinds import ApprovedOrderWorkflow, ChosenOrderWorkflow, KitWorkflow, PickupOrderWorkflow
 
     # CleanupWorkflow is among ALL_WORKFLOWS; the step kinds' and child tasks' test types have histories too.
     found = [
@@ -36,6 +36,7 @@ def all_workflows() -> list[type]:
         KitWorkflow,
         ApprovedOrderWorkflow,
         PickupOrderWorkflow,
+        ChosenOrderWorkflow,
         GiftOrderWorkflow,
     ]
     return list(dict.fromkeys(found))
@@ -75,6 +76,8 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert "SeatedTripWorkflow" in types
     # A parallel group, an approval and a skipped step (tests/supervisor/test_step_kinds.py records them).
     assert {"KitWorkflow", "ApprovedOrderWorkflow", "PickupOrderWorkflow"} <= types
+    # Both paths of a choice (tests/supervisor/test_step_kinds.py records them too).
+    assert {"ChosenOrderWorkflow"} <= types
     # A fan-out and its batches (tests/fanout/test_fan_out_e2e.py records them).
     assert {"PayrollRunWorkflow", "FanOutBatch"} <= types
     # A fan-out that told its running batch to start no more items (tests/fanout/test_fan_out_stop_starting.py).

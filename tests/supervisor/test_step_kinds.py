@@ -13,12 +13,18 @@ import pytest
 
 from sas.task_models import TaskState
 from tests.cli.test_cli import sas
-from tests.e2e.step_kinds import ApprovedOrderWorkflow, KitWorkflow, PatientOrderWorkflow, PickupOrderWorkflow
+from tests.e2e.step_kinds import (
+    ApprovedOrderWorkflow,
+    ChosenOrderWorkflow,
+    KitWorkflow,
+    PatientOrderWorkflow,
+    PickupOrderWorkflow,
+)
 from tests.helpers import fresh_id, wait_until
 from tests.stack import order
 from tests.supervisor.conftest import Rig
 
-KINDS: list[type] = [KitWorkflow, ApprovedOrderWorkflow, PatientOrderWorkflow, PickupOrderWorkflow]
+KINDS: list[type] = [KitWorkflow, ApprovedOrderWorkflow, PatientOrderWorkflow, PickupOrderWorkflow, ChosenOrderWorkflow]
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 UNDO_OF = {"reserve": "release", "charge": "refund", "ship": "cancel"}
 
@@ -128,17 +134,42 @@ async def test_a_step_whose_condition_is_false_is_skipped_with_its_reason(make_r
     assert ship.state == "Skipped" and ship.note == "skipped: collected in store"
 
 
+async def test_a_choice_runs_one_path_and_skips_the_other_with_its_reason(make_rig) -> None:  # type: ignore[no-untyped-def]
+    rig: Rig = await make_rig(extra_workflows=KINDS)
+    door, store = fresh_id("door"), fresh_id("store")
+    handles = [
+        await rig.submit(door, order(), workflow="ChosenOrderWorkflow"),
+        await rig.submit(store, order(address="pickup"), workflow="ChosenOrderWorkflow"),
+    ]
+    for handle in handles:
+        assert (await handle.result()).state == TaskState.PROCESSED
+    for task_id, taken, skipped, why in (
+        (door, "ship", "ship_to_store", "another path was chosen: this one is for when no option holds"),
+        (store, "ship_to_store", "ship", "another path was chosen: this one is for delivery to the door"),
+    ):
+        assert actions(await rig.ledger(task_id)) == ["reserve", "charge", "ship"]  # one shipment, by one path
+        record = await rig.record(task_id)
+        assert record is not None and record.task.state == "Processed"
+        steps = {s.name: s for s in record.steps}
+        assert steps[taken].state == "Processed"
+        assert steps[skipped].state == "Skipped" and steps[skipped].note == f"skipped: {why}"
+
+
 @pytest.mark.skipif(os.environ.get("SAS_RECORD_HISTORIES") != "1", reason="set SAS_RECORD_HISTORIES=1 to re-record")
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_record_histories_of_the_step_kinds(make_rig) -> None:  # type: ignore[no-untyped-def]
-    """Histories for tests/replay: a parallel group, an approval, a skipped step."""
+    """Histories for tests/replay: a parallel group, an approval, a skipped step, both paths of a choice."""
     rig: Rig = await make_rig(extra_workflows=KINDS)
     kit = await rig.submit(fresh_id("kit"), order(), workflow="KitWorkflow")
     pickup = await rig.submit(fresh_id("pickup"), order(address="pickup"), workflow="PickupOrderWorkflow")
     approved = await rig.submit(fresh_id("approve"), order(), workflow="ApprovedOrderWorkflow")
     await wait_until(lambda: rig.step_states(approved.id), lambda s: s.get("approval") == "Waiting", what="waiting")
     await approved.execute_update("request_approve", {"by": "grace", "reason": "known customer"})
-    for name, handle in (("kit_parallel", kit), ("pickup_skipped", pickup), ("approved_order", approved)):
+    taken = await rig.submit(fresh_id("door"), order(), workflow="ChosenOrderWorkflow")
+    otherwise = await rig.submit(fresh_id("store"), order(address="pickup"), workflow="ChosenOrderWorkflow")
+    recorded = {"kit_parallel": kit, "pickup_skipped": pickup, "approved_order": approved}
+    recorded |= {"choice_taken": taken, "choice_otherwise": otherwise}
+    for name, handle in recorded.items():
         assert (await handle.result()).state == TaskState.PROCESSED
         history = await handle.fetch_history()
         (HISTORIES / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")

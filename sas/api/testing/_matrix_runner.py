@@ -239,7 +239,7 @@ def _branch_order(definition: TaskDefinition, undone: list[str]) -> list[str]:
     """Latest first within each branch of a group (``Sequence``): a member's steps are undone
     before those of the members before it, whatever the other branches did meanwhile."""
     problems = []
-    for branch in _branches(definition.stages):
+    for branch in _branches(definition.run_stages):
         member_of = {leaf.name: i for i, member in enumerate(branch.steps) for leaf in leaves(member)}
         order = [member_of[name] for name in undone if name in member_of]
         if order != sorted(order, reverse=True):

@@ -106,7 +106,7 @@ def sibling_cases(definition: TaskDefinition, reached: Iterable[str]) -> list[Si
     nothing failed; a step skipped by its condition is not timed)."""
     ran = set(reached)
     cases: list[SiblingCase] = []
-    for stage in definition.stages:
+    for stage in definition.run_stages:
         if not isinstance(stage, Parallel):
             continue
         if stage.branched:
