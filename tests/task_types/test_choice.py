@@ -103,7 +103,7 @@ def test_a_step_after_the_choice_may_use_a_path_s_result_but_no_path_another_s()
             "step 'rush': the pivot is in a path of a Choice (fast)",
         ),
         (
-            typed(Choice(Option("fast", when=express, then=Sequence(RUSH, Sequence(PACK))), otherwise=POST)),
+            typed(Choice(Option("fast", when=express, then=Sequence(RUSH, Sequence(PACK))), otherwise=POST)),  # type: ignore[arg-type]
             "a Sequence inside a Sequence",
         ),
     ],
@@ -118,6 +118,7 @@ def test_a_step_naming_a_result_of_another_path_is_refused() -> None:
     from sas.task_types.call_checks import calls_problem
 
     courier = Service("courier")
+    assert SHIP.result is not None
     after_rush = StepDefinition(
         "label",
         forward=courier.post("/label", body={"rush": Result("rush", "tracking_id")}, result=SHIP.result),
@@ -131,7 +132,7 @@ def test_a_step_naming_a_result_of_another_path_is_refused() -> None:
 @pytest.mark.parametrize(
     "stages",
     [
-        (Parallel(Choice(Option("fast", when=express, then=RUSH), otherwise=PACK), POST),),
+        (Parallel(Choice(Option("fast", when=express, then=RUSH), otherwise=PACK), POST),),  # type: ignore[arg-type]
         (
             Choice(
                 Option("fast", when=express, then=Choice(Option("x", when=heavy, then=RUSH), otherwise=PACK)),  # type: ignore[arg-type]
