@@ -23,7 +23,8 @@ from sas.api.client import TaskClient, TaskIdTaken
 - Its errors, each a [`ClientError`][sas.api.client.ClientError]:
   [`InvalidInput`][sas.api.client.InvalidInput], [`TaskNotFound`][sas.api.client.TaskNotFound],
   [`TaskIdTaken`][sas.api.client.TaskIdTaken], [`NotApplicable`][sas.api.client.NotApplicable],
-  [`NotConfirmed`][sas.api.client.NotConfirmed], [`Unreachable`][sas.api.client.Unreachable].
+  [`NotConfirmed`][sas.api.client.NotConfirmed], [`Unreachable`][sas.api.client.Unreachable],
+  and, for a client that acts for one team, [`OutsideTeam`][sas.api.client.OutsideTeam].
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from sas.client.errors import (
     InvalidInput,
     NotApplicable,
     NotConfirmed,
+    OutsideTeam,
     TaskIdTaken,
     TaskNotFound,
     Unreachable,
@@ -63,6 +65,7 @@ __all__ = [
     "NotApplicable",
     "NotConfirmed",
     "Outcome",
+    "OutsideTeam",
     "Selection",
     "ServiceView",
     "Submitted",

@@ -89,7 +89,7 @@ async def list_alerts(
     async def load(session: Any) -> AlertList:
         rows = await query(session, wanted, limit, include_folded=folded, task_types=types)
         views = [AlertView(**{f: getattr(a, f) for f in AlertView.__dataclass_fields__}) for a in rows]
-        return AlertList(views, 0 if folded else await count_folded(session, wanted))
+        return AlertList(views, 0 if folded else await count_folded(session, wanted, types))
 
     return await store.read(load)
 

@@ -56,7 +56,14 @@ class ClientCore:
     A client is an async context manager: ``async with await TaskClient.connect() as client:``
     closes it at the block's end (``close``)."""
 
-    def __init__(self, client: Client | None, settings: Settings | None = None, *, actor: str | None = None) -> None:
+    def __init__(
+        self,
+        client: Client | None,
+        settings: Settings | None = None,
+        *,
+        actor: str | None = None,
+        team: str | None = None,
+    ) -> None:
         if settings is None:
             from sas.settings import get_settings
 
@@ -67,6 +74,8 @@ class ClientCore:
         self._closed = False
         self.store = StateStore(settings)
         self.actor = audit.check_actor(actor) if actor is not None else None
+        # Whom it acts for: one team's tasks only, or (None) every team's.
+        self.team = _check_team(team) if team is not None else settings.operator.team
 
     async def __aenter__(self) -> Self:
         if self._closed:
@@ -112,8 +121,52 @@ class ClientCore:
         return self._client
 
     def _who(self, by: str | None, reason: str) -> str:
+        """Who acts, as the audit log keeps it: for a client of one team, ``<who> (team <team>)``."""
         audit.check_reason(reason)
-        return audit.check_actor(by or self.actor)
+        who = audit.check_actor(by or self.actor)
+        if self.team is None:
+            return who
+        suffix = f" (team {self.team})"
+        return who[: audit.MAX_BY - len(suffix)] + suffix
+
+    async def _acting_on(self, task_id: str, by: str | None, reason: str) -> str:
+        """Who acts on ``task_id`` (``_who``), once a client of one team has found the task its
+        team's (``OutsideTeam`` if not, before anything is sent)."""
+        who = self._who(by, reason)
+        await self._in_team(task_id)
+        return who
+
+    async def _in_team(self, task_id: str) -> None:
+        """``OutsideTeam`` when a client of one team is asked about another team's task."""
+        if self.team is not None:
+            from sas.client.teams import check_team_of_task
+
+            await check_team_of_task(self.team, self.store, self._temporal, task_id)
+
+    def _read_team(self, team: str | None) -> str | None:
+        """The team a list is limited to: the one asked, or a client of one team's own (which
+        may not ask for another's)."""
+        if self.team is None or team in (None, self.team):
+            return team or self.team
+        from sas.client.errors import OutsideTeam
+
+        raise OutsideTeam(f"--team {team}: this client acts for team {self.team} only", "SAS_OPERATOR__TEAM says so")
+
+    def _for_team(self, task_type: str) -> None:
+        """``OutsideTeam`` when a client of one team is asked to start another team's type."""
+        if self.team is not None:
+            from sas.client.teams import check_team_of_type
+
+            check_team_of_type(self.team, task_type)
+
+
+def _check_team(team: str) -> str:
+    from sas.client.errors import InvalidInput
+    from sas.task_models.ids import NAME
+
+    if not NAME.fullmatch(team):
+        raise InvalidInput(f"team {team!r}: a team is 1-40 characters from a-z 0-9 _", field="team")
+    return team
 
 
 def run_driver(main: Callable[[], Coroutine[Any, Any, object]]) -> NoReturn:

@@ -54,6 +54,11 @@ class NotApplicable(ClientError):
     to act on (no step waits, nothing to park, it has already started)."""
 
 
+class OutsideTeam(NotApplicable):
+    """The client acts for one team (``TaskClient(team=...)``, ``SAS_OPERATOR__TEAM``) and the
+    task is of another team's type, or of a type no team owns: nothing was done."""
+
+
 class NotConfirmed(ClientError):
     """The action was sent, but sas did not see it take effect in time (no worker applied it,
     Temporal did not confirm it). It may still apply: look at the task before acting again."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 from sas.client import incidents, inputs
 from sas.client.core import ClientCore, typed
-from sas.client.errors import InvalidInput
+from sas.client.errors import InvalidInput, OutsideTeam
 
 # Only what a read of the state store needs is imported here: `sas show`, `list` and `alerts`
 # load nothing of Temporal's SDK or the task types (they start fast).
@@ -31,6 +31,7 @@ class ReadCalls(ClientCore):
     ) -> list[IncidentView]:
         """Incidents, newest first: ``active`` (open or acked), ``open``, ``acked``, ``resolved`` or
         ``all``; ``team``: only those with a task of that team's types."""
+        team = self._read_team(team)
         return await incidents.list_incidents(self.store, status, limit, await self._releases(), team)
 
     @typed
@@ -56,6 +57,7 @@ class ReadCalls(ClientCore):
         from sas.client.story import tell
 
         inputs.check_task_id(task_id)
+        await self._in_team(task_id)
         return await tell(self.store, self._temporal, task_id)
 
     @typed
@@ -67,7 +69,7 @@ class ReadCalls(ClientCore):
         ``team``: only the alerts that team owns (of its task types' tasks, or incidents of them)."""
         from sas.client.alerts import list_alerts
 
-        return await list_alerts(self.store, status, limit, folded=folded, team=team)
+        return await list_alerts(self.store, status, limit, folded=folded, team=self._read_team(team))
 
     @typed
     async def acknowledge_alert(self, alert_id: int) -> AlertChange:
@@ -141,6 +143,11 @@ class ReadCalls(ClientCore):
         if state not in ("open", "closed"):
             raise InvalidInput(f"unknown breaker state {state!r}: open or closed", field="state")
         check_force(service, reason)
+        if self.team is not None:
+            raise OutsideTeam(
+                f"{service}'s breaker is every team's: this client acts for team {self.team} only, and did nothing",
+                "ask the platform's operators (SAS_OPERATOR__TEAM unset)",
+            )
         return await force(self.store, service, state, self._who(by, reason), reason)
 
     @typed
@@ -150,4 +157,4 @@ class ReadCalls(ClientCore):
         state store saw it (state ``Stuck``; not with a team). ``TaskList.tasks`` has each (``ListedTask``)."""
         from sas.client.listing import list_tasks
 
-        return await list_tasks(self.store, state, limit, team)
+        return await list_tasks(self.store, state, limit, self._read_team(team))

@@ -37,7 +37,7 @@ class RepairCalls(ClientCore):
         from sas.client import repairs
 
         inputs.check_task_id(task_id)
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         done = repairs.completion(step, result, who, reason, force=force)
         return await repairs.complete_step(await self._temporal(), task_id, done, dry_run=dry_run)
 
@@ -62,7 +62,7 @@ class RepairCalls(ClientCore):
         from sas.client import repairs
 
         inputs.check_task_id(task_id)
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         change = repairs.input_change(step, fields, who, reason, force=force)
         return await repairs.retry_with_input(await self._temporal(), task_id, change, dry_run=dry_run)
 
@@ -85,7 +85,7 @@ class RepairCalls(ClientCore):
         from sas.client import repairs
 
         inputs.check_task_id(task_id)
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         skip = repairs.step_skip(step, who, reason, force=force)
         return await repairs.skip_step(await self._temporal(), task_id, skip, dry_run=dry_run)
 
@@ -112,7 +112,7 @@ class RepairCalls(ClientCore):
         inputs.check_task_id(task_id)
         inputs.check_step_name(from_step)
         repairs.require_reason(reason, "a redrive")
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         message, incarnation = await redrive.redrive(
             await self._temporal(), self.store, task_id, from_step, who, reason, force=force, dry_run=dry_run
         )

@@ -43,6 +43,7 @@ class ScheduleCalls(ClientCore):
         except ValueError as err:
             raise InvalidInput(str(err), field="schedule_id") from None
         inputs.definition(task_type)
+        self._for_team(task_type)
         payload = inputs.validate_input(task_type, task_input, self.settings.outbound)
         schedule = schedules.build_schedule(
             task_type,
@@ -58,28 +59,29 @@ class ScheduleCalls(ClientCore):
 
     @typed
     async def schedules(self) -> list[ScheduleView]:
-        """Every schedule, with its next run times and its last runs' task ids (``ScheduleView``)."""
+        """Every schedule (of a client of one team: those that start its team's tasks), with its
+        next run times and its last runs' task ids (``ScheduleView``)."""
         from sas.client.schedules import list_schedules
 
-        return await list_schedules(await self._temporal())
+        return await list_schedules(await self._temporal(), self.team)
 
     @typed
     async def pause_schedule(self, schedule_id: str, *, reason: str = "") -> ScheduleChange:
         """Pause a schedule: no new runs until unpaused (``reason`` is shown in the UI)."""
         from sas.client.schedules import change
 
-        return await change(await self._temporal(), schedule_id, "pause", reason)
+        return await change(await self._temporal(), schedule_id, "pause", reason, self.team)
 
     @typed
     async def unpause_schedule(self, schedule_id: str, *, reason: str = "") -> ScheduleChange:
         """Resume a paused schedule (``reason`` is shown in the UI)."""
         from sas.client.schedules import change
 
-        return await change(await self._temporal(), schedule_id, "unpause", reason)
+        return await change(await self._temporal(), schedule_id, "unpause", reason, self.team)
 
     @typed
     async def delete_schedule(self, schedule_id: str) -> ScheduleChange:
         """Delete a schedule (runs already started go on)."""
         from sas.client.schedules import change
 
-        return await change(await self._temporal(), schedule_id, "delete", "")
+        return await change(await self._temporal(), schedule_id, "delete", "", self.team)

@@ -122,10 +122,13 @@ async def create(client: Client, schedule_id: str, schedule: Schedule) -> Schedu
     return ScheduleChange(schedule_id, "created")
 
 
-async def list_schedules(client: Client) -> list[ScheduleView]:
-    """Every schedule of the namespace, as Temporal lists them."""
+async def list_schedules(client: Client, team: str | None = None) -> list[ScheduleView]:
+    """Every schedule of the namespace, as Temporal lists them; ``team``: those whose runs are
+    tasks of that team's types."""
     found = []
     async for entry in await client.list_schedules():
+        if team is not None and not _of_team(team, getattr(getattr(entry.schedule, "action", None), "workflow", None)):
+            continue
         info = entry.info
         found.append(
             ScheduleView(
@@ -142,15 +145,27 @@ async def list_schedules(client: Client) -> list[ScheduleView]:
     return found
 
 
-async def change(client: Client, schedule_id: str, what: Change, note: str) -> ScheduleChange:
+async def change(client: Client, schedule_id: str, what: Change, note: str, team: str | None = None) -> ScheduleChange:
     """Pause, unpause or delete the schedule (``note``: why, shown in the UI); ``TaskNotFound``
-    if there is none of that id."""
+    if there is none of that id; ``OutsideTeam`` if ``team`` is given and its runs are not of
+    that team's types."""
     from temporalio.service import RPCError, RPCStatusCode
 
     if what not in _DONE:
         raise InvalidInput(f"unknown schedule change {what!r}: pause, unpause or delete", field="what")
     handle = client.get_schedule_handle(schedule_id)
     try:
+        if team is not None:
+            action = (await handle.describe()).schedule.action
+            workflow = getattr(action, "workflow", None)
+            if not _of_team(team, workflow):
+                from sas.client.errors import OutsideTeam
+
+                raise OutsideTeam(
+                    f"schedule {schedule_id} starts tasks of {workflow}, not of team {team}'s types: this client"
+                    f" acts for team {team} only, and did nothing",
+                    "ask an operator of that team, or the platform's (SAS_OPERATOR__TEAM unset)",
+                )
         if what == "pause":
             await handle.pause(note=note or "paused with sas")
         elif what == "unpause":
@@ -162,3 +177,11 @@ async def change(client: Client, schedule_id: str, what: Change, note: str) -> S
             raise TaskNotFound(f"no schedule {schedule_id!r}", "see `sas schedule list`") from None
         raise
     return ScheduleChange(schedule_id, _DONE[what])
+
+
+def _of_team(team: str, workflow: object) -> bool:
+    """Whether a schedule whose runs are workflows of type ``workflow`` starts ``team``'s tasks."""
+    from sas.workflows.registry import by_workflow_name
+
+    found = by_workflow_name(workflow) if isinstance(workflow, str) else None
+    return found is not None and found.definition.team == team

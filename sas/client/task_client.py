@@ -40,7 +40,8 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
     Build it with ``await TaskClient.connect()`` (the SAS_* settings, or ``settings``), or over
     a Temporal client you already have: ``TaskClient(client, settings)``; that client must use
     sas's data converter (``sas.runtime.connect.connect`` builds one). ``actor`` is who acts
-    when a call does not say (``by=``): name your service, so the audit log does.
+    when a call does not say (``by=``): name your service, so the audit log does. ``team``
+    limits it to one team's tasks (``connect``).
 
     Its parts, by concern: starting and following a task and the operator actions (here), the
     repairs (``complete_step``, ``retry_with_input``, ``skip_step``), the
@@ -56,18 +57,30 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
     @classmethod
     @typed
     async def connect(
-        cls, settings: Settings | None = None, *, actor: str | None = None, lazy: bool = False
+        cls,
+        settings: Settings | None = None,
+        *,
+        actor: str | None = None,
+        lazy: bool = False,
+        team: str | None = None,
     ) -> TaskClient:
         """A client on the Temporal and state store that ``settings`` (default: SAS_*) name.
 
         ``lazy``: connect to Temporal when a call first needs it, not now; a call that reads
         only the state store (``list``, ``show`` of an accepted task, ``alerts``, ``incidents``,
-        ``services``) then works while Temporal is away."""
+        ``services``) then works while Temporal is away.
+
+        ``team``: act for that team only (default ``SAS_OPERATOR__TEAM``): an action on, or a
+        ``show`` of, a task whose type is not the team's raises ``OutsideTeam`` before anything
+        is sent; ``submit`` and ``create_schedule`` take the team's types only; a bulk action
+        keeps the team's selected tasks; ``list``, ``alerts``, ``incidents`` and ``schedules``
+        show the team's; forcing a breaker (a service is every team's) is refused; and each
+        audit entry's ``by`` names the team (``alice (team payments)``)."""
         if settings is None:
             from sas.settings import get_settings
 
             settings = get_settings()
-        made = cls(None, settings, actor=actor)
+        made = cls(None, settings, actor=actor, team=team)
         if not lazy:
             await made._temporal()
         return made
@@ -91,6 +104,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
         (at most 366 days ahead). ``priority``: 1 (most urgent) to 5; default 3, and kept by a
         ``reschedule`` and a ``resubmit`` (every start is ``sas.client.submitting.start_task``)."""
         inputs.definition(task_type)
+        self._for_team(task_type)
         payload = inputs.validate_input(task_type, task_input, self.settings.outbound)
         task_id = inputs.check_task_id(task_id) if task_id else inputs.new_task_id(task_type)
         if isinstance(delay, datetime):
@@ -172,7 +186,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
         from sas.client import operator
 
         inputs.check_task_id(task_id)
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         temporal = await self._temporal()
         return ActionResult(task_id, await operator.retry(temporal, self.store, task_id, step, who, reason))
 
@@ -185,7 +199,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
         from sas.client import operator
 
         inputs.check_task_id(task_id)
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         temporal = await self._temporal()
         return ActionResult(task_id, await operator.compensate(temporal, task_id, who, reason, force=force))
 
@@ -209,7 +223,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
             raise InvalidInput(f"confirm_within_s must be in (0, 600], got {confirm_within_s}")
         from sas.client import parking
 
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         return ActionResult(
             task_id,
             await parking.park_step(await self._temporal(), self.store, task_id, step, who, reason, confirm_within_s),
@@ -222,7 +236,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
         inputs.check_task_id(task_id)
         from sas.client import operator
 
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         message, incarnation = await operator.resubmit(await self._temporal(), self.store, task_id, who, reason)
         return ActionResult(task_id, message, incarnation)
 
@@ -246,7 +260,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
         inputs.check_task_id(task_id)
         from sas.client import operator
 
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         temporal = await self._temporal()
         answer = await operator.answer_wait(temporal, task_id, step, approved=approved, by=who, reason=reason)
         return ActionResult(task_id, answer)
@@ -257,7 +271,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
         inputs.check_task_id(task_id)
         from sas.client import delayed
 
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         done = await delayed.cancel(await self._temporal(), self.store, task_id, who, reason)
         return ActionResult(task_id, done["changed"], data=done)
 
@@ -267,7 +281,7 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
     ) -> ActionResult:
         """Move a delayed task's start: to ``when`` from now, or to the time ``when``."""
         inputs.check_task_id(task_id)
-        who = self._who(by, reason)
+        who = await self._acting_on(task_id, by, reason)
         if isinstance(when, datetime):
             when = (when if when.tzinfo is not None else when.astimezone()) - datetime.now(UTC)
         delay = inputs.check_delay(when, "the new start")
@@ -288,7 +302,14 @@ class TaskClient(ReadCalls, RepairCalls, ScheduleCalls, UpkeepCalls):
 
         _check_selection(selection)
         client = await self._temporal() if selection.query is not None else None
-        return await bulk.select(client, self.store, self.settings.temporal.task_queue, selection)
+        chosen = await bulk.select(client, self.store, self.settings.temporal.task_queue, selection)
+        if self.team is None:
+            return chosen
+        from sas.client.teams import team_types
+
+        # A client of one team acts on its team's tasks only: the others selected are left out.
+        mine = set(team_types(self.team))
+        return Selected(tasks=[t for t in chosen.tasks if t.task_type in mine], more=chosen.more)
 
     @typed
     async def bulk(

@@ -1,10 +1,19 @@
 """Which task types a read limited to a team (``--team``, ``TaskClient.alerts(team=...)``) covers:
 those that name the team (``TaskDefinition(team=...)``), as the Supervisor routes their alerts to
-the team's webhook (``supervisor/alert/webhook.py``)."""
+the team's webhook (``supervisor/alert/webhook.py``); and the one check of a client that acts for
+one team (``TaskClient(team=...)``, ``SAS_OPERATOR__TEAM``): the task it acts on is that team's."""
 
 from __future__ import annotations
 
-from sas.client.errors import InvalidInput
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from sas.client.errors import InvalidInput, OutsideTeam, TaskNotFound, Unreachable
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from sas.client.store import StateStore
 
 
 def team_types(team: str) -> list[str]:
@@ -23,3 +32,45 @@ def team_types(team: str) -> list[str]:
             field="team",
         )
     return found
+
+
+def check_team_of_type(team: str, task_type: str) -> None:
+    """OutsideTeam unless ``team`` owns ``task_type``."""
+    from sas.workflows.registry import task_types
+
+    found = task_types().get(task_type)
+    owner = found.definition.team if found is not None else None
+    if owner != team:
+        whose = f"team {owner}'s" if owner else "owned by no team"
+        raise OutsideTeam(
+            f"{task_type} is {whose}: this client acts for team {team} only, and did nothing",
+            "ask an operator of that team, or the platform's (SAS_OPERATOR__TEAM unset)",
+        )
+
+
+async def check_team_of_task(
+    team: str, store: StateStore, temporal: Callable[[], Awaitable[Client]], task_id: str
+) -> None:
+    """OutsideTeam unless ``team`` owns the task's type: read from its task row (one read of the
+    state store), else from the workflow Temporal runs under its id (a delayed start, a task not
+    yet accepted). TaskNotFound when neither knows it."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from sas.state_store.queries import get_task_row
+    from sas.workflows.registry import by_workflow_name
+
+    try:
+        row = await store.read(lambda session: get_task_row(session, task_id))
+    except Unreachable:
+        row = None  # no state store here: Temporal, the truth the mirror follows, says
+    task_type = row.task_type if row is not None else None
+    if task_type is None:
+        try:
+            described = await (await temporal()).get_workflow_handle(task_id).describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`") from None
+        found = by_workflow_name(described.workflow_type)
+        task_type = found.definition.task_type if found is not None else described.workflow_type
+    check_team_of_type(team, task_type)

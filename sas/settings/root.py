@@ -17,6 +17,7 @@ from pydantic_settings import (
 )
 
 from sas.settings.connection import DatabaseSettings, TemporalSettings
+from sas.settings.operator import OperatorSettings
 from sas.settings.processes import (
     MetricsSettings,
     OtelSettings,
@@ -106,6 +107,7 @@ class Settings(BaseSettings):
     outbound: OutboundPolicy = Field(default_factory=OutboundPolicy)
     codec_server: CodecServerSettings = CodecServerSettings()
     schedules: ScheduleSettings = ScheduleSettings()
+    operator: OperatorSettings = OperatorSettings()
     steps: dict[str, StepPolicy] = Field(
         default_factory=dict,
         description="Per-step overrides: of one task type's step, SAS_STEPS__ORDER__CHARGE__COMPLETE_BY_S=20"

@@ -91,11 +91,15 @@ async def list_alerts(
     return list((await session.scalars(query)).all())
 
 
-async def count_folded(session: AsyncSession, status: str | None = None) -> int:
-    """How many alerts (in ``status``) are folded into open incidents."""
+async def count_folded(
+    session: AsyncSession, status: str | None = None, task_types: Sequence[str] | None = None
+) -> int:
+    """How many alerts (in ``status``; of ``task_types``, ``owned_by``) are folded into open incidents."""
     query = select(func.count()).select_from(Alert).where(folded())
     if status is not None:
         query = query.where(Alert.status == status)
+    if task_types is not None:
+        query = query.where(owned_by(task_types))
     return int(await session.scalar(query) or 0)
 
 
