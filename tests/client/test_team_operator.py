@@ -5,6 +5,8 @@ A dev server, the order example's steps as two teams' types (``tests/e2e/teams.p
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from temporalio.client import Client
 
@@ -40,7 +42,7 @@ async def test_a_team_s_operator_acts_on_its_team_s_tasks_only_and_is_audited_as
             )
             await platform.submit(task_type, order(), task_id=task_id)
         for task_id in (ours, theirs):
-            await wait_until(lambda t=task_id: platform.status(t), lambda v: v.state == "Error", what="parked")
+            await wait_until(functools.partial(platform.status, task_id), lambda v: v.state == "Error", what="parked")
             await stack.remove_fault(faults[task_id])
 
         # Another team's task: refused before anything is sent, and left as it was.
