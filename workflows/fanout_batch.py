@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         FanOutBatchResult,
         FanOutItem,
         ItemOutcome,
+        ItemState,
     )
     from sas.task_models.ids import cleanup_workflow_id
     from sas.task_models.queues import service_of, service_queue
@@ -88,7 +89,11 @@ class FanOutBatchWorkflow:
             self._ended[outcome.state] = self._ended.get(outcome.state, 0) + 1
             return outcome
 
-        return FanOutBatchResult(outcomes=list(await asyncio.gather(*(one(i) for i in batch.items))))
+        outcomes = list(await asyncio.gather(*(one(i) for i in batch.items)))
+        if not batch.short_answer:
+            return FanOutBatchResult(outcomes=outcomes)
+        hoped: ItemState = "compensated" if batch.undo else "processed"
+        return FanOutBatchResult(outcomes=[o for o in outcomes if o.state != hoped or o.error], others=hoped)
 
     async def _call(self, batch: FanOutBatch, item: FanOutItem) -> ItemOutcome:
         key = f"{batch.step_key}:{item.key}"

@@ -45,6 +45,13 @@ class FanOutBatch(BaseModel):
     max_concurrency: int = Field(ge=1)
     chain_id: str | None = None
     items: list[FanOutItem]
+    short_answer: bool = Field(
+        default=False,
+        description="Answer the items that ended as hoped (processed; compensated, for an undo) as one count"
+        " (FanOutBatchResult.others), listing the rest: so a batch's answer in its parent's history grows with its"
+        " failures, not with its items. Set by a parent that reads such answers; a batch started by one before it"
+        " lists every item.",
+    )
 
 
 # processing: its batch has begun and not answered yet (it may have had its effect).
@@ -65,6 +72,17 @@ class ItemOutcome(BaseModel):
 
 class FanOutBatchResult(BaseModel):
     outcomes: list[ItemOutcome]
+    others: ItemState | None = Field(
+        default=None,
+        description="The state of every item of the batch not in outcomes (a short answer); None: outcomes lists all.",
+    )
+
+    def of(self, items: list[FanOutItem]) -> list[ItemOutcome]:
+        """Each of the batch's ``items``' outcomes, a short answer's ``others`` given their own."""
+        if self.others is None:
+            return self.outcomes
+        listed = {o.key for o in self.outcomes}
+        return [*self.outcomes, *(ItemOutcome(key=i.key, state=self.others) for i in items if i.key not in listed)]
 
 
 # The batch's query of the items that have ended so far (``BatchProgress``): read by `sas status`

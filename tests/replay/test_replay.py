@@ -53,6 +53,18 @@ def patches_of(path: Path) -> set[str]:
     return found
 
 
+def _payload_texts(path: Path) -> str:
+    """Every payload of a recorded history, decoded, in one text."""
+    texts = []
+    for event in json.loads(path.read_text())["events"]:
+        for attributes in event.values():
+            if isinstance(attributes, dict):
+                for part in ("input", "result"):
+                    for payload in (attributes.get(part) or {}).get("payloads", []):
+                        texts.append(base64.b64decode(payload["data"]).decode(errors="replace"))
+    return "\n".join(texts)
+
+
 def recorded() -> list[Path]:
     return sorted(HISTORIES.glob("*.json"))
 
@@ -86,6 +98,10 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     # A task cancelled mid-batch, before and after batches were told to stop: its batch cancelled.
     for name in ("fan_out_cancelled_batch", "fan_out_cancelled_mid_batch_before_stop_starting"):
         assert (HISTORIES / f"{name}.json").is_file()
+    # Batches that answered in short (FanOutBatch.short_answer), and batches from before that listed every item.
+    short = _payload_texts(HISTORIES / "fan_out_short_answers.json")
+    assert '"short_answer":true' in short and '"others":"processed"' in short
+    assert '"others"' not in _payload_texts(HISTORIES / "fan_out_within_tolerance.json")
     # A call held on the workflow's queue, started again on its service's own (tests/e2e/test_bulkheads.py).
     held = (HISTORIES / "order_held_in_service_queue.json").read_text()
     assert "ServiceSlotsFull" in held

@@ -93,6 +93,7 @@ class CleanupFanOut:
             max_concurrency=max_concurrency,
             chain_id=self.run.records.chain_id,
             items=items,
+            short_answer=True,
         )
         try:
             answer = await workflow.execute_child_workflow(
@@ -103,7 +104,7 @@ class CleanupFanOut:
                 result_type=FanOutBatchResult,
                 static_summary=f"{name}: clean-up undo {self._rounds}, {len(items)} items",
             )
-            return answer.outcomes
+            return answer.of(items)
         except ChildWorkflowError as err:
             message = bounded(f"its batch ended: {err.cause or err}", MAX_ERROR_TEXT)
             return [

@@ -322,6 +322,7 @@ class FanOut:
             max_concurrency=per_batch,
             chain_id=self.run.records.chain_id,
             items=items,
+            short_answer=True,
         )
         child_id = f"{plan.idempotency_key}:{kind}-{self._batch_rounds}"
         try:
@@ -341,7 +342,7 @@ class FanOut:
             for outcome in answer.outcomes:
                 if outcome.error_type == FOREIGN_RESULT:
                     await self.run.audit_refused_result(name, f"item {outcome.key}: {outcome.error}")
-            return answer.outcomes
+            return answer.of(items)
         except ChildWorkflowError as err:
             state = "compensation_failed" if undo else "failed"
             message = bounded(f"its batch ended: {err.cause or err}", MAX_ERROR_TEXT)
