@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from sas.cli import context
-from sas.cli.output import CliError, console, shown
+from sas.cli.output import console, shown
 
 DEFAULT_UI_ORIGINS = ["http://localhost:8233", "http://127.0.0.1:8233"]
 
@@ -21,24 +21,22 @@ def codec_server(
         DEFAULT_UI_ORIGINS, "--ui-origin", help="Temporal UI origin allowed to call it (repeat for several)."
     ),
 ) -> None:
-    """Serve /encode and /decode so the Temporal UI shows decrypted payloads (see docs/security.md)."""
+    """Serve /encode and /decode so the Temporal UI shows sas's payloads decrypted and inflated
+    (see docs/security.md)."""
     import uvicorn
 
-    from sas.payload_codec import EncryptionCodec, KeyRing
+    from sas.payload_codec import KeyRing
+    from sas.payload_codec.converter import codec_of
     from sas.payload_codec.server import build_codec_app
     from sas.runtime.logs import configure_logging
 
     settings = context.settings()
-    if not settings.encryption.enabled:
-        raise CliError(
-            "payload encryption is not configured: there is nothing to decode",
-            "set SAS_ENCRYPTION__KEYS and SAS_ENCRYPTION__CURRENT_KEY_ID (docs/security.md)",
-            code=2,
-        )
     configure_logging(settings.log_level)
-    codec = EncryptionCodec(KeyRing.from_settings(settings.encryption))
+    codec = codec_of(settings.encryption)
+    # Without keys it still inflates the large payloads sas compresses (sas/payload_codec/compression.py).
+    what = repr(KeyRing.from_settings(settings.encryption)) if settings.encryption.enabled else "compression only"
     endpoint = f"http://{host}:{port}"
-    console.print(f"codec server on {shown(endpoint)} ({shown(repr(codec.ring))}), for {shown(', '.join(ui_origin))}")
+    console.print(f"codec server on {shown(endpoint)} ({shown(what)}), for {shown(', '.join(ui_origin))}")
     console.print(f"  Temporal UI: Settings (top right) > Codec Server > {shown(endpoint)}")
     console.print(f"  temporal CLI: --codec-endpoint {shown(endpoint)}")
     # log_config=None: uvicorn's loggers go through sas's JSON root handler.

@@ -1,5 +1,5 @@
-"""The data converter every sas client and worker uses: pydantic JSON, lean in the history,
-encrypted when keys are configured."""
+"""The data converter every sas client and worker uses: pydantic JSON, lean in the history, its
+large payloads compressed, encrypted when keys are configured."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from temporalio.converter import (
     DefaultFailureConverterWithEncodedAttributes,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
+    PayloadCodec,
 )
 
 from sas.payload_codec.codec import EncryptionCodec
+from sas.payload_codec.compression import CodecChain, CompressionCodec
 from sas.payload_codec.keys import KeyRing
 from sas.settings import EncryptionSettings
 
@@ -83,11 +85,21 @@ class LeanPayloadConverter(PydanticPayloadConverter):
         )
 
 
-lean_data_converter = DataConverter(payload_converter_class=LeanPayloadConverter)
+lean_data_converter = DataConverter(payload_converter_class=LeanPayloadConverter, payload_codec=CompressionCodec())
+"""Pydantic JSON, lean (``left_out``), its large payloads compressed (``compression.py``)."""
+
+
+def codec_of(settings: EncryptionSettings | None) -> PayloadCodec:
+    """What every sas payload goes through: compression of the large ones, then, when keys are
+    configured, encryption (the codec server decodes with the same)."""
+    if settings is None or not settings.enabled:
+        return CompressionCodec()
+    return CodecChain(CompressionCodec(), EncryptionCodec(KeyRing.from_settings(settings)))
 
 
 def data_converter(settings: EncryptionSettings | None) -> DataConverter:
-    """Pydantic JSON (lean: ``left_out``), encrypted when keys are configured.
+    """Pydantic JSON (lean: ``left_out``), its large payloads compressed, encrypted when keys are
+    configured.
 
     With encryption on, failures' messages and stack traces are moved into an encrypted
     attribute too (Temporal's ``encode_common_attributes``): a validation error quotes the
@@ -96,8 +108,8 @@ def data_converter(settings: EncryptionSettings | None) -> DataConverter:
     """
     if settings is None or not settings.enabled:
         return lean_data_converter
-    codec = EncryptionCodec(KeyRing.from_settings(settings))
-    if not codec.encrypts:
+    codec = codec_of(settings)
+    if not EncryptionCodec(KeyRing.from_settings(settings)).encrypts:
         # Decrypt-only (turning encryption off): encoded failures still decode either way.
         return dataclasses.replace(lean_data_converter, payload_codec=codec)
     return dataclasses.replace(

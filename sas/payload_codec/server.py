@@ -31,8 +31,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
 
-from sas.payload_codec.codec import EncryptionCodec, PayloadDecryptionError
+from sas.payload_codec.codec import PayloadDecryptionError
+from sas.payload_codec.compression import PayloadDecompressionError
 from sas.settings import CodecServerSettings
 from sas.task_models.strict_json import StrictJsonError, loads_strict
 
@@ -45,7 +47,7 @@ Transform = Callable[[Sequence[Payload]], Awaitable[list[Payload]]]
 
 
 def build_codec_app(
-    codec: EncryptionCodec, ui_origins: Sequence[str], access: CodecServerSettings | None = None
+    codec: PayloadCodec, ui_origins: Sequence[str], access: CodecServerSettings | None = None
 ) -> Starlette:
     """The ASGI app; ``ui_origins`` are the Temporal UI origins allowed to call it from a browser.
 
@@ -127,7 +129,7 @@ async def _apply(request: Request, name: str, transform: Transform) -> JSONRespo
         return _error(400, str(err))
     try:
         out = await transform(payloads)
-    except PayloadDecryptionError as err:
+    except (PayloadDecryptionError, PayloadDecompressionError) as err:
         # The message names key ids only, never key material or payload bytes.
         log.warning("codec server could not %s: %s", name, err)
         return _error(422, str(err))

@@ -271,8 +271,32 @@ async def test_sas_codec_server_command_serves_with_keys_from_settings() -> None
     assert key not in out + err and token not in out + err
 
 
-def test_sas_codec_server_refuses_to_start_without_keys() -> None:
-    process = sas_codec_server("--port", str(free_port()), env={"SAS_ENCRYPTION__KEYS": "{}"})
-    _, err = process.communicate(timeout=30)
-    assert process.returncode != 0
-    assert "payload encryption is not configured" in err
+async def test_sas_codec_server_without_keys_inflates_what_sas_compressed() -> None:
+    from sas.payload_codec.compression import ENCODING, CompressionCodec
+
+    port = free_port()
+    big = pydantic_data_converter.payload_converter.to_payloads([{"items": [f"item-{n}" for n in range(2000)]}])
+    packed = await CompressionCodec().encode(big)
+    assert packed[0].metadata["encoding"] == ENCODING
+    process = sas_codec_server("--port", str(port), env={"SAS_ENCRYPTION__KEYS": "{}"})
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+
+            async def healthy() -> httpx.Response | None:
+                try:
+                    return await http.get("/healthz")
+                except httpx.TransportError:
+                    assert process.poll() is None, process.communicate()
+                    return None
+
+            await wait_until(healthy, lambda r: r is not None, timeout=20, what="sas codec-server")
+            body = {"payloads": [json_format.MessageToDict(p) for p in packed]}
+            answer = await http.post("/decode", json=body, headers={"Origin": UI})
+        assert answer.status_code == 200, answer.text
+        shown = answer.json()["payloads"][0]
+        assert base64.b64decode(shown["metadata"]["encoding"]) == b"json/plain"
+        assert base64.b64decode(shown["data"]) == big[0].data
+    finally:
+        process.terminate()
+        out, _ = process.communicate(timeout=10)
+    assert "compression only" in out
