@@ -150,7 +150,10 @@ class ClientCore:
             return team or self.team
         from sas.client.errors import OutsideTeam
 
-        raise OutsideTeam(f"--team {team}: this client acts for team {self.team} only", "SAS_OPERATOR__TEAM says so")
+        raise OutsideTeam(
+            f"--team {team}: this client acts for team {self.team} only",
+            "it was made for one team (SAS_OPERATOR__TEAM, or TaskClient(team=...))",
+        )
 
     def _for_team(self, task_type: str) -> None:
         """``OutsideTeam`` when a client of one team is asked to start another team's type."""
