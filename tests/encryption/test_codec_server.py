@@ -237,6 +237,19 @@ def sas_codec_server(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+async def serving(http: httpx.AsyncClient, process: subprocess.Popen[str]) -> None:
+    """Wait until the started ``sas codec-server`` answers its health check (failing if it exits)."""
+
+    async def healthy() -> httpx.Response | None:
+        try:
+            return await http.get("/healthz")
+        except httpx.TransportError:
+            assert process.poll() is None, process.communicate()
+            return None
+
+    await wait_until(healthy, lambda r: r is not None, timeout=20, what="sas codec-server")
+
+
 async def test_sas_codec_server_command_serves_with_keys_from_settings() -> None:
     port, key, token = free_port(), new_key(), f"tok-{uuid.uuid4().hex}"
     env = {
@@ -247,15 +260,7 @@ async def test_sas_codec_server_command_serves_with_keys_from_settings() -> None
     process = sas_codec_server("--port", str(port), "--ui-origin", "http://ui.test:8080", env=env)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-
-            async def healthy() -> httpx.Response | None:
-                try:
-                    return await http.get("/healthz")
-                except httpx.TransportError:
-                    assert process.poll() is None, process.communicate()
-                    return None
-
-            await wait_until(healthy, lambda r: r is not None, timeout=20, what="sas codec-server")
+            await serving(http, process)
             origin = {"Origin": "http://ui.test:8080"}
             refused = await http.post("/encode", json=as_json(["hi"]), headers=origin)
             answer = await http.post(
@@ -281,15 +286,7 @@ async def test_sas_codec_server_without_keys_inflates_what_sas_compressed() -> N
     process = sas_codec_server("--port", str(port), env={"SAS_ENCRYPTION__KEYS": "{}"})
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-
-            async def healthy() -> httpx.Response | None:
-                try:
-                    return await http.get("/healthz")
-                except httpx.TransportError:
-                    assert process.poll() is None, process.communicate()
-                    return None
-
-            await wait_until(healthy, lambda r: r is not None, timeout=20, what="sas codec-server")
+            await serving(http, process)
             body = {"payloads": [json_format.MessageToDict(p) for p in packed]}
             answer = await http.post("/decode", json=body, headers={"Origin": UI})
         assert answer.status_code == 200, answer.text
