@@ -8,6 +8,8 @@ approval (registered by tests/supervisor/test_poison_isolation.py):
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -22,8 +24,13 @@ with workflow.unsafe.imports_passed_through():
 
 # Waits for an approval no test reaches: the task stays open and quiet, so every orphan check looks at it.
 _WAITING = (Wait("approval", signal="approve", deadline=timedelta(minutes=10)), RESERVE, CHARGE)
-# Past the 4 MB a gRPC message may carry by default.
-_TOO_LARGE_CHARS = 5_000_000
+# Past the 4 MB a gRPC message may carry by default, even after sas's payload compression: the
+# characters are the base64 of a hash stream, which compresses by about a quarter, not away.
+_TOO_LARGE_CHARS = 8_000_000
+
+
+def _incompressible(chars: int) -> str:
+    return base64.b64encode(hashlib.shake_256(b"too large").digest(chars * 3 // 4)).decode()
 
 
 @workflow.defn(name="FailingStatusOrderWorkflow")
@@ -49,7 +56,7 @@ class HugeStatusOrderWorkflow(TaskScheduler):
 
     @workflow.query(name="status")
     def status(self) -> TaskStatus:
-        return super().status().model_copy(update={"events": ["x" * _TOO_LARGE_CHARS]})
+        return super().status().model_copy(update={"events": [_incompressible(_TOO_LARGE_CHARS)]})
 
 
 @workflow.defn(name="RetiredOrderWorkflow")
