@@ -118,11 +118,3 @@ def test_a_childs_end_decides_its_step() -> None:
 def test_a_step_that_is_not_a_child_is_unchanged() -> None:
     assert isinstance(RESERVE, StepDefinition) and RESERVE.agent == "inventory.reserve"
     assert _child("order", "order").agent == "child.order" and _child("order", "order").compensation is None
-
-
-async def test_the_failure_matrix_says_it_does_not_drive_a_child_step() -> None:
-    from sas.api.testing import failure_matrix
-    from tests.e2e.children import GiftOrderWorkflow
-
-    with pytest.raises(ValueError, match="has child steps \\(gift\\): the failure matrix drives Agents only"):
-        await failure_matrix(None, GiftOrderWorkflow, {})  # type: ignore[arg-type]

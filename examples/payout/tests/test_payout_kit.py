@@ -1,6 +1,7 @@
 """The payout team's own fast tests, as they run in its repository (``python -m pytest tests``
 in ``examples/payout``): the payout with its child step run to the end, the child's refusal
-undoing the payout, and one refused payee within the tolerance. Each runs in Temporal's
+undoing the payout, one refused payee within the tolerance, and every failure point of the
+payout and its child (the failure matrix). Each runs in Temporal's
 time-skipping environment with fake Agents (``sas.api.testing``); no service, no server."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api import StepCall, TaskState
-from sas.api.testing import FakeAgents, run_task, time_skipping_environment
+from sas.api.testing import FakeAgents, check_failure_matrix, run_task, time_skipping_environment
 from sas_payout.notice import PayoutNoticeWorkflow
 from sas_payout.workflows import PayoutWorkflow
 
@@ -82,3 +83,13 @@ async def test_one_refused_payee_within_the_tolerance_is_left_unpaid(env: Workfl
     assert (pay.result["tolerance"], pay.result["failed_items"], pay.result["processed"]) == (2, 1, 19)
     paid = sorted(key.rsplit(":", 1)[1] for name, key in agents.effects if name == "payout_bank.pay")
     assert paid == sorted(f"emp-{n}" for n in range(20) if n != 4)
+
+
+async def test_every_failure_point_of_the_payout_and_its_child_keeps_the_promise(env: WorkflowEnvironment) -> None:
+    cases = await check_failure_matrix(
+        env, PayoutWorkflow, payout(3), answers=answers(), children=[PayoutNoticeWorkflow]
+    )
+    names = {case.name for case in cases}
+    # The child's step is a failure point of its own, refused in the child task's call.
+    assert "notice: send refused" in names
+    assert {"validate refused", "pay refused", "validate's undo refused"} <= names

@@ -6,17 +6,23 @@ Temporal's time-skipping environment with fake Agents (``FakeAgents``, which fol
 contract as the real run does):
 
 - nothing failing: the task ends Processed and nothing is undone;
-- each step's forward call refused for good: the task ends Compensated (a fan-out's every item
-  refused: Compensated past its tolerance, Processed within it);
+- each step's forward call refused for good (the task's own call: a child task calling the same
+  Agent is not refused): the task ends Compensated (a fan-out's every item refused: Compensated
+  past its tolerance, Processed within it);
+- each step of a child task refused for good (``gift: charge refused``): the child undoes
+  itself, then the task is undone; a child that had completed is undone, when a later step is
+  refused, by the clean-up its parent starts. Past a pivot (the child's own, or its parent's
+  when the child step comes after it), parked for an operator instead;
 - one item of each fan-out refused for good (the first of its keys, sorted): Processed within its tolerance,
   the refused item proven to have done nothing and the others done; past it (a tolerance of 0),
   Compensated, every item that had an effect undone;
 - each sibling of a parallel group refused for good while each other sibling is before,
   during or after its call, and each two siblings refused at once (``_sibling_cases.py``): the
   task ends Compensated;
-- each step's undo refused while a later step's refusal undoes the task: the undo is retried
-  as the Supervisor's ladder does, then parked for an operator, whose `compensate` once the
-  service is back ends the task Compensated.
+- each of the task's own steps' undo refused while a later step's refusal undoes the task: the
+  undo is retried as the Supervisor's ladder does, then parked for an operator, whose
+  `compensate` once the service is back ends the task Compensated (a child task's undos
+  refused: its own type's matrix).
 
 Each time it checks that every step that had an effect is undone exactly once, latest first
 (by stage, and within each branch of a group by its order);
@@ -28,7 +34,7 @@ ends as its declaration promises.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -50,9 +56,10 @@ async def check_failure_matrix(
     task_input: BaseModel | Mapping[str, Any],
     *,
     answers: Mapping[str, Answer] | None = None,
+    children: Iterable[type[TaskScheduler]] = (),
 ) -> list[MatrixCase]:
     """Run ``failure_matrix`` and fail (AssertionError) naming each case that broke the promise."""
-    cases = await failure_matrix(env, workflow, task_input, answers=answers)
+    cases = await failure_matrix(env, workflow, task_input, answers=answers, children=children)
     broken = [f"{c.name}: {'; '.join(c.problems)}" for c in cases if not c.passed]
     assert not broken, f"{workflow.definition.task_type}: " + " | ".join(broken)
     return cases
@@ -65,6 +72,7 @@ async def failure_matrix(
     *,
     answers: Mapping[str, Answer] | None = None,
     timeout_s: float = 60,
+    children: Iterable[type[TaskScheduler]] = (),
 ) -> list[MatrixCase]:
     """Every failure point of ``workflow``'s task type for ``task_input``, each run once.
 
@@ -75,18 +83,12 @@ async def failure_matrix(
         answers: What each fake Agent answers (``FakeAgents.answers``): give the fields later
             steps and undos read (``Result``, ``Forward``).
         timeout_s: The most one case may take.
+        children: The workflows of the task types its child steps run that are not registered
+            (``run_task``'s ``children``); the registered ones are found.
     """
     definition = workflow.definition
-    children = [s.name for s in definition.steps if isinstance(s, ChildTask)]
-    if children:
-        # A child is a task of its own, undone through its clean-up (the state store and Temporal
-        # authorise it): more than fake Agents can stand in for. Refused rather than left to hang.
-        raise ValueError(
-            f"task type {definition.task_type!r} has child steps ({', '.join(children)}): the failure matrix"
-            " drives Agents only; run its child type's matrix, and the parent end to end on a dev server"
-        )
     payload = task_input.model_dump(mode="json") if isinstance(task_input, BaseModel) else dict(task_input)
-    run = MatrixRunner(env, workflow, definition, payload, dict(answers or {}), timeout_s)
+    run = MatrixRunner(env, workflow, definition, payload, dict(answers or {}), timeout_s, children)
     happy = await run.case("nothing fails", set())
     if happy.outcome != TaskState.PROCESSED:
         happy.problems.append(f"ended {happy.outcome}, not Processed")
@@ -107,7 +109,13 @@ async def failure_matrix(
             if case.outcome != TaskState.PROCESSED:
                 case.problems.append(f"ended {case.outcome}, not Processed: its items' refusals are tolerated")
         else:
-            _ended_as_promised(case, definition, [step])
+            _ended_as_promised(case, _past_pivot(definition, [step]))
+        cases.append(case)
+    for path, below, step, past in _child_steps(definition, run.children):
+        if step.agent not in reached:
+            continue  # not called for this input
+        case = await run.case(f"{': '.join(path)}: {step.name} refused", {step.agent}, in_child=path)
+        _ended_as_promised(case, [step.name] if past or _past_pivot(below, [step]) else [])
         cases.append(case)
     for step in steps:
         if not isinstance(step, ForEach) or step.agent not in reached:
@@ -123,12 +131,12 @@ async def failure_matrix(
             if paid != set(items[1:]):
                 case.problems.append(f"items done: {sorted(paid)}, not every item but {items[0]}")
         else:
-            _ended_as_promised(case, definition, [step])
+            _ended_as_promised(case, _past_pivot(definition, [step]))
         cases.append(case)
     for timing in sibling_cases(definition, reached):
         refused = {s.agent for s in timing.refused}
         case = await run.case(timing.name, refused, arrange=timing.arrange, decide_when=timing.refusals_in)
-        _ended_as_promised(case, definition, list(timing.refused))
+        _ended_as_promised(case, _past_pivot(definition, list(timing.refused)))
         cases.append(case)
     for step in steps:
         # A refusal that undoes the task: of a later step that may still be undone (past the
@@ -161,10 +169,35 @@ def _tolerated(step: StepDefinition, payload: Mapping[str, Any]) -> bool:
     return items <= step.tolerate.allowed(items)
 
 
-def _ended_as_promised(case: MatrixCase, definition: TaskDefinition, refused: list[StepDefinition]) -> None:
+def _past_pivot(definition: TaskDefinition, refused: list[StepDefinition]) -> list[str]:
+    """The refused steps that come after ``definition``'s pivot (forward only)."""
+    return [s.name for s in refused if definition.pivot_role(s.name) == "forward_only"]
+
+
+def _child_steps(
+    definition: TaskDefinition,
+    children: Mapping[str, TaskDefinition],
+    path: tuple[str, ...] = (),
+    past: bool = False,
+) -> Iterator[tuple[tuple[str, ...], TaskDefinition, StepDefinition, bool]]:
+    """Each step with an Agent of the task types ``definition``'s child steps run (and theirs):
+    the child steps that lead to it, its type, the step, and whether one of those child steps is
+    past its own task's pivot."""
+    for item in definition.steps:
+        if not isinstance(item, ChildTask) or item.task_type not in children:
+            continue
+        below = children[item.task_type]
+        here, beyond = (*path, item.name), past or definition.pivot_role(item.name) == "forward_only"
+        for step in below.steps:
+            if isinstance(step, StepDefinition):
+                yield here, below, step, beyond
+        yield from _child_steps(below, children, here, beyond)
+
+
+def _ended_as_promised(case: MatrixCase, forward_only: list[str]) -> None:
     """A refusal before the pivot (or of the pivot itself) undoes the task: Compensated. One after
-    it parks the task for an operator, with nothing undone: the task only goes forward."""
-    forward_only = [s.name for s in refused if definition.pivot_role(s.name) == "forward_only"]
+    it (``forward_only``) parks the task for an operator, with nothing undone: the task only goes
+    forward."""
     if not forward_only:
         if case.outcome != TaskState.COMPENSATED:
             case.problems.append(f"ended {case.outcome}, not Compensated")

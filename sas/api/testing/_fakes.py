@@ -21,23 +21,12 @@ from temporalio.exceptions import ApplicationError
 
 from sas.activities.agent import sealed_result
 from sas.api.testing._agent_alone import agents_against
-from sas.task_models import (
-    AuditRecord,
-    CallbackEvent,
-    StepCall,
-    StepPolicyValues,
-    StepResult,
-    TaskAccepted,
-    TaskPlan,
-    TransitionBatch,
-)
+from sas.api.testing._fake_store import FakeStore
+from sas.task_models import StepCall, StepResult
 from sas.task_models.queues import service_of
 from sas.task_types.services import HttpCall
 from sas.task_types.steps import AgentCall, StepDefinition
 from sas.task_types.task_definition import TaskDefinition
-
-# Quick retries that a test does not wait for.
-FAST = StepPolicyValues(complete_by_s=10, max_attempts=2, initial_interval_s=0.1, backoff=1.0, max_interval_s=0.1)
 
 Answer = Mapping[str, Any] | Callable[[StepCall], Mapping[str, Any]]
 # Awaited by a fake at a point of its call (FakeAgents.before_call, .at_service).
@@ -109,6 +98,8 @@ class FakeAgents:
             loopback): that service's Agents, hand-written (``Service.action``) or declared as
             data, are not faked but run as on a worker against it. Their effects are that
             service's to show, not in ``effects``.
+        store: The state store's stand-in: each task's steps as its rows would show them, from
+            which a completed child task is undone when its parent is (``cleanup.plan``).
     """
 
     answers: dict[str, Answer] = field(default_factory=dict)
@@ -128,6 +119,7 @@ class FakeAgents:
     serving: set[str] = field(default_factory=set)
     cut_off: list[tuple[str, str]] = field(default_factory=list)
     services: dict[str, str] = field(default_factory=dict)
+    store: FakeStore = field(default_factory=FakeStore)
     _failed_once: set[str] = field(default_factory=set)
     _clients: list[httpx.AsyncClient] = field(default_factory=list)
 
@@ -154,7 +146,7 @@ class FakeAgents:
                             real[name] = declared
                         else:
                             agents[name] = declared if isinstance(declared, HttpCall) else None
-        found = [*(self._agent(name, call) for name, call in agents.items()), *self._store()]
+        found = [*(self._agent(name, call) for name, call in agents.items()), *self.store.activities()]
         for service, url in self.services.items():
             client = httpx.AsyncClient()
             self._clients.append(client)
@@ -174,6 +166,7 @@ class FakeAgents:
         @activity.defn(name=name)
         async def fake(call: StepCall) -> StepResult:
             self.calls.append((name, call))
+            self.store.agent_wrote(call, done=False)
             gate = self.before_call.get(name)
             if gate is not None and await _held(gate(call)):
                 raise asyncio.CancelledError  # cancelled before its call left: nothing was sent
@@ -190,6 +183,7 @@ class FakeAgents:
                 assert call.target_key is not None
                 self.voided.add(call.target_key)
                 if declared is None or declared.service.lookup_path is not None:
+                    self.store.agent_wrote(call, done=True)
                     return sealed_result(call, {})  # not sent
             if declared is not None:
                 self.bodies.append((name, declared.build_body(call)))
@@ -251,27 +245,8 @@ class FakeAgents:
             self.effects.append((name, call.idempotency_key))
         answer = self.answers.get(name, {})
         data = answer(call) if callable(answer) else answer
+        self.store.agent_wrote(call, done=True)
         return sealed_result(call, dict(data))
-
-    def _store(self) -> list[Callable[..., Any]]:
-        @activity.defn(name="mirror.accept")
-        async def accept(accepted: TaskAccepted) -> TaskPlan:
-            steps = [p.model_copy(update={"policy": p.policy or FAST}) for p in accepted.steps]
-            return TaskPlan(steps=steps, compensation_policy=FAST, waits_for_cancelled_attempts=True)
-
-        @activity.defn(name="mirror.record")
-        async def record(batch: TransitionBatch) -> int:
-            return len(batch.transitions)
-
-        @activity.defn(name="mirror.audit")
-        async def audit(entry: AuditRecord) -> bool:
-            return True
-
-        @activity.defn(name="callback.post")
-        async def post(event: CallbackEvent) -> None:
-            return None
-
-        return [accept, record, audit, post]
 
 
 async def _held(gate: Awaitable[None]) -> bool:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Sequence as Ordered
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -16,13 +17,14 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from sas.api.testing._fakes import Answer, FakeAgents
-from sas.api.testing._running import fake_worker
-from sas.api.testing._supervising import ladder_decision, past_pivot
-from sas.task_models import Approval, OperatorRequest, StepState, TaskResult, TaskState, TaskStatus
+from sas.api.testing._running import fake_worker, with_children
+from sas.api.testing._supervising import ladder_decision, past_pivot, task_and_children
+from sas.task_models import Approval, OperatorRequest, StepCall, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.groups import Parallel, Sequence, leaves
 from sas.task_types.steps import StepDefinition, Wait
 from sas.task_types.task_definition import TaskDefinition
+from sas.workflows.core.children import child_task_id
 from sas.workflows.scheduler import TaskScheduler
 
 _WHO = "failure-matrix"
@@ -67,6 +69,7 @@ class MatrixRunner:
         payload: dict[str, Any],
         answers: dict[str, Answer],
         timeout_s: float,
+        children: Iterable[type[TaskScheduler]] = (),
     ) -> None:
         self._env, self._workflow, self._definition = env, workflow, definition
         self._payload, self._answers, self._timeout_s = payload, answers, timeout_s
@@ -74,10 +77,18 @@ class MatrixRunner:
         assert name is not None
         self._name = name
         self._last = FakeAgents()
-        self._owner = {s.agent: s for s in definition.steps if isinstance(s, StepDefinition)}
-        self._owner.update(
-            {s.compensation: s for s in definition.steps if isinstance(s, StepDefinition) and s.compensation}
-        )
+        self._task_id = ""
+        # The task type with the types its child steps run (and theirs), as fake_worker finds them.
+        self._kinds = with_children([workflow], tuple(children))
+        self.children = {k.definition.task_type: k.definition for k in self._kinds[1:]}
+        # Each Agent's step, the task type's own winning over a child type's of the same name.
+        self._owner: dict[str, StepDefinition] = {}
+        for declared in (*self.children.values(), definition):
+            for s in declared.steps:
+                if isinstance(s, StepDefinition):
+                    self._owner[s.agent] = s
+                    if s.compensation:
+                        self._owner[s.compensation] = s
 
     async def case(
         self,
@@ -87,16 +98,24 @@ class MatrixRunner:
         arrange: Callable[[FakeAgents, Callable[[], Awaitable[TaskStatus]]], None] | None = None,
         decide_when: Callable[[TaskStatus], bool] | None = None,
         refuse_items: Mapping[str, str] | None = None,
+        in_child: Ordered[str] = (),
     ) -> MatrixCase:
-        agents = FakeAgents(answers=dict(self._answers), refuse=set(refuse), refuse_items=dict(refuse_items or {}))
+        """One run with the Agents of ``refuse`` refused for good, in the task's own calls only,
+        or in those of the child task its child steps ``in_child`` lead to (a child type may call
+        an Agent its parent also calls)."""
+        task_id = self._task_id = f"{self._definition.task_type}-matrix-{uuid.uuid4().hex[:10]}"
+        target = task_id
+        for step in in_child:
+            target = child_task_id(target, step)
+        refused = {agent: _calls_of(target) for agent in refuse}
+        agents = FakeAgents(answers=dict(self._answers), refuse_when=refused, refuse_items=dict(refuse_items or {}))
         self._last = agents
         case = MatrixCase(name)
-        task_id = f"{self._definition.task_type}-matrix-{uuid.uuid4().hex[:10]}"
         if arrange is not None:
             arrange(
                 agents, lambda: self._env.client.get_workflow_handle(task_id).query("status", result_type=TaskStatus)
             )
-        async with fake_worker(self._env, agents, self._workflow) as queue:
+        async with fake_worker(self._env, agents, *self._kinds) as queue:
             handle = await self._env.client.start_workflow(
                 self._name, self._payload, id=task_id, task_queue=queue, result_type=TaskResult
             )
@@ -106,8 +125,8 @@ class MatrixRunner:
                     if fix_undo is not None:
                         self._fixed(case, agents, fix_undo)
                         assert fix_undo.compensation is not None
-                        agents.refuse.discard(fix_undo.compensation)
-                        await handle.signal("compensate", OperatorRequest(step=fix_undo.name, by=_WHO, reason="fixed"))
+                        agents.refuse_when.pop(fix_undo.compensation, None)
+                        await self._compensate_parked(handle)
                         case.outcome = await self._drive(handle)
             except TimeoutError:
                 case.outcome = "still running"
@@ -117,6 +136,15 @@ class MatrixRunner:
         case.cut_off = [n for n, _ in agents.cut_off]
         case.problems += self._broken_promises(agents, case.outcome)
         return case
+
+    async def _compensate_parked(self, handle: WorkflowHandle[Any, TaskResult]) -> None:
+        """The operator's ``compensate`` of each undo parked (its step in Error once parked), the
+        task's or a child task's: an undo Agent they share is refused in both."""
+        status = await handle.query("status", result_type=TaskStatus)
+        for task, _, its_status in await task_and_children(self._env, handle, self._definition, status, self.children):
+            parked = [s for s in its_status.steps if s.state in (StepState.COMPENSATION_FAILED, StepState.ERROR)]
+            for step in parked if its_status.needs_operator else []:
+                await task.signal("compensate", OperatorRequest(step=step.name, by=_WHO, reason="fixed"))
 
     def item_keys(self, agent: str) -> list[str]:
         """The keys of the items the last case called ``agent`` for, sorted (a batch calls its items
@@ -133,56 +161,68 @@ class MatrixRunner:
         if case.outcome != "parked":
             case.problems.append(f"{step.name}'s undo kept failing, but the task ended {case.outcome}, not parked")
             return
-        own_stage = self._stage(step.agent)
-        early_undos = [n for n in agents.undone() if self._stage(n) < own_stage]
+        own_stage = self._stage(step.agent, f"{self._task_id}:{step.name}")
+        undos = [(n, k.removesuffix(":undo")) for n, k in agents.effects if k.endswith(":undo")]
+        early_undos = [n for n, k in undos if self._stage(n, k) < own_stage]
         if early_undos:
             case.problems.append(f"undid {early_undos} before {step.name}'s undo succeeded (not latest first)")
 
     async def _drive(
         self, handle: WorkflowHandle[Any, TaskResult], decide_when: Callable[[TaskStatus], bool] | None = None
     ) -> str:
-        """Decide as the Supervisor's default ladder would, approve every wait, skip time; the
-        task's end, or ``parked`` once it waits for an operator. No decision is sent until
-        ``decide_when`` holds of the task's status, if given."""
-        decided: set[tuple[str, StepState, int]] = set()
-        undo_tries: dict[str, int] = {}
-        approved: set[str] = set()
+        """Decide as the Supervisor's default ladder would, for the task and its child tasks (and a
+        completed child's clean-up), approve every wait, skip time; the task's end, or ``parked``
+        once it or a child waits for an operator. No decision is sent until ``decide_when`` holds
+        of the task's status, if given."""
+        decided: set[tuple[str, str, StepState, int]] = set()
+        undo_tries: dict[str, dict[str, int]] = {}
+        approved: set[tuple[str, str]] = set()
         while True:
             status = await handle.query("status", result_type=TaskStatus)
             if status.state.terminal:
                 return str((await handle.result()).state)
-            if status.needs_operator:
+            tasks = await task_and_children(self._env, handle, self._definition, status, self.children)
+            if any(its_status.needs_operator for _, _, its_status in tasks):
                 return "parked"
             if decide_when is not None and not decide_when(status):
                 await asyncio.sleep(0.05)
                 continue
             acted = False
-            for step in status.steps:
-                declared = self._definition.step(step.name)
-                if step.state == StepState.WAITING and isinstance(declared, Wait) and declared.signal:
-                    if step.name not in approved:
-                        approved.add(step.name)
-                        acted = True
-                        approval = Approval(step=step.name, approved=True, by=_WHO, reason="approved")
-                        await handle.signal(declared.signal, approval)
-                    continue
-                failure = (step.name, step.state, step.failure_count)
-                if step.state not in (StepState.FAILED, StepState.COMPENSATION_FAILED) or failure in decided:
-                    continue
-                decided.add(failure)
-                acted = True
-                await handle.signal(*ladder_decision(step, undo_tries, past_pivot=past_pivot(self._definition, status)))
-            waits = [s.wait_until for s in status.steps if s.state == StepState.WAITING and s.wait_until is not None]
+            waits = []
+            for task, its_definition, its_status in tasks:
+                for step in its_status.steps:
+                    declared = its_definition.step(step.name)
+                    here = (its_status.task_id, step.name)
+                    if step.state == StepState.WAITING and step.wait_until is not None:
+                        waits.append(step.wait_until)
+                    if step.state == StepState.WAITING and isinstance(declared, Wait) and declared.signal:
+                        if here not in approved:
+                            approved.add(here)
+                            acted = True
+                            approval = Approval(step=step.name, approved=True, by=_WHO, reason="approved")
+                            await task.signal(declared.signal, approval)
+                        continue
+                    failure = (*here, step.state, step.failure_count)
+                    if step.state not in (StepState.FAILED, StepState.COMPENSATION_FAILED) or failure in decided:
+                        continue
+                    decided.add(failure)
+                    acted = True
+                    tries = undo_tries.setdefault(its_status.task_id, {})
+                    pivoted = past_pivot(its_definition, its_status)
+                    await task.signal(*ladder_decision(step, tries, past_pivot=pivoted))
             if waits and not acted:
                 await self._env.sleep(max(min(waits) - await self._env.get_current_time(), timedelta(seconds=1)))
             else:
                 await asyncio.sleep(0.05)
 
-    def _stage(self, activity_name: str) -> int:
-        """The position of the step's stage: its parallel group's, or its own."""
-        step = self._owner[activity_name]
-        stage = self._definition.stage_of(step.name)
-        return stage if stage is not None else self._definition.steps.index(step)
+    def _stage(self, name: str, key: str) -> int:
+        """The position of the stage of the task's step that the call under ``key`` belongs to:
+        the step's own, an item's fan-out's, or a child task's step (``<task>:<step>...``); its
+        parallel group's, or the step's own position."""
+        prefix = f"{self._task_id}:"
+        top = key.removeprefix(prefix).split(":", 1)[0] if key.startswith(prefix) else self._owner[name].name
+        stage = self._definition.stage_of(top)
+        return stage if stage is not None else [s.name for s in self._definition.steps].index(top)
 
     def _broken_promises(self, agents: FakeAgents, outcome: str) -> list[str]:
         """What the run broke of the promise: when the task ends Compensated, every step that had
@@ -215,7 +255,7 @@ class MatrixRunner:
         # Latest first: by stage. Among a parallel group's members that completed, any order is
         # latest first (they completed in an order only the workflow saw); but a call cut off in
         # flight landed after them, so it is the latest work of its stage, undone before them.
-        stages = [self._stage(n) for n, _ in undos]
+        stages = [self._stage(n, k) for n, k in undos]
         if stages != sorted(stages, reverse=True):
             problems.append(f"undos not latest first: {[self._owner[n].name for n, _ in undos]}")
         problems += _branch_order(self._definition, [self._owner[n].name for n, _ in undos])
@@ -233,6 +273,10 @@ class MatrixRunner:
             if step.agent not in called and step.compensation is not None and step.compensation in called:
                 problems.append(f"{step.name} was never started but its undo was called")
         return problems
+
+
+def _calls_of(task_id: str) -> Callable[[StepCall], bool]:
+    return lambda call: call.task_id == task_id
 
 
 def _branch_order(definition: TaskDefinition, undone: list[str]) -> list[str]:

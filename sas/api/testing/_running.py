@@ -26,6 +26,7 @@ from sas.task_models import (
 )
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.steps import ChildTask
+from sas.workflows.cleanup import CleanupWorkflow
 from sas.workflows.fanout_batch import FanOutBatchWorkflow
 from sas.workflows.runner import workflow_runner
 from sas.workflows.scheduler import TaskScheduler
@@ -65,7 +66,9 @@ async def fake_worker(
 
     The task types that their child steps run are registered too, with fakes of their Agents:
     found among ``workflows`` and ``children``, else among the registered task types; a child
-    step whose type is in neither is refused here, naming it."""
+    step whose type is in neither is refused here, naming it. A child that completed is undone,
+    when its parent is, by its clean-up (``CleanupWorkflow``, registered too), from what the
+    fake state store (``FakeAgents.store``) kept of its steps."""
     queue = f"test-{uuid.uuid4().hex[:10]}"
     workflows = tuple(with_children(workflows, children))
     definitions = [w.definition for w in workflows]
@@ -73,8 +76,9 @@ async def fake_worker(
     async with Worker(
         client,
         task_queue=queue,
-        # A fan-out's batches run as child workflows of the task's own (workflows/fanout_batch.py).
-        workflows=[*workflows, FanOutBatchWorkflow],
+        # A fan-out's batches run as child workflows of the task's own (workflows/fanout_batch.py);
+        # a completed child task is undone by its clean-up, which its parent starts.
+        workflows=[*workflows, FanOutBatchWorkflow, CleanupWorkflow],
         activities=agents.activities(*definitions),
         workflow_runner=workflow_runner(),
         interceptors=[OneArgument()],

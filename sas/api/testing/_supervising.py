@@ -13,7 +13,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from sas.task_models import OperatorRequest, StepState, StepStatus, TaskResult, TaskStatus
+from sas.task_models import OperatorRequest, StepState, StepStatus, TaskResult, TaskState, TaskStatus
+from sas.task_models.ids import cleanup_workflow_id
 from sas.task_types.steps import ChildTask
 from sas.task_types.task_definition import TaskDefinition
 from sas.workflows.core.children import child_task_id
@@ -82,7 +83,9 @@ async def supervised(
             return await handle.result() if status.state.terminal else _parked(status)
         undecided = False
         deadlines: list[datetime] = []
-        for task, its_definition, its_status in await _tasks(env, handle, definition, status, children or {}):
+        for task, its_definition, its_status in await task_and_children(
+            env, handle, definition, status, children or {}
+        ):
             for step in its_status.steps:
                 failure = (its_status.task_id, step.name, step.state, step.failure_count)
                 if step.state == StepState.WAITING and step.wait_until is not None:
@@ -100,14 +103,15 @@ async def supervised(
             await asyncio.sleep(0.1)
 
 
-async def _tasks(
+async def task_and_children(
     env: WorkflowEnvironment,
     handle: WorkflowHandle[Any, Any],
     definition: TaskDefinition,
     status: TaskStatus,
     children: Mapping[str, TaskDefinition],
 ) -> list[tuple[WorkflowHandle[Any, Any], TaskDefinition, TaskStatus]]:
-    """The task with its status, then each running child task of its child steps (and theirs)."""
+    """The task with its status, then each running child task of its child steps (and theirs),
+    and the clean-up of a completed one while its parent undoes it."""
     found = [(handle, definition, status)]
     for item in definition.steps:
         if not isinstance(item, ChildTask) or item.task_type not in children:
@@ -120,5 +124,19 @@ async def _tasks(
             except RPCError:
                 continue  # not started yet, or gone
             if not child_status.state.terminal:
-                found += await _tasks(env, child, children[item.task_type], child_status, children)
+                found += await task_and_children(env, child, children[item.task_type], child_status, children)
+            elif child_status.state == TaskState.PROCESSED:
+                # A completed child its parent undoes: its clean-up's undos are decided alike.
+                found += await _running_cleanup(env, child.id, children[item.task_type])
     return found
+
+
+async def _running_cleanup(
+    env: WorkflowEnvironment, task_id: str, definition: TaskDefinition
+) -> list[tuple[WorkflowHandle[Any, Any], TaskDefinition, TaskStatus]]:
+    cleanup = env.client.get_workflow_handle(cleanup_workflow_id(task_id))
+    try:
+        status = await cleanup.query("status", result_type=TaskStatus)
+    except RPCError:
+        return []  # not started, or gone
+    return [] if status.state.terminal else [(cleanup, definition, status)]
