@@ -71,7 +71,7 @@ def check_step_settings(settings: Settings) -> None:
     type or step would otherwise be ignored and the step run with another policy."""
     types = discover(tuple(settings.task_types.modules), only=tuple(settings.task_types.run)).types
     for key in sorted(settings.steps):
-        task_type, dot, step = key.partition(".")
+        task_type, dot, step = key.rpartition(".")
         if not dot:
             continue  # SAS_STEPS__<STEP>__*: every step of that name, whichever types have one
         found = types.get(task_type)

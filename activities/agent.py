@@ -30,7 +30,7 @@ from sas.task_models.activity_defs import agent_result
 from sas.task_models.results import MAX_RESULT_BYTES
 from sas.task_models.text import MAX_ERROR_TEXT, bounded
 from sas.task_models.versions import Phase, version_of
-from sas.task_types.services import Service
+from sas.task_types.services import Service, named_service
 
 INVALID_INPUT = "InvalidInput"
 log = logging.getLogger("sas.agent")
@@ -205,7 +205,7 @@ class Agent:
             return service
         if self._service is not None and self._service.name == service:
             return self._service
-        return Service(service)
+        return named_service(service)
 
     async def _record(self, call: StepCall, phase: Phase, attempt: int, *, behind: bool = False, **fields: Any) -> None:
         """Write a transition of the step's row, trying again while the attempt can spare the

@@ -22,7 +22,7 @@ from sas.task_models import StepCall, StepResult
 from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
 from sas.task_types.agent_declarations import AgentFunction, agent_function
-from sas.task_types.services import Service, service_of_ref
+from sas.task_types.services import Service, named_service, service_of_ref
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -38,7 +38,7 @@ class FunctionAgents(Agent):
         name = activity_name(ref)
         work = agent_function(ref)
         # The service as declared (its lookup path, Service(lookup=)), never rebuilt from its name.
-        service = service_of_ref(ref) or Service(service_of(name))
+        service = service_of_ref(ref) or named_service(service_of(name))
         if work is None:  # pragma: no cover - only Service.action refs are given here
             raise TypeError(f"{name} is not declared with Service.action")
 

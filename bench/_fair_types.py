@@ -11,8 +11,8 @@ with workflow.unsafe.imports_passed_through():
     from bench._payroll import PAY_ONE, PaymentInput
     from sas.api import TaskDefinition, task_workflow
 
-FairAWorkflow = task_workflow(TaskDefinition("fair_a", PaymentInput, (PAY_ONE,), team="team_a"), "FairAWorkflow")
-FairBWorkflow = task_workflow(TaskDefinition("fair_b", PaymentInput, (PAY_ONE,), team="team_b"), "FairBWorkflow")
+FairAWorkflow = task_workflow(TaskDefinition("fair", PaymentInput, (PAY_ONE,), team="team_a"), "FairAWorkflow")
+FairBWorkflow = task_workflow(TaskDefinition("fair", PaymentInput, (PAY_ONE,), team="team_b"), "FairBWorkflow")
 PlainAWorkflow = task_workflow(TaskDefinition("plain_a", PaymentInput, (PAY_ONE,)), "PlainAWorkflow")
 PlainBWorkflow = task_workflow(TaskDefinition("plain_b", PaymentInput, (PAY_ONE,)), "PlainBWorkflow")
 

@@ -143,12 +143,12 @@ async def measure(stack: BenchStack, args: argparse.Namespace) -> dict[str, Any]
     run = Run(client, uuid.uuid4().hex[:6])
     figures: dict[str, Any] = {"backlog": args.backlog, "load_avg_start": args.load_avg_start}
     await alone(run, "plain_b", 2)  # warm-up: imports, caches, the first run of each workflow
-    await alone(run, "fair_b", 2)
-    unloaded = await alone(run, "fair_b" if not args.no_fairness else "plain_b")
+    await alone(run, "team_b.fair", 2)
+    unloaded = await alone(run, "team_b.fair" if not args.no_fairness else "plain_b")
     figures["unloaded_s"] = round(unloaded, 3)
     print(f"unloaded: {unloaded:.3f}s", flush=True)
     modes = [] if args.no_baseline else [("baseline", "plain_a", "plain_b")]
-    modes += [] if args.no_fairness else [("fair", "fair_a", "fair_b")]
+    modes += [] if args.no_fairness else [("fair", "team_a.fair", "team_b.fair")]
     for mode, a_type, b_type in modes:
         found = await behind_a_backlog(run, a_type, b_type, args.backlog)
         print(f"{mode}: {found}", flush=True)

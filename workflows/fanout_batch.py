@@ -109,7 +109,7 @@ class FanOutBatchWorkflow:
             stamp=MirrorStamp(seq=0, chain_id=batch.chain_id),
             item_key=item.key,
         )
-        verb = "undo" if batch.undo else batch.agent.partition(".")[2] or batch.step
+        verb = "undo" if batch.undo else batch.agent.rpartition(".")[2] or batch.step
         queue = batch.task_queue
         while True:
             handle = start_agent(

@@ -213,7 +213,7 @@ def step_summary(
     Temporal's quick retries of one run show as the activity's attempt beside it. ``payload``
     is not read: what the task is about is its type's to say, in the task's summary and current
     details, and sas has no word of its own for what one Agent's call carries."""
-    _, _, action = agent.partition(".")
+    _, _, action = agent.rpartition(".")
     verb = action or step
     parts = [f"{verb} (undo {step})" if undo else verb, f"run {run}"]
     if failure_count:

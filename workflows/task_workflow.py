@@ -45,17 +45,20 @@ def task_workflow(
         definition: The task type.
         name: The workflow type name Temporal knows it by, and the class's name: bind the class
             to a module variable of that name. Default: the task type in CamelCase plus
-            ``Workflow`` (``approved_trip`` -> ``ApprovedTripWorkflow``). Never change it once
-            tasks have run: running workflows and their histories are found by it.
+            ``Workflow`` (``approved_trip`` -> ``ApprovedTripWorkflow``). A team's type is known
+            to Temporal under its team (``north.BookingWorkflow``). Never change it once tasks
+            have run: running workflows and their histories are found by it.
         module: The module it belongs to; default: the caller's.
 
     Returns:
         A ``@workflow.defn`` class: register it by naming its module in the ``sas.task_types``
         entry point group, or give it to a test worker.
     """
-    class_name = name or "".join(part.capitalize() for part in definition.task_type.split("_")) + "Workflow"
+    class_name = name or "".join(part.capitalize() for part in definition.short_name.split("_")) + "Workflow"
     if not class_name.isidentifier():
         raise ValueError(f"task_workflow(name={class_name!r}): the name must be a Python identifier")
+    # A team's type is known to Temporal under its team, so two teams' BookingWorkflow do not clash.
+    temporal_name = class_name if definition.team is None else f"{definition.team}.{class_name}"
     owner = module or sys._getframe(1).f_globals["__name__"]
     made_before = _MADE.get((owner, class_name))
     if made_before is not None and made_before.definition == definition:
@@ -77,6 +80,6 @@ def task_workflow(
         "__qualname__": class_name,
         "__doc__": f"The Scheduler of task type {definition.task_type!r} (made by sas.api.task_workflow).",
     }
-    made: type[TaskScheduler] = workflow.defn(name=class_name)(type(class_name, (TaskScheduler,), namespace))
+    made: type[TaskScheduler] = workflow.defn(name=temporal_name)(type(class_name, (TaskScheduler,), namespace))
     _MADE[(owner, class_name)] = made
     return made

@@ -63,7 +63,7 @@ def describe(task_type: Any) -> dict[str, Any]:
                 "kind": "http" if isinstance(step.forward, HttpCall) else "agent",
                 "agent": step.agent,
                 "undo": step.compensation,
-                "service": step.agent.partition(".")[0],
+                "service": step.agent.rpartition(".")[0],
             }
             if isinstance(step.forward, HttpCall):
                 entry["call"] = f"{step.forward.method} {step.forward.path}"

@@ -27,7 +27,7 @@ from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from sas.task_models.steps import StepPolicyValues
 from sas.task_models.text import bounded
 from sas.task_types.discovery import Catalog, TaskTypeError
-from sas.task_types.services import Service
+from sas.task_types.services import named_service
 
 # A service under test may well be on this machine; link-local, multicast and the like stay refused.
 _POLICY = OutboundPolicy(allow_http=True, allow_private=True)
@@ -174,7 +174,7 @@ def _targets(
     refusing: Mapping[str, Any] | None,
 ) -> list[CheckTarget]:
     try:
-        Service(name)
+        named_service(name)
     except ValueError as err:
         raise ServiceCheckError(str(err)) from None
     try:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from sas.task_models.steps import MirrorStamp, StepCall
 from sas.task_types.discovery import Catalog
 from sas.task_types.fan_out import ForEach
-from sas.task_types.services import DEFAULT_LOOKUP, HttpCall, HttpRequest, Service
+from sas.task_types.services import DEFAULT_LOOKUP, HttpCall, HttpRequest, named_service
 from sas.task_types.sources import BodyValue, Const, Forward, ForwardKey, Input, Result, TaskId, value_of
 from sas.task_types.steps import StepContext
 from sas.task_types.task_definition import TaskDefinition
@@ -290,7 +290,7 @@ def explicit_target(
     service = catalog.services.get(name) if catalog is not None else None
     lookup = calls.lookup
     if lookup == DEFAULT_LOOKUP:
-        lookup = (service or Service(name)).lookup_path
+        lookup = (service or named_service(name)).lookup_path
     elif lookup is not None:
         lookup = lookup.replace("{service}", name)
     undo_template = _template(calls.undo_body or {}) if calls.undo is not None else {}

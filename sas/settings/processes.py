@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from sas.task_models.ids import NAME
+from sas.task_models.ids import NAME, SCOPED_NAME
 
 
 class ScheduleSettings(BaseModel):
@@ -61,8 +61,8 @@ class WorkerSettings(BaseModel):
         if not value:
             raise ValueError("name at least one queue ('workflows' or a service), or leave it unset for all")
         for name in value:
-            if name != WORKFLOW_QUEUE and not NAME.fullmatch(name):
-                raise ValueError(f"{name!r}: use 'workflows' or a service's name")
+            if name != WORKFLOW_QUEUE and not SCOPED_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: use 'workflows' or a service's name (a team's: north.flights)")
         return list(dict.fromkeys(value))
 
 
@@ -82,6 +82,7 @@ class TaskTypeSettings(BaseModel):
     run: list[str] = Field(
         default_factory=list,
         description="The task types this process runs, comma-separated (SAS_TASK_TYPES__RUN=trip,ticketed_trip);"
+        " a team's by their scoped names (north.booking), or all of one team's as <team>.* (north.*);"
         " empty: every registered one. A worker that runs some registers only their workflows and Agents, and"
         " another team's package that cannot be imported, or declares a broken type, does not stop it.",
     )
@@ -105,8 +106,12 @@ class TaskTypeSettings(BaseModel):
     @classmethod
     def _type_names(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not a task type name (1-40 of a-z 0-9 _, starting with a letter)")
+            team = name.removesuffix(".*")
+            if not (SCOPED_NAME.fullmatch(name) or (team != name and NAME.fullmatch(team))):
+                raise ValueError(
+                    f"{name!r} is not a task type name (1-40 of a-z 0-9 _, starting with a letter; a team's"
+                    " north.booking) nor a team's types (north.*)"
+                )
         return list(dict.fromkeys(value))
 
 

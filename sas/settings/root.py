@@ -28,7 +28,7 @@ from sas.settings.processes import (
 from sas.settings.security import CallbackSettings, CodecServerSettings, EncryptionSettings, SealSettings
 from sas.settings.services import ServicesSettings
 from sas.settings.supervisor import SupervisorSettings
-from sas.settings.teams import TeamSettings, check_team_names
+from sas.settings.teams import TeamSettings, check_team_names, check_team_services
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from sas.task_models.steps import StepPolicyValues as StepPolicy
 
@@ -157,6 +157,17 @@ class Settings(BaseSettings):
                 check_url(url, self.outbound)
             except OutboundRefused as err:
                 raise ValueError(f"SAS_SUPERVISOR__WEBHOOK__URL refused: {err}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _team_services(self) -> Settings:
+        # A team's own services are found where every other service's settings are, under their
+        # scoped names (north.flights): each reader keeps one way to look a service up.
+        own = check_team_services(self.teams)
+        if own:
+            services = self.services.model_copy(deep=True)  # a copy: the given settings stay as they were
+            services.__pydantic_extra__ = {**(services.__pydantic_extra__ or {}), **own}
+            object.__setattr__(self, "services", services)
         return self
 
     @field_validator("teams", mode="before")

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sas.settings.services import ServiceSettings
 from sas.settings.supervisor import WebhookSettings
-from sas.task_models.ids import NAME
+from sas.task_models.ids import NAME, scoped_name
 
 # Temporal clamps a fairness weight to this range; a value outside it is refused here rather than
 # silently changed by the server.
@@ -28,6 +29,12 @@ class TeamSettings(BaseModel):
         " weight 3 is handed three for each one of a team of weight 1. Carried by each task when it is started:"
         " a change applies to the tasks started after it.",
     )
+    services: dict[str, ServiceSettings] = Field(
+        default_factory=dict,
+        description="The settings of each of the team's own services (Service(name, team=...)), as"
+        " SAS_SERVICES__<NAME>__* gives a platform's: SAS_TEAMS__NORTH__SERVICES__FLIGHTS__URL. The plain"
+        " SAS_SERVICES__* fields are their defaults too.",
+    )
     webhook: WebhookSettings = Field(
         default_factory=WebhookSettings,
         description="Where the team's alerts and incidents go (those of its task types' tasks), instead of"
@@ -45,6 +52,20 @@ def check_team_names(value: Any) -> Any:
     if bad:
         raise ValueError(f"team {bad[0]!r}: use 1-40 characters from a-z 0-9 _, starting with a letter")
     return teams
+
+
+def check_team_services(teams: dict[str, TeamSettings]) -> dict[str, ServiceSettings]:
+    """Each team's own services' settings under their scoped names (``north.flights``), each name
+    as ``Service(name, team=...)`` allows."""
+    found: dict[str, ServiceSettings] = {}
+    for team, entry in teams.items():
+        for name, own in entry.services.items():
+            if not NAME.fullmatch(name):
+                raise ValueError(
+                    f"SAS_TEAMS__{team.upper()}__SERVICES__{name.upper()}: use 1-40 characters from a-z 0-9 _"
+                )
+            found[scoped_name(team, name.lower())] = own
+    return found
 
 
 def weight_of(teams: dict[str, TeamSettings], team: str | None) -> float | None:

@@ -27,6 +27,25 @@ MAX_STEP_NAME = 32
 # (<service>.<action>), task queues and setting keys (SAS_SERVICES__<NAME>__*), so the declarations
 # and the settings take one shape.
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+# A team's own service or task type is named under its team, ``<team>.<name>`` (``north.flights``),
+# so that two teams may both declare ``flights``; whole, it fits where a plain name goes (40).
+SCOPED_NAME = re.compile(r"(?=.{1,40}$)(?:[a-z][a-z0-9_]*\.)?[a-z][a-z0-9_]*")
+MAX_SCOPED_NAME = 40
+
+
+def scoped_name(team: str | None, name: str) -> str:
+    """``name`` under ``team`` (``north.flights``); the name itself without a team. Refused
+    (ValueError) past 40 characters, where the state store's columns and settings keys end."""
+    if team is None or name.startswith(f"{team}."):
+        return name
+    scoped = f"{team}.{name}"
+    if len(scoped) > MAX_SCOPED_NAME:
+        raise ValueError(
+            f"{scoped!r}: a team's name and its own, with the dot, take at most {MAX_SCOPED_NAME} characters"
+        )
+    return scoped
+
+
 MAX_INCARNATION = 9999
 # Temporal names each scheduled run <schedule id>-<its time, RFC 3339 to the second>.
 SCHEDULE_RUN_SUFFIX = len("-2026-01-01T00:00:00Z")

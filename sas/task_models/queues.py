@@ -29,8 +29,9 @@ SLOTS_FULL = "ServiceSlotsFull"
 
 
 def service_of(activity_name: str) -> str:
-    """The remote service an Agent calls: the first part of its activity name (``payment.charge``)."""
-    service, dot, _ = activity_name.partition(".")
+    """The remote service an Agent calls: its activity name but the last part (``payment.charge``,
+    ``north.flights.book`` for a team's own)."""
+    service, dot, _ = activity_name.rpartition(".")
     if not dot or not service:
         raise ValueError(f"{activity_name!r} is not an Agent's activity name (<service>.<action>)")
     return service

@@ -34,7 +34,7 @@ from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.call_checks import calls_problem
 from sas.task_types.checks import children_problem, definition_problem
-from sas.task_types.services import HttpCall, Service, service_of_ref
+from sas.task_types.services import HttpCall, Service, named_service, service_of_ref
 from sas.task_types.steps import AgentCall, StepDefinition
 from sas.task_types.task_definition import TaskDefinition
 
@@ -162,7 +162,7 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
             broken[source.module] = str(err)
             continue
         for found in _types_in(source, module, broken if tolerant else None):
-            if only and found.name not in only:
+            if only and not runs(found.name, only):
                 continue
             earlier = types.get(found.name)
             if earlier is not None and earlier.workflow is not found.workflow:
@@ -177,7 +177,7 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
                     f" task type {other.name!r}'s ({other.module}); give it its own name"
                 )
             types[found.name] = workflow_names[found.workflow_name] = found
-    missing = [name for name in only if name not in types]
+    missing = [name for name in only if not any(runs(found, (name,)) for found in types)]
     if missing and not lenient:
         why = "; ".join(broken.get(name) or line for name, line in broken.items()) or "no package declares it"
         raise TaskTypeError(f"SAS_TASK_TYPES__RUN names task type {missing[0]!r}, which is not found: {why}")
@@ -197,6 +197,13 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
     return Catalog(types, services, agents, sources, broken)
 
 
+def runs(task_type: str, only: Sequence[str]) -> bool:
+    """Whether ``SAS_TASK_TYPES__RUN`` (``only``) names the task type: by its name, or all of its
+    team's as ``<team>.*``."""
+    team, dot, _ = task_type.rpartition(".")
+    return task_type in only or (bool(dot) and f"{team}.*" in only)
+
+
 def _check_children(types: dict[str, FoundType], broken: dict[str, str] | None) -> None:
     """Each type's child steps against the registered types (``checks.children_problem``); with
     ``broken``, a type whose children cannot run goes there instead (and out of ``types``)."""
@@ -214,6 +221,12 @@ def _check_children(types: dict[str, FoundType], broken: dict[str, str] | None) 
 
 def _refuse_reserved(found: FoundType) -> None:
     where = f"{found.module}: task type {found.name!r}"
+    if found.definition.team in RESERVED_SERVICES:
+        # Its names would begin as sas's own activities do (child.<type>, mirror.*).
+        raise TaskTypeError(
+            f"{where}: team {found.definition.team!r} is the name of sas's own activities"
+            f" ({', '.join(RESERVED_SERVICES)}); give the team another name"
+        )
     if found.workflow_name in RESERVED_WORKFLOWS:
         raise TaskTypeError(
             f"{where}: workflow type {found.workflow_name!r} is the name of sas's own workflow"
@@ -309,7 +322,13 @@ def _agents(types: Iterable[FoundType]) -> tuple[dict[str, AgentCall], dict[str,
                 agents.setdefault(name, call)
                 owners.setdefault(name, f"task type {found.name!r} ({found.module})")
                 service = call.service if isinstance(call, HttpCall) else service_of_ref(call)
-                service = service or Service(service_of(name))
+                service = service or named_service(service_of(name))
+                if service.team is not None and service.team != found.definition.team:
+                    raise TaskTypeError(
+                        f"{found.module}: task type {found.name!r} calls {name!r} on service {service.name!r},"
+                        f" team {service.team}'s own: only that team's task types may call it (a service"
+                        " several teams call is declared without a team)"
+                    )
                 _add_service(services, service, found)
     return agents, services
 
@@ -339,9 +358,9 @@ def _add_service(services: dict[str, Service], service: Service, found: FoundTyp
         services[service.name] = service
         return
     # A bare declaration (reached through a plain agent_defn) gives way to a full one.
-    if known == Service(known.name):
+    if known == named_service(known.name):
         services[service.name] = service
-    elif service != Service(service.name):
+    elif service != named_service(service.name):
         raise TaskTypeError(
             f"{found.module}: service {service.name!r} of task type {found.name!r} is declared twice, differently"
             f" ({known!r} and {service!r}); declare it once and import it"

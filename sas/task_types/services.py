@@ -30,7 +30,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from sas.task_models.activity_defs import AgentRef, register_result
-from sas.task_models.ids import NAME
+from sas.task_models.ids import NAME, scoped_name
 from sas.task_models.steps import StepCall
 from sas.task_types.agent_declarations import (
     SERVICE_ATTR,
@@ -62,6 +62,13 @@ _UNSAFE_SEGMENT = re.compile(r"(^\.{1,2}$)|/|\\|%2e|%2f|%5c|\.\.", re.IGNORECASE
 DEFAULT_LOOKUP = "/{service}/lookup"
 
 
+def named_service(name: str) -> Service:
+    """The bare declaration of the service of that name, a team's own (``north.flights``) or
+    the platform's: what is known of a service only its name reaches."""
+    team, _, short = name.rpartition(".")
+    return Service(short, team=team or None)
+
+
 @dataclass(frozen=True)
 class Service:
     """A remote service that steps call.
@@ -69,23 +76,39 @@ class Service:
     Attributes:
         name: 1-40 characters from a-z 0-9 _, starting with a letter. It names the service's
             settings (``SAS_SERVICES__<NAME>__URL``), its task queue and its breaker, and is the
-            first part of its Agents' activity names (``<name>.<action>``).
+            first part of its Agents' activity names (``<name>.<action>``). With a ``team``, it is
+            read back under the team, ``<team>.<name>`` (``north.flights``), everywhere.
         agent: Deprecated (removed in sas 1.0): the older form's ``"package.module:Class"``.
             Declare each hand-written Agent on its function with ``Service.action`` instead.
         lookup: The path of ``GET <lookup>?idempotency_key=<forward key>``, which an undo asks
             when it does not have its forward step's result (docs/http-contract.md);
-            ``{service}`` is replaced by the name. None: the service has no lookup.
+            ``{service}`` is replaced by the name (without its team). None: the service has no
+            lookup.
+        team: The team whose own service it is (1-40 characters from a-z 0-9 _, starting with a
+            letter), so that two teams may each have a ``flights``: its name, activity names,
+            task queue, breaker and metrics are ``<team>.<name>``, its settings are
+            ``SAS_TEAMS__<TEAM>__SERVICES__<NAME>__*``, and only the team's task types may call
+            it. The team and the name together take at most 40 characters. None: a service of
+            the platform, which any task type may call.
     """
 
     name: str
     agent: str | None = None
     lookup: str | None = DEFAULT_LOOKUP
+    team: str | None = None
 
     def __post_init__(self) -> None:
         if self.agent is not None:
             warnings.warn(older_form(self.name), FutureWarning, stacklevel=3)
-        if not NAME.fullmatch(self.name):
-            raise ValueError(f"service name {self.name!r}: use 1-40 characters from a-z 0-9 _, starting with a letter")
+        if self.team is not None and not NAME.fullmatch(self.team):
+            raise ValueError(
+                f"service {self.name}: team {self.team!r}: use 1-40 characters from a-z 0-9 _, starting with a letter"
+            )
+        if not NAME.fullmatch(self.short_name):
+            raise ValueError(
+                f"service name {self.short_name!r}: use 1-40 characters from a-z 0-9 _, starting with a letter"
+            )
+        object.__setattr__(self, "name", scoped_name(self.team, self.name))
         if self.agent is not None and not _AGENT_PATH.fullmatch(self.agent):
             raise ValueError(f"service {self.name}: agent={self.agent!r} is not 'package.module:Class'")
         if self.lookup is not None and not _PATH.fullmatch(self.lookup_path or ""):
@@ -94,7 +117,12 @@ class Service:
     @property
     def lookup_path(self) -> str | None:
         """The lookup's path with the service's name filled in; None without a lookup."""
-        return None if self.lookup is None else self.lookup.replace("{service}", self.name)
+        return None if self.lookup is None else self.lookup.replace("{service}", self.short_name)
+
+    @property
+    def short_name(self) -> str:
+        """The name as declared, without its team: what the service itself is called at its URL."""
+        return self.name.removeprefix(f"{self.team}.") if self.team is not None else self.name
 
     def agent_defn(self, action: str, result: type[BaseModel]) -> Callable[[F], F]:
         """Deprecated (removed in sas 1.0; use ``Service.action``): declare one of this service's

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sas.task_models import PivotRole, StepPlan
-from sas.task_models.ids import NAME
+from sas.task_models.ids import NAME, scoped_name
 from sas.task_types.choices import Choice, ChoicePath, laid_out
 from sas.task_types.groups import Member, Parallel, Sequence, leaves
 from sas.task_types.steps import AgentCall, Step, StepContext, StepDefinition
@@ -77,9 +77,14 @@ class TaskDefinition:
             (the input and the results of the steps done so far, their ``Secret`` fields left
             out), answering plain text, a paragraph a line. None: nothing beyond sas's own.
         team: The team that owns the type (1-40 characters from a-z 0-9 _, starting with a
-            letter): each of its tasks carries the team as Temporal's fairness key, so a backlog
-            is handed out to the teams in turn, weighted by ``SAS_TEAMS__<TEAM>__WEIGHT``. None:
-            no fairness key, as before (docs/task-types.md, "Team and fair share").
+            letter). The type is named under it, ``<team>.<name>`` (``north.booking``; at most
+            40 characters in all), so two teams may each have a ``booking``: ``task_type`` reads
+            back the scoped name, and so do ``sas submit --type``, the mirror and the UI; its
+            workflow type is ``<team>.<Name>Workflow``. Its steps may call its team's own
+            services and the platform's. Each of its tasks carries the team as Temporal's
+            fairness key, so a backlog is handed out to the teams in turn, weighted by
+            ``SAS_TEAMS__<TEAM>__WEIGHT``; its alerts go to its team's webhook. None: today's
+            names and no fairness key (docs/task-types.md, "Teams side by side").
         fairness_from: A field of the input whose value is the fairness key instead (a tenant
             id): ``<team>/<value>`` with a team, the value alone without one. A task whose field
             is empty falls back to the team.
@@ -104,15 +109,16 @@ class TaskDefinition:
     _paths: dict[str, ChoicePath] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not NAME.fullmatch(self.task_type):
-            raise ValueError(
-                f"task type {self.task_type!r}: use 1-40 characters from a-z 0-9 _, starting with a letter"
-            )
         if self.team is not None and not NAME.fullmatch(self.team):
             raise ValueError(
                 f"task type {self.task_type}: team {self.team!r}: use 1-40 characters from a-z 0-9 _,"
                 " starting with a letter"
             )
+        if not NAME.fullmatch(self.short_name):
+            raise ValueError(
+                f"task type {self.short_name!r}: use 1-40 characters from a-z 0-9 _, starting with a letter"
+            )
+        object.__setattr__(self, "task_type", scoped_name(self.team, self.task_type))
         if self.fairness_from is not None and self.fairness_from not in self.input_model.model_fields:
             raise ValueError(
                 f"task type {self.task_type}: fairness_from {self.fairness_from!r} is not a field of"
@@ -126,6 +132,11 @@ class TaskDefinition:
         object.__setattr__(self, "_flat", flat)
         object.__setattr__(self, "_run", run)
         object.__setattr__(self, "_paths", paths)
+
+    @property
+    def short_name(self) -> str:
+        """The type's name as declared, without its team (``task_type`` is ``<team>.<name>``)."""
+        return self.task_type.removeprefix(f"{self.team}.") if self.team is not None else self.task_type
 
     def fairness_key(self, payload: Mapping[str, Any]) -> str | None:
         """The fairness key a task of this type with input ``payload`` carries: its tenant field's

@@ -64,8 +64,9 @@ class Cause:
 
 
 def cause_of(agent: str | None, step: str, error_type: str | None, last_error: str | None) -> Cause:
-    """The cause of one failing step; the service is the first part of its Agent's name."""
-    service = agent.partition(".")[0] if agent and "." in agent else None
+    """The cause of one failing step; the service is its Agent's name but the last part
+    (``payment`` of ``payment.charge``, ``north.flights`` of a team's ``north.flights.book``)."""
+    service = agent.rpartition(".")[0] if agent and "." in agent else None
     return Cause(service=service, step=step, error_type=error_type, text=normalise(last_error))
 
 

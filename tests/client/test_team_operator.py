@@ -36,7 +36,7 @@ async def test_a_team_s_operator_acts_on_its_team_s_tasks_only_and_is_audited_as
         team_a = TaskClient(stack.client, stack.settings, actor="ada", team="team_a")
         ours, theirs = fresh_id("team-a-task"), fresh_id("team-b-task")
         faults = {}
-        for task_id, task_type in ((ours, "team_a_order"), (theirs, "team_b_order")):
+        for task_id, task_type in ((ours, "team_a.order"), (theirs, "team_b.order")):
             faults[task_id] = await stack.add_fault(
                 endpoint="shipping.ship", kind="permanent", status=422, match_order_id=task_id
             )
@@ -62,7 +62,7 @@ async def test_a_team_s_operator_acts_on_its_team_s_tasks_only_and_is_audited_as
         with pytest.raises(OutsideTeam, match="owned by no team"):
             await team_a.submit("order", order())
         with pytest.raises(OutsideTeam, match="team team_b's"):
-            await team_a.submit("team_b_order", order())
+            await team_a.submit("team_b.order", order())
         with pytest.raises(OutsideTeam, match="--team team_b: this client acts for team team_a only"):
             await team_a.list(team="team_b")
         with pytest.raises(OutsideTeam, match="shipping's breaker is every team's"):

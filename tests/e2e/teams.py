@@ -11,7 +11,7 @@ with workflow.unsafe.imports_passed_through():
     from sas_orders.models import OrderInput
     from sas_orders.workflows import ORDER
 
-TEAM_A_ORDER = TaskDefinition("team_a_order", OrderInput, ORDER.stages, team="team_a")
-TEAM_B_ORDER = TaskDefinition("team_b_order", OrderInput, ORDER.stages, team="team_b", fairness_from="customer_id")
+TEAM_A_ORDER = TaskDefinition("order", OrderInput, ORDER.stages, team="team_a")
+TEAM_B_ORDER = TaskDefinition("order", OrderInput, ORDER.stages, team="team_b", fairness_from="customer_id")
 TeamAOrderWorkflow = task_workflow(TEAM_A_ORDER, "TeamAOrderWorkflow")
 TeamBOrderWorkflow = task_workflow(TEAM_B_ORDER, "TeamBOrderWorkflow")

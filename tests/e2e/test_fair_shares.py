@@ -26,8 +26,8 @@ async def test_team_bs_task_is_not_stuck_behind_team_as_backlog(
 ) -> None:
     settings = stack_settings(temporal_address, services.url, sqlite_url)
     tasks = TaskClient(client, settings)
-    backlog = [(await tasks.submit("team_a_order", order())).task_id for _ in range(BACKLOG)]
-    team_b = (await tasks.submit("team_b_order", order(customer_id="acme"))).task_id
+    backlog = [(await tasks.submit("team_a.order", order())).task_id for _ in range(BACKLOG)]
+    team_b = (await tasks.submit("team_b.order", order(customer_id="acme"))).task_id
     one_at_a_time = {"max_concurrent_activities": 1, "max_concurrent_workflow_tasks": 2}
     async with start_stack(
         client,
@@ -45,7 +45,7 @@ async def test_team_bs_task_is_not_stuck_behind_team_as_backlog(
 
 async def test_sas_show_and_sas_types_say_the_team_key_weight_and_priority(team_types: None, stack: Stack) -> None:
     tasks = TaskClient(stack.client, stack.settings)
-    task_id = (await tasks.submit("team_a_order", order(), priority=2)).task_id
+    task_id = (await tasks.submit("team_a.order", order(), priority=2)).task_id
     assert (await tasks.result(task_id)).state == TaskState.PROCESSED
     shown = await sas(stack, "show", task_id, "--share", "--json")
     assert shown.returncode == 0, shown.stderr
@@ -63,7 +63,7 @@ async def test_sas_show_and_sas_types_say_the_team_key_weight_and_priority(team_
         "weight": None,
     }
 
-    described = as_json(await sas(stack, "types", "team_b_order", "--json"))
+    described = as_json(await sas(stack, "types", "team_b.order", "--json"))
     assert described[0]["share"] == {"team": "team_b", "fairness_key": "team_b/<customer_id>", "weight": None}
-    listed = await sas(stack, "types", "team_a_order")
+    listed = await sas(stack, "types", "team_a.order")
     assert "team team_a, fairness key team_a, weight 3.0" in listed.stdout

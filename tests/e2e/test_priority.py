@@ -67,13 +67,13 @@ async def test_sas_submit_refuses_a_priority_out_of_range(stack: Stack) -> None:
 
 async def test_a_teams_submit_carries_its_fairness_key_and_weight(team_types: None, stack: Stack) -> None:
     task_id = fresh_id("team-cli")
-    flags = [*ORDER_FLAGS[2:], "--type", "team_a_order"]
+    flags = [*ORDER_FLAGS[2:], "--type", "team_a.order"]
     done = await sas(stack, "submit", "--id", task_id, "--priority", "2", *flags, "--json")
     assert done.returncode == 0, done.stderr
     assert await priority_of(stack.client, task_id) == (2, "team_a", 3.0)
 
     tasks = TaskClient(stack.client, stack.settings)
-    tenant = (await tasks.submit("team_b_order", order(customer_id="acme"), priority=4)).task_id
+    tenant = (await tasks.submit("team_b.order", order(customer_id="acme"), priority=4)).task_id
     assert await priority_of(stack.client, tenant) == (4, "team_b/acme", 0.0)  # team B has no weight set
     assert (await tasks.result(tenant)).state == TaskState.PROCESSED
 
@@ -84,7 +84,7 @@ async def test_a_steps_activities_inherit_the_tasks_fairness_key(team_types: Non
         endpoint="inventory.reserve", kind="latency", latency_ms=30_000, match_order_id=task_id
     )
     tasks = TaskClient(stack.client, stack.settings)
-    await tasks.submit("team_a_order", order(), task_id=task_id, priority=2)
+    await tasks.submit("team_a.order", order(), task_id=task_id, priority=2)
 
     async def pending() -> list[Any]:
         described = await stack.client.get_workflow_handle(task_id).describe()
@@ -113,7 +113,7 @@ async def test_a_reschedule_and_a_schedules_runs_keep_the_priority_and_fairness_
     team_types: None, stack: Stack
 ) -> None:
     tasks = TaskClient(stack.client, stack.settings)
-    task_id = (await tasks.submit("team_a_order", order(), delay=timedelta(hours=1), priority=2)).task_id
+    task_id = (await tasks.submit("team_a.order", order(), delay=timedelta(hours=1), priority=2)).task_id
     first = (await stack.client.get_workflow_handle(task_id).describe()).run_id
     await tasks.reschedule(task_id, timedelta(hours=2), reason="later")
     assert (await stack.client.get_workflow_handle(task_id).describe()).run_id != first
@@ -121,7 +121,7 @@ async def test_a_reschedule_and_a_schedules_runs_keep_the_priority_and_fairness_
     await tasks.cancel(task_id, reason="test over")
 
     schedule_id = fresh_id("team-nightly")
-    await tasks.create_schedule(schedule_id, "team_a_order", order(), every="1d", priority=2)
+    await tasks.create_schedule(schedule_id, "team_a.order", order(), every="1d", priority=2)
     try:
         action = (await stack.client.get_schedule_handle(schedule_id).describe()).schedule.action
         given = getattr(action, "priority", None)
@@ -141,7 +141,7 @@ async def test_a_resubmission_one_task_or_in_bulk_keeps_the_priority_and_fairnes
         for t in ids
     ]
     for task_id in ids:
-        await tasks.submit("team_a_order", order(), task_id=task_id, priority=2)
+        await tasks.submit("team_a.order", order(), task_id=task_id, priority=2)
     for task_id in ids:
         assert (await tasks.result(task_id)).state == TaskState.COMPENSATED
     for fault in faults:
@@ -150,7 +150,7 @@ async def test_a_resubmission_one_task_or_in_bulk_keeps_the_priority_and_fairnes
     one, other = ids
     await tasks.resubmit(one, reason="address fixed")
     done = await tasks.bulk(
-        "resubmit", Selection(limit=10, task_states=("Compensated",), task_type="team_a_order"), reason="fixed"
+        "resubmit", Selection(limit=10, task_states=("Compensated",), task_type="team_a.order"), reason="fixed"
     )
     assert [(r.task_id, r.outcome) for r in done.results] == [(other, "ok")]
     for task_id in ids:

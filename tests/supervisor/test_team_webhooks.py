@@ -25,7 +25,7 @@ from tests.supervisor.test_webhook import serve_hook, verified, webhook  # noqa:
 
 pytestmark = [pytest.mark.slow, pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)]
 
-TYPES = {"team_a": "team_a_order", "team_b": "team_b_order", None: "order"}
+TYPES = {"team_a": "team_a.order", "team_b": "team_b.order", None: "order"}
 
 
 async def test_each_team_s_alerts_reach_only_its_own_webhook(  # type: ignore[no-untyped-def]

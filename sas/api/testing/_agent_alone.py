@@ -91,7 +91,7 @@ async def run_agent(
         What the Agent returns: the service's answer as the declared result model.
     """
     name = agent.name if isinstance(agent, HttpCall) else activity_name(agent)
-    _, _, action = name.partition(".")
+    _, _, action = name.rpartition(".")
     step_name = step or undo_of or action
     key = f"{task_id}:{step_name}"
     call = StepCall(

@@ -1,0 +1,122 @@
+"""A team's own names: its services and task types are named under it (``north.flights``,
+``north.booking``), so two teams' of the same names load side by side; only its own types call
+its services; its services' settings are under the team; a worker runs one team's types with
+``SAS_TASK_TYPES__RUN=<team>.*``. Anything without a team keeps today's names."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from sas.api import Service, StepDefinition, TaskDefinition, task_workflow
+from sas.settings import Settings
+from sas.task_models.queues import service_of
+from sas.task_models.sdk_internals import workflow_name_of
+from sas.task_types.discovery import TaskTypeError, discover
+from tests.task_types.test_teams_apart import write
+
+TEAMS = ("tests.e2e.team_north", "tests.e2e.team_south")
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Sent(BaseModel):
+    note_id: str
+
+
+def test_a_team_s_service_and_task_type_are_named_under_it() -> None:
+    flights = Service("flights", team="north", lookup="/{service}/lookup")
+    assert (flights.name, flights.short_name) == ("north.flights", "flights")
+    # The service itself is called by its own name at its URL: the team is sas's, not its.
+    assert flights.lookup_path == "/flights/lookup"
+    send = StepDefinition("send", forward=flights.post("/flights/book", body={}, result=Sent))
+    assert send.agent == "north.flights.book" and service_of(send.agent) == "north.flights"
+    booking = TaskDefinition("booking", Note, (send,), team="north")
+    assert (booking.task_type, booking.short_name) == ("north.booking", "booking")
+    made = task_workflow(booking)
+    assert made.__name__ == "BookingWorkflow" and workflow_name_of(made) == "north.BookingWorkflow"
+    # Without a team, today's names.
+    assert Service("flights").name == "flights" and TaskDefinition("booking", Note, (send,)).task_type == "booking"
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: Service("flights", team="North"), "team 'North': use 1-40 characters"),
+        (lambda: Service("flights", team="n" * 35), "take at most 40 characters"),
+        (lambda: Service("air.flights"), "service name 'air.flights': use 1-40 characters"),
+    ],
+)
+def test_a_team_name_that_cannot_be_one_is_refused(make, said: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=said):
+        make()
+
+
+def test_two_teams_flights_and_booking_load_side_by_side() -> None:
+    found = discover(TEAMS)
+    assert {"north.booking", "south.booking"} <= set(found.types)
+    assert {"north.flights", "south.flights"} <= set(found.services)
+    assert {"north.flights.book", "south.flights.book", "south.flights.cancel"} <= set(found.agents)
+
+
+def test_only_the_team_s_own_types_call_its_service(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    borrower = write(
+        tmp_path,
+        """
+        from sas.api import TaskDefinition, task_workflow
+        from sas_trip.models import TripInput
+        from tests.e2e.team_north import FLIGHT
+        BORROWED = TaskDefinition("borrowed", TripInput, (FLIGHT,), team="south")
+        BorrowedWorkflow = task_workflow(BORROWED)
+        """,
+        package="team_south_pkg",
+    )
+    with pytest.raises(TaskTypeError) as refused:
+        discover((borrower,))
+    said = str(refused.value)
+    assert "calls 'north.flights.book' on service 'north.flights', team north's own" in said
+    assert len(said.splitlines()) == 1
+
+
+def test_a_team_named_like_sas_s_own_activities_is_refused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = write(
+        tmp_path,
+        """
+        from sas.api import Service, StepDefinition, TaskDefinition, task_workflow
+        from sas_trip.models import FlightBooked, TripInput
+        AIR = Service("air", team="child")
+        FLY = StepDefinition("fly", forward=AIR.post("/air/book", body={}, result=FlightBooked), read_only=True)
+        FlyWorkflow = task_workflow(TaskDefinition("fly", TripInput, (FLY,), team="child"))
+        """,
+    )
+    with pytest.raises(TaskTypeError, match="team 'child' is the name of sas's own activities"):
+        discover((module,))
+
+
+def test_a_worker_runs_one_team_s_types() -> None:
+    north = discover(TEAMS, only=("north.*",))
+    assert [name for name in north.types if name.endswith(".booking")] == ["north.booking"]
+    with pytest.raises(TaskTypeError, match=r"SAS_TASK_TYPES__RUN names task type 'east\.\*'"):
+        discover(TEAMS, only=("east.*",))
+    with pytest.raises(ValueError, match="nor a team's types"):
+        Settings(task_types={"run": ["North.*"]})
+
+
+def test_a_team_s_services_settings_are_under_the_team(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAS_SERVICES__URL", "http://127.0.0.1:8081")
+    monkeypatch.setenv("SAS_TEAMS__NORTH__SERVICES__FLIGHTS__URL", "http://127.0.0.1:9001")
+    monkeypatch.setenv("SAS_TEAMS__SOUTH__SERVICES__FLIGHTS__URL", "http://127.0.0.1:9002")
+    monkeypatch.setenv("SAS_TEAMS__SOUTH__SERVICES__FLIGHTS__OWN_QUEUE", "true")
+    settings = Settings()
+    north, south = settings.services.service("north.flights"), settings.services.service("south.flights")
+    assert (north.url, south.url) == ("http://127.0.0.1:9001", "http://127.0.0.1:9002")
+    assert (north.own_queue, south.own_queue) == (False, True)
+    # A platform's flights is neither team's.
+    assert settings.services.service("flights").url == "http://127.0.0.1:8081"
+    monkeypatch.setenv("SAS_TEAMS__NORTH__SERVICES__AIR-LINE__URL", "http://127.0.0.1:9003")
+    with pytest.raises(ValueError, match="SAS_TEAMS__NORTH__SERVICES__AIR-LINE"):
+        Settings()
