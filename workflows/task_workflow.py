@@ -17,6 +17,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from sas.task_models import TaskResult
+    from sas.task_types.names import default_workflow_name
     from sas.task_types.task_definition import TaskDefinition
     from sas.workflows.scheduler import TaskScheduler
 
@@ -54,7 +55,7 @@ def task_workflow(
         A ``@workflow.defn`` class: register it by naming its module in the ``sas.task_types``
         entry point group, or give it to a test worker.
     """
-    class_name = name or "".join(part.capitalize() for part in definition.short_name.split("_")) + "Workflow"
+    class_name = name or default_workflow_name(definition.short_name)
     if not class_name.isidentifier():
         raise ValueError(f"task_workflow(name={class_name!r}): the name must be a Python identifier")
     # A team's type is known to Temporal under its team, so two teams' BookingWorkflow do not clash.

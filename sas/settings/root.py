@@ -28,7 +28,7 @@ from sas.settings.processes import (
 from sas.settings.security import CallbackSettings, CodecServerSettings, EncryptionSettings, SealSettings
 from sas.settings.services import ServicesSettings
 from sas.settings.supervisor import SupervisorSettings
-from sas.settings.teams import TeamSettings, check_team_names, check_team_services
+from sas.settings.teams import TeamSettings, check_team_names, team_overrides
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
 from sas.task_models.steps import StepPolicyValues as StepPolicy
 
@@ -125,7 +125,9 @@ class Settings(BaseSettings):
     )
     teams: dict[str, TeamSettings] = Field(
         default_factory=dict,
-        description="Per team, for the team a task type names (TaskDefinition(team=...)): SAS_TEAMS__PAYMENTS__WEIGHT=3.",
+        description="Per team, for the team a task type or service names (team=...): its share"
+        " (SAS_TEAMS__PAYMENTS__WEIGHT=3), its webhook, and its own services', steps' and ladders' settings"
+        " (SAS_TEAMS__NORTH__SERVICES__FLIGHTS__URL).",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Least level logged; logs are JSON lines on stderr."
@@ -160,14 +162,20 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _team_services(self) -> Settings:
-        # A team's own services are found where every other service's settings are, under their
-        # scoped names (north.flights): each reader keeps one way to look a service up.
-        own = check_team_services(self.teams)
-        if own:
-            services = self.services.model_copy(deep=True)  # a copy: the given settings stay as they were
-            services.__pydantic_extra__ = {**(services.__pydantic_extra__ or {}), **own}
+    def _team_settings(self) -> Settings:
+        # A team's own settings are found where every other one's are, under their scoped names
+        # (north.flights, north.booking.flight): each reader keeps one way to look them up. The
+        # groups are copied: the settings given stay as they were.
+        own = team_overrides(self.teams)
+        if own.services:
+            services = self.services.model_copy(deep=True)
+            services.__pydantic_extra__ = {**(services.__pydantic_extra__ or {}), **own.services}
             object.__setattr__(self, "services", services)
+        if own.steps:
+            object.__setattr__(self, "steps", {**self.steps, **own.steps})
+        if own.ladders:
+            ladders = {**self.supervisor.ladders, **own.ladders}
+            object.__setattr__(self, "supervisor", self.supervisor.model_copy(update={"ladders": ladders}))
         return self
 
     @field_validator("teams", mode="before")

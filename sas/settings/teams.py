@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sas.settings.services import ServiceSettings
-from sas.settings.supervisor import WebhookSettings
+from sas.settings.supervisor import TaskLadder, WebhookSettings
 from sas.task_models.ids import NAME, scoped_name
+from sas.task_models.steps import StepPolicyValues
 
 # Temporal clamps a fairness weight to this range; a value outside it is refused here rather than
 # silently changed by the server.
@@ -35,6 +37,17 @@ class TeamSettings(BaseModel):
         " SAS_SERVICES__<NAME>__* gives a platform's: SAS_TEAMS__NORTH__SERVICES__FLIGHTS__URL. The plain"
         " SAS_SERVICES__* fields are their defaults too.",
     )
+    steps: dict[str, dict[str, StepPolicyValues]] = Field(
+        default_factory=dict,
+        description="The policy of a step of one of the team's task types, as SAS_STEPS__<TYPE>__<STEP>__* gives"
+        " it for a type without a team: SAS_TEAMS__NORTH__STEPS__BOOKING__FLIGHT__COMPLETE_BY_S=20.",
+    )
+    ladders: dict[str, TaskLadder] = Field(
+        default_factory=dict,
+        description="The Supervisor's ladder of one of the team's task types (and its steps), as"
+        " SAS_SUPERVISOR__LADDERS__<TYPE>__* gives it for a type without a team:"
+        " SAS_TEAMS__NORTH__LADDERS__BOOKING__COOLDOWN_S=30.",
+    )
     webhook: WebhookSettings = Field(
         default_factory=WebhookSettings,
         description="Where the team's alerts and incidents go (those of its task types' tasks), instead of"
@@ -54,17 +67,29 @@ def check_team_names(value: Any) -> Any:
     return teams
 
 
-def check_team_services(teams: dict[str, TeamSettings]) -> dict[str, ServiceSettings]:
-    """Each team's own services' settings under their scoped names (``north.flights``), each name
-    as ``Service(name, team=...)`` allows."""
-    found: dict[str, ServiceSettings] = {}
+@dataclass(frozen=True)
+class TeamOverrides:
+    """The teams' own settings under their scoped names (``north.flights``, ``north.booking``),
+    where every reader finds a platform's: services, step policies (``<type>.<step>``), ladders."""
+
+    services: dict[str, ServiceSettings]
+    steps: dict[str, StepPolicyValues]
+    ladders: dict[str, TaskLadder]
+
+
+def team_overrides(teams: dict[str, TeamSettings]) -> TeamOverrides:
+    """Each team's own settings under their scoped names, each name as its declaration allows."""
+    found = TeamOverrides({}, {}, {})
     for team, entry in teams.items():
-        for name, own in entry.services.items():
-            if not NAME.fullmatch(name):
-                raise ValueError(
-                    f"SAS_TEAMS__{team.upper()}__SERVICES__{name.upper()}: use 1-40 characters from a-z 0-9 _"
-                )
-            found[scoped_name(team, name.lower())] = own
+        where = f"SAS_TEAMS__{team.upper()}"
+        for group, names in (("SERVICES", entry.services), ("STEPS", entry.steps), ("LADDERS", entry.ladders)):
+            bad = [name for name in names if not NAME.fullmatch(name)]
+            if bad:
+                raise ValueError(f"{where}__{group}__{bad[0].upper()}: use 1-40 characters from a-z 0-9 _")
+        found.services.update({scoped_name(team, name): own for name, own in entry.services.items()})
+        found.ladders.update({scoped_name(team, name): own for name, own in entry.ladders.items()})
+        for task_type, steps in entry.steps.items():
+            found.steps.update({f"{scoped_name(team, task_type)}.{step}": policy for step, policy in steps.items()})
     return found
 
 

@@ -335,9 +335,9 @@ def _agents(types: Iterable[FoundType]) -> tuple[dict[str, AgentCall], dict[str,
 
 def _one_package(declared_by: dict[str, tuple[Service, FoundType]], service: Service, found: FoundType) -> None:
     """A service name is one service, with one URL and one breaker: two packages that each
-    declare a service of that name (two teams' ``flights``) are refused, naming both. A package
-    that uses another's service imports its ``Service``, and is then its user, not a second
-    declarer."""
+    declare a service of that name are refused, naming both (two teams that each want their own
+    ``flights`` name their team on it: ``north.flights``). A package that uses another's service
+    imports its ``Service``, and is then its user, not a second declarer."""
     first = declared_by.setdefault(service.name, (service, found))
     if first[0] is service:
         return

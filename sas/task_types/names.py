@@ -26,3 +26,11 @@ def check_action(service: str, action: str) -> None:
         raise ValueError(
             f"{service}.{action}: an action is 1-40 characters from a-z 0-9 _ (give action=... for this path)"
         )
+
+
+def default_workflow_name(task_type: str) -> str:
+    """The workflow type Temporal knows a task type's Scheduler by, unless ``task_workflow`` is
+    given one: the name in CamelCase plus ``Workflow`` (``approved_trip`` -> ``ApprovedTripWorkflow``),
+    a team's under its team (``north.booking`` -> ``north.BookingWorkflow``)."""
+    team, dot, name = task_type.rpartition(".")
+    return f"{team}{dot}" + "".join(part.capitalize() for part in name.split("_")) + "Workflow"

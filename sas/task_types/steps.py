@@ -23,8 +23,8 @@ from pydantic import BaseModel
 
 from sas.task_models import StepPolicyValues
 from sas.task_models.activity_defs import AgentRef, activity_name, agent_result
-from sas.task_models.ids import NAME
-from sas.task_types.names import STEP_NAME, check_step_name
+from sas.task_models.ids import SCOPED_NAME
+from sas.task_types.names import STEP_NAME, check_step_name, default_workflow_name
 from sas.task_types.services import HttpCall
 
 
@@ -194,13 +194,13 @@ class ChildTask:
 
     def __post_init__(self) -> None:
         check_step_name(self.name)
-        if not NAME.fullmatch(self.task_type):
+        if not SCOPED_NAME.fullmatch(self.task_type):
             raise ValueError(f"child step {self.name}: task type {self.task_type!r} is not a task type's name")
 
     @property
     def workflow_type(self) -> str:
         """The child's workflow type name, as ``task_workflow`` names it unless given."""
-        return self.workflow or "".join(part.capitalize() for part in self.task_type.split("_")) + "Workflow"
+        return self.workflow or default_workflow_name(self.task_type)
 
     @property
     def agent(self) -> str:

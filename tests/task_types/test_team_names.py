@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from sas.api import Service, StepDefinition, TaskDefinition, task_workflow
+from sas.api import ChildTask, Service, StepDefinition, TaskDefinition, task_workflow
 from sas.settings import Settings
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
@@ -31,8 +31,8 @@ def test_a_team_s_service_and_task_type_are_named_under_it() -> None:
     assert (flights.name, flights.short_name) == ("north.flights", "flights")
     # The service itself is called by its own name at its URL: the team is sas's, not its.
     assert flights.lookup_path == "/flights/lookup"
-    send = StepDefinition("send", forward=flights.post("/flights/book", body={}, result=Sent))
-    assert send.agent == "north.flights.book" and service_of(send.agent) == "north.flights"
+    send = StepDefinition("send", forward=flights.post("/flights/hold", body={}, result=Sent), read_only=True)
+    assert send.agent == "north.flights.hold" and service_of(send.agent) == "north.flights"
     booking = TaskDefinition("booking", Note, (send,), team="north")
     assert (booking.task_type, booking.short_name) == ("north.booking", "booking")
     made = task_workflow(booking)
@@ -117,6 +117,42 @@ def test_a_team_s_services_settings_are_under_the_team(monkeypatch: pytest.Monke
     assert (north.own_queue, south.own_queue) == (False, True)
     # A platform's flights is neither team's.
     assert settings.services.service("flights").url == "http://127.0.0.1:8081"
+    # Its types' step policies and ladders too, found where a platform type's are.
+    monkeypatch.setenv("SAS_TEAMS__NORTH__STEPS__BOOKING__FLIGHT__COMPLETE_BY_S", "20")
+    monkeypatch.setenv("SAS_TEAMS__NORTH__LADDERS__BOOKING__COOLDOWN_S", "30")
+    settings = Settings()
+    override = settings.step_override("north.booking", "flight")
+    assert override is not None and override.complete_by_s == 20
+    assert settings.step_override("south.booking", "flight") is None
+    assert settings.supervisor.ladder_for("north.booking", "flight").cooldown_s == 30
+    assert settings.supervisor.ladder_for("south.booking", "flight").cooldown_s != 30
     monkeypatch.setenv("SAS_TEAMS__NORTH__SERVICES__AIR-LINE__URL", "http://127.0.0.1:9003")
     with pytest.raises(ValueError, match="SAS_TEAMS__NORTH__SERVICES__AIR-LINE"):
         Settings()
+
+
+async def test_a_team_s_child_step_runs_its_team_s_type_by_its_scoped_name() -> None:
+    from sas.api.testing import FakeAgents, check_failure_matrix, run_task, time_skipping_environment
+    from tests.e2e.team_north import BookingWorkflow
+    from tests.task_types.team_child_types import RETURN_TRIP, ReturnTripWorkflow
+
+    assert workflow_name_of(ReturnTripWorkflow) == "north.ReturnTripWorkflow"
+    back = RETURN_TRIP.step("back")
+    assert isinstance(back, ChildTask) and back.workflow_type == "north.BookingWorkflow"
+    trip = {"traveller": "Ada", "origin": "LHR", "destination": "Lisbon", "date": "2027-05-01", "nights": 2}
+    answers = {"north.flights.book": {"booking_id": "fl_1", "fare_cents": 12_000}}
+    env = await time_skipping_environment()
+    try:
+        agents = FakeAgents(answers=dict(answers))
+        result = await run_task(
+            env, ReturnTripWorkflow, trip, agents, task_id="north-trip-1", children=[BookingWorkflow], timeout_s=30
+        )
+        assert str(result.state) == "Processed"
+        assert [(n, c.task_id) for n, c in agents.calls] == [
+            ("north.flights.book", "north-trip-1"),
+            ("north.flights.book", "north-trip-1:back"),
+        ]
+        cases = await check_failure_matrix(env, ReturnTripWorkflow, trip, answers=answers, children=[BookingWorkflow])
+        assert "back: flight refused" in {c.name for c in cases}
+    finally:
+        await env.shutdown()
