@@ -22,6 +22,7 @@ from sas.breaker.service import Breakers
 from sas.settings import ServicesSettings, Settings
 from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.agent_writes.writer import StepWriter
+from sas.task_models.ids import service_settings
 from sas.task_models.queues import service_of, service_queue
 from sas.task_models.sdk_internals import activity_name_of
 from sas.task_types.discovery import discover
@@ -61,7 +62,7 @@ def check_service_names(services: ServicesSettings, queues: list[str] | None = N
     if unknown:
         # A SettingsError: the entry points report it as one line of bad settings (sas/runtime/entry.py).
         raise SettingsError(
-            f"SAS_SERVICES__{unknown[0].upper()}__*: no Agent calls a service named {unknown[0]!r}"
+            f"{service_settings(unknown[0])}__*: no Agent calls a service named {unknown[0]!r}"
             f" (known: {', '.join(sorted(AGENTS))})"
         )
 

@@ -33,6 +33,13 @@ SCOPED_NAME = re.compile(r"(?=.{1,40}$)(?:[a-z][a-z0-9_]*\.)?[a-z][a-z0-9_]*")
 MAX_SCOPED_NAME = 40
 
 
+def service_settings(service: str) -> str:
+    """Where a service's settings are: ``SAS_SERVICES__FLIGHTS``, or for a team's own
+    (``north.flights``) ``SAS_TEAMS__NORTH__SERVICES__FLIGHTS``; its fields follow, ``__URL``."""
+    team, dot, name = service.rpartition(".")
+    return f"SAS_TEAMS__{team.upper()}__SERVICES__{name.upper()}" if dot else f"SAS_SERVICES__{name.upper()}"
+
+
 def scoped_name(team: str | None, name: str) -> str:
     """``name`` under ``team`` (``north.flights``); the name itself without a team. Refused
     (ValueError) past 40 characters, where the state store's columns and settings keys end."""

@@ -30,6 +30,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
+from sas.task_models.ids import service_settings
 from sas.task_models.queues import service_of
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.call_checks import calls_problem
@@ -188,7 +189,7 @@ def discover(modules: tuple[str, ...] = (), *, lenient: bool = False, only: tupl
         if found.name in services:
             raise TaskTypeError(
                 f"{found.module}: task type {found.name!r} has the name of a service its Agents call"
-                f" (SAS_SERVICES__{found.name.upper()}__*, queue *.{found.name}); rename the task type"
+                f" ({service_settings(found.name)}__*, queue *.{found.name}); rename the task type"
             )
         if found.workflow_name in agents:
             raise TaskTypeError(
@@ -347,7 +348,7 @@ def _one_package(declared_by: dict[str, tuple[Service, FoundType]], service: Ser
     raise TaskTypeError(
         f"{found.module}: service {service.name!r} is declared by two packages, {other} (task type"
         f" {first[1].name!r}, {first[1].module}) and {package} (task type {found.name!r}); a service name is"
-        f" one service, with one SAS_SERVICES__{service.name.upper()}__URL: rename one of them, or declare it"
+        f" one service, with one {service_settings(service.name)}__URL: rename one of them, or declare it"
         " once in one package and import it in the other"
     )
 

@@ -33,6 +33,7 @@ from sas.supervisor.alert import raise_once, resolve_key
 from sas.supervisor.detect.reported_problems import check_reported_problems
 from sas.supervisor.metrics import record_backlog, record_breakers, record_service_queue
 from sas.supervisor.models import AlertSpec, QueueCheckInput, QueueCheckResult
+from sas.task_models.ids import service_settings
 from sas.task_models.queues import service_queue
 
 # The one incident of queues nobody polls (one per Supervisor's state store: every queue it sees).
@@ -142,7 +143,7 @@ class QueueActivities(QueueDefs):
                 kind="queue_backlog",
                 message=f"queue {name}: backlog growing ({previous} -> {backlog}) with {pollers} pollers",
                 suggested_action=f"add workers for {service} (docs/operator.md, scaling per service), or raise"
-                f" SAS_SERVICES__{service.upper()}__MAX_PER_SECOND if its rate limit holds it",
+                f" {service_settings(service)}__MAX_PER_SECOND if its rate limit holds it",
             )
             result.opened += int(await raise_once(self._sessions, spec, backlog_key, now, failure_count=backlog))
         else:

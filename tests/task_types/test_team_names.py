@@ -156,3 +156,16 @@ async def test_a_team_s_child_step_runs_its_team_s_type_by_its_scoped_name() -> 
         assert "back: flight refused" in {c.name for c in cases}
     finally:
         await env.shutdown()
+
+
+def test_a_team_s_service_no_agent_calls_is_refused_naming_its_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_settings import SettingsError
+
+    from sas.activities import check_service_names
+    from sas.task_models.ids import service_settings
+
+    assert service_settings("north.flights") == "SAS_TEAMS__NORTH__SERVICES__FLIGHTS"
+    assert service_settings("flights") == "SAS_SERVICES__FLIGHTS"
+    monkeypatch.setenv("SAS_TEAMS__NORTH__SERVICES__FERRIES__URL", "http://127.0.0.1:9004")
+    with pytest.raises(SettingsError, match=r"SAS_TEAMS__NORTH__SERVICES__FERRIES__\*: no Agent calls a service named"):
+        check_service_names(Settings().services)
