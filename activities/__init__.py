@@ -22,7 +22,7 @@ from sas.breaker.service import Breakers
 from sas.settings import ServicesSettings, Settings
 from sas.state_store.agent_writes import make_step_writer
 from sas.state_store.agent_writes.writer import StepWriter
-from sas.task_models.ids import service_settings
+from sas.task_models.ids import service_settings, step_settings
 from sas.task_models.queues import service_of, service_queue
 from sas.task_models.sdk_internals import activity_name_of
 from sas.task_types.discovery import discover
@@ -78,13 +78,14 @@ def check_step_settings(settings: Settings) -> None:
         found = types.get(task_type)
         if found is None:
             raise SettingsError(
-                f"SAS_STEPS__{task_type.upper()}__{step.upper()}__*: no task type is named {task_type!r}"
-                f" (registered: {', '.join(sorted(types)) or 'none'})"
+                f"{step_settings(task_type, step)}__*: no task type is named {task_type!r}"
+                f" (registered: {', '.join(sorted(types)) or 'none'}; a team's type's steps are set under"
+                " SAS_TEAMS__<TEAM>__STEPS__<TYPE>__<STEP>__*)"
             )
         names = [s.name for s in found.definition.steps]
         if step not in names:
             raise SettingsError(
-                f"SAS_STEPS__{task_type.upper()}__{step.upper()}__*: task type {task_type!r} has no step"
+                f"{step_settings(task_type, step)}__*: task type {task_type!r} has no step"
                 f" {step!r} (its steps: {', '.join(names)})"
             )
 

@@ -72,7 +72,7 @@ def service_agents(catalog: Catalog) -> dict[str, ServiceAgents]:
             where = (
                 f"{path} has no @implements for it"
                 if agent_class
-                else f'declare it with @{name.upper()}.action("{missing[0].rpartition(".")[2]}", ...) on its function'
+                else f'declare it with @{name.rpartition(".")[2].upper()}.action("{missing[0].rpartition(".")[2]}", ...) on its function'
             )
             raise TaskTypeError(f"service {name!r}: Agent {missing[0]!r} has no implementation: {where}")
         found[name] = ServiceAgents(service, agent_class, tuple(catalog.http_calls(name)), tuple(functions))

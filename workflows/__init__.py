@@ -43,7 +43,13 @@ def __getattr__(name: str) -> Any:
         return [t.workflow for t in task_types().values()] + [__getattr__("CleanupWorkflow"), batch]
     if name == "CleanupWorkflow":
         return importlib.import_module("sas.workflows.cleanup").CleanupWorkflow
-    found = next((t.workflow for t in task_types().values() if t.workflow.__name__ == name), None)
-    if found is None:
+    found = [t for t in task_types().values() if t.workflow.__name__ == name]
+    if not found:
         raise AttributeError(f"module 'sas.workflows' has no attribute {name!r}")
-    return found
+    if len(found) > 1:
+        # Two teams' classes of one name (north's and south's BookingWorkflow): import it from its module.
+        where = ", ".join(f"{t.module}.{name}" for t in found)
+        raise AttributeError(
+            f"sas.workflows.{name} is more than one task type's workflow ({where}): import it from its module"
+        )
+    return found[0].workflow

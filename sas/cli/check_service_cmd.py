@@ -22,8 +22,14 @@ def register(app: typer.Typer) -> None:
 
 
 def check_service(
-    name: str = typer.Argument(..., help='The service\'s name, as declared: Service("flights").'),
-    url: str | None = typer.Option(None, "--url", help="Its base URL; default: SAS_SERVICES__<NAME>__URL."),
+    name: str = typer.Argument(
+        ..., help="The service's name, as declared: Service(\"flights\"); a team's by its scoped name, north.flights."
+    ),
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        help="Its base URL; default: SAS_SERVICES__<NAME>__URL (a team's: SAS_TEAMS__<TEAM>__SERVICES__<NAME>__URL).",
+    ),
     input_json: str | None = typer.Option(
         None,
         "--input-json",

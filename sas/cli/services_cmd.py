@@ -74,7 +74,9 @@ def _force(service: str, state: Literal["open", "closed"], by: str | None, reaso
 
 @services_app.command("open")
 def open_breaker(
-    service: str = typer.Argument(..., help="inventory | payment | shipping"),
+    service: str = typer.Argument(
+        ..., help="The service's name (sas services lists them): payment; a team's, north.flights."
+    ),
     reason: str = typer.Option(..., "--reason", help="Why (kept in the audit log)."),
     by: str | None = typer.Option(None, "--by", help="Who (default: $USER)."),
     as_json: bool = JSON,
@@ -85,7 +87,9 @@ def open_breaker(
 
 @services_app.command("close")
 def close_breaker(
-    service: str = typer.Argument(..., help="inventory | payment | shipping"),
+    service: str = typer.Argument(
+        ..., help="The service's name (sas services lists them): payment; a team's, north.flights."
+    ),
     reason: str = typer.Option(..., "--reason", help="Why (kept in the audit log)."),
     by: str | None = typer.Option(None, "--by", help="Who (default: $USER)."),
     as_json: bool = JSON,

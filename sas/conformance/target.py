@@ -282,17 +282,19 @@ def explicit_target(
 ) -> CheckTarget:
     """The one target :class:`ExplicitCalls` says; its result models are those of the service's
     hand-written Agents named like the paths' last parts (``/cards/charge``: ``cards.charge``)."""
-    for path in (calls.forward, calls.undo, calls.lookup and calls.lookup.replace("{service}", name)):
+    service = catalog.services.get(name) if catalog is not None else None
+    # The service is called by its own name at its URL, a team's without its team.
+    short = (service or named_service(name)).short_name
+    for path in (calls.forward, calls.undo, calls.lookup and calls.lookup.replace("{service}", short)):
         if path is not None and not _PATH.fullmatch(path):
             raise ServiceCheckError(f"{path!r} is not a URL path: start it with / (letters, digits, . _ ~ - /)")
     if calls.method not in ("POST", "PUT", "PATCH", "DELETE"):
         raise ServiceCheckError(f"method {calls.method!r}: use POST, PUT, PATCH or DELETE")
-    service = catalog.services.get(name) if catalog is not None else None
     lookup = calls.lookup
     if lookup == DEFAULT_LOOKUP:
         lookup = (service or named_service(name)).lookup_path
     elif lookup is not None:
-        lookup = lookup.replace("{service}", name)
+        lookup = lookup.replace("{service}", short)
     undo_template = _template(calls.undo_body or {}) if calls.undo is not None else {}
     forward = CallSpec(calls.method, calls.forward, _template(calls.body), None, _call_name(name, calls.forward))
     return CheckTarget(

@@ -40,6 +40,14 @@ def service_settings(service: str) -> str:
     return f"SAS_TEAMS__{team.upper()}__SERVICES__{name.upper()}" if dot else f"SAS_SERVICES__{name.upper()}"
 
 
+def step_settings(task_type: str, step: str) -> str:
+    """Where a task type's step's policy is set: ``SAS_STEPS__ORDER__CHARGE``, or for a team's
+    type (``north.booking``) ``SAS_TEAMS__NORTH__STEPS__BOOKING__FLIGHT``."""
+    team, dot, name = task_type.rpartition(".")
+    where = f"SAS_TEAMS__{team.upper()}__STEPS" if dot else "SAS_STEPS"
+    return f"{where}__{name.upper()}__{step.upper()}"
+
+
 def scoped_name(team: str | None, name: str) -> str:
     """``name`` under ``team`` (``north.flights``); the name itself without a team. Refused
     (ValueError) past 40 characters, where the state store's columns and settings keys end."""

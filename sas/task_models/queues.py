@@ -28,9 +28,16 @@ from __future__ import annotations
 SLOTS_FULL = "ServiceSlotsFull"
 
 
+# What a plan records in place of an Agent's name for a child step and a wait (task_types/steps.py).
+_SAS_OWN = ("child.", "wait.")
+
+
 def service_of(activity_name: str) -> str:
     """The remote service an Agent calls: its activity name but the last part (``payment.charge``,
-    ``north.flights.book`` for a team's own)."""
+    ``north.flights.book`` for a team's own). What a plan records in place of an Agent for a child
+    step or a wait (``child.<type>``, ``wait.<signal>``) is sas's own: ``child``, ``wait``."""
+    if activity_name.startswith(_SAS_OWN):
+        return activity_name.partition(".")[0]
     service, dot, _ = activity_name.rpartition(".")
     if not dot or not service:
         raise ValueError(f"{activity_name!r} is not an Agent's activity name (<service>.<action>)")

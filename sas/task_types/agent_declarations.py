@@ -84,6 +84,6 @@ def older_form(service: str) -> str:
     """The one line a service of the older Agent form gets at load: what to move to."""
     return (
         f"service {service!r}: Service(agent=...) with agent_defn/implements is deprecated and goes in sas 1.0; "
-        f'declare each Agent on its function instead: @{service.upper()}.action("<action>", Result) '
+        f'declare each Agent on its function instead: @{service.rpartition(".")[2].upper()}.action("<action>", Result) '
         "async def <action>(call, agent) (docs/task-types.md)"
     )

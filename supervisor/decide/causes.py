@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from sas.task_models.queues import service_of
+
 # The text kept of an error, once normalised: enough to tell causes apart, short enough to show.
 TEXT_CHARS = 160
 
@@ -65,8 +67,9 @@ class Cause:
 
 def cause_of(agent: str | None, step: str, error_type: str | None, last_error: str | None) -> Cause:
     """The cause of one failing step; the service is its Agent's name but the last part
-    (``payment`` of ``payment.charge``, ``north.flights`` of a team's ``north.flights.book``)."""
-    service = agent.rpartition(".")[0] if agent and "." in agent else None
+    (``payment`` of ``payment.charge``, ``north.flights`` of a team's ``north.flights.book``; ``child``
+    of a child step), as ``service_of`` reads it."""
+    service = service_of(agent) if agent and "." in agent else None
     return Cause(service=service, step=step, error_type=error_type, text=normalise(last_error))
 
 

@@ -169,3 +169,44 @@ def test_a_team_s_service_no_agent_calls_is_refused_naming_its_setting(monkeypat
     monkeypatch.setenv("SAS_TEAMS__NORTH__SERVICES__FERRIES__URL", "http://127.0.0.1:9004")
     with pytest.raises(SettingsError, match=r"SAS_TEAMS__NORTH__SERVICES__FERRIES__\*: no Agent calls a service named"):
         check_service_names(Settings().services)
+
+
+def test_a_misspelt_team_type_step_setting_names_the_setting_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_settings import SettingsError
+
+    from sas.activities import check_step_settings
+
+    monkeypatch.setenv("SAS_TASK_TYPES__MODULES", ",".join(TEAMS))
+    monkeypatch.setenv("SAS_TEAMS__NORTH__STEPS__BOOKNG__FLIGHT__COMPLETE_BY_S", "20")
+    with pytest.raises(SettingsError, match=r"^SAS_TEAMS__NORTH__STEPS__BOOKNG__FLIGHT__\*: no task type is named"):
+        check_step_settings(Settings())
+    monkeypatch.delenv("SAS_TEAMS__NORTH__STEPS__BOOKNG__FLIGHT__COMPLETE_BY_S")
+    monkeypatch.setenv("SAS_TEAMS__NORTH__STEPS__BOOKING__FLIHGT__COMPLETE_BY_S", "20")
+    with pytest.raises(SettingsError, match=r"SAS_TEAMS__NORTH__STEPS__BOOKING__FLIHGT__\*: task type 'north.booking'"):
+        check_step_settings(Settings())
+
+
+def test_a_team_s_child_step_is_of_sas_s_own_child_service_and_its_lookup_checked_by_its_own_name() -> None:
+    from sas.conformance.target import ExplicitCalls, explicit_target
+
+    assert service_of("child.north.booking") == "child" and service_of("wait.approve") == "wait"
+    calls = ExplicitCalls(forward="/flights/book", body={}, undo="/flights/cancel", lookup="/{service}/find")
+    target = explicit_target("north.flights", calls, discover(TEAMS), None)
+    assert "/flights/find" in repr(target) and "/north.flights/" not in repr(target)
+
+
+def test_two_teams_classes_of_one_name_are_not_guessed_between(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sas.workflows
+    from sas.settings import get_settings
+    from sas.workflows import registry
+
+    monkeypatch.setenv("SAS_TASK_TYPES__MODULES", ",".join(TEAMS))
+    get_settings.cache_clear()
+    registry.refresh()
+    try:
+        with pytest.raises(AttributeError, match="more than one task type's workflow"):
+            sas.workflows.BookingWorkflow  # noqa: B018 - the lookup is what is tested
+    finally:
+        monkeypatch.delenv("SAS_TASK_TYPES__MODULES")
+        get_settings.cache_clear()
+        registry.refresh()
