@@ -53,9 +53,7 @@ async def check_team_of_task(
 ) -> None:
     """OutsideTeam unless ``team`` owns the task's type: read from its task row (one read of the
     state store), else from the workflow Temporal runs under its id (a delayed start, a task not
-    yet accepted). TaskNotFound when neither knows it."""
-    from temporalio.service import RPCError, RPCStatusCode
-
+    yet accepted) or that the schedule of that id starts. TaskNotFound when none knows it."""
     from sas.state_store.queries import get_task_row
     from sas.workflows.registry import by_workflow_name
 
@@ -65,12 +63,29 @@ async def check_team_of_task(
         row = None  # no state store here: Temporal, the truth the mirror follows, says
     task_type = row.task_type if row is not None else None
     if task_type is None:
-        try:
-            described = await (await temporal()).get_workflow_handle(task_id).describe()
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`") from None
-        found = by_workflow_name(described.workflow_type)
-        task_type = found.definition.task_type if found is not None else described.workflow_type
+        workflow_type = await _workflow_type_of(await temporal(), task_id)
+        if workflow_type is None:
+            raise TaskNotFound(f"no task {task_id!r}", "check the id with `sas list`")
+        found = by_workflow_name(workflow_type)
+        task_type = found.definition.task_type if found is not None else workflow_type
     check_team_of_type(team, task_type)
+
+
+async def _workflow_type_of(client: Client, task_id: str) -> str | None:
+    """The workflow type Temporal runs under ``task_id``, or that the schedule of that id starts
+    (``cancel`` takes either); None if there is neither."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return (await client.get_workflow_handle(task_id).describe()).workflow_type
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+    try:
+        action = (await client.get_schedule_handle(task_id).describe()).schedule.action
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
+    workflow = getattr(action, "workflow", None)
+    return workflow if isinstance(workflow, str) else None

@@ -10,7 +10,7 @@ import functools
 import pytest
 from temporalio.client import Client
 
-from sas.api.client import OutsideTeam, Selection, TaskClient
+from sas.api.client import OutsideTeam, Selection, TaskClient, TaskNotFound
 from sas.client.story import TaskStory
 from tests.cli.test_cli import sas
 from tests.e2e.test_priority import team_types  # noqa: F401 - the two teams' types, registered here
@@ -88,3 +88,29 @@ async def test_a_team_s_operator_acts_on_its_team_s_tasks_only_and_is_audited_as
         assert "Traceback" not in refused.stderr
         assert (await platform.status(theirs)).state == "Error"
         await stack.client.get_workflow_handle(theirs).terminate("test over")
+
+
+async def test_a_team_s_operator_cancels_its_team_s_schedules_only(  # type: ignore[no-untyped-def]
+    team_types: None,  # noqa: F811
+    client: Client,
+    temporal_address: str,
+    services,
+    db_url: str,
+) -> None:
+    async with start_stack(client, temporal_address, services.url, db_url, supervisor=False) as stack:
+        platform = TaskClient(stack.client, stack.settings)
+        team_a = TaskClient(stack.client, stack.settings, actor="ada", team="team_a")
+        ours, theirs = fresh_id("team-a-daily"), fresh_id("team-b-daily")
+        await platform.create_schedule(ours, "team_a.order", order(), every="1d")
+        await platform.create_schedule(theirs, "team_b.order", order(), every="1d")
+        # A schedule id is what `cancel` takes too: the team check reads the type its runs are of.
+        with pytest.raises(OutsideTeam, match="team team_b's: this client acts for team team_a only"):
+            await team_a.cancel(theirs, reason="not mine")
+        await stack.client.get_schedule_handle(theirs).describe()  # still there
+        done = await team_a.cancel(ours, reason="no longer needed")
+        assert done.data["cancelled"] == "schedule", done
+        with pytest.raises(TaskNotFound):
+            await team_a.cancel(ours, reason="twice")  # gone
+        with pytest.raises(TaskNotFound):
+            await team_a.cancel(fresh_id("no-such-schedule"), reason="gone")
+        await stack.client.get_schedule_handle(theirs).delete()

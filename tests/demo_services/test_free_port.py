@@ -14,12 +14,16 @@ from sas_demo_services.launcher import free_port
 
 def test_the_port_is_below_the_ephemeral_range_and_free() -> None:
     low, _high = launcher._ephemeral_range()
-    ports = {free_port() for _ in range(50)}
-    assert all(10_000 <= port < low for port in ports), sorted(ports)
-    assert len(ports) > 40  # drawn at random, not one port handed to every caller
-    for port in ports:
+    ports = set()
+    for _ in range(50):
+        port = free_port()
+        # Bound at once: the tests beside this one draw ports too, and one of them may bind a port
+        # that was free when drawn if this waited until all fifty were.
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+        ports.add(port)
+    assert all(10_000 <= port < low for port in ports), sorted(ports)
+    assert len(ports) > 40  # drawn at random, not one port handed to every caller
 
 
 def test_a_port_in_use_is_never_given() -> None:
