@@ -36,16 +36,19 @@ MAX_SCOPED_NAME = 40
 def service_settings(service: str) -> str:
     """Where a service's settings are: ``SAS_SERVICES__FLIGHTS``, or for a team's own
     (``north.flights``) ``SAS_TEAMS__NORTH__SERVICES__FLIGHTS``; its fields follow, ``__URL``."""
-    team, dot, name = service.rpartition(".")
-    return f"SAS_TEAMS__{team.upper()}__SERVICES__{name.upper()}" if dot else f"SAS_SERVICES__{name.upper()}"
+    return _setting("SERVICES", service)
 
 
 def step_settings(task_type: str, step: str) -> str:
     """Where a task type's step's policy is set: ``SAS_STEPS__ORDER__CHARGE``, or for a team's
     type (``north.booking``) ``SAS_TEAMS__NORTH__STEPS__BOOKING__FLIGHT``."""
-    team, dot, name = task_type.rpartition(".")
-    where = f"SAS_TEAMS__{team.upper()}__STEPS" if dot else "SAS_STEPS"
-    return f"{where}__{name.upper()}__{step.upper()}"
+    return f"{_setting('STEPS', task_type)}__{step.upper()}"
+
+
+def _setting(group: str, name: str) -> str:
+    """``SAS_<GROUP>__<NAME>``, under its team for a team's own name (``north.flights``)."""
+    team, dot, own = name.rpartition(".")
+    return f"SAS_TEAMS__{team.upper()}__{group}__{own.upper()}" if dot else f"SAS_{group}__{own.upper()}"
 
 
 def scoped_name(team: str | None, name: str) -> str:

@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from sas.api.testing._fakes import Answer, FakeAgents
 from sas.api.testing._running import fake_worker, with_children
-from sas.api.testing._supervising import ladder_decision, past_pivot, task_and_children
+from sas.api.testing._supervising import LadderDecisions, task_and_children
 from sas.task_models import Approval, OperatorRequest, StepCall, StepState, TaskResult, TaskState, TaskStatus
 from sas.task_models.sdk_internals import workflow_name_of
 from sas.task_types.groups import Parallel, Sequence, leaves
@@ -174,8 +174,7 @@ class MatrixRunner:
         completed child's clean-up), approve every wait, skip time; the task's end, or ``parked``
         once it or a child waits for an operator. No decision is sent until ``decide_when`` holds
         of the task's status, if given."""
-        decided: set[tuple[str, str, StepState, int]] = set()
-        undo_tries: dict[str, dict[str, int]] = {}
+        ladder = LadderDecisions()
         approved: set[tuple[str, str]] = set()
         while True:
             status = await handle.query("status", result_type=TaskStatus)
@@ -202,14 +201,7 @@ class MatrixRunner:
                             approval = Approval(step=step.name, approved=True, by=_WHO, reason="approved")
                             await task.signal(declared.signal, approval)
                         continue
-                    failure = (*here, step.state, step.failure_count)
-                    if step.state not in (StepState.FAILED, StepState.COMPENSATION_FAILED) or failure in decided:
-                        continue
-                    decided.add(failure)
-                    acted = True
-                    tries = undo_tries.setdefault(its_status.task_id, {})
-                    pivoted = past_pivot(its_definition, its_status)
-                    await task.signal(*ladder_decision(step, tries, past_pivot=pivoted))
+                    acted = await ladder.decide(task, its_definition, its_status, step) or acted
             if waits and not acted:
                 await self._env.sleep(max(min(waits) - await self._env.get_current_time(), timedelta(seconds=1)))
             else:

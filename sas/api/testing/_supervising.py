@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,8 @@ from sas.task_types.task_definition import TaskDefinition
 from sas.workflows.core.children import child_task_id
 
 _WAITING_FOR_A_DECISION = (StepState.FAILED, StepState.COMPENSATION_FAILED)
+# A child step whose completed child is being undone by its clean-up.
+_BEING_UNDONE = (StepState.COMPENSATING, StepState.COMPENSATION_FAILED)
 
 # The Supervisor's default ladder: a transient failure retried three times; an undo that fails
 # retried twice, then parked for an operator.
@@ -57,6 +60,27 @@ def past_pivot(definition: TaskDefinition, status: TaskStatus) -> bool:
     return False
 
 
+@dataclass
+class LadderDecisions:
+    """The decisions sent so far, so that each failure (a task's step, its state and FailureCount)
+    is decided once, and each undo's retries are counted, as the Supervisor keeps them."""
+
+    decided: set[tuple[str, str, StepState, int]] = field(default_factory=set)
+    undo_tries: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    async def decide(
+        self, task: WorkflowHandle[Any, Any], definition: TaskDefinition, status: TaskStatus, step: StepStatus
+    ) -> bool:
+        """Send ``step`` the ladder's decision if it waits for one not yet sent; whether it did."""
+        failure = (status.task_id, step.name, step.state, step.failure_count)
+        if step.state not in _WAITING_FOR_A_DECISION or failure in self.decided:
+            return False
+        self.decided.add(failure)
+        tries = self.undo_tries.setdefault(status.task_id, {})
+        await task.signal(*ladder_decision(step, tries, past_pivot=past_pivot(definition, status)))
+        return True
+
+
 def _parked(status: TaskStatus) -> TaskResult:
     """A task parked for an operator has no result yet: its state so far."""
     return TaskResult(task_id=status.task_id, state=status.state, steps=status.steps)
@@ -75,8 +99,7 @@ async def supervised(
     The task is watched through its status query, not its result: a client waiting on a result
     lets the test server skip time, past the moment a decision was due. A step that waits for a
     time, or for an answer nobody gives here, has its time skipped to its deadline."""
-    decided: set[tuple[str, str, StepState, int]] = set()
-    undo_tries: dict[str, dict[str, int]] = {}
+    ladder = LadderDecisions()
     while True:
         status = await handle.query("status", result_type=TaskStatus)
         if status.state.terminal or status.needs_operator:
@@ -87,16 +110,9 @@ async def supervised(
             env, handle, definition, status, children or {}
         ):
             for step in its_status.steps:
-                failure = (its_status.task_id, step.name, step.state, step.failure_count)
                 if step.state == StepState.WAITING and step.wait_until is not None:
                     deadlines.append(step.wait_until)
-                if step.state not in _WAITING_FOR_A_DECISION or failure in decided:
-                    continue
-                undecided = True
-                decided.add(failure)
-                tries = undo_tries.setdefault(its_status.task_id, {})
-                decision = ladder_decision(step, tries, past_pivot=past_pivot(its_definition, its_status))
-                await task.signal(*decision)
+                undecided = await ladder.decide(task, its_definition, its_status, step) or undecided
         if deadlines and not undecided:
             await env.sleep(max(min(deadlines) - await env.get_current_time(), timedelta(seconds=1)))
         else:
@@ -125,7 +141,7 @@ async def task_and_children(
                 continue  # not started yet, or gone
             if not child_status.state.terminal:
                 found += await task_and_children(env, child, children[item.task_type], child_status, children)
-            elif child_status.state == TaskState.PROCESSED:
+            elif child_status.state == TaskState.PROCESSED and step is not None and step.state in _BEING_UNDONE:
                 # A completed child its parent undoes: its clean-up's undos are decided alike.
                 found += await _running_cleanup(env, child.id, children[item.task_type])
     return found
