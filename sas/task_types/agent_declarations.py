@@ -10,7 +10,7 @@ activity name (``activities/function_agents.py``).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -27,16 +27,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 SERVICE_ATTR = "__sas_service__"
 # The attribute an Agent declared with ``Service.action`` carries the function that does its work in.
 AGENT_FUNCTION_ATTR = "__sas_agent_function__"
+# The attribute it carries the earlier steps whose results it reads in (``Service.action(reads=)``).
+READS_ATTR = "__sas_reads__"
 # What ``Service.action`` decorates: the work of one attempt, given the step and its context.
 AgentFunction = Callable[["StepCall", "AgentContext"], Awaitable["StepResult"]]
 
 
 def declare_function(
-    service: object, name: str, action: str, result: type[BaseModel]
+    service: object, name: str, action: str, result: type[BaseModel], reads: Iterable[str] | None = None
 ) -> Callable[[AgentFunction], AgentRef]:
     """``Service.action``: the decorator that declares the Agent ``<name>.<action>`` of ``service``
     on the function that does its work."""
     check_action(name, action)
+    if isinstance(reads, str):
+        raise TypeError(f"{name}.{action}: reads= takes step names, as a tuple: reads=({reads!r},)")
+    read = None if reads is None else frozenset(reads)
     declare = agent_defn(f"{name}.{action}", result)
 
     def decorate(work: AgentFunction) -> AgentRef:
@@ -55,6 +60,7 @@ def declare_function(
         ref = declare(declared)
         setattr(ref, SERVICE_ATTR, service)
         setattr(ref, AGENT_FUNCTION_ATTR, work)
+        setattr(ref, READS_ATTR, read)
         return ref
 
     return decorate
@@ -78,6 +84,12 @@ def agent_function(ref: Callable[..., Any]) -> AgentFunction | None:
     """The function that does the work of an Agent declared with ``Service.action``; None for
     the older form (implemented by the class its service names)."""
     return getattr(ref, AGENT_FUNCTION_ATTR, None)
+
+
+def agent_reads(ref: Callable[..., Any]) -> frozenset[str] | None:
+    """The earlier steps whose results an Agent declared with ``Service.action(reads=)`` reads;
+    None: it was not told, so it is sent every earlier step's result."""
+    return getattr(ref, READS_ATTR, None)
 
 
 def older_form(service: str) -> str:

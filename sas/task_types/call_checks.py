@@ -1,6 +1,7 @@
 """The calls a task type declares, checked before it runs: each undo on its step's service, and
 every value a call sends taken from where it can come (``Input`` from the task's input model,
-``Result`` from a step finished before - in a branch, one before it in its branch too - ``Forward`` only in an undo, from its step's result; a fan-out's calls read their item, never a ``Result``)."""
+``Result`` from a step finished before - in a branch, one before it in its branch too - ``Forward`` only in an undo, from its step's result; a fan-out's calls read their item, never a ``Result``), and
+the results a hand-written Agent says it reads (``reads=``) from such steps too."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ def calls_problem(definition: TaskDefinition) -> str | None:
                 f"step {step.name!r} is undone on service {service_of(step.compensation)!r} but runs on"
                 f" {forward_service!r}; an undo runs where its step does, so declare it on {forward_service!r}"
             )
+        reads = step.reads
+        if reads is not None and not isinstance(step.forward, HttpCall):
+            unknown = sorted(reads - definition.finished_before(step.name))
+            if unknown:
+                return (
+                    f"step {step.name!r}: its Agent {step.agent} reads {unknown[0]!r}, which is not a step"
+                    " that finishes before this one starts (Service.action's reads=)"
+                )
         if isinstance(step.forward, HttpCall):
             for part, key, value in _sources(step.forward):
                 if isinstance(step, ForEach) and isinstance(value, Result):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
@@ -41,7 +41,7 @@ from sas.task_types.agent_declarations import (
     older_form,
 )
 from sas.task_types.names import check_action
-from sas.task_types.sources import BodyValue, value_of
+from sas.task_types.sources import BodyValue, Result, value_of
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -140,7 +140,9 @@ class Service:
         """
         return declare_method(self, self.name, action, result)
 
-    def action(self, action: str, result: type[BaseModel]) -> Callable[[AgentFunction], AgentRef]:
+    def action(
+        self, action: str, result: type[BaseModel], *, reads: Iterable[str] | None = None
+    ) -> Callable[[AgentFunction], AgentRef]:
         """Declare one of this service's hand-written Agents on the function that does its work.
 
         Args:
@@ -148,6 +150,11 @@ class Service:
             result: The model of the service's answer (a ``StepResultModel``): the answer to
                 ``agent.perform`` is validated against it, and its ``Secret`` fields are never
                 stored or shown.
+            reads: The earlier steps whose results it reads from ``call.results`` (``("reserve",)``;
+                ``()``: none). Only those are sent to it: each call carries less in the task's
+                history, and no other step's result (a charge's ``Secret`` fields) reaches it. Each
+                must name a step that finishes before this one starts (checked when the type is
+                loaded). None (the default): every earlier step's result.
 
         Returns:
             A decorator for ``async def charge(call: StepCall, agent: AgentContext) -> StepResult``.
@@ -156,7 +163,7 @@ class Service:
             is imported in the workflow sandbox with the task type: keep its imports light (sas.api,
             pydantic, the team's models).
         """
-        return declare_function(self, self.name, action, result)
+        return declare_function(self, self.name, action, result, reads)
 
     def post(
         self,
@@ -305,6 +312,12 @@ class HttpCall:
     def sources(self) -> dict[str, Mapping[str, BodyValue]]:
         """Every value the call sends, by where it goes: body, params, query, headers."""
         return {"body": self.body, "params": self.params, "query": self.query, "headers": self.headers}
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The earlier steps whose results the call sends (its ``Result`` sources): the only
+        results its calls carry."""
+        return frozenset(v.step for values in self.sources().values() for v in values.values() if isinstance(v, Result))
 
     def request(self, call: StepCall, forward: Mapping[str, Any] | None = None) -> HttpRequest:
         """Everything this call sends for ``call`` (``forward``: for an undo, its forward step's

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from sas.task_models import StepPolicyValues
 from sas.task_models.activity_defs import AgentRef, activity_name, agent_result
 from sas.task_models.ids import SCOPED_NAME
+from sas.task_types.agent_declarations import agent_reads
 from sas.task_types.names import STEP_NAME, check_step_name, default_workflow_name
 from sas.task_types.services import HttpCall
 
@@ -105,8 +106,20 @@ class StepDefinition:
         """The model of the step's result: its Agent's declared one."""
         return agent_result(self.agent)
 
+    @cached_property
+    def reads(self) -> frozenset[str] | None:
+        """The earlier steps whose results its forward Agent is sent: a declared call's
+        ``Result`` sources, a hand-written Agent's ``reads=``; None: every earlier step's."""
+        return results_read_by(self.forward)
+
     def __post_init__(self) -> None:
         check_step_name(self.name)
+
+
+def results_read_by(agent: AgentCall) -> frozenset[str] | None:
+    """The earlier steps whose results ``agent`` is sent (its declared ``Result`` sources, or a
+    hand-written Agent's ``reads=``); None: every earlier step's."""
+    return agent.reads if isinstance(agent, HttpCall) else agent_reads(agent)
 
 
 def _agent_name(call: AgentCall) -> str:

@@ -27,7 +27,15 @@ with workflow.unsafe.imports_passed_through():
     from sas.task_models.activity_defs import agent_result
     from sas.task_models.results import shown
     from sas.workflows.core.machine import DECISION_STATES
-    from sas.workflows.definitions import ChildTask, ForEach, Parallel, StepContext, TaskDefinition, Wait
+    from sas.workflows.definitions import (
+        ChildTask,
+        ForEach,
+        Parallel,
+        StepContext,
+        StepDefinition,
+        TaskDefinition,
+        Wait,
+    )
     from sas.workflows.shell.agents import (
         cancelled,
         foreign_claim,
@@ -176,6 +184,11 @@ class StepRunner:
             await self._completed_by_hand(plan, name)
             return
         queue = plan.task_queue  # a held attempt starts again on its service's own (held_by_service)
+        # Only the results its Agent reads: less in each call's history event, and no other
+        # step's result (a charge's secret fields) reaches an Agent that has no use for it.
+        declared = self.definition.step(name)
+        reads = declared.reads if isinstance(declared, StepDefinition) else None
+        sent = earlier if reads is None else [n for n in earlier if n in reads]
         while not core.compensating:
             records.advance()
             step = core.start(name)
@@ -188,7 +201,7 @@ class StepRunner:
                 run.results,
                 compensation=False,
                 task_state_on_done=TaskState.PROCESSED if completes else None,
-                earlier=earlier,
+                earlier=sent,
             )
             waits = self.waits_for_cancelled
             handle = start_agent(

@@ -1,7 +1,9 @@
 """The order example's services and their Agents: for each, its forward actions and their undos.
 
 Hand-written rather than declared as data because the ship step sends one call per parcel,
-keeping a checkpoint between them. Each is one function, declared on its service; an undo names
+keeping a checkpoint between them. Each is one function, declared on its service. None reads
+an earlier step's result (``reads=()``), so none is sent one: the charge's client secret never
+reaches the shipping Agent, and each call is smaller in the task's history. An undo names
 the service's own id of the effect it undoes, from its forward step's result, or looked up by
 the forward key (``agent.forward_id``). The worker runs each for its service, behind its bulkhead.
 
@@ -67,7 +69,7 @@ class CancelShipmentRequest(BaseModel):
     shipment_id: str | None
 
 
-@INVENTORY.action("reserve", ReserveResult)
+@INVENTORY.action("reserve", ReserveResult, reads=())
 async def reserve(call: StepCall, agent: AgentContext) -> StepResult:
     return await agent.perform("/inventory/reserve", agent.payload(ReserveRequest, order_id=call.task_id))
 
@@ -79,7 +81,7 @@ async def release(call: StepCall, agent: AgentContext) -> StepResult:
     return await agent.perform("/inventory/release", body)
 
 
-@PAYMENT.action("charge", ChargeResult)
+@PAYMENT.action("charge", ChargeResult, reads=())
 async def charge(call: StepCall, agent: AgentContext) -> StepResult:
     return await agent.perform("/payment/charge", agent.payload(ChargeRequest, order_id=call.task_id))
 
@@ -91,7 +93,7 @@ async def refund(call: StepCall, agent: AgentContext) -> StepResult:
     return await agent.perform("/payment/refund", body)
 
 
-@SHIPPING.action("ship", ShipResult)
+@SHIPPING.action("ship", ShipResult, reads=())
 async def ship(call: StepCall, agent: AgentContext) -> StepResult:
     """Ship the order's parcels, one call each, then the shipment itself (its id is the step's
     result, which the cancel names). After each parcel the attempt saves a checkpoint,

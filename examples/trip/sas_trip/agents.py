@@ -13,7 +13,7 @@ from sas_trip.models import Charged, Refunded
 CARDS = Service("cards")
 
 
-@CARDS.action("charge", Charged)
+@CARDS.action("charge", Charged, reads=("flight", "hotel"))
 async def charge(call: StepCall, agent: AgentContext) -> StepResult:
     amount = int(call.results["flight"]["fare_cents"]) + int(call.results["hotel"]["total_cents"])
     body = {

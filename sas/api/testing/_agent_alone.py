@@ -30,6 +30,7 @@ from sas.task_models.activity_defs import AgentRef, activity_name
 from sas.task_models.queues import service_of
 from sas.task_types.agent_declarations import agent_function
 from sas.task_types.services import HttpCall
+from sas.task_types.steps import results_read_by
 
 
 class _NoMirror(WritesBehind):
@@ -76,7 +77,8 @@ async def run_agent(
         step: The step's name (its key is ``<task_id>:<step>``); by default the Agent's action, or
             ``undo_of`` for an undo.
         payload: The task's input.
-        results: The results of the steps done before, by step name.
+        results: The results of the steps done before, by step name; as the Scheduler sends them,
+            only those the Agent reads (``Service.action(reads=)``, an ``HttpCall``'s ``Result``s).
         undo_of: For an undo: the forward step's name. The key is then ``<task_id>:<step>:undo``
             and the forward key ``<task_id>:<step>``, which ``forward_id`` looks up.
         forward_result: For an undo: the forward step's result, if the Scheduler has it.
@@ -94,6 +96,7 @@ async def run_agent(
     _, _, action = name.rpartition(".")
     step_name = step or undo_of or action
     key = f"{task_id}:{step_name}"
+    reads = None if undo_of else results_read_by(agent)
     call = StepCall(
         task_id=task_id,
         task_type=task_type,
@@ -104,7 +107,8 @@ async def run_agent(
         compensation=undo_of is not None,
         payload=dict(payload or {}),
         stamp=MirrorStamp(seq=1),
-        results={k: dict(v) for k, v in (results or {}).items()},
+        # What the Scheduler sends it: only the results it says it reads.
+        results={k: dict(v) for k, v in (results or {}).items() if reads is None or k in reads},
         forward_result=dict(forward_result) if forward_result is not None else None,
     )
     environment = ActivityEnvironment()
