@@ -26,6 +26,10 @@ from sas.settings import EncryptionSettings
 
 # The class attribute by which a model says its None fields may be left out of its payloads.
 OMITS_NONE = "history_omits_none"
+# The class attribute naming its fields whose default says that nothing happened (no failure, not
+# an undo, no earlier result), which may be left out at that default too: the same default in
+# every release, pinned by tests/scheduler/test_lean_payloads.py.
+OMITS_AT_DEFAULT = "history_omits_at_default"
 
 
 def left_out(value: Any) -> dict[Any, Any] | None:
@@ -35,16 +39,22 @@ def left_out(value: Any) -> dict[Any, Any] | None:
 
     A field left out reads back as its default, None: the same model, for this code and for any
     older worker's (a field a model gains is always defaulted, so older code has the same rule).
-    Only None: a field left out because it equals some other default would read back as whatever
-    its default is *then*, so a changed default would rewrite every history written before it.
+    Otherwise only the fields the model names in ``history_omits_at_default``, at their default:
+    a field left out because it equals some other default would read back as whatever its default
+    is *then*, so a changed default would rewrite every history written before it. Those named
+    are facts, not policies (``failure_count=0``, ``compensation=False``, ``results={}``), and
+    had the same default in every release that wrote them.
     """
     if isinstance(value, BaseModel):
         model = type(value)
         lean = getattr(model, OMITS_NONE, False)
+        at_default: frozenset[str] = getattr(model, OMITS_AT_DEFAULT, frozenset())
         spec: dict[Any, Any] = {}
         for name, field in model.model_fields.items():
             item = getattr(value, name)
-            if item is None:
+            if name in at_default and item == field.get_default(call_default_factory=True):
+                spec[name] = True
+            elif item is None:
                 if lean and field.default is None and field.default_factory is None:
                     spec[name] = True
             elif isinstance(item, BaseModel | list):

@@ -19,9 +19,11 @@ MAX_FAILURE_COUNT = 100_000
 class StepStatus(BaseModel):
     """One step as its Scheduler sees it: state, FailureCount, runs, last error, result, note."""
 
-    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
-    # rides in every task's history, and reads back the same without them.
+    # Its None fields, and those named below at their default, are left out of its payloads
+    # (sas.payload_codec.converter.left_out): it rides in every task's history, and reads back
+    # the same without them.
     history_omits_none: ClassVar[bool] = True
+    history_omits_at_default: ClassVar[frozenset[str]] = frozenset({"failure_count", "permanent"})
 
     name: str
     position: int

@@ -210,9 +210,11 @@ class TaskPlan(BaseModel):
 class MirrorStamp(BaseModel):
     """Lets an Agent write its own Processing/Processed rows in order (see task_models.versions)."""
 
-    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
-    # rides in every task's history, and reads back the same without them.
+    # Its None fields, and those named below at their default, are left out of its payloads
+    # (sas.payload_codec.converter.left_out): it rides in every task's history, and reads back
+    # the same without them.
     history_omits_none: ClassVar[bool] = True
+    history_omits_at_default: ClassVar[frozenset[str]] = frozenset({"failure_count"})
 
     seq: int = Field(ge=0, description="The Scheduler's transition stamp (task_models.versions).")
     chain_id: str | None = Field(default=None, description="The task's chain of runs: writes from another are refused.")
@@ -225,9 +227,11 @@ class MirrorStamp(BaseModel):
 class StepCall(BaseModel):
     """The message from the Scheduler to an Agent: what to do, under which key."""
 
-    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
-    # rides in every task's history, and reads back the same without them.
+    # Its None fields, and those named below at their default, are left out of its payloads
+    # (sas.payload_codec.converter.left_out): it rides in every task's history, and reads back
+    # the same without them.
     history_omits_none: ClassVar[bool] = True
+    history_omits_at_default: ClassVar[frozenset[str]] = frozenset({"compensation", "results"})
 
     task_id: str
     task_type: str
@@ -259,9 +263,11 @@ class StepResult(BaseModel):
     """What an Agent returns: the remote service's answer, as the step's result model
     (task_models.results) dumped to JSON, secret fields included."""
 
-    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
-    # rides in every task's history, and reads back the same without them.
+    # Its None fields, and those named below at their default, are left out of its payloads
+    # (sas.payload_codec.converter.left_out): it rides in every task's history, and reads back
+    # the same without them.
     history_omits_none: ClassVar[bool] = True
+    history_omits_at_default: ClassVar[frozenset[str]] = frozenset({"replayed"})
 
     data: dict[str, Any] = {}
     replayed: bool = Field(default=False, description="The service answered from its idempotency store.")

@@ -1,5 +1,6 @@
-"""The calls, results and plans a task's history carries leave their None fields out, and read
-back the same: with this code, and with a worker's that writes every field (an older one)."""
+"""The calls, results and plans a task's history carries leave their None fields out, and the
+fields whose default says nothing happened at that default, and read back the same: with this
+code, and with a worker's that writes every field (an older one)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+import sas.task_models as task_models
 from sas.payload_codec import data_converter
 from sas.task_models import (
     MirrorStamp,
@@ -76,7 +78,7 @@ def test_what_is_not_none_is_kept_and_a_task_input_is_left_as_it_is() -> None:
     # A team's own data (the input, an earlier result) keeps its None values: its models are not ours.
     assert sent["payload"] == {"callback_url": None, "sku": "B-1"}
     assert sent["results"] == {"reserve": {"reservation_id": "r-1", "note": None}}
-    assert sent["compensation"] is False and sent["stamp"]["failure_count"] == 0 and sent["seal"] == "s"
+    assert sent["seal"] == "s" and sent["stamp"]["seq"] == 3
     assert written(plan())["steps"][0]["policy"]["max_attempts"] == 3
 
 
@@ -114,3 +116,44 @@ def test_the_lean_converter_is_a_pydantic_one_to_whoever_checks() -> None:
     from temporalio.contrib.pydantic import PydanticPayloadConverter
 
     assert issubclass(data_converter(None).payload_converter_class, PydanticPayloadConverter)
+
+
+# Each field a history leaves out at its default, and that default: what every release that
+# wrote such a history reads back. Changing one would rewrite every recorded history's meaning.
+PINNED = {
+    ("MirrorStamp", "failure_count"): 0,
+    ("StepCall", "compensation"): False,
+    ("StepCall", "results"): {},
+    ("StepResult", "replayed"): False,
+    ("StepStatus", "failure_count"): 0,
+    ("StepStatus", "permanent"): False,
+}
+
+
+def test_the_fields_left_out_at_their_default_are_facts_whose_default_never_changes() -> None:
+    declared = {
+        (model.__name__, name): model.model_fields[name].get_default(call_default_factory=True)
+        for model in vars(task_models).values()
+        if isinstance(model, type) and issubclass(model, BaseModel)
+        for name in getattr(model, "history_omits_at_default", ())
+    }
+    assert declared == PINNED
+
+
+def test_a_fact_at_its_default_is_left_out_and_kept_otherwise() -> None:
+    sent = written(call())
+    assert "compensation" not in sent and "failure_count" not in sent["stamp"]
+    assert sent["results"] == {"reserve": {"reservation_id": "r-1", "note": None}}
+    first = call().model_copy(update={"results": {}, "stamp": MirrorStamp(seq=3, failure_count=2)})
+    assert "results" not in written(first) and written(first)["stamp"]["failure_count"] == 2
+    undo = call().model_copy(update={"compensation": True})
+    assert written(undo)["compensation"] is True
+    assert written(StepResult(data={"id": "x"})) == {"data": {"id": "x"}}
+    assert written(StepResult(data={"id": "x"}, replayed=True))["replayed"] is True
+    [step] = written(result())["steps"]
+    assert "failure_count" not in step and "permanent" not in step and step["runs"] == 1
+    failed = StepStatus(name="charge", position=1, state="Failed", failure_count=3, permanent=True)
+    kept = written(TaskResult(task_id="t-1", state=TaskState.COMPENSATED, steps=[failed]))["steps"][0]
+    assert kept["failure_count"] == 3 and kept["permanent"] is True
+    for value in (first, undo, StepResult(data={}, replayed=True)):
+        assert FULL.from_payloads(LEAN.to_payloads([value]), [type(value)]) == [value]
