@@ -49,6 +49,7 @@ class MirrorActivities(MirrorDefs):
     @implements(MirrorDefs.accept)
     async def accept(self, accepted: TaskAccepted) -> TaskPlan:
         self._check_callback_url(accepted)
+        declared = accepted.steps
         # Each step's Agents run on the workflow's queue or on their service's own, as its
         # settings ask (task_models/queues.py): decided here, once, and recorded in history
         # with the plan.
@@ -86,7 +87,7 @@ class MirrorActivities(MirrorDefs):
         elif outcome.incarnation > 1:
             n = outcome.incarnation
             steps = [p.model_copy(update={"idempotency_key": incarnation_key(p.idempotency_key, n)}) for p in steps]
-        return TaskPlan(
+        plan = TaskPlan(
             steps=steps,
             compensation_policy=self._settings.compensation,
             supervisor_workflow_id=self._settings.supervisor.workflow_id_for_task(accepted.task_id),
@@ -99,6 +100,8 @@ class MirrorActivities(MirrorDefs):
             waits_for_cancelled_attempts=True,
             kept=outcome.kept or None,
         )
+        # Recorded in the task's history: compact, when every worker that may replay it reads that.
+        return plan.compacted(declared) if self._settings.worker.writes_compact_plans else plan
 
     def _check_callback_url(self, accepted: TaskAccepted) -> None:
         """The outbound policy at accept time, for tasks started without ``sas submit`` (the

@@ -173,14 +173,40 @@ class AcceptOutcome(BaseModel):
     kept: list[KeptStep] | None = Field(default=None, description="A redrive's steps kept as they were.")
 
 
-class TaskPlan(BaseModel):
-    """The accepted task's steps with the policies of the worker that accepted it (recorded in history)."""
+class PlanChange(BaseModel):
+    """What the accept decided for one step beyond what its task type declares, in a compact plan."""
 
     # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
     # rides in every task's history, and reads back the same without them.
     history_omits_none: ClassVar[bool] = True
 
-    steps: list[StepPlan]
+    name: str
+    idempotency_key: str | None = Field(default=None, description="None: the declared one, <task>:<step>.")
+    policy: StepPolicyValues | None = Field(default=None, description="None: the plan's step_policy.")
+    task_queue: str | None = Field(default=None, description="None: the workflow's own queue.")
+
+
+class TaskPlan(BaseModel):
+    """The accepted task's steps with the policies of the worker that accepted it (recorded in history).
+
+    Recorded in full (``steps``), or compact (``step_policy`` and ``changes``): only what the
+    worker decided, the rest being what the task type declares, which its workflow code holds
+    as it holds the commands it replays. A compact plan has no ``steps``, so a worker of the
+    code before compact plans, which needs them, fails its workflow task on it (and retries,
+    the task untouched) rather than read it as a plan of no steps.
+    """
+
+    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
+    # rides in every task's history, and reads back the same without them.
+    history_omits_none: ClassVar[bool] = True
+
+    steps: list[StepPlan] | None = Field(default=None, description="Each step in full; None in a compact plan.")
+    step_policy: StepPolicyValues | None = Field(
+        default=None, description="A compact plan's policy of each step it names no other for."
+    )
+    changes: list[PlanChange] | None = Field(
+        default=None, description="A compact plan's steps whose key, policy or queue is not step_policy's or declared."
+    )
     compensation_policy: StepPolicyValues
     supervisor_workflow_id: str | None = Field(default=None, description="Woken when a step fails.")
     search_attributes: bool = Field(
@@ -205,6 +231,45 @@ class TaskPlan(BaseModel):
     kept: list[KeptStep] | None = Field(
         default=None, description="A redrive's steps kept done as the finished incarnation left them; None: none."
     )
+
+    def compacted(self, declared: list[StepPlan]) -> TaskPlan:
+        """This plan, compact: the policy most of its steps have, and each step's key, policy
+        and queue only where they are not that policy's or the ``declared`` step's."""
+        steps = self.steps if self.steps is not None else self.completed(declared)
+        policies = [s.resolved_policy for s in steps]
+        common = max(policies, key=policies.count) if policies else None
+        given = {s.name: s for s in declared}
+        changes = [
+            PlanChange(
+                name=s.name,
+                idempotency_key=None if s.idempotency_key == given[s.name].idempotency_key else s.idempotency_key,
+                policy=None if s.policy == common else s.policy,
+                task_queue=s.task_queue,
+            )
+            for s in steps
+        ]
+        changed = [c for c in changes if c.idempotency_key or c.policy or c.task_queue]
+        return self.model_copy(update={"steps": None, "step_policy": common, "changes": changed})
+
+    def completed(self, declared: list[StepPlan]) -> list[StepPlan]:
+        """Each step in full: as recorded, or, from a compact plan, its ``declared`` plan with
+        what the accept decided for it."""
+        if self.steps is not None:
+            return self.steps
+        changed = {c.name: c for c in self.changes or []}
+        steps = []
+        for step in declared:
+            change = changed.get(step.name)
+            steps.append(
+                step.model_copy(
+                    update={
+                        "idempotency_key": (change and change.idempotency_key) or step.idempotency_key,
+                        "policy": (change and change.policy) or self.step_policy,
+                        "task_queue": change.task_queue if change else None,
+                    }
+                )
+            )
+        return steps
 
 
 class MirrorStamp(BaseModel):

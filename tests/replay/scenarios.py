@@ -115,6 +115,12 @@ def _supervisor(**changes: Any) -> dict[str, Any]:
     return {"supervisor": SupervisorSettings(**{**base, **changes})}
 
 
+def _worker(**changes: Any) -> dict[str, Any]:
+    from sas.settings import WorkerSettings
+
+    return {"worker": WorkerSettings(**changes)}
+
+
 # name -> (settings overrides for the stack, the run). A run may return the id of the
 # workflow to record; by default it is the task's own.
 SCENARIOS: dict[str, tuple[dict[str, Any], Callable[[Stack, str], Awaitable[Any]]]] = {
@@ -133,4 +139,7 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Callable[[Stack, str], Awaitable[Any]
     "order_step_results": ({}, compensated_order),
     # Recorded with service queues: each Agent, forward and undo, on its service's own queue.
     "order_service_queues": ({}, compensated_order),
+    # Recorded with a compact plan (SAS_WORKER__COMPACT_PLANS): the accept's marker holds only
+    # what it decided, the steps being the declared ones.
+    "order_compact_plan": (_worker(compact_plans=True), compensated_order),
 }

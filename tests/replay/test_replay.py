@@ -65,6 +65,16 @@ def _payload_texts(path: Path) -> str:
     return "\n".join(texts)
 
 
+def _marker_texts(path: Path) -> str:
+    """Every marker's recorded result (a local activity's), decoded, in one text."""
+    texts = []
+    for event in json.loads(path.read_text())["events"]:
+        details = event.get("markerRecordedEventAttributes", {}).get("details", {})
+        for payload in details.get("result", {}).get("payloads", []):
+            texts.append(base64.b64decode(payload["data"]).decode(errors="replace"))
+    return "\n".join(texts)
+
+
 def recorded() -> list[Path]:
     return sorted(HISTORIES.glob("*.json"))
 
@@ -107,6 +117,10 @@ def test_there_are_histories_for_every_task_workflow_type() -> None:
     assert "ServiceSlotsFull" in held
     # Child tasks (tests/supervisor/test_child_tasks.py records them).
     assert "GiftOrderWorkflow" in types
+    # A task whose accept recorded a compact plan (only what it decided), and ones recorded in full.
+    assert '"step_policy"' in _marker_texts(HISTORIES / "order_compact_plan.json")
+    assert '"steps"' not in _marker_texts(HISTORIES / "order_compact_plan.json")
+    assert '"step_policy"' not in _marker_texts(HISTORIES / "order_compensated.json")
     # A redriven task, its steps before the redrive's kept (tests/examples/test_redrive.py records it).
     assert "redrive-keeps-steps" in patches_of(HISTORIES / "ticketed_trip_redriven.json")
 

@@ -96,7 +96,9 @@ async def test_the_orders_agents_are_sent_no_earlier_result_so_no_secret_reaches
     env: WorkflowEnvironment,
 ) -> None:
     secret = "ch_1_secret_never_sent"
-    agents = FakeAgents(answers={"payment.charge": {"charge_id": "ch_1", "amount_cents": 1299, "client_secret": secret}})
+    agents = FakeAgents(
+        answers={"payment.charge": {"charge_id": "ch_1", "amount_cents": 1299, "client_secret": secret}}
+    )
     order = OrderInput(customer_id="c-1", sku="BOOK-1", quantity=1, amount_cents=1299, address="1 Main St")
     result = await run_task(env, OrderWorkflow, order, agents, task_id="reads-order-1")
     assert result.state == TaskState.PROCESSED

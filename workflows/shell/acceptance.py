@@ -177,12 +177,13 @@ async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str,
     if plan.refused is not None:
         # The id belongs to another task: touch nothing of it (no rows, no keys, no callbacks).
         raise ApplicationError(plan.refused, type=TASK_ID_REUSED, non_retryable=True)
+    steps = plan.completed(declared)  # a compact plan holds only what the accept decided
     before = run.core
-    run.core = core_for(definition, info.workflow_id, [(p.name, p.stage, p.pivot) for p in plan.steps])
+    run.core = core_for(definition, info.workflow_id, [(p.name, p.stage, p.pivot) for p in steps])
     run.core.accepted = True
     run.core.compensation = before.compensation  # a compensate that came before the accept
     run.core.status.events = before.status.events
-    run.plans = {p.name: p for p in plan.steps}
+    run.plans = {p.name: p for p in steps}
     if plan.kept and workflow.patched(REDRIVE_KEEPS_STEPS):
         for kept in plan.kept:
             # Already in the state store as kept (the accept wrote it): the run takes it as done.

@@ -64,7 +64,8 @@ class FakeStore:
             steps = [p.model_copy(update={"policy": p.policy or FAST}) for p in accepted.steps]
             rows = _TaskRows(accepted, steps, {p.name: _StepRow(p.name, p.pivot) for p in steps})
             self.tasks.setdefault(accepted.task_id, rows)
-            return TaskPlan(steps=steps, compensation_policy=FAST, waits_for_cancelled_attempts=True)
+            plan = TaskPlan(steps=steps, compensation_policy=FAST, waits_for_cancelled_attempts=True)
+            return plan.compacted(accepted.steps)  # as a versioned worker records it
 
         @activity.defn(name="mirror.record")
         async def record(batch: TransitionBatch) -> int:
