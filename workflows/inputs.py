@@ -39,6 +39,14 @@ STRICT_JSON_PAYLOADS = "payloads-strict-json"
 Problem = tuple[tuple[int | str, ...], str]
 
 
+def given_fields(value: BaseModel) -> frozenset[str]:
+    """The fields of a task's input that travel: those its submitter set, and those a default
+    factory made (made once, where the input was read, and never again). Each other field takes
+    the task type's plain default wherever the input is read: the same input, sent shorter."""
+    made = {name for name, field in type(value).model_fields.items() if field.default_factory is not None}
+    return frozenset(value.model_fields_set | made)
+
+
 def json_problems(value: Any, *, loose: bool = False, limit: int = 10) -> list[Problem]:
     """Where ``value`` is not standard JSON: (the field's path, why), at most ``limit`` of them.
 

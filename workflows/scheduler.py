@@ -68,7 +68,7 @@ class TaskScheduler(OperatorHandlers):
         """The task: its input validated and accepted, its stages run forward, then completed or
         undone, and the submitter told each time."""
         task = self.task
-        task_input = validated_input(self.definition, raw_input)
+        task_input, task.given = validated_input(self.definition, raw_input)
         task.payload = task_input  # before the accept: the first status published tells its story
         plan = await accept(self.definition, task, task_input)
         self.forward.waits_for_cancelled = plan.waits_for_cancelled_attempts

@@ -94,20 +94,24 @@ def validate_input(task_type: str, data: BaseModel | Mapping[str, Any], outbound
 
     What travels is standard JSON, by the rule every path in keeps (``json_problems``): a NaN or
     an infinity is refused naming its field, whether it was given (a model would dump an infinity
-    inside a dict as ``null``) or the model made it (a float field reads the text ``"NaN"``)."""
-    from sas.workflows.inputs import json_problems
+    inside a dict as ``null``) or the model made it (a float field reads the text ``"NaN"``).
+
+    Only the fields given travel (``given_fields``: those set, and those a default factory made);
+    every other field takes the type's default where the input is read, as it always has for an
+    input started as a dict, so no task's history repeats the defaults."""
+    from sas.workflows.inputs import given_fields, json_problems
 
     model = definition(task_type).input_model
     if problems := json_problems(data.model_dump() if isinstance(data, BaseModel) else data, loose=True):
         raise _invalid(task_type, problems)
-    raw = data.model_dump(mode="json") if isinstance(data, BaseModel) else dict(data)
+    raw = data.model_dump(mode="json", include=set(given_fields(data))) if isinstance(data, BaseModel) else dict(data)
     try:
-        payload = model.model_validate(raw, context=outbound_context(outbound)).model_dump(mode="json")
+        validated = model.model_validate(raw, context=outbound_context(outbound))
     except ValidationError as err:
         raise _invalid(task_type, [(tuple(e["loc"]), in_words(e)) for e in err.errors(include_input=False)]) from None
-    if problems := json_problems(payload):
+    if problems := json_problems(validated.model_dump(mode="json")):
         raise _invalid(task_type, problems)
-    return payload
+    return validated.model_dump(mode="json", include=set(given_fields(validated)))
 
 
 def _invalid(task_type: str, problems: list[tuple[tuple[int | str, ...], str]]) -> InvalidInput:

@@ -26,6 +26,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from sas.activities import Breakers, by_service
 from sas.breaker.gate import BreakerGate
 from sas.runtime.activity_owners import OwnedActivities, owners_of
+from sas.runtime.call_inputs import CallInputs, input_models
 from sas.runtime.versioning import TASKS, deployment_config
 from sas.settings import WORKFLOW_QUEUE, Settings
 from sas.task_models import seals
@@ -98,6 +99,8 @@ def build_task_workers(
     # Every worker refuses an activity its workflow does not own (a standalone one, a forward
     # call named as a clean-up's undo, a call no Scheduler of sas sealed): only sas starts sas's work.
     owned = OwnedActivities(owners_of(workflows), accept_unsealed=settings.seal.accept_unsealed_calls)
+    # An Agent's call carries the input its submitter gave; its Agent reads it whole, defaults in.
+    inputs = CallInputs(input_models(workflows))
     agents_by_service = by_service(activities)
     if "tuner" not in main_options:
         # The workflow queue's worker also runs the Agents of every service sharing its queue:
@@ -118,7 +121,7 @@ def build_task_workers(
                 task_queue=queue,
                 workflows=workflows,
                 activities=activities,
-                interceptors=[OneArgument(), owned],
+                interceptors=[OneArgument(), owned, inputs],
                 **options,
                 **main_options,
             )
@@ -143,7 +146,7 @@ def build_task_workers(
                 # Dispatch paced near the limit, so that calls wait in Temporal's queue rather
                 # than in a worker's slots for the shared permits (sas/breaker/rate_limit.py).
                 max_task_queue_activities_per_second=service.max_per_second,
-                interceptors=[owned],
+                interceptors=[owned, inputs],
                 **options,
             )
         )

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         INVALID_INPUT,
         STRICT_JSON_PAYLOADS,
         decode,
+        given_fields,
         json_problem_text,
         json_problems,
         short,
@@ -88,8 +89,9 @@ def core_for(
     return TaskCore(status, plan)
 
 
-def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> dict[str, Any]:
-    """The task's input, or a non-retryable InvalidInput failure saying what is wrong with it.
+def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> tuple[dict[str, Any], frozenset[str]]:
+    """The task's input, and the fields of it its submitter set; or a non-retryable InvalidInput
+    failure saying what is wrong with it.
 
     Decoded here, from the raw payload, rather than by the SDK before the workflow runs: a
     payload that does not decode (too deeply nested, not JSON) would otherwise fail every
@@ -116,7 +118,7 @@ def validated_input(definition: TaskDefinition, raw_input: RawValue | Any) -> di
         ) from None
     except ValueError as err:
         raise ApplicationError(f"invalid {task_type} input: {err}", type=INVALID_INPUT, non_retryable=True) from None
-    return model.model_dump(mode="json")
+    return model.model_dump(mode="json"), given_fields(model)
 
 
 def _derived_by_sas(task_id: str) -> bool:

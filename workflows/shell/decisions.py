@@ -83,6 +83,7 @@ class Decisions:
             changed_input = self.input_changes.pop(name, None)
             if kind == "retry" and changed_input is not None:
                 run.payload, said = changed_input
+                run.given = None  # its calls carry the changed input whole
                 run.publish()
                 run.event(f"{name}: input changed by {request.by}: {said}")
                 await records.audit(RETRIED_WITH_INPUT, name, request, f"{name} ({step.state}) retried with {said}")

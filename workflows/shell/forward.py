@@ -197,7 +197,7 @@ class StepRunner:
                 core.status,
                 plan,
                 records,
-                run.payload,
+                run.call_payload,
                 run.results,
                 compensation=False,
                 task_state_on_done=TaskState.PROCESSED if completes else None,

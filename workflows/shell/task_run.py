@@ -59,6 +59,8 @@ class TaskRun:
         self.plans: dict[str, StepPlan] = {}
         self.compensation_policy = StepPolicyValues()
         self.payload: dict[str, Any] = {}
+        # The input fields its submitter set; None: every field (an input changed since, a clean-up's).
+        self.given: frozenset[str] | None = None
         # Forward results by step (secret fields included: they go only to the Agents).
         self.results: dict[str, dict[str, Any]] = {}
         # The forward attempts under way, cancelled when undoing begins.
@@ -67,6 +69,15 @@ class TaskRun:
 
     def publish(self) -> None:
         self.publisher.publish(self.core.status, self.payload)
+
+    @property
+    def call_payload(self) -> dict[str, Any]:
+        """The input an Agent's call carries: the fields its submitter set, as the task's start
+        holds them. Its worker fills the defaults in again from the task type's input model
+        (``sas/runtime/call_inputs.py``), so no call's history event repeats them."""
+        if self.given is None:
+            return self.payload
+        return {name: value for name, value in self.payload.items() if name in self.given}
 
     def set(
         self, name: str, state: StepState, task_state: TaskState | None = None, *, note: str | Keep | None = KEEP

@@ -104,7 +104,7 @@ class Undo:
             records.advance()
             runs += 1
             run.set(name, StepState.COMPENSATING, TaskState.COMPENSATING)
-            call = step_call(core.status, plan, records, run.payload, run.results, compensation=True)
+            call = step_call(core.status, plan, records, run.call_payload, run.results, compensation=True)
             undo = start_agent(
                 plan.compensation,
                 call,

@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 
 from sas.api.testing._fakes import BEAT_S, FakeAgents
 from sas.api.testing._supervising import supervised
+from sas.runtime.call_inputs import CallInputs, input_models
 from sas.task_models import (
     TaskResult,
 )
@@ -81,7 +82,8 @@ async def fake_worker(
         workflows=[*workflows, FanOutBatchWorkflow, CleanupWorkflow],
         activities=agents.activities(*definitions),
         workflow_runner=workflow_runner(),
-        interceptors=[OneArgument()],
+        # As on a worker: each fake Agent reads the task's whole input, defaults filled in.
+        interceptors=[OneArgument(), CallInputs(input_models(workflows))],
         # A held fake's heartbeats are sent as they come, so a cancel reaches it at once (the
         # SDK's default throttle holds them back for most of the heartbeat timeout).
         max_heartbeat_throttle_interval=timedelta(seconds=BEAT_S),
