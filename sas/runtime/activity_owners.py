@@ -36,7 +36,7 @@ from sas.task_models import StepCall, seals
 from sas.task_models.fanout import FAN_OUT_BATCH_WORKFLOW
 from sas.task_types.discovery import FoundType
 from sas.task_types.fan_out import ForEach
-from sas.task_types.task_definition import TaskDefinition
+from sas.task_types.task_definition import definition_of
 
 # The type of the failure a refused activity ends with: never retried.
 ACTIVITY_REFUSED = "ActivityRefused"
@@ -87,8 +87,8 @@ def owners_of(workflows: Sequence[type]) -> Owners:
     agents_of: dict[str, frozenset[str]] = {}
     undos: set[str] = set()
     for cls in workflows:
-        definition = getattr(cls, "definition", None)
-        if not isinstance(definition, TaskDefinition):
+        definition = definition_of(cls)
+        if definition is None:
             continue
         agents_of[FoundType(definition, cls, cls.__module__).workflow_name] = frozenset(definition.agents())
         undos.update(s.compensation for s in definition.steps if s.compensation is not None)

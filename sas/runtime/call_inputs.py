@@ -20,17 +20,13 @@ from pydantic import BaseModel, ValidationError
 from temporalio import worker
 
 from sas.task_models import StepCall
-from sas.task_types.task_definition import TaskDefinition
+from sas.task_types.task_definition import definition_of
 
 
 def input_models(workflows: Sequence[type]) -> dict[str, type[BaseModel]]:
     """Each task type's input model, by its name, of the task workflows in ``workflows``."""
-    models = {}
-    for cls in workflows:
-        definition = getattr(cls, "definition", None)
-        if isinstance(definition, TaskDefinition):
-            models[definition.task_type] = definition.input_model
-    return models
+    found = (definition_of(cls) for cls in workflows)
+    return {d.task_type: d.input_model for d in found if d is not None}
 
 
 def with_defaults(models: Mapping[str, type[BaseModel]], call: StepCall) -> StepCall:

@@ -235,7 +235,7 @@ class TaskPlan(BaseModel):
     def compacted(self, declared: list[StepPlan]) -> TaskPlan:
         """This plan, compact: the policy most of its steps have, and each step's key, policy
         and queue only where they are not that policy's or the ``declared`` step's."""
-        steps = self.steps if self.steps is not None else self.completed(declared)
+        steps = self.completed(declared)
         policies = [s.resolved_policy for s in steps]
         common = max(policies, key=policies.count) if policies else None
         given = {s.name: s for s in declared}

@@ -253,3 +253,10 @@ def _before_in(member: Member, name: str) -> set[str]:
                 return done | _before_in(inner, name)
             done |= names
     return set()
+
+
+def definition_of(cls: type) -> TaskDefinition | None:
+    """The task type a workflow class runs (a ``task_workflow``'s ``definition``); None for any
+    other workflow (the clean-up, a fan-out's batch, the Supervisor)."""
+    definition = getattr(cls, "definition", None)
+    return definition if isinstance(definition, TaskDefinition) else None
