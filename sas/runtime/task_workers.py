@@ -26,8 +26,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from sas.activities import Breakers, by_service
 from sas.breaker.gate import BreakerGate
 from sas.runtime.activity_owners import OwnedActivities, owners_of
-from sas.runtime.call_inputs import CallInputs, input_models
 from sas.runtime.versioning import TASKS, deployment_config
+from sas.runtime.whole_calls import WholeCalls, task_types_of
 from sas.settings import WORKFLOW_QUEUE, Settings
 from sas.task_models import seals
 from sas.task_models.queues import service_queue
@@ -99,8 +99,10 @@ def build_task_workers(
     # Every worker refuses an activity its workflow does not own (a standalone one, a forward
     # call named as a clean-up's undo, a call no Scheduler of sas sealed): only sas starts sas's work.
     owned = OwnedActivities(owners_of(workflows), accept_unsealed=settings.seal.accept_unsealed_calls)
-    # An Agent's call carries the input its submitter gave; its Agent reads it whole, defaults in.
-    inputs = CallInputs(input_models(workflows))
+    # An Agent's call carries the input its submitter gave, and in a compact call no names
+    # Temporal already gives: its Agent reads it whole. Filled in before the seal is checked,
+    # which was made over the whole call.
+    whole = WholeCalls(task_types_of(workflows))
     agents_by_service = by_service(activities)
     if "tuner" not in main_options:
         # The workflow queue's worker also runs the Agents of every service sharing its queue:
@@ -121,7 +123,7 @@ def build_task_workers(
                 task_queue=queue,
                 workflows=workflows,
                 activities=activities,
-                interceptors=[OneArgument(), owned, inputs],
+                interceptors=[OneArgument(), whole, owned],
                 **options,
                 **main_options,
             )
@@ -146,7 +148,7 @@ def build_task_workers(
                 # Dispatch paced near the limit, so that calls wait in Temporal's queue rather
                 # than in a worker's slots for the shared permits (sas/breaker/rate_limit.py).
                 max_task_queue_activities_per_second=service.max_per_second,
-                interceptors=[owned, inputs],
+                interceptors=[whole, owned],
                 **options,
             )
         )

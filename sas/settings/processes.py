@@ -50,7 +50,8 @@ class WorkerSettings(BaseModel):
     compact_plans: bool | None = Field(
         default=None,
         description="Whether the accept records each task's plan compactly in its history (only what the worker"
-        " decided: about 700 B less per order). A worker of a release before compact plans cannot replay such a"
+        " decided), and its calls leave out the names Temporal gives their Agent's worker (the task id, type, chain"
+        " and keys): about 1 kB less per order. A worker of a release before compact plans cannot replay such a"
         " history (its workflow task fails and retries, the task untouched), so unset means: on with Worker"
         " Versioning, where a task is replayed by its own build only; off unversioned, where turning it on waits"
         " until no older worker runs or will be rolled back to.",

@@ -196,16 +196,19 @@ class TaskPlan(BaseModel):
     the task untouched) rather than read it as a plan of no steps.
     """
 
-    # Its None fields are left out of its payloads (sas.payload_codec.converter.left_out): it
-    # rides in every task's history, and reads back the same without them.
+    # Its None fields, and those named below at their default, are left out of its payloads
+    # (sas.payload_codec.converter.left_out): it rides in every task's history, and reads back
+    # the same without them.
     history_omits_none: ClassVar[bool] = True
+    history_omits_at_default: ClassVar[frozenset[str]] = frozenset({"incarnation"})
 
     steps: list[StepPlan] | None = Field(default=None, description="Each step in full; None in a compact plan.")
     step_policy: StepPolicyValues | None = Field(
         default=None, description="A compact plan's policy of each step it names no other for."
     )
     changes: list[PlanChange] | None = Field(
-        default=None, description="A compact plan's steps whose key, policy or queue is not step_policy's or declared."
+        default=None,
+        description="A compact plan's steps whose key, policy or queue is not step_policy's or declared; None: none.",
     )
     compensation_policy: StepPolicyValues
     supervisor_workflow_id: str | None = Field(default=None, description="Woken when a step fails.")
@@ -249,7 +252,7 @@ class TaskPlan(BaseModel):
             for s in steps
         ]
         changed = [c for c in changes if c.idempotency_key or c.policy or c.task_queue]
-        return self.model_copy(update={"steps": None, "step_policy": common, "changes": changed})
+        return self.model_copy(update={"steps": None, "step_policy": common, "changes": changed or None})
 
     def completed(self, declared: list[StepPlan]) -> list[StepPlan]:
         """Each step in full: as recorded, or, from a compact plan, its ``declared`` plan with
@@ -296,13 +299,22 @@ class StepCall(BaseModel):
     # (sas.payload_codec.converter.left_out): it rides in every task's history, and reads back
     # the same without them.
     history_omits_none: ClassVar[bool] = True
-    history_omits_at_default: ClassVar[frozenset[str]] = frozenset({"compensation", "results"})
+    history_omits_at_default: ClassVar[frozenset[str]] = frozenset(
+        {"compensation", "results", "task_id", "task_type", "idempotency_key"}
+    )
 
-    task_id: str
-    task_type: str
+    task_id: str = Field(
+        default="",
+        description="The task's id; empty in a compact call (``compact_for``): the id of the workflow that scheduled it.",
+    )
+    task_type: str = Field(default="", description="Empty in a compact call: the type its workflow runs.")
     step: str
     position: int
-    idempotency_key: str = Field(description="Stable across every retry of this step, Temporal's or the Supervisor's.")
+    idempotency_key: str = Field(
+        default="",
+        description="Stable across every retry of this step, Temporal's or the Supervisor's;"
+        " empty in a compact call: <task>:<step>, and :undo after it for an undo.",
+    )
     target_key: str | None = Field(default=None, description="For an undo: the forward step's idempotency key.")
     compensation: bool = False
     payload: dict[str, Any]
@@ -322,6 +334,47 @@ class StepCall(BaseModel):
         default=None,
         description="The Scheduler's seal on this call (sas.task_models.seals): an Agent runs only a call it verifies.",
     )
+
+    def compact_for(self, workflow_id: str, run_id: str) -> StepCall:
+        """This call as a task's own Scheduler sends it once every worker reads compact calls
+        (``TaskPlan``'s compact form): without the names its Agent's worker reads from Temporal's
+        activity info instead, when they are those of the workflow ``workflow_id``'s run ``run_id``
+        that schedules it; whole otherwise (a fan-out's item, a clean-up's undo, a later run of
+        the chain, a redrive's key). ``whole_from`` gives it back."""
+        if self._names() != self._own(workflow_id, run_id):
+            return self
+        stamp = self.stamp.model_copy(update={"chain_id": None})
+        return self.model_copy(
+            update={"task_id": "", "task_type": "", "idempotency_key": "", "target_key": None, "stamp": stamp}
+        )
+
+    def whole_from(self, workflow_id: str, run_id: str, task_type: str) -> StepCall:
+        """This call with the names a compact one leaves out (its ``task_id`` is empty) filled in
+        from the workflow ``workflow_id``'s run ``run_id`` that scheduled it, which runs the task
+        type ``task_type``; a whole call as it is."""
+        if self.task_id:
+            return self
+        task_id, key, target, chain_id = self._own(workflow_id, run_id)
+        stamp = self.stamp.model_copy(update={"chain_id": chain_id})
+        return self.model_copy(
+            update={
+                "task_id": task_id,
+                "task_type": task_type,
+                "idempotency_key": key,
+                "target_key": target,
+                "stamp": stamp,
+            }
+        )
+
+    def _names(self) -> tuple[str, str, str | None, str | None]:
+        return self.task_id, self.idempotency_key, self.target_key, self.stamp.chain_id
+
+    def _own(self, workflow_id: str, run_id: str) -> tuple[str, str, str | None, str]:
+        """The task id, key, undo's target and chain of a call its task's first run makes."""
+        key = f"{workflow_id}:{self.step}"
+        if self.compensation:
+            return workflow_id, f"{key}:undo", key, run_id
+        return workflow_id, key, None, run_id
 
 
 class StepResult(BaseModel):

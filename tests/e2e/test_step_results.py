@@ -191,7 +191,7 @@ async def test_a_clean_up_without_the_result_finds_the_charge_by_our_key(stack: 
 
 async def test_a_call_carries_the_input_as_given_and_the_agents_worker_fills_in_its_defaults(stack: Stack) -> None:
     # Started with the fields a dict gives only: the charge needs a currency and a card, the
-    # input model's defaults, which its worker fills in (sas/runtime/call_inputs.py).
+    # input model's defaults, which its worker fills in (sas/runtime/whole_calls.py).
     task_id = fresh_id("res-given")
     given = order().model_dump(mode="json", exclude_unset=True)
     result = await (await stack.submit(task_id, given)).result()

@@ -38,10 +38,11 @@ def written(plan: TaskPlan) -> dict[str, Any]:
 def test_a_plan_whose_steps_are_as_declared_with_one_policy_records_that_policy_alone() -> None:
     full = accepted()
     compact = full.compacted(declared())
-    assert compact.changes == [] and compact.step_policy == USUAL
+    assert compact.changes is None and compact.step_policy == USUAL
     assert compact.completed(declared()) == full.steps
     sent = written(compact)
-    assert "steps" not in sent and sent["changes"] == [] and sent["step_policy"]["complete_by_s"] == 10
+    assert "steps" not in sent and "changes" not in sent and sent["step_policy"]["complete_by_s"] == 10
+    assert "incarnation" not in sent  # the first, at its default
     assert len(json.dumps(sent)) < len(json.dumps(written(full))) / 2
 
 

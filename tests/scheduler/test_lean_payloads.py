@@ -124,7 +124,13 @@ PINNED = {
     ("MirrorStamp", "failure_count"): 0,
     ("StepCall", "compensation"): False,
     ("StepCall", "results"): {},
+    # Empty only in a compact call, whose worker reads them from Temporal (StepCall.whole_from).
+    ("StepCall", "task_id"): "",
+    ("StepCall", "task_type"): "",
+    ("StepCall", "idempotency_key"): "",
     ("StepResult", "replayed"): False,
+    # A task's first incarnation; each resubmission counts up from it.
+    ("TaskPlan", "incarnation"): 1,
     ("StepStatus", "failure_count"): 0,
     ("StepStatus", "permanent"): False,
 }

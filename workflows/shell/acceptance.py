@@ -186,6 +186,7 @@ async def accept(definition: TaskDefinition, run: TaskRun, task_input: dict[str,
     run.core.compensation = before.compensation  # a compensate that came before the accept
     run.core.status.events = before.status.events
     run.plans = {p.name: p for p in steps}
+    run.compact_calls = plan.steps is None
     if plan.kept and workflow.patched(REDRIVE_KEEPS_STEPS):
         for kept in plan.kept:
             # Already in the state store as kept (the accept wrote it): the run takes it as done.

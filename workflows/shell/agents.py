@@ -58,15 +58,20 @@ def start_agent(
     policy: StepPolicyValues,
     summary: str,
     wait_when_cancelled: bool = False,
+    compact: bool = False,
 ) -> workflow.ActivityHandle[StepResult]:
     """Start one attempt of an Agent, by its activity name: the name the accepted plan (or the
     mirror, for a clean-up) recorded, so a rename in code never changes what a task runs.
     ``wait_when_cancelled``: a cancel of this attempt resolves only once the attempt has ended
     (bounded by its complete-by), for a forward call whose undo may follow; await it with
     ``until_ended``. The call carries this run's seal for ``name``: an Agent runs no call
-    without it (sas/runtime/activity_owners.py)."""
+    without it (sas/runtime/activity_owners.py). ``compact``: the call leaves out the names its
+    Agent's worker reads from Temporal (``StepCall.compact_for``; sas/runtime/whole_calls.py), for
+    a task whose plan is compact, which only workers that read compact calls run."""
     info = workflow.info()
     call = call.model_copy(update={"seal": seals.call_seal(info.workflow_id, info.run_id, name, call)})
+    if compact:
+        call = call.compact_for(info.workflow_id, info.run_id)
     return workflow.start_activity(
         name,
         call,

@@ -211,6 +211,7 @@ class StepRunner:
                 policy=plan.resolved_policy,
                 summary=step_summary(name, plan.agent, run.payload, run=step.runs, failure_count=step.failure_count),
                 wait_when_cancelled=waits,
+                compact=run.compact_calls,
             )
             run.inflight[name] = handle
             try:

@@ -66,6 +66,8 @@ class TaskRun:
         # The forward attempts under way, cancelled when undoing begins.
         self.inflight: dict[str, workflow.ActivityHandle[Any]] = {}
         self.supervisor_id: str | None = None
+        # Whether its calls are compact (StepCall.compact_for): its plan is, so every worker reads them.
+        self.compact_calls = False
 
     def publish(self) -> None:
         self.publisher.publish(self.core.status, self.payload)
@@ -74,7 +76,7 @@ class TaskRun:
     def call_payload(self) -> dict[str, Any]:
         """The input an Agent's call carries: the fields its submitter set, as the task's start
         holds them. Its worker fills the defaults in again from the task type's input model
-        (``sas/runtime/call_inputs.py``), so no call's history event repeats them."""
+        (``sas/runtime/whole_calls.py``), so no call's history event repeats them."""
         if self.given is None:
             return self.payload
         return {name: value for name, value in self.payload.items() if name in self.given}

@@ -113,6 +113,7 @@ class Undo:
                 summary=step_summary(
                     name, plan.compensation, run.payload, run=runs, failure_count=step.failure_count, undo=True
                 ),
+                compact=run.compact_calls,
             )
             try:
                 foreign = foreign_claim(plan.compensation, call, await shielded(undo))

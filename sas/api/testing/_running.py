@@ -21,7 +21,7 @@ from temporalio.worker import Worker
 
 from sas.api.testing._fakes import BEAT_S, FakeAgents
 from sas.api.testing._supervising import supervised
-from sas.runtime.call_inputs import CallInputs, input_models
+from sas.runtime.whole_calls import WholeCalls, task_types_of
 from sas.task_models import (
     TaskResult,
 )
@@ -83,7 +83,7 @@ async def fake_worker(
         activities=agents.activities(*definitions),
         workflow_runner=workflow_runner(),
         # As on a worker: each fake Agent reads the task's whole input, defaults filled in.
-        interceptors=[OneArgument(), CallInputs(input_models(workflows))],
+        interceptors=[OneArgument(), WholeCalls(task_types_of(workflows))],
         # A held fake's heartbeats are sent as they come, so a cancel reaches it at once (the
         # SDK's default throttle holds them back for most of the heartbeat timeout).
         max_heartbeat_throttle_interval=timedelta(seconds=BEAT_S),
