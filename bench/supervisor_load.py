@@ -5,6 +5,7 @@ healthy), how long an unrelated permanent failure waits for its decision, in Sup
     python bench/supervisor_load.py --backends sqlite --concurrency 1,16
     python bench/supervisor_load.py --poison                # with one poisoned task in front of it
     python bench/supervisor_load.py --tasks 5000 --open 5000 --settle-timeout-s 3600   # 10,000 open
+    python bench/supervisor_load.py --seeded-open 99000      # 100,000 open: 1,000 real, 99,000 seeded
 
 Each run is a fresh stack: the Temporal dev server, the remote services with fault injection, one
 ``worker.py`` and ``python -m sas.supervisor``, with the default settings but these: the steps'
@@ -36,6 +37,23 @@ run of it), ``supervisor_events`` the events its histories hold.
 ``open_at_end`` counts the open orders still Processing at ship once every probe is decided; the
 run stops if it is under 90% of --open (the load it claims would not have been there). The goal:
 probe_wait_max_intervals <= 2. Measured, not asserted.
+
+--seeded-open N writes N more healthy open orders straight into the migrated state store before
+any process starts (bench/_seed.py: reserve and charge Processed, ship Processing with its
+complete-by a day out), so that the Supervisor's scans read a table of 100,000 open tasks without
+the hours 100,000 real orders would take to start. They have no workflow in Temporal, so the
+orphan check, which asks Temporal about open tasks untouched for ``orphan_after_s``, would call
+them gone: with seeded rows ``SAS_SUPERVISOR__ORPHAN_AFTER_S`` is set past the run (the check's
+cost is bounded per round by ``orphan_batch`` whatever the count). The run stops if a seeded row
+was changed or decided on (``seeded_touched``).
+
+Also reported, for every run: the Supervisor's peak memory (``supervisor_peak_rss_mb``, VmHWM of
+its process at the end) and its sweeps' times, read from the Supervisor workflow's histories
+(each activity's start to its completion): ``scan_ms_median``/``scan_ms_max`` (``supervisor.scan``,
+the due steps' read and the decisions), ``apply_ms_median``/``apply_ms_max`` (``supervisor.apply``),
+``orphans_ms_max`` (``supervisor.check_orphans``). Its Prometheus endpoint is on
+(``SAS_METRICS__SUPERVISOR_BIND``), so the store-wide gauges' counts are part of the load, as in
+production.
 """
 
 from __future__ import annotations
@@ -54,8 +72,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from bench._stack import BenchStack, median, order_payload, poll, print_summary, sas_client, wait_log
+from bench._seed import load, open_rows
+from bench._stack import BenchStack, free_port, median, order_payload, poll, print_summary, sas_client, wait_log
 from bench.sweep import create_pg_database, drop_pg_database
+
+SEEDED_PREFIX = "seeded-open-"
 
 
 async def in_cooldown(sessions: Any) -> int:
@@ -141,6 +162,41 @@ async def failed_at(client: Any, task_id: str) -> tuple[datetime, datetime | Non
     return failed, started, None
 
 
+async def seeded_touched(sessions: Any) -> int:
+    """Seeded rows the run changed (a task or step no longer as written) or decided on."""
+    from sqlalchemy import func, or_, select
+
+    from sas.state_store.mirror_tables import Step, Task
+    from sas.state_store.tables import Decision
+
+    async with sessions() as session:
+        tasks = await session.scalar(
+            select(func.count())
+            .select_from(Task)
+            .where(Task.task_id.startswith(SEEDED_PREFIX), or_(Task.state != "Processing", Task.version != 0))
+        )
+        steps = await session.scalar(
+            select(func.count())
+            .select_from(Step)
+            .where(Step.task_id.startswith(SEEDED_PREFIX), or_(Step.version != 30000, Step.failure_count != 0))
+        )
+        decided = await session.scalar(
+            select(func.count()).select_from(Decision).where(Decision.task_id.startswith(SEEDED_PREFIX))
+        )
+        return int(tasks or 0) + int(steps or 0) + int(decided or 0)
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident memory (VmHWM), in MB; None once it has gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
 async def add_poison(sessions: Any, task_id: str) -> None:
     """A decision in the outbox that no request can carry (FailureCount above its bound): one
     task's poison, which once stopped every sweep (the Supervisor retried sending it for ever)."""
@@ -182,14 +238,22 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
             "SAS_SUPERVISOR__CONCURRENCY": str(concurrency),
             # The open orders' ship hangs at the service; its complete-by must outlast the run.
             "SAS_STEPS__SHIP__COMPLETE_BY_S": "86400",
+            "SAS_METRICS__SUPERVISOR_BIND": f"127.0.0.1:{free_port()}",
         }
+        if args.seeded_open:
+            # Seeded rows have no workflow: the orphan check would rightly call them gone.
+            env["SAS_SUPERVISOR__ORPHAN_AFTER_S"] = "86400"
         engine = None
         try:
             stack.start_temporal()
             stack.start_services(enable_faults=True)
             stack.migrate()
+            if args.seeded_open:
+                seeding = time.monotonic()
+                await load(stack.db_url, 0, 3 * args.seeded_open, open_rows(SEEDED_PREFIX, datetime.now().astimezone()))
+                print(f"seeded {args.seeded_open} open tasks in {time.monotonic() - seeding:.1f} s", file=sys.stderr)
             worker = stack.sas_worker(**env)
-            stack.supervisor(**env)
+            supervisor = stack.supervisor(**env)
             wait_log(worker, r"polling", 90)
             client = await sas_client(stack.temporal_address)
             engine = state_store.create_engine(DatabaseSettings(url=stack.db_url))
@@ -265,10 +329,14 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
                 )
             end = datetime.now().astimezone()
             rate = await decisions_between(sessions, start, end) / max((end - start).total_seconds(), 1e-9)
-            wakes, supervisor_events = await supervisor_signals(client)
+            peak_rss = peak_rss_mb(supervisor.pid)
+            wakes, supervisor_events, took = await supervisor_history(client)
             open_at_end = await open_at_ship(sessions, healthy)
             if open_at_end < 0.9 * args.open:
                 raise RuntimeError(f"only {open_at_end} of {args.open} open orders were still open at the end")
+            touched = await seeded_touched(sessions) if args.seeded_open else 0
+            if touched:
+                raise RuntimeError(f"{touched} seeded rows were changed or decided on: not the load claimed")
         finally:
             if engine is not None:
                 await engine.dispose()
@@ -279,6 +347,7 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
         "concurrency": concurrency,
         "tasks": args.tasks,
         "open": args.open,
+        "seeded_open": args.seeded_open,
         "poison": args.poison,
         "interval_s": f"{args.interval_s:g}",
         "probe_wait_median_s": round(median(waits), 2),
@@ -294,26 +363,47 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
         # What the failures' wakes cost the Supervisor's workflow over the run, all its runs.
         "supervisor_wakes": wakes,
         "supervisor_events": supervisor_events,
+        "supervisor_peak_rss_mb": peak_rss,
+        "scan_ms_median": ms(median, took.get("supervisor.scan")),
+        "scan_ms_max": ms(max, took.get("supervisor.scan")),
+        "scans": len(took.get("supervisor.scan", [])),
+        "apply_ms_median": ms(median, took.get("supervisor.apply")),
+        "apply_ms_max": ms(max, took.get("supervisor.apply")),
+        "orphans_ms_max": ms(max, took.get("supervisor.check_orphans")),
     }
 
 
-async def supervisor_signals(client: Any) -> tuple[int, int]:
-    """The wake signals the Supervisor's workflow received and the events its histories hold,
-    over every run of it (it continues as new)."""
+def ms(of: Any, seconds: list[float] | None) -> float | None:
+    return round(of(seconds) * 1000, 1) if seconds else None
+
+
+async def supervisor_history(client: Any) -> tuple[int, int, dict[str, list[float]]]:
+    """The wake signals the Supervisor's workflow received, the events its histories hold, and
+    each activity's time from its start to its completion, by activity type, over every run of it
+    (it continues as new)."""
     from sas.settings import SupervisorSettings
 
     workflow_id = SupervisorSettings().workflow_id
     wakes = events = 0
+    took: dict[str, list[float]] = {}
     async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
         events += len(history.events)
-        wakes += sum(
-            1
-            for e in history.events
-            if e.HasField("workflow_execution_signaled_event_attributes")
-            and e.workflow_execution_signaled_event_attributes.signal_name == "wake"
-        )
-    return wakes, events
+        kinds: dict[int, str] = {}
+        started: dict[int, datetime] = {}
+        for e in history.events:
+            if e.HasField("workflow_execution_signaled_event_attributes"):
+                wakes += e.workflow_execution_signaled_event_attributes.signal_name == "wake"
+            elif e.HasField("activity_task_scheduled_event_attributes"):
+                kinds[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+            elif e.HasField("activity_task_started_event_attributes"):
+                started[e.activity_task_started_event_attributes.scheduled_event_id] = e.event_time.ToDatetime()
+            elif e.HasField("activity_task_completed_event_attributes"):
+                scheduled = e.activity_task_completed_event_attributes.scheduled_event_id
+                if scheduled in started:
+                    seconds = (e.event_time.ToDatetime() - started[scheduled]).total_seconds()
+                    took.setdefault(kinds[scheduled], []).append(seconds)
+    return wakes, events, took
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -328,6 +418,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             summary[f"{key}_decisions_per_s"] = figures["decisions_per_s"]
             summary[f"{key}_open_at_end"] = figures["open_at_end"]
             summary[f"{key}_supervisor_wakes"] = figures["supervisor_wakes"]
+            summary[f"{key}_peak_rss_mb"] = figures["supervisor_peak_rss_mb"]
+            summary[f"{key}_scan_ms_median"] = figures["scan_ms_median"]
+            summary[f"{key}_scan_ms_max"] = figures["scan_ms_max"]
     return summary
 
 
@@ -336,6 +429,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000, help="orders failing at payment (default 1000)")
     parser.add_argument(
         "--open", type=int, default=0, help="more orders, healthy and held open at ship during the probes (default 0)"
+    )
+    parser.add_argument(
+        "--seeded-open",
+        type=int,
+        default=0,
+        help="more healthy open tasks written straight into the state store before the run (default 0)",
     )
     parser.add_argument("--backends", default="sqlite,postgres", help="sqlite, postgres or both (default)")
     parser.add_argument("--concurrency", default="16", help="SAS_SUPERVISOR__CONCURRENCY of each run: 1,16 compares")

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -34,157 +33,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._seed import Rows, load_postgres, load_sqlite, step_row, task_row
 from bench._stack import install_signal_exit, print_summary
-from sas.state_store.tables import shard_of
 
 DUE_FAILED, DUE_OVERDUE, IN_FLIGHT = 50, 50, 1000
-STEP_NAMES = ("reserve", "charge", "ship")
-AGENTS = {"reserve": "inventory.reserve", "charge": "payment.charge", "ship": "shipping.ship"}
-UNDO = {"reserve": "inventory.release", "charge": "payment.refund", "ship": "shipping.cancel"}
 GRACE = timedelta(seconds=3)
 
 
-def step_columns() -> list[str]:
-    from sas.state_store.mirror_tables import Step
-
-    return [c.name for c in Step.__table__.columns]
-
-
-def task_columns() -> list[str]:
-    from sas.state_store.mirror_tables import Task
-
-    return [c.name for c in Task.__table__.columns]
-
-
-def filled(columns: list[str], sample: dict) -> list[str]:
-    """The table's columns that ``rows`` fills: a column added since (nullable, or with a default)
-    is left to the database, so a migration that adds one does not break the load; one that is
-    required fails the insert, loudly."""
-    return [c for c in columns if c in sample]
-
-
-def rows(start: int, stop: int, now: datetime, run: str) -> tuple[list[dict], list[dict]]:
+def rows(now: datetime, run: str) -> Rows:
     """Task and step rows for step indexes [start, stop): the first 100 steps are due and
     the next IN_FLIGHT are in flight (only present when the first load includes them)."""
-    tasks, steps = [], []
-    for i in range(start, stop):
-        t, pos = divmod(i, 3)
-        task_id = f"{run}-{t}"
-        name = STEP_NAMES[pos]
-        shard = shard_of(task_id)
-        if pos == 0 or i == start:
-            tasks.append(
-                {
-                    "task_id": task_id,
-                    "task_type": "order",
-                    "workflow_type": "OrderWorkflow",
-                    "task_queue": "sas-tasks",
-                    "state": "Processed",
-                    "current_step": "ship",
-                    "payload": "{}",
-                    "shard": shard,
-                    "version": 0,
-                    "chain_id": f"chain-{task_id}",
-                    "run_id": f"run-{task_id}",
-                    "incarnation": 1,
-                    "created_at": now - timedelta(days=1),
-                    "updated_at": now - timedelta(days=1),
-                }
-            )
-        if i < DUE_FAILED:
-            state, complete_by = "Failed", now - timedelta(seconds=60 + i)
-        elif i < DUE_FAILED + DUE_OVERDUE:
-            state, complete_by = "Processing", now - timedelta(seconds=600 + i)
-        elif i < DUE_FAILED + DUE_OVERDUE + IN_FLIGHT:
-            state, complete_by = "Processing", now + timedelta(hours=1, seconds=i)
-        else:
-            state, complete_by = "Processed", None
-        steps.append(
-            {
-                "task_id": task_id,
-                "name": name,
-                "position": pos,
-                "agent": AGENTS[name],
-                "compensation": UNDO[name],
-                "state": state,
-                "locked_by": "worker-1@bench" if state == "Processing" else None,
-                "complete_by": complete_by,
-                "failure_count": 0,
-                "resets": 0,
-                "attempt": 1,
-                "last_error": None,
-                "error_type": None,
-                "permanent": False,
-                "chain_id": f"chain-{task_id}",
-                "run_id": f"run-{task_id}",
-                "result": None,
-                "idempotency_key": f"{task_id}:{name}",
-                "complete_by_s": 10.0,
-                "version": 30000,
-                "updated_at": now - timedelta(days=1),
-                "shard": shard,
-            }
-        )
-    # a task row may already exist when a load starts mid-task
-    return tasks, steps
+    day_ago = now - timedelta(days=1)
 
+    def chunk(start: int, stop: int) -> tuple[list[dict], list[dict]]:
+        tasks, steps = [], []
+        for i in range(start, stop):
+            t, pos = divmod(i, 3)
+            task_id = f"{run}-{t}"
+            if pos == 0 or i == start:
+                tasks.append(task_row(task_id, "Processed", "ship", day_ago))
+            if i < DUE_FAILED:
+                state, complete_by = "Failed", now - timedelta(seconds=60 + i)
+            elif i < DUE_FAILED + DUE_OVERDUE:
+                state, complete_by = "Processing", now - timedelta(seconds=600 + i)
+            elif i < DUE_FAILED + DUE_OVERDUE + IN_FLIGHT:
+                state, complete_by = "Processing", now + timedelta(hours=1, seconds=i)
+            else:
+                state, complete_by = "Processed", None
+            steps.append(step_row(task_id, pos, state, complete_by, day_ago))
+        return tasks, steps
 
-# ------------------------------------------------------------------ SQLite
-
-
-def _sqlite_ts(value: datetime | None) -> str | None:
-    # SQLAlchemy's SQLite DATETIME storage format, naive UTC (see state_store.tables.UTCDateTime)
-    return None if value is None else value.astimezone(UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def load_sqlite(path: Path, start: int, stop: int, now: datetime, run: str) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=OFF")
-    chunk = 100_000
-    for lo in range(start, stop, chunk):
-        tasks, steps = rows(lo, min(lo + chunk, stop), now, run)
-        tcols, scols = filled(task_columns(), tasks[0]), filled(step_columns(), steps[0])
-        conv = lambda r, cols: tuple(_sqlite_ts(r[c]) if isinstance(r[c], datetime) else r[c] for c in cols)  # noqa: E731
-        conn.executemany(
-            f"INSERT OR IGNORE INTO tasks ({','.join(tcols)}) VALUES ({','.join('?' * len(tcols))})",
-            [conv(r, tcols) for r in tasks],
-        )
-        conn.executemany(
-            f"INSERT INTO steps ({','.join(scols)}) VALUES ({','.join('?' * len(scols))})",
-            [conv(r, scols) for r in steps],
-        )
-        conn.commit()
-    conn.execute("ANALYZE")
-    conn.commit()
-    conn.close()
-
-
-# -------------------------------------------------------------- PostgreSQL
-
-
-async def load_postgres(dsn: str, start: int, stop: int, now: datetime, run: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(dsn)
-    try:
-        chunk = 100_000
-        for lo in range(start, stop, chunk):
-            tasks, steps = rows(lo, min(lo + chunk, stop), now, run)
-            tcols, scols = filled(task_columns(), tasks[0]), filled(step_columns(), steps[0])
-            existing = await conn.fetchval("SELECT count(*) FROM tasks WHERE task_id = $1", tasks[0]["task_id"])
-            if existing:
-                tasks = tasks[1:]
-            await conn.copy_records_to_table(
-                "tasks", records=[tuple(r[c] for c in tcols) for r in tasks], columns=tcols
-            )
-            await conn.copy_records_to_table(
-                "steps", records=[tuple(r[c] for c in scols) for r in steps], columns=scols
-            )
-        await conn.execute("ANALYZE tasks")
-        await conn.execute("ANALYZE steps")
-    finally:
-        await conn.close()
+    return chunk
 
 
 # ------------------------------------------------------------------ timing
@@ -265,11 +144,9 @@ def bench_backend(backend: str, sizes: list[int], args: argparse.Namespace) -> d
         for size in sizes:
             started = time.monotonic()
             if backend == "sqlite":
-                load_sqlite(path, loaded, size, now, run)
+                load_sqlite(path, loaded, size, rows(now, run))
             else:
-                asyncio.run(
-                    load_postgres(url.replace("postgresql+asyncpg://", "postgresql://"), loaded, size, now, run)
-                )
+                asyncio.run(load_postgres(url, loaded, size, rows(now, run)))
             loaded = size
             load_s = time.monotonic() - started
             t, plan = asyncio.run(time_scan(url, args.runs, args.shards, args.explain))
