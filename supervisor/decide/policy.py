@@ -268,7 +268,8 @@ class PutOff:
     Attributes:
         why: What holds it back, in words (logged).
         look_again_at: When the step is looked at again (its CompleteBy moves there); None: the
-            decision is dropped and nothing is put off (its task is another check's).
+            decision is dropped and nothing is put off (the workflow has completed: its rows are
+            reconciled, which moves the step on).
         held: Held by its service's breaker (counted apart from the other put-offs).
         reconcile: The workflow has completed: its rows are brought in line with Temporal.
     """
@@ -309,7 +310,12 @@ def temporal_says_wait(
     if status == "completed":
         return PutOff("the workflow has completed; mirror reconciled", None, reconcile=True)
     if status != "running":
-        return PutOff(f"the workflow is {status}: the orphan check's", None)
+        # The orphan check's: it cleans a closed one up and alerts a gone one, whose rows nothing
+        # but an operator will move. The step's next look moves past the check's next round, so
+        # that such rows, the oldest due and so first in every batch, are not read again each
+        # sweep: as many of them as a batch holds would keep every other due step from a decision.
+        later = max(policy.orphan_check_s, policy.max_interval_s, policy.interval_s)
+        return PutOff(f"the workflow is {status}: the orphan check's", now + timedelta(seconds=later))
     if waiting is None:
         return None
     if workflow_task_waited_s is not None and workflow_task_waited_s < policy.interval_s:

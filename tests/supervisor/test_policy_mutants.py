@@ -386,10 +386,16 @@ def test_temporal_says_wait_in_so_many_words() -> None:
     assert gone is not None
     assert (gone.why, gone.look_again_at, gone.held, gone.reconcile) == (
         "the workflow is gone: the orphan check's",
-        None,
+        NOW + timedelta(seconds=60),  # max_interval_s, the longest of the three
         False,
         False,
     )
+    rare_checks = SupervisorPolicy(interval_s=5, max_interval_s=30, orphan_check_s=90)
+    later = temporal_says_wait("closed", None, None, 10, NOW, rare_checks)
+    assert later is not None and later.look_again_at == NOW + timedelta(seconds=90)
+    slow = SupervisorPolicy(interval_s=120, max_interval_s=30, orphan_check_s=15)
+    slowest = temporal_says_wait("gone", None, None, 10, NOW, slow)
+    assert slowest is not None and slowest.look_again_at == NOW + timedelta(seconds=120)
 
 
 def test_a_workflow_task_waiting_one_interval_is_the_queue_checks_case() -> None:
