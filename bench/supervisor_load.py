@@ -45,7 +45,7 @@ the hours 100,000 real orders would take to start. They have no workflow in Temp
 orphan check, which asks Temporal about open tasks untouched for ``orphan_after_s``, would call
 them gone: with seeded rows ``SAS_SUPERVISOR__ORPHAN_AFTER_S`` is set past the run (the check's
 cost is bounded per round by ``orphan_batch`` whatever the count). The run stops if a seeded row
-was changed or decided on (``seeded_touched``).
+was changed or decided on, or is due by the Supervisor's own scan (``seeded_touched``).
 
 Also reported, for every run: the Supervisor's peak memory (``supervisor_peak_rss_mb``, VmHWM of
 its process at the end) and its sweeps' times, read from the Supervisor workflow's histories
@@ -163,13 +163,21 @@ async def failed_at(client: Any, task_id: str) -> tuple[datetime, datetime | Non
 
 
 async def seeded_touched(sessions: Any) -> int:
-    """Seeded rows the run changed (a task or step no longer as written) or decided on."""
+    """Seeded rows the run changed (a task or step no longer as written) or decided on, or that
+    the Supervisor's scan would take as due now (they would crowd its batches: not healthy)."""
+    from datetime import UTC, timedelta
+
     from sqlalchemy import func, or_, select
 
+    from sas.settings import SupervisorSettings
     from sas.state_store.mirror_tables import Step, Task
+    from sas.state_store.queries import due_steps
     from sas.state_store.tables import Decision
 
     async with sessions() as session:
+        grace = timedelta(seconds=SupervisorSettings().overdue_grace_s)
+        due = await due_steps(session, datetime.now(UTC), grace, 1000)
+        due_seeded = sum(step.task_id.startswith(SEEDED_PREFIX) for step, _ in due)
         tasks = await session.scalar(
             select(func.count())
             .select_from(Task)
@@ -183,7 +191,7 @@ async def seeded_touched(sessions: Any) -> int:
         decided = await session.scalar(
             select(func.count()).select_from(Decision).where(Decision.task_id.startswith(SEEDED_PREFIX))
         )
-        return int(tasks or 0) + int(steps or 0) + int(decided or 0)
+        return int(tasks or 0) + int(steps or 0) + int(decided or 0) + due_seeded
 
 
 def peak_rss_mb(pid: int) -> float | None:
@@ -336,7 +344,7 @@ async def run(args: argparse.Namespace, backend: str, concurrency: int) -> dict[
                 raise RuntimeError(f"only {open_at_end} of {args.open} open orders were still open at the end")
             touched = await seeded_touched(sessions) if args.seeded_open else 0
             if touched:
-                raise RuntimeError(f"{touched} seeded rows were changed or decided on: not the load claimed")
+                raise RuntimeError(f"{touched} seeded rows were changed, decided on or due: not the load claimed")
         finally:
             if engine is not None:
                 await engine.dispose()

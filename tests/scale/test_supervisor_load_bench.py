@@ -32,3 +32,17 @@ def test_supervisor_load_runs_with_open_orders() -> None:
         timeout=300,
     )  # fmt: skip
     assert float(summary["sqlite_c16_max_intervals"]) >= 0 and int(summary["sqlite_c16_open_at_end"]) >= 4
+
+
+def test_supervisor_load_runs_with_seeded_open_tasks() -> None:
+    """Seeded open tasks are read by the Supervisor's scans and left alone: the bench stops if one
+    was changed or decided on (a seeded row due, or one the orphan check calls gone, would be).
+    Every run reports the Supervisor's peak memory and its scans' times."""
+    summary = run_bench(
+        "supervisor_load.py",
+        "--tasks", "4", "--seeded-open", "300", "--probes", "2", "--probe-every-s", "1", "--cooldown-s", "5",
+        "--backends", "sqlite",
+        timeout=300,
+    )  # fmt: skip
+    assert float(summary["sqlite_c16_peak_rss_mb"]) > 0
+    assert float(summary["sqlite_c16_scan_ms_max"]) >= float(summary["sqlite_c16_scan_ms_median"]) > 0
