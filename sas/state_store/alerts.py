@@ -332,8 +332,8 @@ async def failing_steps(session: AsyncSession, states: tuple[str, ...], limit: i
     """Steps in ``states`` of tasks still open, at most ``limit`` (the index on the step's state).
 
     The task's state is asked per step found, not joined: SQLite's planner, given a join, scans
-    every task instead (a task state ``NOT IN`` uses no index), which at 100,000 open tasks made
-    every sweep's incident check 40 times dearer (bench/supervisor_load.py --seeded-open)."""
+    every task instead (a task state ``NOT IN`` uses no index): at 100,000 open tasks 115 ms a
+    sweep against 4 ms (bench/supervisor_load.py --seeded-open, docs/benchmarks.md §18)."""
     task_open = (
         select(Task.task_id)
         .where(Task.task_id == Step.task_id, Task.state.not_in((TaskState.PROCESSED, TaskState.COMPENSATED)))
