@@ -31,7 +31,7 @@ from sas.runtime.whole_calls import WholeCalls, task_types_of
 from sas.settings import WORKFLOW_QUEUE, Settings
 from sas.task_models import seals
 from sas.task_models.queues import service_queue
-from sas.workflows.shell.arguments import OneArgument
+from sas.workflows.shell.interceptors import workflow_interceptors
 
 # The SDK's defaults, which a tuner replaces: it takes slot suppliers for every kind of task.
 _WORKFLOW_SLOTS = 100
@@ -123,7 +123,7 @@ def build_task_workers(
                 task_queue=queue,
                 workflows=workflows,
                 activities=activities,
-                interceptors=[OneArgument(), whole, owned],
+                interceptors=[*workflow_interceptors(), whole, owned],
                 **options,
                 **main_options,
             )

@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 from sas.api.testing import time_skipping_environment
 from sas.workflows import ALL_WORKFLOWS
 from sas.workflows.runner import workflow_runner
-from sas.workflows.shell.arguments import OneArgument
+from sas.workflows.shell.interceptors import workflow_interceptors
 from tests.scheduler import kinds
 from tests.scheduler.fakes import Services
 
@@ -73,7 +73,7 @@ async def running(
         workflows=[*ALL_WORKFLOWS, *kinds.ALL],
         activities=[*agents, *services.store()],
         workflow_runner=workflow_runner(),
-        interceptors=[OneArgument()],
+        interceptors=workflow_interceptors(),
     )
     others = [Worker(client, task_queue=q, activities=[services.agent(n) for n in AGENTS]) for q in extra_queues]
     async with main:

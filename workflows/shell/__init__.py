@@ -6,5 +6,6 @@ steps), ``decisions`` (the decisions a waiting step takes, and where undoing beg
 (the one undo engine, for the Scheduler and the clean-up), ``operator`` (the operator
 protocol's signals, updates and query, declared once for every sas workflow), ``agents`` (an
 Agent's activity: start, retry policy, failure), ``records`` (mirror writes and the audit log,
-as local activities), ``publish`` (what the UI shows) and ``notify`` (the submitter's
-callbacks)."""
+as local activities), ``publish`` (what the UI shows; ``live_details`` tells its current details when asked),
+``interceptors`` (the list every worker running sas's workflows takes) and ``notify`` (the
+submitter's callbacks)."""

@@ -51,6 +51,11 @@ class OperatorHandlers:
     task: TaskRun
     decisions: Decisions
 
+    def current_details_now(self) -> str | None:
+        """What the UI shows on the workflow's page, told when its metadata query asks
+        (workflows/shell/live_details.py)."""
+        return self.task.publisher.details()
+
     @workflow.signal(name="retry")
     def retry(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
         """Re-run the step that waits for a decision (or retry its failed undo)."""

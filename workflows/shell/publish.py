@@ -1,6 +1,11 @@
 """What the Temporal UI shows of a running task: the current details (the workflow page) and
 the search attributes an operator filters on.
 
+The current details are read only through Temporal's metadata query, so they are told when
+asked (``Publisher.details``, which ``LiveDetails`` puts into that query's answer), from what
+the last change published: telling them at every change, to be read perhaps never, was a
+quarter of a Scheduler's CPU on the happy path (docs/benchmarks.md).
+
 The current details tell the task's story - its type, id and steps, and what its type declares
 of its input and results - whoever started it: a task started with ``temporal workflow start``
 has no static summary or details, and these are then all the UI says of it."""
@@ -35,17 +40,20 @@ class Publisher:
         # plans from before it existed say yes, so their histories replay with their upserts).
         self.progress = True
         self._published: dict[str, Any] = {}
+        # What the current details are told from: the task's status (changed in place as the
+        # task moves on) and input, once published.
+        self._shown: tuple[TaskStatus, dict[str, Any]] | None = None
         # The story last told, and what it was told from: it changes only when a step's result
-        # does, while the details are set again on every transition of the task.
+        # does, while the details change with every transition of the task.
         self._told: tuple[str, dict[str, Any], dict[str, Any], str] | None = None
 
     def publish(self, status: TaskStatus, payload: dict[str, Any]) -> None:
         """Keep the UI's view in step with the task (only what changed, to keep history small)."""
         if not self.on:
             return
-        # Current details are no command and no event: the UI reads them through a query, so
-        # setting them on every change costs nothing in history and replays the same.
-        workflow.set_current_details(current_details(status, self._story(status, payload)))
+        # Current details are no command and no event: told when asked (``details``), they
+        # change nothing in history, and replay the same.
+        self._shown = (status, payload)
         if not self.search_attributes:
             return
         wanted: dict[SearchAttributeKey[Any], Any] = {
@@ -60,6 +68,14 @@ class Publisher:
             changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
             workflow.upsert_search_attributes(changed)
             self._published.update({key.name: value for key, value in wanted.items()})
+
+    def details(self) -> str | None:
+        """The current details (markdown) of the task as it stands; None before the task is
+        accepted (nothing is published before)."""
+        if self._shown is None:
+            return None
+        status, payload = self._shown
+        return current_details(status, self._story(status, payload))
 
     def _story(self, status: TaskStatus, payload: dict[str, Any]) -> str:
         """The task's story, from its type's definition and its validated input; "" for a

@@ -31,7 +31,7 @@ from sas.workflows.cleanup import CleanupWorkflow
 from sas.workflows.fanout_batch import FanOutBatchWorkflow
 from sas.workflows.runner import workflow_runner
 from sas.workflows.scheduler import TaskScheduler
-from sas.workflows.shell.arguments import OneArgument
+from sas.workflows.shell.interceptors import workflow_interceptors
 
 
 def _test_server() -> str | None:
@@ -83,7 +83,7 @@ async def fake_worker(
         activities=agents.activities(*definitions),
         workflow_runner=workflow_runner(),
         # As on a worker: each fake Agent reads the task's whole input, defaults filled in.
-        interceptors=[OneArgument(), WholeCalls(task_types_of(workflows))],
+        interceptors=[*workflow_interceptors(), WholeCalls(task_types_of(workflows))],
         # A held fake's heartbeats are sent as they come, so a cancel reaches it at once (the
         # SDK's default throttle holds them back for most of the heartbeat timeout).
         max_heartbeat_throttle_interval=timedelta(seconds=BEAT_S),
