@@ -282,6 +282,13 @@ async def runs_of(
     return {task_id: (run_id, chain_id) for task_id, run_id, chain_id in (await session.execute(query)).all()}
 
 
+async def open_tasks_among(session: AsyncSession, task_ids: list[str]) -> list[TaskRow]:
+    """Those of ``task_ids`` the mirror holds as open (``OPEN_TASK_STATES``): by the tasks'
+    primary key, whatever their number."""
+    query = select(Task).where(Task.task_id.in_(task_ids), Task.state.in_(OPEN_TASK_STATES))
+    return list((await session.scalars(query)).all())
+
+
 async def step_counts(session: AsyncSession) -> dict[str, int]:
     """Step rows by state."""
     rows = await session.execute(select(Step.state, func.count()).group_by(Step.state))

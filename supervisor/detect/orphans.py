@@ -1,4 +1,5 @@
-"""``supervisor.check_orphans``: tasks the mirror says are open, looked up in Temporal.
+"""``supervisor.check_orphans``: tasks the mirror says are open, looked up in Temporal: those
+whose workflow Temporal closed since the last look first (``closed``), then the quiet ones in turn.
 
 - closed from outside (terminated, failed, timed out, cancelled): marked for a clean-up
   workflow that undoes what was done, with a critical alert;
@@ -37,6 +38,7 @@ from sas.supervisor.activity_defs import OrphanDefs
 from sas.supervisor.activity_support import CLEANUP_VERSION, beat, shard_buckets
 from sas.supervisor.alert import alert_row, log_alert, log_decision, raise_once
 from sas.supervisor.decide import Closed, closed_from_outside, history_gone, workflow_stuck
+from sas.supervisor.detect.closed import ClosedFollower
 from sas.supervisor.detect.finished import reconcile_finished
 from sas.supervisor.detect.resets import ResetFollower
 from sas.supervisor.models import OrphanCheckInput, OrphanCheckResult
@@ -60,6 +62,7 @@ class OrphanActivities(OrphanDefs):
         self._identity = identity
         self._outbox = outbox
         self._resets = ResetFollower(sessions, client, settings.temporal.task_queue)
+        self._closed = ClosedFollower(client, settings.temporal.task_queue)
 
     @activity.defn(name="supervisor.check_orphans")
     async def check_orphans(self, request: OrphanCheckInput) -> OrphanCheckResult:
@@ -70,6 +73,20 @@ class OrphanActivities(OrphanDefs):
         before = now - timedelta(seconds=s.orphan_after_s)
         buckets = shard_buckets(self._settings, request.shard)
         result = OrphanCheckResult(cursor=dict(request.cursor))
+        # First the workflows Temporal closed since the last look (terminated from the UI, say),
+        # once quiet: their turn among every quiet open task could be hours away. Their own budget.
+        await self._closed.look()
+        for task in await self._closed.take(self._sessions, buckets, s.orphan_batch, before):
+            beat()
+            result.checked += 1
+            if task.version < CLEANUP_VERSION:
+                await isolated(
+                    self._sessions,
+                    task.task_id,
+                    "orphan check",
+                    partial(self._check, task, now, result),
+                    step=task.current_step,
+                )
         budget = s.orphan_batch
         for state in OPEN_TASK_STATES:
             if budget <= 0:
