@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 import temporalio.api.common.v1
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_json
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
@@ -68,9 +68,28 @@ def left_out(value: Any) -> dict[Any, Any] | None:
     return None
 
 
+# Built once per process. The SDK makes a new payload converter for each workflow run, and with
+# it an empty cache of type adapters, so each run built the adapters of its input, its accept's
+# answer and its steps' results again: 40-70 us a run outside the sandbox, against 11 us read so
+# (docs/benchmarks.md, section 20).
+_ANY = TypeAdapter(Any)
+
+
 class LeanJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
     """Pydantic JSON, with ``left_out`` applied to the models that ask for it: the calls, results
-    and plans every task's history carries once per step."""
+    and plans every task's history carries once per step. Read with no type adapter made per
+    workflow run (``from_payload``)."""
+
+    def from_payload(self, payload: temporalio.api.common.v1.Payload, type_hint: type | None = None) -> Any:
+        # What the SDK's converter reads, the same way (pydantic's JSON validation), without an
+        # adapter made per run: plain JSON by one adapter for the process, a model by its own
+        # validator, made with its class. A model a run re-imports is read by its own class,
+        # so nothing of one run is kept for the next. Any other hint goes to the SDK's converter.
+        if type_hint is None or type_hint is Any:
+            return _ANY.validate_json(payload.data)
+        if isinstance(type_hint, type) and issubclass(type_hint, BaseModel):
+            return type_hint.model_validate_json(payload.data)
+        return super().from_payload(payload, type_hint)
 
     def to_payload(self, value: Any) -> temporalio.api.common.v1.Payload | None:
         if not getattr(type(value), OMITS_NONE, False):

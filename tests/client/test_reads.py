@@ -28,6 +28,13 @@ async def _parked_on_charge(stack: Stack, tasks: TaskClient) -> str:
 
     await wait_until(lambda: tasks.status(task_id), charge_failed, what=f"{task_id}: charge Failed")
     await tasks.park(task_id, reason="card blocked")
+    # The park is accepted when it returns; the workflow records it (the step Error, the
+    # operator's audit entry) as it applies it, a moment later.
+    await wait_until(
+        lambda: tasks.show(task_id),
+        lambda story: any(a["action"] == "park" for a in story.operator_actions),
+        what=f"{task_id}: the park recorded",
+    )
     return task_id
 
 
