@@ -33,8 +33,8 @@ from sas.activities.outbound import SERVICE_RESPONSE_CAP, AnswerOverdue, Respons
 
 # The reading an Agent applies, not a copy of it: the kit must judge an answer as a task would.
 from sas.activities.remote_answers import GARBAGE, IN_FLIGHT, REJECTED, TRANSIENT, VOIDED, read_answer
+from sas.task_models.plans import StepPolicyValues
 from sas.task_models.results import MAX_RESULT_BYTES, secret_fields
-from sas.task_models.steps import StepPolicyValues
 from sas.task_models.strict_json import StrictJsonError, loads_strict
 from sas.task_models.text import bounded
 from sas.task_types.services import HttpRequest

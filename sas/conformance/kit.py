@@ -24,7 +24,7 @@ from sas.conformance.target import (
     explicit_target,
 )
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
-from sas.task_models.steps import StepPolicyValues
+from sas.task_models.plans import StepPolicyValues
 from sas.task_models.text import bounded
 from sas.task_types.discovery import Catalog, TaskTypeError
 from sas.task_types.services import named_service

@@ -30,7 +30,7 @@ from sas.settings.services import ServicesSettings
 from sas.settings.supervisor import SupervisorSettings
 from sas.settings.teams import TeamSettings, check_team_names, team_overrides
 from sas.task_models.outbound import OutboundPolicy, OutboundRefused, check_url
-from sas.task_models.steps import StepPolicyValues as StepPolicy
+from sas.task_models.plans import StepPolicyValues as StepPolicy
 
 
 class _EnvSource(EnvSettingsSource):

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sas.settings.services import ServiceSettings
 from sas.settings.supervisor import TaskLadder, WebhookSettings
 from sas.task_models.ids import NAME, scoped_name
-from sas.task_models.steps import StepPolicyValues
+from sas.task_models.plans import StepPolicyValues
 
 # Temporal clamps a fairness weight to this range; a value outside it is refused here rather than
 # silently changed by the server.

@@ -17,7 +17,7 @@ from sas.state_store.queries import as_dict, get_task
 from sas.state_store.redrive import kept_by, redrive
 from sas.state_store.tables import AuditEntry, TaskArchive
 from sas.task_models import AcceptOutcome, TaskAccepted, TaskState, incarnation_key
-from sas.task_models.steps import KeptStep
+from sas.task_models.plans import KeptStep
 
 # Finished tasks that an operator may run again; a Processed task is done and stays done.
 RESUBMITTABLE = (str(TaskState.COMPENSATED), str(TaskState.ERROR))

@@ -24,8 +24,8 @@ from sas.state_store import mirror_rules as rules
 from sas.state_store.alerts import raise_refused_result
 from sas.state_store.tables import AuditEntry, Decision
 from sas.task_models import AuditRecord, StepTransition, TaskAccepted
+from sas.task_models.plans import KeptStep
 from sas.task_models.seals import REFUSED_RESULT
-from sas.task_models.steps import KeptStep
 from sas.task_models.versions import version_of
 
 

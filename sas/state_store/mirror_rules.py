@@ -67,7 +67,7 @@ from sqlalchemy.sql.elements import BindParameter
 from sas.state_store.mirror_tables import Step, Task
 from sas.state_store.tables import StepAttempt, shard_of
 from sas.task_models import AcceptOutcome, StepState, StepTransition, TaskAccepted, TaskState
-from sas.task_models.steps import KeptStep
+from sas.task_models.plans import KeptStep
 
 _tasks = cast(Table, Task.__table__)
 _steps = cast(Table, Step.__table__)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from sas.state_store.rows import StepRow
 from sas.task_models import StepPlan, StepState, TaskAccepted, incarnation_key
-from sas.task_models.steps import KeptStep
+from sas.task_models.plans import KeptStep
 
 _KEPT = (str(StepState.PROCESSED), str(StepState.SKIPPED))
 # Steps run again under a new key: nothing done under the old one stands (never run, or undone).

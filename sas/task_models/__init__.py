@@ -5,6 +5,18 @@ so a field can be added without breaking a running workflow.
 """
 
 from sas.task_models.ids import TASK_ID_PATTERN, validate_task_id
+from sas.task_models.plans import (
+    RESUBMIT_MEMO,
+    AcceptOutcome,
+    ParentLink,
+    PivotRole,
+    Resubmission,
+    StepPlan,
+    StepPolicyValues,
+    TaskAccepted,
+    TaskPlan,
+    incarnation_key,
+)
 from sas.task_models.results import Secret, secret_fields, shown
 from sas.task_models.states import ACTIVE_STEP_STATES, StepState, TaskState
 from sas.task_models.status import (
@@ -17,24 +29,7 @@ from sas.task_models.status import (
     TaskResult,
     TaskStatus,
 )
-from sas.task_models.steps import (
-    RESUBMIT_MEMO,
-    AcceptOutcome,
-    AuditRecord,
-    MirrorStamp,
-    ParentLink,
-    PivotRole,
-    Resubmission,
-    StepCall,
-    StepPlan,
-    StepPolicyValues,
-    StepResult,
-    StepTransition,
-    TaskAccepted,
-    TaskPlan,
-    TransitionBatch,
-    incarnation_key,
-)
+from sas.task_models.steps import AuditRecord, MirrorStamp, StepCall, StepResult, StepTransition, TransitionBatch
 
 __all__ = [
     "ACTIVE_STEP_STATES",

@@ -25,9 +25,10 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from sas.task_models.cleanup import CleanupInput, CleanupRequest
+from sas.task_models.plans import TaskAccepted, TaskPlan
 from sas.task_models.sdk_internals import activity_name_of
 from sas.task_models.status import CallbackEvent
-from sas.task_models.steps import AuditRecord, StepResult, TaskAccepted, TaskPlan, TransitionBatch
+from sas.task_models.steps import AuditRecord, StepResult, TransitionBatch
 
 F = TypeVar("F", bound=Callable[..., Any])
 # A declared Agent, as a step references it: ``charge`` (declared with ``Service.action``), or a

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sas.task_models.fanout import FanOutItem
 from sas.task_models.ids import MAX_TASK_ID
-from sas.task_models.steps import StepPolicyValues
+from sas.task_models.plans import StepPolicyValues
 from sas.task_models.versions import CLEANUP_STAMP_BASE
 
 # Stamps the clean-up workflow writes with, above anything a Scheduler could have written

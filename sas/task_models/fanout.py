@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sas.task_models.steps import StepPolicyValues
+from sas.task_models.plans import StepPolicyValues
 from sas.task_models.text import ErrorText
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sas.task_models.fanout import FanOutItem, ItemOutcome
-from sas.task_models.steps import StepPolicyValues
+from sas.task_models.plans import StepPolicyValues
 from sas.task_types.fan_out import Tolerance, item_key_problem
 from sas.workflows.core.fanout import FanOutTally, attempts_s, concurrency, keyed_items, run_s, tolerated_undo_s
 

@@ -10,7 +10,7 @@ from math import ceil
 from typing import Any
 
 from sas.task_models.fanout import ITEM_STATES, FanOutItem, ItemOutcome, ItemState, describe_counts
-from sas.task_models.steps import StepPolicyValues
+from sas.task_models.plans import StepPolicyValues
 from sas.task_types.fan_out import Tolerance, item_key_problem
 
 
