@@ -4,6 +4,7 @@ large payloads compressed, encrypted when keys are configured."""
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 import temporalio.api.common.v1
@@ -46,16 +47,13 @@ def left_out(value: Any) -> dict[Any, Any] | None:
     had the same default in every release that wrote them.
     """
     if isinstance(value, BaseModel):
-        model = type(value)
-        lean = getattr(model, OMITS_NONE, False)
-        at_default: frozenset[str] = getattr(model, OMITS_AT_DEFAULT, frozenset())
         spec: dict[Any, Any] = {}
-        for name, field in model.model_fields.items():
+        for name, at_default, default, none_omitted in _omission_rules(type(value)):
             item = getattr(value, name)
-            if name in at_default and item == field.get_default(call_default_factory=True):
+            if at_default and item == default:
                 spec[name] = True
             elif item is None:
-                if lean and field.default is None and field.default_factory is None:
+                if none_omitted:
                     spec[name] = True
             elif isinstance(item, BaseModel | list):
                 inner = left_out(item)
@@ -66,6 +64,33 @@ def left_out(value: Any) -> dict[Any, Any] | None:
         spec = {i: inner for i, item in enumerate(value) if isinstance(item, BaseModel) and (inner := left_out(item))}
         return spec or None
     return None
+
+
+# (field, left out at its default, that default, left out when None) for each field of a model
+# class, read once per class: asking pydantic for a field's default calls its factory and inspects
+# the factory's signature every time, several times for every call and result a run converts.
+# Keyed by the class itself, so a model a run re-imports gets rules of its own.
+_OMISSION_RULES: weakref.WeakKeyDictionary[type[BaseModel], tuple[tuple[str, bool, Any, bool], ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _omission_rules(model: type[BaseModel]) -> tuple[tuple[str, bool, Any, bool], ...]:
+    rules = _OMISSION_RULES.get(model)
+    if rules is None:
+        lean = getattr(model, OMITS_NONE, False)
+        at_default: frozenset[str] = getattr(model, OMITS_AT_DEFAULT, frozenset())
+        rules = tuple(
+            (
+                name,
+                name in at_default,
+                field.get_default(call_default_factory=True) if name in at_default else None,
+                lean and field.default is None and field.default_factory is None,
+            )
+            for name, field in model.model_fields.items()
+        )
+        _OMISSION_RULES[model] = rules
+    return rules
 
 
 # Built once per process. The SDK makes a new payload converter for each workflow run, and with

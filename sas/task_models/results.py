@@ -16,6 +16,7 @@ store only) must not be secret; the Agents look an unknown id up by our key inst
 
 from __future__ import annotations
 
+import weakref
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
@@ -52,9 +53,19 @@ class StepResultModel(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+# Read at every step's result by the Scheduler: once per model class (a class a run re-imports
+# is another key, and goes with it).
+_SECRET_FIELDS: weakref.WeakKeyDictionary[type[BaseModel], frozenset[str]] = weakref.WeakKeyDictionary()
+
+
 def secret_fields(model: type[BaseModel]) -> frozenset[str]:
     """The names of ``model``'s fields marked ``Secret``."""
-    return frozenset(name for name, info in model.model_fields.items() if any(m is Secret for m in info.metadata))
+    found = _SECRET_FIELDS.get(model)
+    if found is None:
+        found = _SECRET_FIELDS[model] = frozenset(
+            name for name, info in model.model_fields.items() if any(m is Secret for m in info.metadata)
+        )
+    return found
 
 
 def shown(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:

@@ -67,12 +67,23 @@ def derived_key(database_url: str) -> bytes:
     return hmac.new(database_url.encode(), _DERIVED_LABEL, hashlib.sha256).digest()
 
 
+# The canonical text a seal is made over: sorted keys, no spaces, ASCII, no NaN. One encoder for
+# the process (json.dumps with these options builds one at every call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+# Each key's HMAC with nothing fed yet, copied for every seal: naming the digest at every call
+# has OpenSSL look it up again, which cost a Scheduler's seal several times the hash itself.
+_KEYED: dict[bytes, Any] = {}
+
+
 def _mac(key: bytes, parts: dict[str, Any]) -> str:
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    keyed = _KEYED.get(key)
+    if keyed is None:
+        keyed = _KEYED[key] = hmac.new(key, digestmod=hashlib.sha256)
+    mac = keyed.copy()
+    mac.update(_CANONICAL.encode(parts).encode())
     # Its first 128 bits, in 22 characters: a seal rides on every call and result in the history,
     # and half an HMAC-SHA256 is as hard to forge as a 128-bit key is to guess (RFC 2104, 5).
-    digest = hmac.new(key, text.encode(), hashlib.sha256).digest()[:16]
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    return base64.urlsafe_b64encode(mac.digest()[:16]).rstrip(b"=").decode()
 
 
 def _call_parts(workflow_id: str, run_id: str, agent: str, call: Any) -> dict[str, Any]:

@@ -107,6 +107,10 @@ class TaskDefinition:
     _flat: tuple[tuple[Step, int], ...] = field(init=False, repr=False, compare=False)
     _run: tuple[Step | Parallel, ...] = field(init=False, repr=False, compare=False)
     _paths: dict[str, ChoicePath] = field(init=False, repr=False, compare=False)
+    # Read by the Scheduler at every step of every run: made once, with the definition.
+    _steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
+    _by_name: dict[str, Step] = field(init=False, repr=False, compare=False)
+    _stage_of: dict[str, int | None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.team is not None and not NAME.fullmatch(self.team):
@@ -132,6 +136,13 @@ class TaskDefinition:
         object.__setattr__(self, "_flat", flat)
         object.__setattr__(self, "_run", run)
         object.__setattr__(self, "_paths", paths)
+        object.__setattr__(self, "_steps", tuple(s for s, _ in flat))
+        object.__setattr__(self, "_by_name", {s.name: s for s, _ in flat})
+        first: dict[int, int] = {}  # each stage: the position of its first step
+        for position, (_, stage) in enumerate(flat):
+            first.setdefault(stage, position)
+        groups = {step.name: first[stage] if isinstance(run[stage], Parallel) else None for step, stage in flat}
+        object.__setattr__(self, "_stage_of", groups)
 
     @property
     def short_name(self) -> str:
@@ -165,22 +176,18 @@ class TaskDefinition:
     @property
     def steps(self) -> tuple[Step, ...]:
         """Every step, in declaration order (a parallel group's steps one after the other)."""
-        return tuple(s for s, _ in self._flat)
+        return self._steps
 
     def stage_of(self, name: str) -> int | None:
         """The stage of a step in a parallel group (in any of its branches): the position of the
         group's first step; the plan records only this, the branches come from the definition.
         None for a step that is a stage of its own (so the plans of straight-line tasks are
         what they always were)."""
-        for step, stage in self._flat:
-            if step.name == name:
-                if not isinstance(self._run[stage], Parallel):
-                    return None
-                return next(i for i, (_, other) in enumerate(self._flat) if other == stage)
-        raise KeyError(name)
+        return self._stage_of[name]
 
     def step(self, name: str) -> Step:
-        return next(s for s in self.steps if s.name == name)
+        """The step declared as ``name``; KeyError for a name the type does not declare."""
+        return self._by_name[name]
 
     def stage_item(self, name: str) -> Step | Parallel:
         """The stage a step belongs to, as run: the step itself, or its parallel group."""

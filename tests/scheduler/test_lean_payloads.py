@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+import pytest
+from pydantic import BaseModel, Field
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 import sas.task_models as task_models
@@ -163,3 +164,29 @@ def test_a_fact_at_its_default_is_left_out_and_kept_otherwise() -> None:
     assert kept["failure_count"] == 3 and kept["permanent"] is True
     for value in (first, undo, StepResult(data={}, replayed=True)):
         assert FULL.from_payloads(LEAN.to_payloads([value]), [type(value)]) == [value]
+
+
+def test_a_models_defaults_are_asked_once_not_at_every_payload(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Asking pydantic for a default calls its factory and inspects the factory's signature: done
+    # for every call and result a run converts, it was a share of every Scheduler's activation.
+    from pydantic.fields import FieldInfo
+
+    class _Fresh(BaseModel):  # a class of its own: no payload of it has been written yet
+        history_omits_none: ClassVar[bool] = True
+        history_omits_at_default: ClassVar[frozenset[str]] = frozenset({"results"})
+        results: dict[str, Any] = Field(default_factory=dict)
+        note: str | None = None
+
+    asked = 0
+    get_default = FieldInfo.get_default
+
+    def counted(self: FieldInfo, *args: Any, **kwargs: Any) -> Any:
+        nonlocal asked
+        asked += 1
+        return get_default(self, *args, **kwargs)
+
+    monkeypatch.setattr(FieldInfo, "get_default", counted)
+    for _ in range(5):
+        assert written(_Fresh()) == {}
+    assert written(_Fresh(results={"a": 1}, note="n")) == {"results": {"a": 1}, "note": "n"}
+    assert asked == 1
