@@ -7,7 +7,11 @@ One run starts a Temporal dev server (in memory), the remote services, sas's own
 process per comparison design, each on its own task queue (the designs: bench/_designs.py).
 
 Each round submits N orders at once to one design and times submission to the last
-completion; designs alternate within a round (their order rotates between rounds).
+completion; designs alternate within a round (their order rotates between rounds). Before each
+round every process (server, services, every design's) is let settle back to the CPU rate it
+had idle after the warm-up (``idle_cores=``), for up to ``--settle-timeout-s``: what a round
+leaves behind (the server's visibility and clean-up tasks) is otherwise read as the next
+round's, whichever design that is (``settle_s_max=``, the longest wait).
 
 The gate: ``ratio=`` is sas against ``bare-queues``, the bare workflow on sas's own
 task-queue layout, as the median of the per-round ratios (each round runs the designs back to
@@ -17,7 +21,9 @@ bare-queues and ``<design>_bare_ratio`` against bare; ``bare_queues_ratio`` is b
 against bare (what the layout alone costs). CPU per order is printed by process and by worker
 thread kind (``<design>_<process>_ms``), in all (``<design>_total_ms``), and as ``cpu_ratio=``,
 bare-queues' total over sas's (median of the rounds): what the gate would read on a machine these
-processes had to themselves, far steadier than wall-clock rates when it is shared. Ends with one line of key=value figures.
+processes had to themselves, far steadier than wall-clock rates when it is shared.
+``cpu_sas_over_bare=`` is sas's total CPU per order over plain bare's, per round, as the median
+of the rounds. Ends with one line of key=value figures.
 """
 
 from __future__ import annotations
@@ -74,8 +80,34 @@ async def run_round(client, stack: BenchStack, variant: str, n: int, tag: str, s
     return n / (time.monotonic() - started)
 
 
+def stack_pids(stack: BenchStack, procs) -> list[int]:
+    """Every process a round's CPU is read from: the server, the services and each design's."""
+    return [stack.group.children[0].process.pid, stack.group.children[1].process.pid] + [
+        c.process.pid for children in procs.values() for c in children
+    ]
+
+
+async def busy_cores(pids: list[int], window_s: float) -> float:
+    """How many cores these processes kept busy over the next ``window_s`` seconds."""
+    before = sum(cpu_s(p) for p in pids)
+    await asyncio.sleep(window_s)
+    return (sum(cpu_s(p) for p in pids) - before) / window_s
+
+
+async def settled(pids: list[int], idle: float, timeout_s: float) -> float:
+    """Wait until the processes are back to their idle rate, so that the work a round leaves
+    behind (the server's visibility and clean-up tasks, a store's checkpoint) is not read as the
+    next round's, whichever design that is. Returns the seconds waited (``timeout_s`` at most)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if await busy_cores(pids, 0.5) <= max(2 * idle, idle + 0.05):
+            break
+    return round(time.monotonic() - started, 1)
+
+
 async def measure(client, stack: BenchStack, procs, sessions, variant: str, tag: str, args) -> tuple[float, dict]:
     """One measured round of one design: its rate, and CPU per order by process and thread kind."""
+    args.settle_s.append(await settled(stack_pids(stack, procs), args.idle_cores, args.settle_timeout_s))
     server_pid = stack.group.children[0].process.pid
     # The remote services (and PostgreSQL) serve every design alike; shown so that the whole
     # machine's CPU per order is accounted for.
@@ -123,6 +155,8 @@ def total_ms(per_order: dict[str, float]) -> float:
 
 def summarise(args: argparse.Namespace, variants: list[str], wps: dict, ms: dict) -> dict[str, object]:
     out: dict[str, object] = {"orders": args.orders, "rounds": args.rounds, "load_avg_start": args.load_avg_start}
+    out["idle_cores"] = args.idle_cores
+    out["settle_s_max"] = max(args.settle_s, default=0.0)
     for v in variants:
         out[f"{v.replace('-', '_')}_wps"] = round(median(wps[v]), 1)
     out["ratio"], gate = ratios(wps, "sas", "bare-queues") if "sas" in variants else (float("nan"), [])
@@ -136,6 +170,11 @@ def summarise(args: argparse.Namespace, variants: list[str], wps: dict, ms: dict
         per_round_cpu = [round(total_ms(b) / total_ms(a), 3) for a, b in zip(ms["sas"], ms["bare-queues"], strict=True)]
         out["cpu_ratio"] = round(median(per_round_cpu), 3)
         print(f"bare-queues/sas total CPU per order, per round {per_round_cpu}", flush=True)
+        # Issue 48's reading: what an order costs every process with sas, over what it costs with
+        # plain bare, per round (the two back to back), as the median of the rounds.
+        over_bare = [round(total_ms(a) / total_ms(b), 3) for a, b in zip(ms["sas"], ms["bare"], strict=True)]
+        out["cpu_sas_over_bare"] = round(median(over_bare), 3)
+        print(f"sas/bare total CPU per order, per round {over_bare}", flush=True)
     for v in variants:
         if v not in ("sas", *BASELINES):
             key = v.replace("-", "_")
@@ -168,6 +207,11 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         try:
             for v in variants:  # warm-up: imports, caches, connection pools, sticky queues
                 await run_round(client, stack, v, args.warmup, f"{run}-w", sessions)
+            # What every process costs with nothing to do (pollers, the Supervisor's sweeps): the
+            # rate each round waits to be back to before it starts.
+            await asyncio.sleep(args.settle_timeout_s / 3)
+            args.idle_cores = round(await busy_cores(stack_pids(stack, procs), 2.0), 3)
+            args.settle_s = []
             wps: dict[str, list[float]] = {v: [] for v in variants}
             ms: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
             for r in range(args.rounds):
@@ -175,7 +219,8 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                     w, per_order = await measure(client, stack, procs, sessions, v, f"{run}-{r}", args)
                     wps[v].append(w)
                     ms[v].append(per_order)
-                    print(f"round {r} {v:11s} wps={w:6.1f} cpu_ms_per_order={per_order}", flush=True)
+                    settle = args.settle_s[-1]
+                    print(f"round {r} {v:11s} settled={settle}s wps={w:6.1f} cpu_ms_per_order={per_order}", flush=True)
             out = summarise(args, variants, wps, ms)
             if args.json:
                 Path(args.json).write_text(json.dumps({"wps": wps, "cpu_ms_per_order": ms, "summary": out}, indent=1))
@@ -193,6 +238,12 @@ def main() -> None:
         "--variants",
         default=",".join(ALL),
         help=f"comma-separated designs from {','.join(ALL)} (default all; bare and bare-queues always run)",
+    )
+    parser.add_argument(
+        "--settle-timeout-s",
+        type=float,
+        default=15.0,
+        help="before each round, wait up to this long for every process to be back to its idle CPU rate (default 15)",
     )
     parser.add_argument("--database-url", help="state store URL (default: SQLite in the run's temporary directory)")
     parser.add_argument(
