@@ -57,14 +57,25 @@ def test_workflow_cost_runs() -> None:
     for design in ("bare", "sas"):
         for runner in ("stock", "sas"):
             assert float(summary[f"{design}_{runner}_runner_ms"]) > 0
+            assert float(summary[f"{design}_{runner}_runner_activation_ms"]) > 0
 
 
 def test_throughput_runs_every_design() -> None:
     summary = run_bench("throughput.py", "--orders", "4", "--rounds", "1", "--warmup", "1")
     # The gate (sas against bare-queues) and the full cost (sas against bare), then every other
     # design against both baselines; CPU per order by process and by worker thread kind.
-    for key in ("ratio", "bare_ratio", "bare_queues_ratio", "cpu_ratio", "sas_total_ms", "bare_queues_total_ms"):
+    for key in (
+        "ratio",
+        "bare_ratio",
+        "bare_queues_ratio",
+        "cpu_ratio",
+        "cpu_sas_over_bare",
+        "sas_total_ms",
+        "bare_queues_total_ms",
+    ):
         assert float(summary[key]) > 0, key
+    # How long a round waited for the processes to settle, and the idle rate it waited for.
+    assert float(summary["settle_s_max"]) >= 0 and float(summary["idle_cores"]) >= 0
     for design in ("sas_nosa", "la", "batch", "proj"):
         assert float(summary[f"{design}_ratio"]) > 0 and float(summary[f"{design}_bare_ratio"]) > 0, design
     for design in ("bare", "bare_queues", "sas"):
