@@ -279,7 +279,7 @@ def assert_staged(kept: Ledger, count: int) -> None:
     print(f"\ncanaries {arrivals[: RELEASE.canaries]}, waves {waves}, busiest second {busiest} (limit {PER_SECOND})")
     assert arrivals[RELEASE.canaries] > canaries_answered, "a call arrived before the canaries had answered"
     assert over == [], "calls beyond the release's allowance"
-    assert_waves_grow(arrivals, canaries_answered)
+    assert_waves_grow(RELEASE, arrivals, canaries_answered)
     assert busiest <= PER_SECOND
 
 
